@@ -1,0 +1,149 @@
+package bucket
+
+import (
+	"testing"
+	"time"
+)
+
+// fuzzConfig builds a valid Config from fuzz input, or reports false.
+func fuzzConfig(kind uint8, capacity, amount int64, periodMs int64, debt int64) (Config, bool) {
+	c := Config{Type: Type(kind%3 + 1), Capacity: capacity, MaxDebt: debt}
+	if c.Type != Concurrent {
+		c.RefillAmount = amount
+		c.RefillPeriod = time.Duration(periodMs) * time.Millisecond
+	}
+	return c, c.Validate() == nil
+}
+
+func clampTime(t int64) int64 {
+	if t < 0 {
+		t = -t
+	}
+	return t % (MaxTimeMs + 1)
+}
+
+// FuzzInvariants drives a bucket through a sequence of operations and checks
+// that the balance stays within [floor, capacity], that no step overflows,
+// and that time going backwards changes nothing.
+func FuzzInvariants(f *testing.F) {
+	f.Add(uint8(0), int64(100), int64(100), int64(60_000), int64(0), int64(1_700_000_000_000), []byte{1, 2, 3, 200, 7})
+	f.Add(uint8(1), int64(1_000_000), int64(1_000_000), int64(60_000), int64(-1), int64(5), []byte{255, 0, 9})
+	f.Add(uint8(2), int64(3), int64(0), int64(0), int64(0), int64(0), []byte{1, 1, 1, 1})
+	f.Fuzz(func(t *testing.T, kind uint8, capacity, amount, periodMs, debt, start int64, ops []byte) {
+		c, ok := fuzzConfig(kind, capacity, amount, periodMs, debt)
+		if !ok {
+			return
+		}
+		l := c.Limits()
+		now := clampTime(start)
+		s := State{Tokens: l.Capacity, Last: now}
+		for i, op := range ops {
+			step := int64(op) * int64(op) * int64(i+1)
+			switch op % 5 {
+			case 0: // time goes backwards: nothing may change
+				back := now - step
+				if got := Refill(l, s, back); back <= s.Last && got != s {
+					t.Fatalf("Refill at %d before Last %d changed %+v to %+v", back, s.Last, s, got)
+				}
+			case 1:
+				now += step
+				cost := (int64(op)%c.Capacity + 1) * Milli
+				next, retry, ok := Take(l, s, now, cost)
+				if !ok && next != s {
+					t.Fatalf("denied Take changed state %+v to %+v", s, next)
+				}
+				if retry < 0 || retry > MaxRetryMs {
+					t.Fatalf("retry %d out of range", retry)
+				}
+				s = next
+			case 2:
+				now += step
+				s, _ = Adjust(l, s, now, int64(op)*int64(op)*Milli*int64(i+1))
+			case 3:
+				now += step
+				s, _ = Adjust(l, s, now, -int64(op)*Milli)
+			case 4:
+				now += step
+				s = Penalize(l, s, now, int64(op)*4%1001)
+			}
+			if s.Tokens > l.Capacity || s.Tokens < l.Floor {
+				t.Fatalf("after op %d: tokens %d outside [%d, %d]", i, s.Tokens, l.Floor, l.Capacity)
+			}
+			if s.Last > now && op%5 != 0 {
+				t.Fatalf("after op %d: Last %d is after now %d", i, s.Last, now)
+			}
+		}
+	})
+}
+
+// FuzzRetryInExact checks that waiting the returned delay makes the same
+// request succeed and that one millisecond less does not.
+func FuzzRetryInExact(f *testing.F) {
+	f.Add(uint8(0), int64(100), int64(100), int64(60_000), int64(0), int64(0), int64(0), int64(1), int64(0))
+	f.Add(uint8(1), int64(1_000_000), int64(7), int64(13), int64(0), int64(-5_000_000), int64(99), int64(1_000_000), int64(3))
+	f.Add(uint8(1), int64(90), int64(90), int64(60_000), int64(0), int64(-90_000), int64(10_000), int64(90), int64(9_000))
+	f.Fuzz(func(t *testing.T, kind uint8, capacity, amount, periodMs, debt, tokens, last, cost, now int64) {
+		c, ok := fuzzConfig(kind, capacity, amount, periodMs, debt)
+		if !ok || c.Type == Concurrent {
+			return
+		}
+		l := c.Limits()
+		if tokens < l.Floor || tokens > l.Capacity {
+			return
+		}
+		if cost < 1 || cost > c.Capacity {
+			return
+		}
+		cost *= Milli
+		s := State{Tokens: tokens, Last: clampTime(last)}
+		now = clampTime(now)
+		_, retry, ok := Take(l, s, now, cost)
+		if ok {
+			return
+		}
+		if retry < 1 {
+			t.Fatalf("denied with retry %d < 1", retry)
+		}
+		if retry == MaxRetryMs {
+			return // saturated: not exact by design
+		}
+		if _, _, ok := Take(l, s, now+retry, cost); !ok {
+			t.Fatalf("Take after waiting retry %d ms still denied (state %+v, now %d, cost %d)", retry, s, now, cost)
+		}
+		if _, _, ok := Take(l, s, now+retry-1, cost); ok {
+			t.Fatalf("Take 1 ms before retry %d succeeded (state %+v, now %d, cost %d)", retry, s, now, cost)
+		}
+	})
+}
+
+// FuzzGrantedWithinRate checks the defining property of a token bucket: over
+// any window starting full, granted <= capacity + amount*window/period.
+func FuzzGrantedWithinRate(f *testing.F) {
+	f.Add(int64(100), int64(100), int64(60_000), int64(1_000), []byte{1, 0, 0, 3, 9, 200})
+	f.Add(int64(1_000_000), int64(1_000_000), int64(60_000), int64(7), []byte{1, 1, 1, 1, 1, 1, 1, 1})
+	f.Add(int64(3), int64(2), int64(3), int64(1), []byte{0, 0, 0, 0, 0, 1, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, capacity, amount, periodMs, start int64, gaps []byte) {
+		c, ok := fuzzConfig(1, capacity, amount, periodMs, 0)
+		if !ok {
+			return
+		}
+		l := c.Limits()
+		t0 := clampTime(start) % (1 << 50)
+		s := State{Tokens: l.Capacity, Last: t0}
+		now := t0
+		var granted int64
+		for i, g := range gaps {
+			now += int64(g)
+			cost := (int64(i)%c.Capacity + 1) * Milli
+			var ok bool
+			s, _, ok = Take(l, s, now, cost)
+			if ok {
+				granted += cost
+			}
+			bound := l.Capacity + mulDiv(now-t0, l.Amount, l.Period)
+			if granted > bound {
+				t.Fatalf("granted %d millitokens by %d ms, above capacity+rate*window = %d", granted, now-t0, bound)
+			}
+		}
+	})
+}

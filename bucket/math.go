@@ -1,0 +1,228 @@
+// Package bucket is Sluice's token-bucket arithmetic: pure integer functions
+// with no I/O, no clock and no locks, shared by every store.
+//
+// Tokens are held as millitokens (int64, one token = 1000 millitokens) and time
+// as milliseconds since the Unix epoch. A time-based bucket refills by the
+// exact fraction Amount/Period (millitokens per millisecond), so a rate such as
+// 100 tokens per minute never becomes the rounded decimal 1.667/s.
+//
+// Every function takes the stored State and the current time and returns a new
+// State; none of them mutates its arguments. Products that could exceed 64 bits
+// are computed with 128-bit intermediates (math/bits), and Limits.Validate
+// bounds every input so that every result fits in an int64 and, because every
+// stored value stays below 2^53, is exactly representable as an IEEE double
+// (the Lua port in the Redis store and DynamoDB's decimal numbers rely on it).
+//
+// # Drift compensation
+//
+// Lazy refill adds floor(elapsed*Amount/Period) millitokens and advances the
+// refill timestamp by ceil(added*Period/Amount) milliseconds: exactly the time
+// it takes to earn what was added, rounded up. Rounding the time up (rather
+// than down, as zae-limiter does) guarantees that no millisecond is credited
+// twice: a bucket never earns more than Amount*elapsed/Period over any
+// interval, and each write forgoes less than one millitoken. Rounding down
+// would re-credit up to Amount/Period millitokens per write, which for a
+// 1M-tokens-per-minute bucket is 16 whole tokens on every acquisition.
+package bucket
+
+import "math/bits"
+
+// Milli is the number of millitokens in one token.
+const Milli = 1000
+
+// Bounds that Validate enforces. They keep every intermediate of the math in
+// range and every stored value below 2^53.
+const (
+	// MaxCapacity is the largest capacity, refill amount, cost or debt, in
+	// tokens (10^12).
+	MaxCapacity = 1_000_000_000_000
+	// MaxPeriodMs is the longest refill period: 366 days, in milliseconds.
+	MaxPeriodMs = 366 * 24 * 3600 * 1000
+	// MaxFillMs is the longest time a bucket may take to refill from its debt
+	// floor to full capacity: ten years, in milliseconds.
+	MaxFillMs = 10 * 366 * 24 * 3600 * 1000
+	// MaxRetryMs caps a computed retry-in delay (100 years, in milliseconds).
+	// Only a clock running far behind the stored state can reach it.
+	MaxRetryMs = 100 * 366 * 24 * 3600 * 1000
+	// MaxTimeMs is the largest timestamp the math accepts: 2^53-1 ms, about
+	// the year 287396.
+	MaxTimeMs = 1<<53 - 1
+)
+
+// mulDiv returns floor(a*b/c) for a, b >= 0 and c > 0, saturating at
+// MaxInt64 when the quotient does not fit.
+func mulDiv(a, b, c int64) int64 {
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	if hi >= uint64(c) {
+		return 1<<63 - 1
+	}
+	q, _ := bits.Div64(hi, lo, uint64(c))
+	if q > 1<<63-1 {
+		return 1<<63 - 1
+	}
+	return int64(q)
+}
+
+// ceilMulDiv returns ceil(a*b/c) for a, b >= 0 and c > 0, saturating at
+// MaxInt64 when the quotient does not fit.
+func ceilMulDiv(a, b, c int64) int64 {
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	if hi >= uint64(c) {
+		return 1<<63 - 1
+	}
+	q, r := bits.Div64(hi, lo, uint64(c))
+	if r != 0 {
+		q++
+	}
+	if q > 1<<63-1 {
+		return 1<<63 - 1
+	}
+	return int64(q)
+}
+
+// prodLess reports whether a*b < c*d for non-negative operands, exactly.
+func prodLess(a, b, c, d int64) bool {
+	h1, l1 := bits.Mul64(uint64(a), uint64(b))
+	h2, l2 := bits.Mul64(uint64(c), uint64(d))
+	return h1 < h2 || (h1 == h2 && l1 < l2)
+}
+
+// State is a bucket's mutable state.
+type State struct {
+	// Tokens is the balance in millitokens at time Last. It is at most the
+	// capacity and may be negative (debt), down to the floor.
+	Tokens int64
+	// Last is the refill timestamp in Unix milliseconds: the instant up to
+	// which refill has been credited.
+	Last int64
+}
+
+// Refill returns s with the tokens earned between s.Last and now added,
+// capped at the capacity. A time at or before s.Last changes nothing, so a
+// clock that runs backwards never removes or adds tokens. Concurrent buckets
+// (Amount 0) never refill.
+func Refill(l Limits, s State, now int64) State {
+	if l.Amount <= 0 || now <= s.Last {
+		return s
+	}
+	if s.Tokens >= l.Capacity {
+		return State{Tokens: l.Capacity, Last: now}
+	}
+	need := l.Capacity - s.Tokens
+	elapsed := now - s.Last
+	if !prodLess(elapsed, l.Amount, need, l.Period) {
+		// Enough time has passed to fill the bucket.
+		return State{Tokens: l.Capacity, Last: now}
+	}
+	add := mulDiv(elapsed, l.Amount, l.Period) // < need
+	if add == 0 {
+		return s
+	}
+	used := ceilMulDiv(add, l.Period, l.Amount) // <= elapsed
+	return State{Tokens: s.Tokens + add, Last: s.Last + used}
+}
+
+// Available returns the balance at now in millitokens, without changing
+// anything.
+func Available(l Limits, s State, now int64) int64 {
+	return Refill(l, s, now).Tokens
+}
+
+// Take tries to debit cost millitokens at now. On success it returns the new
+// state, 0 and true. On denial it returns s unchanged, the exact wait in
+// milliseconds (see RetryIn) and false; a denial never consumes anything and
+// writes nothing. For a concurrent bucket a denial's wait is 0: the store
+// supplies a hint with ConcurrentRetry.
+func Take(l Limits, s State, now, cost int64) (State, int64, bool) {
+	r := Refill(l, s, now)
+	if r.Tokens >= cost {
+		r.Tokens -= cost
+		return r, 0, true
+	}
+	if l.Amount <= 0 {
+		return s, 0, false
+	}
+	return s, RetryIn(l, s, now, cost), false
+}
+
+// RetryIn returns how many milliseconds after now the bucket in state s will
+// hold cost millitokens, assuming nothing else changes it: waiting exactly
+// that long makes Take succeed, and one millisecond less does not. It returns
+// 0 when cost is already available and for concurrent buckets, and saturates
+// at MaxRetryMs.
+func RetryIn(l Limits, s State, now, cost int64) int64 {
+	if l.Amount <= 0 || s.Tokens >= cost || s.Tokens >= l.Capacity {
+		return 0
+	}
+	need := cost - s.Tokens
+	// The smallest whole number of ms after s.Last that earns need.
+	e := ceilMulDiv(need, l.Period, l.Amount)
+	if e > MaxRetryMs {
+		return MaxRetryMs
+	}
+	w := s.Last + e - now
+	switch {
+	case w <= 0:
+		return 0
+	case w > MaxRetryMs:
+		return MaxRetryMs
+	}
+	return w
+}
+
+// Adjust settles an estimate: a positive delta charges delta more
+// millitokens, a negative delta refunds -delta. The balance is refilled to now
+// first and then clamped to [Floor, Capacity]: debt never goes below the
+// floor, and a refund never lifts the balance above the capacity. It returns
+// the new state and the change actually applied to the balance (positive for
+// a charge).
+func Adjust(l Limits, s State, now, delta int64) (State, int64) {
+	r := Refill(l, s, now)
+	before := r.Tokens
+	t := before - delta
+	if t < l.Floor {
+		t = l.Floor
+	}
+	if t > l.Capacity {
+		t = l.Capacity
+	}
+	r.Tokens = t
+	return r, before - t
+}
+
+// Restore returns amount millitokens to a concurrent bucket, as when a lease
+// is released or reclaimed. The balance never exceeds the capacity; capped
+// reports that it would have (seed 001's capacity guard, counted as
+// already_capped by the reconciler).
+func Restore(l Limits, s State, amount int64) (State, bool) {
+	t := s.Tokens + amount
+	if t > l.Capacity {
+		return State{Tokens: l.Capacity, Last: s.Last}, true
+	}
+	return State{Tokens: t, Last: s.Last}, false
+}
+
+// Penalize refills the bucket to now and then multiplies a positive balance
+// by factorMilli/1000 (rounding down), as after a vendor 429. A balance at or
+// below zero is left alone. factorMilli must be in [0, 1000].
+func Penalize(l Limits, s State, now, factorMilli int64) State {
+	r := Refill(l, s, now)
+	if r.Tokens > 0 {
+		r.Tokens = r.Tokens * factorMilli / 1000
+	}
+	return r
+}
+
+// ConcurrentRetry is the documented RETRY_IN hint for a denied concurrent
+// dimension: the time until its earliest lease expires (0 when it has none),
+// capped by poll, and never less than one millisecond.
+func ConcurrentRetry(now, earliestExpiry, poll int64) int64 {
+	w := poll
+	if earliestExpiry > now && earliestExpiry-now < w {
+		w = earliestExpiry - now
+	}
+	if w < 1 {
+		w = 1
+	}
+	return w
+}

@@ -1,0 +1,220 @@
+package bucket
+
+import (
+	"errors"
+	"math"
+	"testing"
+	"time"
+)
+
+func perMinute(n int64) Limits { return PerPeriod(Requests, n, time.Minute).Limits() }
+
+func TestRefill(t *testing.T) {
+	rpm := perMinute(100) // 100 tokens/min = 100000 milli / 60000 ms
+	fast := PerPeriod(Tokens, 1_000_000, time.Minute).Limits()
+	tests := []struct {
+		name string
+		l    Limits
+		s    State
+		now  int64
+		want State
+	}{
+		{"no time passed", rpm, State{0, 1000}, 1000, State{0, 1000}},
+		{"time went backwards", rpm, State{0, 1000}, 500, State{0, 1000}},
+		{"one ms earns 1 milli, 0.6 ms used rounds up", rpm, State{0, 0}, 1, State{1, 1}},
+		{"600 ms earn exactly one token", rpm, State{0, 0}, 600, State{1000, 600}},
+		{"fills and stops at capacity", rpm, State{0, 0}, 120_000, State{100_000, 120_000}},
+		{"exactly full", rpm, State{40_000, 0}, 36_000, State{100_000, 36_000}},
+		{"full bucket moves its timestamp", rpm, State{100_000, 0}, 5, State{100_000, 5}},
+		{"debt is repaid by refill", rpm, State{-80_000, 0}, 30_000, State{-30_000, 30_000}},
+		// 1M tokens/min = 16666.67 milli/ms: 1 ms earns 16666 milli and uses the whole ms.
+		{"fast rate keeps the fraction, not the time", fast, State{0, 0}, 1, State{16_666, 1}},
+		{"concurrent never refills", ConcurrentSlots(3).Limits(), State{1000, 0}, 99_999, State{1000, 0}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Refill(tt.l, tt.s, tt.now); got != tt.want {
+				t.Errorf("Refill(%+v, %d) = %+v, want %+v", tt.s, tt.now, got, tt.want)
+			}
+		})
+	}
+}
+
+// The rounding-down drift compensation of zae-limiter credits the same
+// millisecond twice at rates above 1 millitoken/ms; ours must not.
+func TestRefillNeverCreditsTimeTwice(t *testing.T) {
+	l := PerPeriod(Tokens, 1_000_000, time.Minute).Limits()
+	s := State{Tokens: 0, Last: 0}
+	for now := int64(1); now <= 1000; now++ {
+		s = Refill(l, s, now)
+	}
+	exact := mulDiv(1000, l.Amount, l.Period)
+	if s.Tokens > exact {
+		t.Fatalf("after 1000 one-ms refills got %d millitokens, more than the exact %d", s.Tokens, exact)
+	}
+	// Each write forgoes less than one millitoken.
+	if exact-s.Tokens > 1000 {
+		t.Fatalf("after 1000 writes got %d millitokens, lost %d (> 1 per write)", s.Tokens, exact-s.Tokens)
+	}
+}
+
+func TestTake(t *testing.T) {
+	rpm := perMinute(100)
+	tests := []struct {
+		name      string
+		l         Limits
+		s         State
+		now, cost int64
+		want      State
+		wantRetry int64
+		wantOK    bool
+	}{
+		{"granted from a full bucket", rpm, State{100_000, 0}, 0, 1000, State{99_000, 0}, 0, true},
+		{"granted after refill", rpm, State{0, 0}, 600, 1000, State{0, 600}, 0, true},
+		{"denied one ms early", rpm, State{0, 0}, 599, 1000, State{0, 0}, 1, false},
+		{"denied from empty", rpm, State{0, 0}, 0, 1000, State{0, 0}, 600, false},
+		{"denied in debt", rpm, State{-100_000, 0}, 0, 1000, State{-100_000, 0}, 60_600, false},
+		{"clock behind the state waits the difference", rpm, State{0, 10_000}, 9_000, 1000, State{0, 10_000}, 1_600, false},
+		{"concurrent denial has no exact wait", ConcurrentSlots(1).Limits(), State{0, 0}, 5, 1000, State{0, 0}, 0, false},
+		{"concurrent grant", ConcurrentSlots(2).Limits(), State{2000, 0}, 5, 1000, State{1000, 0}, 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, retry, ok := Take(tt.l, tt.s, tt.now, tt.cost)
+			if got != tt.want || retry != tt.wantRetry || ok != tt.wantOK {
+				t.Errorf("Take(%+v, now=%d, cost=%d) = %+v, %d, %v; want %+v, %d, %v",
+					tt.s, tt.now, tt.cost, got, retry, ok, tt.want, tt.wantRetry, tt.wantOK)
+			}
+		})
+	}
+}
+
+func TestAdjust(t *testing.T) {
+	tpm := PerPeriod(Tokens, 10_000, time.Minute).Limits() // floor -10000 tokens
+	tests := []struct {
+		name        string
+		s           State
+		delta       int64
+		want        State
+		wantApplied int64
+	}{
+		{"refund", State{1_000_000, 0}, -700_000, State{1_700_000, 0}, -700_000},
+		{"charge into debt", State{0, 0}, 600_000, State{-600_000, 0}, 600_000},
+		{"debt stops at the floor", State{-9_000_000, 0}, 5_000_000, State{-10_000_000, 0}, 1_000_000},
+		{"refund stops at capacity", State{9_500_000, 0}, -1_000_000, State{10_000_000, 0}, -500_000},
+	}
+	for _, tt := range tests {
+		got, applied := Adjust(tpm, tt.s, 0, tt.delta)
+		if got != tt.want || applied != tt.wantApplied {
+			t.Errorf("%s: Adjust(%+v, %d) = %+v, %d; want %+v, %d", tt.name, tt.s, tt.delta, got, applied, tt.want, tt.wantApplied)
+		}
+	}
+}
+
+func TestRestoreAndPenalize(t *testing.T) {
+	c := ConcurrentSlots(3).Limits()
+	if got, capped := Restore(c, State{1000, 7}, 1000); got != (State{2000, 7}) || capped {
+		t.Errorf("Restore below capacity = %+v, %v; want {2000 7}, false", got, capped)
+	}
+	if got, capped := Restore(c, State{2500, 7}, 1000); got != (State{3000, 7}) || !capped {
+		t.Errorf("Restore over capacity = %+v, %v; want {3000 7}, true", got, capped)
+	}
+	rpm := perMinute(100)
+	if got := Penalize(rpm, State{50_000, 0}, 0, 800); got != (State{40_000, 0}) {
+		t.Errorf("Penalize(0.8) = %+v, want {40000 0}", got)
+	}
+	if got := Penalize(rpm, State{-5_000, 0}, 0, 500); got != (State{-5_000, 0}) {
+		t.Errorf("Penalize of debt = %+v, want it unchanged", got)
+	}
+}
+
+func TestConcurrentRetry(t *testing.T) {
+	tests := []struct{ now, earliest, poll, want int64 }{
+		{0, 300, 1000, 300},
+		{0, 5000, 1000, 1000},
+		{10, 0, 1000, 1000},
+		{10, 10, 1000, 1000},
+		{10, 11, 1000, 1},
+		{0, 0, 0, 1},
+	}
+	for _, tt := range tests {
+		if got := ConcurrentRetry(tt.now, tt.earliest, tt.poll); got != tt.want {
+			t.Errorf("ConcurrentRetry(%d, %d, %d) = %d, want %d", tt.now, tt.earliest, tt.poll, got, tt.want)
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name  string
+		c     Config
+		field string
+	}{
+		{"ok rpm", PerPeriod(Requests, 100, time.Minute), ""},
+		{"ok concurrent", ConcurrentSlots(5), ""},
+		{"ok max", Config{Type: Tokens, Capacity: MaxCapacity, RefillAmount: MaxCapacity, RefillPeriod: time.Millisecond}, ""},
+		{"no type", Config{Capacity: 1, RefillAmount: 1, RefillPeriod: time.Second}, "limit_type"},
+		{"zero capacity", PerPeriod(Requests, 0, time.Minute), "capacity"},
+		{"huge capacity", PerPeriod(Requests, MaxCapacity+1, time.Minute), "capacity"},
+		{"negative cost per call", Config{Type: Requests, Capacity: 5, RefillAmount: 5, RefillPeriod: time.Second, CostPerCall: -1}, "cost_per_call"},
+		{"cost per call over capacity", Config{Type: Requests, Capacity: 5, RefillAmount: 5, RefillPeriod: time.Second, CostPerCall: 6}, "cost_per_call"},
+		{"concurrent with refill", Config{Type: Concurrent, Capacity: 5, RefillAmount: 5}, "refill_amount"},
+		{"rpm without refill", Config{Type: Requests, Capacity: 5, RefillPeriod: time.Second}, "refill_amount"},
+		{"sub-millisecond period", Config{Type: Requests, Capacity: 5, RefillAmount: 5, RefillPeriod: 1500 * time.Microsecond}, "refill_period"},
+		{"period too long", Config{Type: Requests, Capacity: 5, RefillAmount: 5, RefillPeriod: 367 * 24 * time.Hour}, "refill_period"},
+		{"too slow to fill", Config{Type: Tokens, Capacity: MaxCapacity, RefillAmount: 1, RefillPeriod: 24 * time.Hour}, "refill_amount"},
+		{"bad debt", Config{Type: Tokens, Capacity: 5, RefillAmount: 5, RefillPeriod: time.Second, MaxDebt: -2}, "max_debt"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.c.Validate()
+			if tt.field == "" {
+				if err != nil {
+					t.Fatalf("Validate() = %v, want nil", err)
+				}
+				return
+			}
+			var fe *FieldError
+			if !errors.As(err, &fe) || fe.Field != tt.field || !errors.Is(err, ErrInvalid) {
+				t.Fatalf("Validate() = %v, want a FieldError for %q matching ErrInvalid", err, tt.field)
+			}
+		})
+	}
+}
+
+func TestMulDivSaturates(t *testing.T) {
+	if got := mulDiv(math.MaxInt64, math.MaxInt64, 1); got != math.MaxInt64 {
+		t.Errorf("mulDiv overflow = %d, want MaxInt64", got)
+	}
+	if got := ceilMulDiv(7, 3, 2); got != 11 {
+		t.Errorf("ceilMulDiv(7,3,2) = %d, want 11", got)
+	}
+	if got := mulDiv(1e15, 3e10, 1e15); got != 3e10 {
+		t.Errorf("mulDiv(1e15,3e10,1e15) = %d, want 3e10", got)
+	}
+}
+
+func TestParseType(t *testing.T) {
+	for _, ty := range []Type{Requests, Tokens, Concurrent} {
+		got, err := ParseType(ty.String())
+		if err != nil || got != ty {
+			t.Errorf("ParseType(%q) = %v, %v; want %v", ty.String(), got, err, ty)
+		}
+	}
+	if _, err := ParseType("rpm"); !errors.Is(err, ErrInvalid) {
+		t.Errorf("ParseType(\"rpm\") error = %v, want ErrInvalid", err)
+	}
+}
+
+func BenchmarkTake(b *testing.B) {
+	l := perMinute(1_000_000_000)
+	s := State{Tokens: l.Capacity, Last: 0}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		var ok bool
+		s, _, ok = Take(l, s, int64(i), 1000)
+		if !ok {
+			s.Tokens = l.Capacity
+		}
+	}
+}

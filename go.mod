@@ -1,0 +1,3 @@
+module github.com/ontopix/sluice
+
+go 1.26
