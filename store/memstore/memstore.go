@@ -1,0 +1,324 @@
+// Package memstore is Sluice's embedded store: buckets and leases in process
+// memory, for a single process, for tests and for the demo.
+//
+// Every bucket has its own mutex and the bucket table is copy-on-write, so
+// acquisitions on different buckets never contend on a shared lock; a
+// multi-dimension acquisition locks its buckets in name order, which makes it
+// atomic and deadlock-free. Lease records live in 32 independently locked
+// shards. The store starts no goroutines.
+//
+// The store uses the time passed in each request (the client's Clock).
+package memstore
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/store"
+)
+
+const leaseShards = 32
+
+// Store is the in-memory store. The zero value is not usable; call New.
+// It is safe for concurrent use.
+type Store struct {
+	mu      sync.Mutex // serialises writers of buckets
+	buckets atomic.Pointer[map[string]*entry]
+	shards  [leaseShards]shard
+	closed  atomic.Bool
+}
+
+type entry struct {
+	mu      sync.Mutex
+	b       store.Bucket
+	lim     bucket.Limits
+	st      bucket.State
+	leases  map[store.LeaseID]*lease // records holding this bucket
+	deleted bool
+}
+
+type shard struct {
+	mu sync.Mutex
+	m  map[store.LeaseID]*lease
+	_  [40]byte // keep shards on separate cache lines
+}
+
+type lease struct {
+	id      store.LeaseID
+	items   []store.Item // costs in tokens; guarded by the shard lock
+	caller  string
+	created int64
+	expires atomic.Int64 // ms
+}
+
+// New returns an empty store.
+func New() *Store {
+	s := &Store{}
+	m := map[string]*entry{}
+	s.buckets.Store(&m)
+	for i := range s.shards {
+		s.shards[i].m = map[store.LeaseID]*lease{}
+	}
+	return s
+}
+
+var _ store.Store = (*Store)(nil)
+
+func (s *Store) shard(id store.LeaseID) *shard {
+	return &s.shards[id[15]%leaseShards]
+}
+
+func (s *Store) lookup(name string) *entry {
+	return (*s.buckets.Load())[name]
+}
+
+func (s *Store) check() error {
+	if s.closed.Load() {
+		return store.ErrClosed
+	}
+	return nil
+}
+
+// Close marks the store closed. It is idempotent.
+func (s *Store) Close() error {
+	s.closed.Store(true)
+	return nil
+}
+
+// lockSorted locks es in name order and returns the order used, so that
+// every multi-bucket operation takes locks in the same global order.
+func lockSorted(es []*entry, order []uint8) {
+	for i := range es {
+		order[i] = uint8(i)
+	}
+	for i := 1; i < len(es); i++ { // insertion sort: at most MaxItems
+		for j := i; j > 0 && es[order[j]].b.Name < es[order[j-1]].b.Name; j-- {
+			order[j], order[j-1] = order[j-1], order[j]
+		}
+	}
+	for _, i := range order[:len(es)] {
+		es[i].mu.Lock()
+	}
+}
+
+func unlockAll(es []*entry) {
+	for _, e := range es {
+		e.mu.Unlock()
+	}
+}
+
+// Acquire implements store.Store.
+func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *store.AcquireResult) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if err := store.ValidateAcquireShape(req); err != nil {
+		return err
+	}
+	now, err := store.NowMs(req.Now)
+	if err != nil {
+		return err
+	}
+	n := len(req.Items)
+	var esBuf [store.MaxItems]*entry
+	var order [store.MaxItems]uint8
+	es := esBuf[:n]
+	for i, it := range req.Items {
+		if es[i] = s.lookup(it.Dimension); es[i] == nil {
+			return store.UnknownDimension(it.Dimension)
+		}
+	}
+	lockSorted(es, order[:])
+	defer unlockAll(es)
+
+	var next [store.MaxItems]bucket.State
+	var costs [store.MaxItems]int64
+	record := req.Record
+	for i, e := range es {
+		if e.deleted {
+			return &store.ConfigurationError{Dimension: e.b.Name}
+		}
+		c, err := store.ResolveCost(&e.b, req.Items[i])
+		if err != nil {
+			return err
+		}
+		costs[i] = c
+		if e.b.Type == bucket.Concurrent {
+			record = true
+		}
+	}
+	if cap(res.Items) >= n {
+		res.Items = res.Items[:n]
+	} else {
+		res.Items = make([]store.ItemResult, n)
+	}
+	poll := req.Poll
+	if poll == 0 {
+		poll = store.DefaultPoll
+	}
+	granted := true
+	var retry int64
+	for i, e := range es {
+		st, wait, ok := bucket.Take(e.lim, e.st, now, costs[i]*bucket.Milli)
+		next[i] = st
+		ir := &res.Items[i]
+		*ir = store.ItemResult{Dimension: e.b.Name, Type: e.b.Type, Cost: costs[i], Capacity: e.b.Capacity}
+		if ok {
+			ir.Remaining = st.Tokens
+			continue
+		}
+		granted = false
+		if e.lim.Type == bucket.Concurrent {
+			wait = bucket.ConcurrentRetry(now, e.earliestExpiry(), poll.Milliseconds())
+		}
+		ir.Remaining = bucket.Available(e.lim, e.st, now)
+		ir.RetryIn = time.Duration(wait) * time.Millisecond
+		retry = max(retry, wait)
+	}
+	res.Granted, res.Recorded = granted, false
+	res.RetryIn, res.ExpiresAt = 0, time.Time{}
+	if !granted {
+		res.RetryIn = time.Duration(retry) * time.Millisecond
+		for i := range es { // granted-looking items report what they have now
+			if res.Items[i].RetryIn == 0 {
+				res.Items[i].Remaining = bucket.Available(es[i].lim, es[i].st, now)
+			}
+		}
+		return nil
+	}
+	expires := now + req.TTL.Milliseconds()
+	if record {
+		l := &lease{id: req.ID, items: make([]store.Item, n), caller: req.Caller, created: now}
+		l.expires.Store(expires)
+		for i, e := range es {
+			l.items[i] = store.Item{Dimension: e.b.Name, Cost: costs[i]}
+		}
+		sh := s.shard(req.ID)
+		sh.mu.Lock()
+		if _, dup := sh.m[req.ID]; dup {
+			sh.mu.Unlock()
+			return &bucket.FieldError{Field: "lease_id", Value: req.ID.String(), Reason: "is already in use"}
+		}
+		sh.m[req.ID] = l
+		sh.mu.Unlock()
+		for _, e := range es {
+			if e.leases == nil {
+				e.leases = map[store.LeaseID]*lease{}
+			}
+			e.leases[req.ID] = l
+		}
+		res.Recorded = true
+	}
+	for i, e := range es {
+		e.st = next[i]
+	}
+	res.ExpiresAt = time.UnixMilli(expires)
+	return nil
+}
+
+// earliestExpiry returns the earliest expiry among e's leases, or 0. The
+// caller holds e.mu.
+func (e *entry) earliestExpiry() int64 {
+	var min int64
+	for _, l := range e.leases {
+		if x := l.expires.Load(); min == 0 || x < min {
+			min = x
+		}
+	}
+	return min
+}
+
+// Release implements store.Store.
+func (s *Store) Release(ctx context.Context, req store.ReleaseRequest) (store.ReleaseResult, error) {
+	if err := s.check(); err != nil {
+		return store.ReleaseResult{}, err
+	}
+	if _, err := store.NowMs(req.Now); err != nil {
+		return store.ReleaseResult{}, err
+	}
+	sh := s.shard(req.ID)
+	sh.mu.Lock()
+	l := sh.m[req.ID]
+	sh.mu.Unlock()
+	if l == nil {
+		return store.ReleaseResult{}, nil
+	}
+	restored, ok, _ := s.remove(l)
+	if !ok {
+		return store.ReleaseResult{}, nil
+	}
+	return store.ReleaseResult{Released: true, Restored: restored}, nil
+}
+
+// remove deletes lease l exactly once and restores its concurrent costs. It
+// reports ok false when someone else removed it first, and orphan when none
+// of its buckets exist any more.
+func (s *Store) remove(l *lease) (restored []store.Restored, ok, orphan bool) {
+	var esBuf [store.MaxItems]*entry
+	var idx [store.MaxItems]int // es[k] belongs to l.items[idx[k]]
+	var order [store.MaxItems]uint8
+	es := esBuf[:0]
+	for i, it := range l.items {
+		if e := s.lookup(it.Dimension); e != nil {
+			es = append(es, e)
+			idx[len(es)-1] = i
+		}
+	}
+	lockSorted(es, order[:])
+	defer unlockAll(es)
+	sh := s.shard(l.id)
+	sh.mu.Lock()
+	if sh.m[l.id] != l {
+		sh.mu.Unlock()
+		return nil, false, false
+	}
+	delete(sh.m, l.id)
+	items := l.items
+	sh.mu.Unlock()
+	live := 0
+	for k, e := range es {
+		delete(e.leases, l.id)
+		if e.deleted {
+			continue
+		}
+		live++
+		it := items[idx[k]]
+		if e.b.Type != bucket.Concurrent {
+			continue
+		}
+		var capped bool
+		e.st, capped = bucket.Restore(e.lim, e.st, it.Cost*bucket.Milli)
+		restored = append(restored, store.Restored{Dimension: it.Dimension, Cost: it.Cost, Capped: capped})
+	}
+	return restored, true, live == 0
+}
+
+// Extend implements store.Store.
+func (s *Store) Extend(ctx context.Context, req store.ExtendRequest) (time.Time, error) {
+	if err := s.check(); err != nil {
+		return time.Time{}, err
+	}
+	now, err := store.NowMs(req.Now)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if err := store.ValidateTTL(req.TTL); err != nil {
+		return time.Time{}, err
+	}
+	sh := s.shard(req.ID)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	l := sh.m[req.ID]
+	if l == nil {
+		return time.Time{}, store.ErrUnknownLease
+	}
+	if l.expires.Load() <= now {
+		return time.Time{}, store.ErrLeaseExpired
+	}
+	exp := now + req.TTL.Milliseconds()
+	l.expires.Store(exp)
+	return time.UnixMilli(exp), nil
+}

@@ -1,0 +1,330 @@
+package memstore
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/store"
+)
+
+// Adjust implements store.Store.
+func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.AdjustResult, error) {
+	if err := s.check(); err != nil {
+		return store.AdjustResult{}, err
+	}
+	now, err := store.NowMs(req.Now)
+	if err != nil {
+		return store.AdjustResult{}, err
+	}
+	if err := store.ValidateAdjust(req); err != nil {
+		return store.AdjustResult{}, err
+	}
+	e := s.lookup(req.Dimension)
+	if e == nil {
+		return store.AdjustResult{}, store.UnknownDimension(req.Dimension)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.deleted {
+		return store.AdjustResult{}, &store.ConfigurationError{Dimension: req.Dimension}
+	}
+	if err := store.CheckAdjustable(&e.b); err != nil {
+		return store.AdjustResult{}, err
+	}
+	held := req.Held
+	var rec *store.Item
+	if req.Recorded {
+		sh := s.shard(req.ID)
+		sh.mu.Lock()
+		defer sh.mu.Unlock()
+		l := sh.m[req.ID]
+		if l == nil {
+			return store.AdjustResult{}, store.ErrUnknownLease
+		}
+		if l.expires.Load() <= now {
+			return store.AdjustResult{}, store.ErrLeaseExpired
+		}
+		for i := range l.items {
+			if l.items[i].Dimension == req.Dimension {
+				rec = &l.items[i]
+			}
+		}
+		if rec == nil {
+			return store.AdjustResult{}, &bucket.FieldError{Field: "dimension", Value: req.Dimension, Reason: "is not part of lease " + req.ID.String()}
+		}
+		held = rec.Cost
+	} else if !req.ExpiresAt.IsZero() && req.ExpiresAt.UnixMilli() <= now {
+		return store.AdjustResult{}, store.ErrLeaseExpired
+	}
+	newHeld, err := store.AdjustHeld(req.Dimension, held, req.Delta)
+	if err != nil {
+		return store.AdjustResult{}, err
+	}
+	var applied int64
+	e.st, applied = bucket.Adjust(e.lim, e.st, now, req.Delta*bucket.Milli)
+	if rec != nil {
+		rec.Cost = newHeld
+	}
+	return store.AdjustResult{Held: newHeld, Applied: applied, Remaining: e.st.Tokens}, nil
+}
+
+// Penalize implements store.Store.
+func (s *Store) Penalize(ctx context.Context, req store.PenalizeRequest) (store.PenalizeResult, error) {
+	if err := s.check(); err != nil {
+		return store.PenalizeResult{}, err
+	}
+	now, err := store.NowMs(req.Now)
+	if err != nil {
+		return store.PenalizeResult{}, err
+	}
+	if err := store.ValidatePenalize(req); err != nil {
+		return store.PenalizeResult{}, err
+	}
+	e := s.lookup(req.Dimension)
+	if e == nil {
+		return store.PenalizeResult{}, store.UnknownDimension(req.Dimension)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.deleted {
+		return store.PenalizeResult{}, &store.ConfigurationError{Dimension: req.Dimension}
+	}
+	if err := store.CheckPenalizable(&e.b); err != nil {
+		return store.PenalizeResult{}, err
+	}
+	before := bucket.Available(e.lim, e.st, now)
+	e.st = bucket.Penalize(e.lim, e.st, now, req.FactorMilli)
+	return store.PenalizeResult{Before: before, After: e.st.Tokens}, nil
+}
+
+// Peek implements store.Store.
+func (s *Store) Peek(ctx context.Context, now time.Time, dimensions []string) ([]store.BucketState, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	ms, err := store.NowMs(now)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]store.BucketState, 0, len(dimensions))
+	for _, d := range dimensions {
+		e := s.lookup(d)
+		if e == nil {
+			return nil, store.UnknownDimension(d)
+		}
+		e.mu.Lock()
+		if e.deleted {
+			e.mu.Unlock()
+			return nil, &store.ConfigurationError{Dimension: d}
+		}
+		out = append(out, e.state(ms))
+		e.mu.Unlock()
+	}
+	return out, nil
+}
+
+// state snapshots e at now; the caller holds e.mu.
+func (e *entry) state(now int64) store.BucketState {
+	bs := store.BucketState{
+		Bucket:       e.b,
+		Tokens:       bucket.Available(e.lim, e.st, now),
+		LastRefill:   e.st.Last,
+		ActiveLeases: len(e.leases),
+		Now:          time.UnixMilli(now),
+	}
+	if x := e.earliestExpiry(); x != 0 {
+		bs.NextExpiry = time.UnixMilli(x)
+	}
+	return bs
+}
+
+// Reconcile implements store.Store.
+func (s *Store) Reconcile(ctx context.Context, req store.ReconcileRequest) (store.ReconcileResult, error) {
+	if err := s.check(); err != nil {
+		return store.ReconcileResult{}, err
+	}
+	now, err := store.NowMs(req.Now)
+	if err != nil {
+		return store.ReconcileResult{}, err
+	}
+	limit := req.Limit
+	if limit <= 0 {
+		limit = store.DefaultReconcileLimit
+	}
+	var expired []*lease
+	var res store.ReconcileResult
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for _, l := range sh.m {
+			if l.expires.Load() <= now {
+				if len(expired) == limit {
+					res.More = true
+					break
+				}
+				expired = append(expired, l)
+			}
+		}
+		sh.mu.Unlock()
+		if res.More {
+			break
+		}
+	}
+	dims := map[string]bool{}
+	for _, l := range expired {
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		restored, ok, orphan := s.remove(l)
+		if !ok {
+			continue // released or reconciled concurrently
+		}
+		res.Restored++
+		if orphan {
+			res.Orphans++
+			continue
+		}
+		for _, it := range l.items {
+			if s.lookup(it.Dimension) != nil {
+				dims[it.Dimension] = true
+			}
+		}
+		for _, r := range restored {
+			res.Reclaimed++
+			if r.Capped {
+				res.AlreadyCapped++
+			}
+		}
+	}
+	for d := range dims {
+		res.Dimensions = append(res.Dimensions, d)
+	}
+	slices.Sort(res.Dimensions)
+	return res, nil
+}
+
+// PutBucket implements store.Store.
+func (s *Store) PutBucket(ctx context.Context, now time.Time, b store.Bucket, reset bool) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	ms, err := store.NowMs(now)
+	if err != nil {
+		return err
+	}
+	if err := store.ValidateBucket(b); err != nil {
+		return err
+	}
+	lim := b.Config.Limits()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.lookup(b.Name); e != nil {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		st := bucket.Refill(e.lim, e.st, ms)
+		if reset {
+			st = bucket.State{Tokens: lim.Capacity, Last: ms}
+		}
+		st.Tokens = min(max(st.Tokens, lim.Floor), lim.Capacity)
+		e.b, e.lim, e.st = b, lim, st
+		return nil
+	}
+	old := *s.buckets.Load()
+	m := make(map[string]*entry, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	m[b.Name] = &entry{b: b, lim: lim, st: bucket.State{Tokens: lim.Capacity, Last: ms}}
+	s.buckets.Store(&m)
+	return nil
+}
+
+// DeleteBucket implements store.Store.
+func (s *Store) DeleteBucket(ctx context.Context, name string) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := *s.buckets.Load()
+	e := old[name]
+	if e == nil {
+		return store.UnknownDimension(name)
+	}
+	m := make(map[string]*entry, len(old))
+	for k, v := range old {
+		if k != name {
+			m[k] = v
+		}
+	}
+	s.buckets.Store(&m)
+	e.mu.Lock()
+	e.deleted = true
+	e.mu.Unlock()
+	return nil
+}
+
+// ListBuckets implements store.Store.
+func (s *Store) ListBuckets(ctx context.Context, now time.Time) ([]store.BucketState, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	ms, err := store.NowMs(now)
+	if err != nil {
+		return nil, err
+	}
+	m := *s.buckets.Load()
+	out := make([]store.BucketState, 0, len(m))
+	for _, e := range m {
+		e.mu.Lock()
+		if !e.deleted {
+			out = append(out, e.state(ms))
+		}
+		e.mu.Unlock()
+	}
+	slices.SortFunc(out, func(a, b store.BucketState) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// Leases implements store.Store.
+func (s *Store) Leases(ctx context.Context, q store.LeaseQuery) ([]store.Lease, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	now, err := store.NowMs(q.Now)
+	if err != nil {
+		return nil, err
+	}
+	var out []store.Lease
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for _, l := range sh.m {
+			exp := l.expires.Load()
+			if q.ExpiredOnly && exp > now {
+				continue
+			}
+			if q.Dimension != "" && !slices.ContainsFunc(l.items, func(it store.Item) bool { return it.Dimension == q.Dimension }) {
+				continue
+			}
+			out = append(out, store.Lease{
+				ID: l.id, Items: slices.Clone(l.items), Caller: l.caller,
+				CreatedAt: time.UnixMilli(l.created), ExpiresAt: time.UnixMilli(exp),
+			})
+		}
+		sh.mu.Unlock()
+	}
+	slices.SortFunc(out, func(a, b store.Lease) int {
+		if c := a.ExpiresAt.Compare(b.ExpiresAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID.String(), b.ID.String())
+	})
+	if q.Limit > 0 && len(out) > q.Limit {
+		out = out[:q.Limit]
+	}
+	return out, nil
+}

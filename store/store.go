@@ -1,0 +1,308 @@
+// Package store defines the contract every Sluice backend implements: memory,
+// Redis, DynamoDB, PostgreSQL and the remote service.
+//
+// The contract is operation-level, in the manner of database/sql/driver: each
+// method is one atomic operation on the store, and the caller passes the time
+// (Now) so that decisions are deterministic in tests. A store that keeps its
+// own clock (Redis TIME, PostgreSQL clock_timestamp()) documents when it
+// ignores Now. Costs and deltas are whole tokens; balances are millitokens.
+//
+// The conformance suite in store/storetest is the definition of correct:
+// every implementation must pass it against its real server.
+//
+// Implementations must be safe for concurrent use by multiple goroutines.
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/ontopix/sluice/bucket"
+)
+
+// Store is a backend holding buckets and leases.
+type Store interface {
+	// Acquire debits every item of req or none of them (all-or-nothing).
+	// A grant fills res with Granted and, when the store wrote a lease record
+	// (see AcquireRequest.Record), Recorded. A denial fills res.RetryIn with
+	// the longest wait among the denied items and changes nothing. Validation
+	// errors (*bucket.FieldError), an unknown dimension
+	// (*ConfigurationError) and a cost above capacity (*CostError) are
+	// returned before anything changes. res is owned by the caller and is
+	// overwritten; its Items slice is reused when large enough.
+	Acquire(ctx context.Context, req *AcquireRequest, res *AcquireResult) error
+
+	// Release deletes a lease record and returns the cost of its concurrent
+	// items to their buckets, capped at capacity, exactly once: a second
+	// Release, or a Release after the reconciler reclaimed the lease, finds
+	// no record and reports Released false with a nil error.
+	Release(ctx context.Context, req ReleaseRequest) (ReleaseResult, error)
+
+	// Adjust settles an estimate on one requests or tokens item of a lease
+	// (see AdjustRequest).
+	Adjust(ctx context.Context, req AdjustRequest) (AdjustResult, error)
+
+	// Extend moves a recorded lease's expiry to Now+TTL and returns it. It
+	// fails with ErrLeaseExpired when the lease has already expired and with
+	// ErrUnknownLease when there is no record.
+	Extend(ctx context.Context, req ExtendRequest) (time.Time, error)
+
+	// Penalize multiplies a time-based bucket's available tokens by
+	// FactorMilli/1000 in one atomic write.
+	Penalize(ctx context.Context, req PenalizeRequest) (PenalizeResult, error)
+
+	// Peek returns the state of the named buckets at now without changing
+	// them, in the order asked.
+	Peek(ctx context.Context, now time.Time, dimensions []string) ([]BucketState, error)
+
+	// Reconcile processes up to req.Limit expired lease records: it returns
+	// the cost of concurrent ones (capacity-guarded), deletes them all, and
+	// deletes records whose bucket is gone. It is idempotent.
+	Reconcile(ctx context.Context, req ReconcileRequest) (ReconcileResult, error)
+
+	// PutBucket creates or reconfigures a bucket. An existing bucket keeps
+	// its balance (clamped to the new capacity and floor) unless reset is
+	// true, which fills it to capacity. A new bucket starts full.
+	PutBucket(ctx context.Context, now time.Time, b Bucket, reset bool) error
+
+	// DeleteBucket removes a bucket. Its lease records become orphans that
+	// Reconcile deletes. Deleting a missing bucket returns a
+	// *ConfigurationError.
+	DeleteBucket(ctx context.Context, name string) error
+
+	// ListBuckets returns every bucket's state at now, sorted by name.
+	ListBuckets(ctx context.Context, now time.Time) ([]BucketState, error)
+
+	// Leases lists lease records matching q, sorted by expiry.
+	Leases(ctx context.Context, q LeaseQuery) ([]Lease, error)
+
+	// Close releases the store's resources. Operations after Close return
+	// ErrClosed. It does not close a client the caller passed in.
+	Close() error
+}
+
+// Bucket is a named bucket configuration.
+type Bucket struct {
+	// Name is the dimension, e.g. "openai#rpm".
+	Name string
+	bucket.Config
+}
+
+// Item is one dimension of an acquisition.
+type Item struct {
+	// Dimension names the bucket.
+	Dimension string
+	// Cost in tokens; 0 means the bucket's cost per call.
+	Cost int64
+}
+
+// AcquireRequest is the input of Store.Acquire.
+type AcquireRequest struct {
+	// Now is the decision time (see the package comment on clocks).
+	Now time.Time
+	// Items lists the dimensions to debit, each at most once. 1..MaxItems.
+	Items []Item
+	// ID is the lease's id, chosen by the caller so that a retried write is
+	// idempotent. Required.
+	ID LeaseID
+	// Caller names the acquiring service, for lease records and logs.
+	Caller string
+	// TTL is the lease's lifetime: it expires at Now+TTL. 1 ms to MaxTTL.
+	TTL time.Duration
+	// Record asks for a lease record even when no item is concurrent, so
+	// that the lease can be listed and settled across processes. A record is
+	// always written when an item is concurrent.
+	Record bool
+	// Poll caps the RETRY_IN hint of a denied concurrent item; 0 means
+	// DefaultPoll.
+	Poll time.Duration
+}
+
+// AcquireResult is the output of Store.Acquire.
+type AcquireResult struct {
+	// Granted reports that every item was debited.
+	Granted bool
+	// RetryIn is the wait before retrying, when not granted: exact for
+	// time-based items, a hint (at most the poll interval) for concurrent.
+	RetryIn time.Duration
+	// Recorded reports that a lease record was written.
+	Recorded bool
+	// ExpiresAt is the lease's expiry, when granted.
+	ExpiresAt time.Time
+	// Items has one entry per requested item, in request order.
+	Items []ItemResult
+}
+
+// ItemResult is the outcome of one item of an acquisition.
+type ItemResult struct {
+	// Dimension names the bucket.
+	Dimension string
+	// Type is the bucket's limit type.
+	Type bucket.Type
+	// Cost is the cost in tokens that was (or would have been) charged.
+	Cost int64
+	// Capacity is the bucket's capacity in tokens.
+	Capacity int64
+	// Remaining is the balance in millitokens after the grant, or, on a
+	// denial, the balance available now.
+	Remaining int64
+	// RetryIn is this item's own wait; 0 when it could have been granted.
+	RetryIn time.Duration
+}
+
+// ReleaseRequest is the input of Store.Release.
+type ReleaseRequest struct {
+	// Now is the time of the release.
+	Now time.Time
+	// ID is the lease.
+	ID LeaseID
+}
+
+// ReleaseResult is the output of Store.Release.
+type ReleaseResult struct {
+	// Released reports that a record was found and deleted by this call.
+	Released bool
+	// Restored lists what concurrent items gave back.
+	Restored []Restored
+}
+
+// Restored is one concurrent item's cost returned to its bucket.
+type Restored struct {
+	// Dimension names the bucket.
+	Dimension string
+	// Cost is the lease's cost in tokens.
+	Cost int64
+	// Capped reports that the capacity guard limited the restore (seed 001:
+	// already_capped).
+	Capped bool
+}
+
+// AdjustRequest is the input of Store.Adjust.
+//
+// A positive Delta charges more tokens (the balance may go into debt, down
+// to the floor); a negative one refunds, at most the lease's cost for that
+// dimension. When the lease has a record, the record's cost is the bound and
+// is updated, and an expired lease fails with ErrLeaseExpired. When the lease
+// was never recorded (Recorded false), Held, the cost the caller holds, is
+// the bound. Concurrent items cannot be adjusted.
+type AdjustRequest struct {
+	// Now is the time of the adjustment.
+	Now time.Time
+	// ID is the lease.
+	ID LeaseID
+	// Recorded says whether the lease has a record in the store.
+	Recorded bool
+	// Dimension is the item to adjust.
+	Dimension string
+	// Delta in tokens: positive charges, negative refunds. Non-zero.
+	Delta int64
+	// Held is the caller's current cost for Dimension, in tokens; used only
+	// when Recorded is false.
+	Held int64
+	// ExpiresAt is the lease's expiry; used only when Recorded is false.
+	ExpiresAt time.Time
+}
+
+// AdjustResult is the output of Store.Adjust.
+type AdjustResult struct {
+	// Held is the lease's cost for the dimension after the adjustment.
+	Held int64
+	// Applied is the change to the balance in millitokens (positive for a
+	// charge); it differs from Delta*1000 when the floor or capacity clamped it.
+	Applied int64
+	// Remaining is the balance in millitokens afterwards.
+	Remaining int64
+}
+
+// ExtendRequest is the input of Store.Extend.
+type ExtendRequest struct {
+	// Now is the time of the extension.
+	Now time.Time
+	// ID is the lease.
+	ID LeaseID
+	// TTL is the new lifetime from Now.
+	TTL time.Duration
+}
+
+// PenalizeRequest is the input of Store.Penalize.
+type PenalizeRequest struct {
+	// Now is the time of the penalty.
+	Now time.Time
+	// Dimension names a requests or tokens bucket.
+	Dimension string
+	// FactorMilli is the factor in thousandths, 0..1000 (800 = ×0.8).
+	FactorMilli int64
+}
+
+// PenalizeResult is the output of Store.Penalize.
+type PenalizeResult struct {
+	// Before and After are the balances in millitokens.
+	Before, After int64
+}
+
+// BucketState is a bucket's configuration and state at a point in time.
+type BucketState struct {
+	Bucket
+	// Tokens is the balance in millitokens at Now, refilled.
+	Tokens int64
+	// LastRefill is the stored refill timestamp in Unix milliseconds.
+	LastRefill int64
+	// ActiveLeases counts this bucket's lease records, expired or not.
+	ActiveLeases int
+	// NextExpiry is the earliest expiry among those records (zero if none).
+	NextExpiry time.Time
+	// Now is the time the state was computed at (the store's clock, if it
+	// uses its own).
+	Now time.Time
+}
+
+// ReconcileRequest is the input of Store.Reconcile.
+type ReconcileRequest struct {
+	// Now is the time leases are judged expired against.
+	Now time.Time
+	// Limit bounds the number of lease records processed; 0 means
+	// DefaultReconcileLimit.
+	Limit int
+}
+
+// ReconcileResult reports one reconcile batch; field names follow seed 001.
+type ReconcileResult struct {
+	// Restored counts expired leases processed (cost returned or record
+	// cleaned up), as seed 001's "restored".
+	Restored int
+	// Reclaimed counts concurrent leases whose cost went back to the bucket.
+	Reclaimed int
+	// AlreadyCapped counts concurrent leases whose restore the capacity
+	// guard limited.
+	AlreadyCapped int
+	// Orphans counts records deleted because their bucket is gone.
+	Orphans int
+	// Dimensions lists, sorted, the dimensions that had expired leases.
+	Dimensions []string
+	// More reports that expired records remain beyond Limit.
+	More bool
+}
+
+// LeaseQuery selects lease records for Store.Leases.
+type LeaseQuery struct {
+	// Now is the time expiry is judged against.
+	Now time.Time
+	// Dimension, when set, keeps leases that include it.
+	Dimension string
+	// ExpiredOnly keeps leases whose expiry is at or before Now.
+	ExpiredOnly bool
+	// Limit bounds the result; 0 means no bound.
+	Limit int
+}
+
+// Lease is a lease record.
+type Lease struct {
+	// ID is the lease's id.
+	ID LeaseID
+	// Items are the dimensions and their current costs in tokens.
+	Items []Item
+	// Caller names who acquired it.
+	Caller string
+	// CreatedAt and ExpiresAt bound its life.
+	CreatedAt, ExpiresAt time.Time
+}
