@@ -245,7 +245,9 @@ type BucketState struct {
 	Bucket
 	// Tokens is the balance in millitokens at Now, refilled.
 	Tokens int64
-	// LastRefill is the stored refill timestamp in Unix milliseconds.
+	// LastRefill is the refill timestamp, in Unix milliseconds, that goes
+	// with Tokens: the pair is the bucket's state refilled to Now, so
+	// bucket.RetryIn on it gives exact waits.
 	LastRefill int64
 	// ActiveLeases counts this bucket's lease records, expired or not.
 	ActiveLeases int

@@ -128,10 +128,11 @@ func (s *Store) Peek(ctx context.Context, now time.Time, dimensions []string) ([
 
 // state snapshots e at now; the caller holds e.mu.
 func (e *entry) state(now int64) store.BucketState {
+	r := bucket.Refill(e.lim, e.st, now)
 	bs := store.BucketState{
 		Bucket:       e.b,
-		Tokens:       bucket.Available(e.lim, e.st, now),
-		LastRefill:   e.st.Last,
+		Tokens:       r.Tokens,
+		LastRefill:   r.Last,
 		ActiveLeases: len(e.leases),
 		Now:          time.UnixMilli(now),
 	}
