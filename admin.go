@@ -1,0 +1,137 @@
+package sluice
+
+import (
+	"context"
+	"log/slog"
+	"math"
+	"time"
+
+	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/store"
+)
+
+// Bucket is a named bucket configuration: Name plus capacity, refill
+// amount per period, limit type, cost per call and maximum debt.
+type Bucket = store.Bucket
+
+// BucketConfig is a bucket's configuration without its name.
+type BucketConfig = bucket.Config
+
+// BucketState is a bucket's configuration and state: balance (millitokens),
+// active leases and the next lease expiry.
+type BucketState = store.BucketState
+
+// LeaseRecord is a lease as the store records it.
+type LeaseRecord = store.Lease
+
+// LeaseQuery selects lease records.
+type LeaseQuery = store.LeaseQuery
+
+// PerMinute returns a bucket config for a vendor's "n per minute" limit of
+// type t (Requests or Tokens).
+func PerMinute(t LimitType, n int64) BucketConfig { return bucket.PerPeriod(t, n, time.Minute) }
+
+// PerPeriod returns a bucket config holding n tokens and refilling n every
+// period.
+func PerPeriod(t LimitType, n int64, period time.Duration) BucketConfig {
+	return bucket.PerPeriod(t, n, period)
+}
+
+// ConcurrentLimit returns a bucket config with n concurrent slots.
+func ConcurrentLimit(n int64) BucketConfig { return bucket.ConcurrentSlots(n) }
+
+// DefaultPenaltyFactor is the factor the seeds apply after a vendor 429.
+const DefaultPenaltyFactor = 0.8
+
+// PutOption configures PutBucket.
+type PutOption func(*bool)
+
+// ResetTokens makes PutBucket fill the bucket to capacity; without it an
+// existing bucket keeps its live balance.
+func ResetTokens() PutOption { return func(reset *bool) { *reset = true } }
+
+// PutBucket creates or reconfigures a bucket. A new bucket starts full; an
+// existing one keeps its balance (clamped to the new capacity) unless
+// ResetTokens is given.
+func (c *Client) PutBucket(ctx context.Context, b Bucket, opts ...PutOption) error {
+	var reset bool
+	for _, o := range opts {
+		o(&reset)
+	}
+	return c.st.PutBucket(ctx, c.clock.Now(), b, reset)
+}
+
+// GetBucket returns one bucket's state.
+func (c *Client) GetBucket(ctx context.Context, name string) (BucketState, error) {
+	s, err := c.st.Peek(ctx, c.clock.Now(), []string{name})
+	if err != nil {
+		return BucketState{}, err
+	}
+	return s[0], nil
+}
+
+// ListBuckets returns every bucket's state, sorted by name.
+func (c *Client) ListBuckets(ctx context.Context) ([]BucketState, error) {
+	return c.st.ListBuckets(ctx, c.clock.Now())
+}
+
+// DeleteBucket removes a bucket; its outstanding leases are cleaned up by
+// the reconciler.
+func (c *Client) DeleteBucket(ctx context.Context, name string) error {
+	return c.st.DeleteBucket(ctx, name)
+}
+
+// Leases lists lease records; q.Now defaults to the client's clock.
+func (c *Client) Leases(ctx context.Context, q LeaseQuery) ([]LeaseRecord, error) {
+	if q.Now.IsZero() {
+		q.Now = c.clock.Now()
+	}
+	return c.st.Leases(ctx, q)
+}
+
+// Peek returns the current state of dimensions without consuming anything.
+func (c *Client) Peek(ctx context.Context, dimensions ...string) ([]BucketState, error) {
+	if len(dimensions) == 0 {
+		return nil, invalid("dimensions", 0, "name at least one dimension")
+	}
+	return c.st.Peek(ctx, c.clock.Now(), dimensions)
+}
+
+// TimeUntil returns how long after s.Now the bucket will hold n tokens if
+// nothing else changes it: 0 if it already does; for a concurrent bucket,
+// the time until its next lease expiry (a hint), or -1 if no lease is due
+// to free a slot.
+func TimeUntil(s BucketState, n int64) time.Duration {
+	l := s.Config.Limits()
+	need := n * bucket.Milli
+	if s.Tokens >= need {
+		return 0
+	}
+	if l.Amount == 0 {
+		if s.NextExpiry.After(s.Now) {
+			return s.NextExpiry.Sub(s.Now)
+		}
+		return -1
+	}
+	ms := bucket.RetryIn(l, bucket.State{Tokens: s.Tokens, Last: s.LastRefill}, s.Now.UnixMilli(), need)
+	return time.Duration(ms) * time.Millisecond
+}
+
+// Penalize multiplies dimension's available tokens by factor (0..1; use
+// DefaultPenaltyFactor after a vendor 429) in one atomic, versioned write.
+func (c *Client) Penalize(ctx context.Context, dimension string, factor float64) error {
+	if math.IsNaN(factor) || factor < 0 || factor > 1 {
+		return invalid("factor", factor, "must be between 0 and 1")
+	}
+	res, err := c.st.Penalize(ctx, store.PenalizeRequest{
+		Now: c.clock.Now(), Dimension: dimension, FactorMilli: int64(math.Round(factor * 1000)),
+	})
+	if err != nil {
+		return err
+	}
+	if c.log.Enabled(ctx, slog.LevelInfo) {
+		c.log.LogAttrs(ctx, slog.LevelInfo, "penalize.applied", slog.String("dimension", dimension),
+			slog.Float64("factor", factor), slog.Int64("tokens_before_milli", res.Before), slog.Int64("tokens_after_milli", res.After))
+	}
+	return nil
+}

@@ -1,0 +1,200 @@
+package sluice
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/ontopix/sluice/store"
+)
+
+// Client acquires slots from a store. It is safe for concurrent use; create
+// one per process and share it.
+type Client struct {
+	st    store.Store
+	cfg   Config
+	clock Clock
+	log   *slog.Logger
+}
+
+// Contention backoff of seed 000: exponential from 25 ms, capped at 200 ms,
+// with jitter.
+const (
+	backoffBase = 25 * time.Millisecond
+	backoffCap  = 200 * time.Millisecond
+)
+
+// New returns a client over st. It does not take ownership of st: closing
+// the store is the caller's job.
+func New(st store.Store, opts ...Option) (*Client, error) {
+	if st == nil {
+		return nil, invalid("store", nil, "must not be nil")
+	}
+	c := &Client{st: st, cfg: DefaultConfig(), clock: SystemClock{}}
+	for _, o := range opts {
+		o(c)
+	}
+	if c.clock == nil {
+		return nil, invalid("clock", nil, "must not be nil")
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	if err := c.cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Config returns the client's effective configuration.
+func (c *Client) Config() Config { return c.cfg }
+
+// Store returns the store the client uses.
+func (c *Client) Store() store.Store { return c.st }
+
+// Acquire asks for one slot on dimension at its cost per call, or at the
+// cost given with WithCost. A denial is not an error: it is a Result with
+// Outcome RetryIn and the exact wait.
+func (c *Client) Acquire(ctx context.Context, dimension string, opts ...AcquireOption) (Result, error) {
+	var o acquireOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.cost < 0 || (o.cost == 0 && o.costGiven) {
+		return Result{}, invalid("cost["+dimension+"]", o.cost, "must be at least 1 token")
+	}
+	a := new(acquisition)
+	a.items[0] = store.Item{Dimension: dimension, Cost: o.cost}
+	return c.acquire(ctx, a, a.items[:1], &o)
+}
+
+// AcquireMany asks for every request at once, all-or-nothing: either each
+// dimension is debited and one lease covers them all, or nothing changes
+// and RetryIn is the longest wait among the dimensions that were short.
+func (c *Client) AcquireMany(ctx context.Context, reqs []Request, opts ...AcquireOption) (Result, error) {
+	var o acquireOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	if len(reqs) == 0 {
+		return Result{}, invalid("requests", 0, "an acquisition needs at least one dimension")
+	}
+	if len(reqs) > store.MaxItems {
+		return Result{}, invalid("requests", len(reqs), "at most 16 dimensions per acquisition")
+	}
+	a := new(acquisition)
+	items := a.items[:0]
+	for _, r := range reqs {
+		if r.Cost < 1 {
+			return Result{}, invalid("cost["+r.Dimension+"]", r.Cost, "must be at least 1 token")
+		}
+		items = append(items, store.Item{Dimension: r.Dimension, Cost: r.Cost})
+	}
+	return c.acquire(ctx, a, items, &o)
+}
+
+// acquisition holds everything one acquisition needs in a single
+// allocation: the store request and result, their buffers, and the lease.
+type acquisition struct {
+	lease   Lease
+	req     store.AcquireRequest
+	res     store.AcquireResult
+	items   [4]store.Item
+	results [4]store.ItemResult
+}
+
+func (c *Client) acquire(ctx context.Context, a *acquisition, items []store.Item, o *acquireOptions) (Result, error) {
+	ttl := o.ttl
+	if ttl == 0 {
+		ttl = c.cfg.LeaseTTL
+	}
+	caller := o.caller
+	if caller == "" {
+		caller = c.cfg.Caller
+	}
+	a.req = store.AcquireRequest{
+		Items: items, ID: store.NewLeaseID(), Caller: caller, TTL: ttl,
+		Record: o.record, Poll: c.cfg.PollInterval,
+	}
+	a.res.Items = a.results[:0]
+	req, res := &a.req, &a.res
+	for attempt := 0; ; attempt++ {
+		req.Now = c.clock.Now()
+		err := c.st.Acquire(ctx, req, res)
+		switch {
+		case err == nil:
+		case errors.Is(err, store.ErrContention):
+			wait := backoff(attempt)
+			if attempt >= c.cfg.MaxRetries {
+				c.event(ctx, slog.LevelDebug, "acquire.retry_in", items,
+					slog.Duration("retry_in", wait), slog.String("reason", "contention"))
+				return Result{Outcome: RetryIn, RetryIn: wait}, nil
+			}
+			c.event(ctx, slog.LevelInfo, "acquire.contention_retry", items,
+				slog.Int("attempt", attempt+1), slog.Duration("backoff", wait))
+			if err := sleep(ctx, wait); err != nil {
+				return Result{}, err
+			}
+			continue
+		case errors.Is(err, store.ErrUnavailable) && c.cfg.FailurePolicy == FailOpen:
+			return c.degraded(ctx, a, err), nil
+		default:
+			return Result{}, err
+		}
+		if !res.Granted {
+			c.event(ctx, slog.LevelDebug, "acquire.retry_in", items, slog.Duration("retry_in", res.RetryIn))
+			return Result{Outcome: RetryIn, RetryIn: res.RetryIn, Dimensions: res.Items}, nil
+		}
+		l := &a.lease
+		l.init(c, req, res)
+		c.event(ctx, slog.LevelDebug, "acquire.granted", items, slog.Bool("recorded", res.Recorded))
+		return Result{Outcome: Granted, Lease: l, Dimensions: res.Items}, nil
+	}
+}
+
+// degraded grants without the store under FailOpen.
+func (c *Client) degraded(ctx context.Context, a *acquisition, cause error) Result {
+	a.res = store.AcquireResult{Granted: true, ExpiresAt: a.req.Now.Add(a.req.TTL)}
+	l := &a.lease
+	l.init(c, &a.req, &a.res)
+	l.degraded = true
+	c.event(ctx, slog.LevelWarn, "acquire.degraded", a.req.Items, slog.String("error", cause.Error()))
+	return Result{Outcome: Granted, Lease: l, Degraded: true}
+}
+
+// backoff returns the attempt's contention delay: exponential from 25 ms,
+// capped at 200 ms, with equal jitter (half fixed, half random).
+func backoff(attempt int) time.Duration {
+	d := backoffCap
+	if attempt < 4 {
+		d = min(backoffCap, backoffBase<<attempt)
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+// sleep waits d or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// event logs one of the seeds' events if the logger wants it.
+func (c *Client) event(ctx context.Context, level slog.Level, msg string, items []store.Item, attrs ...slog.Attr) {
+	if !c.log.Enabled(ctx, level) {
+		return
+	}
+	dims := make([]string, len(items))
+	for i, it := range items {
+		dims[i] = it.Dimension
+	}
+	attrs = append(attrs, slog.Any("dimensions", dims))
+	c.log.LogAttrs(ctx, level, msg, attrs...)
+}

@@ -1,0 +1,82 @@
+package sluice
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/store"
+)
+
+// Errors re-exported from package store; match them with errors.Is.
+var (
+	// ErrInvalid is matched by every validation error; the concrete type is
+	// *FieldError, which names the field and the value.
+	ErrInvalid = store.ErrInvalid
+	// ErrUnknownDimension is matched by *ConfigurationError.
+	ErrUnknownDimension = store.ErrUnknownDimension
+	// ErrCostExceedsCapacity is matched by *CostError: the cost can never be
+	// granted.
+	ErrCostExceedsCapacity = store.ErrCostExceedsCapacity
+	// ErrLeaseExpired reports an operation on a lease whose TTL passed or
+	// that the reconciler reclaimed.
+	ErrLeaseExpired = store.ErrLeaseExpired
+	// ErrUnknownLease reports a lease id the store has no record of.
+	ErrUnknownLease = store.ErrUnknownLease
+	// ErrUnavailable is matched when the store cannot be reached and the
+	// client fails closed.
+	ErrUnavailable = store.ErrUnavailable
+	// ErrClosed is returned after the store was closed.
+	ErrClosed = store.ErrClosed
+)
+
+// ErrLeaseReleased is returned by Adjust, Settle and Extend on a lease that
+// was already released.
+var ErrLeaseReleased = errors.New("sluice: lease already released")
+
+// ErrSlotTimeout is matched by *SlotTimeoutError.
+var ErrSlotTimeout = errors.New("sluice: slot timeout")
+
+// ErrLeaseLost is the cause of a SlotHandle's context cancellation when its
+// lease could not be renewed because it expired or was reclaimed.
+var ErrLeaseLost = errors.New("sluice: lease lost")
+
+// FieldError reports an invalid value, naming the field. It matches
+// ErrInvalid.
+type FieldError = bucket.FieldError
+
+// ConfigurationError reports a dimension with no bucket (the seeds'
+// ConfigurationError). It matches ErrUnknownDimension.
+type ConfigurationError = store.ConfigurationError
+
+// CostError reports a cost above a bucket's capacity. It matches
+// ErrCostExceedsCapacity.
+type CostError = store.CostError
+
+// SlotTimeoutError reports that a slot was not granted within the timeout
+// (the seeds' SlotTimeout). It matches ErrSlotTimeout.
+type SlotTimeoutError struct {
+	// Dimensions are the dimensions that were asked for.
+	Dimensions []string
+	// Timeout is how long the caller was willing to wait.
+	Timeout time.Duration
+	// RetryIn is the last RETRY_IN delay the store answered.
+	RetryIn time.Duration
+	// Attempts counts acquisition attempts.
+	Attempts int
+}
+
+// Error implements error.
+func (e *SlotTimeoutError) Error() string {
+	return fmt.Sprintf("sluice: no slot on %s within %s after %d attempts (last retry_in %s)",
+		strings.Join(e.Dimensions, ", "), e.Timeout, e.Attempts, e.RetryIn)
+}
+
+// Is makes errors.Is(err, ErrSlotTimeout) true.
+func (e *SlotTimeoutError) Is(target error) bool { return target == ErrSlotTimeout }
+
+func invalid(field string, v any, why string) error {
+	return &FieldError{Field: field, Value: v, Reason: why}
+}

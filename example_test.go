@@ -1,0 +1,69 @@
+package sluice_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/store/memstore"
+)
+
+// A fixed clock keeps the example's output deterministic.
+func fixedClock() sluice.Clock {
+	return sluice.ClockFunc(func() time.Time { return time.Date(2026, 3, 4, 10, 0, 0, 0, time.UTC) })
+}
+
+func Example() {
+	ctx := context.Background()
+	client, _ := sluice.New(memstore.New(), sluice.WithClock(fixedClock()))
+	_ = client.PutBucket(ctx, sluice.Bucket{Name: "openai#rpm", Config: sluice.PerMinute(sluice.Requests, 2)})
+
+	for i := 0; i < 3; i++ {
+		res, err := client.Acquire(ctx, "openai#rpm")
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(res.Outcome, res.RetryIn)
+	}
+	// Output:
+	// GRANTED 0s
+	// GRANTED 0s
+	// RETRY_IN 30s
+}
+
+func ExampleClient_AcquireMany() {
+	ctx := context.Background()
+	client, _ := sluice.New(memstore.New(), sluice.WithClock(fixedClock()))
+	_ = client.PutBucket(ctx, sluice.Bucket{Name: "openai#rpm", Config: sluice.PerMinute(sluice.Requests, 500)})
+	_ = client.PutBucket(ctx, sluice.Bucket{Name: "openai#tpm", Config: sluice.PerMinute(sluice.Tokens, 30_000)})
+
+	// Reserve an estimate on both dimensions at once, all-or-nothing.
+	res, _ := client.AcquireMany(ctx, []sluice.Request{{"openai#rpm", 1}, {"openai#tpm", 2_000}})
+	fmt.Println(res.Outcome)
+
+	// The response reported 2600 tokens: settle the estimate.
+	_ = res.Lease.Settle(ctx, "openai#tpm", 2_600)
+	_ = res.Lease.Release(ctx)
+
+	s, _ := client.GetBucket(ctx, "openai#tpm")
+	fmt.Println(s.Tokens / 1000)
+	// Output:
+	// GRANTED
+	// 27400
+}
+
+func ExampleClient_WithSlot() {
+	ctx := context.Background()
+	client, _ := sluice.New(memstore.New())
+	_ = client.PutBucket(ctx, sluice.Bucket{Name: "elevenlabs#concurrent", Config: sluice.ConcurrentLimit(5)})
+
+	err := client.WithSlot(ctx, "elevenlabs#concurrent", 10*time.Second, func(ctx context.Context, l *sluice.Lease) error {
+		fmt.Println("holding one of 5 slots")
+		return nil // call the vendor here
+	})
+	fmt.Println(err)
+	// Output:
+	// holding one of 5 slots
+	// <nil>
+}

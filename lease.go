@@ -1,0 +1,230 @@
+package sluice
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/ontopix/sluice/store"
+)
+
+// Lease is a granted acquisition. Release it when the vendor call is done
+// (WithSlot does this for you). Its methods are safe for concurrent use.
+type Lease struct {
+	c        *Client
+	id       store.LeaseID
+	recorded bool
+	degraded bool
+	caller   string
+
+	mu        sync.Mutex
+	items     []Request // current costs (tokens); Adjust updates them
+	buf       [4]Request
+	createdAt time.Time
+	expiresAt time.Time
+	released  bool
+}
+
+// init fills a zero Lease from a granted acquisition.
+func (l *Lease) init(c *Client, req *store.AcquireRequest, res *store.AcquireResult) {
+	l.c, l.id, l.recorded, l.caller = c, req.ID, res.Recorded, req.Caller
+	l.createdAt, l.expiresAt = req.Now, res.ExpiresAt
+	if len(req.Items) <= len(l.buf) {
+		l.items = l.buf[:len(req.Items)]
+	} else {
+		l.items = make([]Request, len(req.Items))
+	}
+	for i, it := range req.Items {
+		cost := it.Cost
+		if i < len(res.Items) {
+			cost = res.Items[i].Cost // resolved cost per call
+		}
+		l.items[i] = Request{Dimension: it.Dimension, Cost: cost}
+	}
+}
+
+// ID returns the lease's id, a UUID.
+func (l *Lease) ID() string { return l.id.String() }
+
+// Recorded reports whether the store holds a record of the lease (always
+// for concurrent dimensions, or when WithRecord was given).
+func (l *Lease) Recorded() bool { return l.recorded }
+
+// Degraded reports a lease granted without the store under FailOpen.
+func (l *Lease) Degraded() bool { return l.degraded }
+
+// Caller returns the caller name recorded on the lease.
+func (l *Lease) Caller() string { return l.caller }
+
+// CreatedAt returns when the lease was granted.
+func (l *Lease) CreatedAt() time.Time { return l.createdAt }
+
+// ExpiresAt returns when the lease expires unless extended.
+func (l *Lease) ExpiresAt() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.expiresAt
+}
+
+// Dimensions returns the lease's dimensions with their current costs.
+func (l *Lease) Dimensions() []Request {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]Request(nil), l.items...)
+}
+
+// Cost returns the lease's current cost on dimension (0 if absent).
+func (l *Lease) Cost(dimension string) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, it := range l.items {
+		if it.Dimension == dimension {
+			return it.Cost
+		}
+	}
+	return 0
+}
+
+// Release ends the lease. Concurrent dimensions get their cost back (never
+// above capacity); requests and tokens stay consumed. Release is idempotent:
+// a second call returns nil. If the reconciler already reclaimed the lease,
+// Release restores nothing and returns an error matching ErrLeaseExpired.
+// If the store cannot be reached the lease stays unreleased, so Release can
+// be retried; the reconciler reclaims it after its TTL otherwise.
+func (l *Lease) Release(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.released {
+		return nil
+	}
+	if !l.recorded || l.degraded {
+		l.released = true
+		l.c.leaseEvent(ctx, "release.ok", l)
+		return nil
+	}
+	res, err := l.c.st.Release(ctx, store.ReleaseRequest{Now: l.c.clock.Now(), ID: l.id})
+	if err != nil {
+		return err
+	}
+	l.released = true
+	if !res.Released {
+		return &leaseError{id: l.id, op: "release", err: store.ErrLeaseExpired, why: "was reclaimed by the reconciler after it expired; nothing was restored"}
+	}
+	l.c.leaseEvent(ctx, "release.ok", l)
+	return nil
+}
+
+// Adjust settles the estimate on dimension by delta tokens: positive
+// charges more (the balance may go into debt down to the bucket's floor),
+// negative refunds (at most what the lease holds on it). Concurrent
+// dimensions cannot be adjusted.
+func (l *Lease) Adjust(ctx context.Context, dimension string, delta int64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	i, err := l.find(dimension)
+	if err != nil {
+		return err
+	}
+	return l.adjustLocked(ctx, i, delta)
+}
+
+// Settle sets the lease's cost on dimension to actual tokens, charging or
+// refunding the difference from the current cost: reserve an estimate,
+// then Settle with the usage the vendor reported.
+func (l *Lease) Settle(ctx context.Context, dimension string, actual int64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	i, err := l.find(dimension)
+	if err != nil {
+		return err
+	}
+	if actual < 0 {
+		return invalid("actual["+dimension+"]", actual, "must not be negative")
+	}
+	delta := actual - l.items[i].Cost
+	if delta == 0 {
+		return nil
+	}
+	return l.adjustLocked(ctx, i, delta)
+}
+
+func (l *Lease) find(dimension string) (int, error) {
+	if l.released {
+		return 0, &leaseError{id: l.id, op: "adjust", err: ErrLeaseReleased, why: "was released"}
+	}
+	for i, it := range l.items {
+		if it.Dimension == dimension {
+			return i, nil
+		}
+	}
+	return 0, invalid("dimension", dimension, "is not part of lease "+l.id.String())
+}
+
+func (l *Lease) adjustLocked(ctx context.Context, i int, delta int64) error {
+	res, err := l.c.st.Adjust(ctx, store.AdjustRequest{
+		Now: l.c.clock.Now(), ID: l.id, Recorded: l.recorded && !l.degraded,
+		Dimension: l.items[i].Dimension, Delta: delta, Held: l.items[i].Cost, ExpiresAt: l.expiresAt,
+	})
+	if errors.Is(err, store.ErrUnknownLease) {
+		return &leaseError{id: l.id, op: "adjust", err: store.ErrLeaseExpired, why: "was reclaimed by the reconciler"}
+	}
+	if err != nil {
+		return err
+	}
+	l.items[i].Cost = res.Held
+	return nil
+}
+
+// Extend keeps the lease alive for ttl from now (the heartbeat for a long
+// concurrent hold). It fails with ErrLeaseExpired if the lease already
+// expired or was reclaimed: the slot may now belong to someone else.
+func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.released {
+		return &leaseError{id: l.id, op: "extend", err: ErrLeaseReleased, why: "was released"}
+	}
+	now := l.c.clock.Now()
+	if !l.recorded || l.degraded {
+		if err := store.ValidateTTL(ttl); err != nil {
+			return err
+		}
+		if !now.Before(l.expiresAt) {
+			return &leaseError{id: l.id, op: "extend", err: store.ErrLeaseExpired, why: "expired at " + l.expiresAt.Format(time.RFC3339Nano)}
+		}
+		l.expiresAt = now.Add(ttl)
+		return nil
+	}
+	exp, err := l.c.st.Extend(ctx, store.ExtendRequest{Now: now, ID: l.id, TTL: ttl})
+	if errors.Is(err, store.ErrUnknownLease) {
+		return &leaseError{id: l.id, op: "extend", err: store.ErrLeaseExpired, why: "was reclaimed by the reconciler"}
+	}
+	if err != nil {
+		return err
+	}
+	l.expiresAt = exp
+	return nil
+}
+
+// leaseError wraps a lease sentinel with the lease id and what happened.
+type leaseError struct {
+	id  store.LeaseID
+	op  string
+	err error
+	why string
+}
+
+func (e *leaseError) Error() string {
+	return "sluice: " + e.op + " lease " + e.id.String() + ": " + e.why + ": " + e.err.Error()
+}
+
+func (e *leaseError) Unwrap() error { return e.err }
+
+func (c *Client) leaseEvent(ctx context.Context, msg string, l *Lease) {
+	if !c.log.Enabled(ctx, slog.LevelDebug) {
+		return
+	}
+	c.log.LogAttrs(ctx, slog.LevelDebug, msg, slog.String("lease", l.ID()), slog.Any("dimensions", l.items))
+}

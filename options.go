@@ -1,0 +1,64 @@
+package sluice
+
+import (
+	"log/slog"
+	"time"
+)
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithConfig replaces the client's Config (default: DefaultConfig()).
+// Options after it override its fields.
+func WithConfig(c Config) Option { return func(cl *Client) { cl.cfg = c } }
+
+// WithClock sets the clock used for every decision (default: SystemClock).
+func WithClock(c Clock) Option { return func(cl *Client) { cl.clock = c } }
+
+// WithLogger sets the structured logger for the seeds' events
+// (acquire.granted, acquire.retry_in, acquire.contention_retry,
+// slot.timeout, release.ok, penalize.applied). Default: discard.
+func WithLogger(l *slog.Logger) Option { return func(cl *Client) { cl.log = l } }
+
+// WithFailurePolicy sets what happens when the store is unreachable.
+func WithFailurePolicy(p FailurePolicy) Option {
+	return func(cl *Client) { cl.cfg.FailurePolicy = p }
+}
+
+// WithLeaseTTL sets the default lease lifetime.
+func WithLeaseTTL(d time.Duration) Option { return func(cl *Client) { cl.cfg.LeaseTTL = d } }
+
+// WithMaxRetries sets how many times a contended acquisition is retried.
+func WithMaxRetries(n int) Option { return func(cl *Client) { cl.cfg.MaxRetries = n } }
+
+// WithDefaultCaller sets the caller name recorded on leases.
+func WithDefaultCaller(name string) Option { return func(cl *Client) { cl.cfg.Caller = name } }
+
+// AcquireOption configures one acquisition.
+type AcquireOption func(*acquireOptions)
+
+type acquireOptions struct {
+	cost      int64
+	costGiven bool
+	caller    string
+	ttl       time.Duration
+	record    bool
+}
+
+// WithCost sets the cost of a single-dimension Acquire, in tokens (>= 1).
+// Without it the bucket's cost per call applies. AcquireMany ignores it;
+// each Request carries its own cost.
+func WithCost(n int64) AcquireOption {
+	return func(o *acquireOptions) { o.cost, o.costGiven = n, true }
+}
+
+// WithCaller names the caller on this lease, overriding the client default.
+func WithCaller(name string) AcquireOption { return func(o *acquireOptions) { o.caller = name } }
+
+// WithTTL sets this lease's lifetime, overriding Config.LeaseTTL.
+func WithTTL(d time.Duration) AcquireOption { return func(o *acquireOptions) { o.ttl = d } }
+
+// WithRecord asks the store to write a lease record even when no dimension
+// is concurrent, so that the lease shows in listings and can be settled or
+// extended from another process. Concurrent acquisitions are always recorded.
+func WithRecord() AcquireOption { return func(o *acquireOptions) { o.record = true } }

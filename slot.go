@@ -1,0 +1,199 @@
+package sluice
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// releaseTimeout bounds the Release that WithSlot and SlotHandle run after
+// the caller's context may already be done.
+const releaseTimeout = 10 * time.Second
+
+// Wait acquires reqs, waiting out RETRY_IN answers (plus jitter) until they
+// are granted or timeout passes (0 means Config.DefaultSlotTimeout), in which
+// case it returns a *SlotTimeoutError. Errors other than a denial end the
+// wait at once.
+func (c *Client) Wait(ctx context.Context, reqs []Request, timeout time.Duration, opts ...AcquireOption) (*Lease, error) {
+	dims := make([]string, len(reqs))
+	for i, r := range reqs {
+		dims[i] = r.Dimension
+	}
+	return c.wait(ctx, dims, timeout, func() (Result, error) { return c.AcquireMany(ctx, reqs, opts...) })
+}
+
+func (c *Client) wait(ctx context.Context, dims []string, timeout time.Duration, try func() (Result, error)) (*Lease, error) {
+	if timeout == 0 {
+		timeout = c.cfg.DefaultSlotTimeout
+	}
+	if timeout < 0 {
+		return nil, invalid("timeout", timeout, "must not be negative")
+	}
+	deadline := c.clock.Now().Add(timeout)
+	for attempt := 1; ; attempt++ {
+		res, err := try()
+		if err != nil {
+			return nil, err
+		}
+		if res.Granted() {
+			return res.Lease, nil
+		}
+		left := deadline.Sub(c.clock.Now())
+		if left <= 0 {
+			if c.log.Enabled(ctx, slog.LevelWarn) {
+				c.log.LogAttrs(ctx, slog.LevelWarn, "slot.timeout", slog.Any("dimensions", dims),
+					slog.Duration("timeout", timeout), slog.Int("attempts", attempt), slog.Duration("retry_in", res.RetryIn))
+			}
+			return nil, &SlotTimeoutError{Dimensions: dims, Timeout: timeout, RetryIn: res.RetryIn, Attempts: attempt}
+		}
+		if err := sleep(ctx, min(jitter(res.RetryIn), left)); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// jitter spreads retries of callers denied at the same moment: it adds up to
+// 10% of d, at least 1 ms and at most 100 ms, so that waiting never ends
+// before the exact RETRY_IN.
+func jitter(d time.Duration) time.Duration {
+	spread := min(max(d/10, time.Millisecond), 100*time.Millisecond)
+	return d + rand.N(spread+1)
+}
+
+// SlotHandle is a held slot whose lease is renewed in the background until
+// Release. Get one from Slot or SlotMany; WithSlot manages one for you.
+type SlotHandle struct {
+	lease  *Lease
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	stop   chan struct{}
+	done   chan struct{}
+	once   sync.Once
+	err    error
+}
+
+// Slot waits for one slot on dimension (see Wait) and returns a handle that
+// renews the lease while held. The caller must call Release.
+func (c *Client) Slot(ctx context.Context, dimension string, timeout time.Duration, opts ...AcquireOption) (*SlotHandle, error) {
+	var o acquireOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.costGiven && o.cost < 1 {
+		return nil, invalid("cost["+dimension+"]", o.cost, "must be at least 1 token")
+	}
+	return c.SlotMany(ctx, []Request{{Dimension: dimension, Cost: o.cost}}, timeout, opts...)
+}
+
+// SlotMany is Slot over several dimensions, all-or-nothing.
+func (c *Client) SlotMany(ctx context.Context, reqs []Request, timeout time.Duration, opts ...AcquireOption) (*SlotHandle, error) {
+	l, err := c.waitDefaultCost(ctx, reqs, timeout, opts...)
+	if err != nil {
+		return nil, err
+	}
+	hctx, cancel := context.WithCancelCause(ctx)
+	h := &SlotHandle{lease: l, ctx: hctx, cancel: cancel, stop: make(chan struct{}), done: make(chan struct{})}
+	go h.renew(c)
+	return h, nil
+}
+
+// waitDefaultCost is Wait, letting a zero Cost mean the bucket's cost per
+// call (Slot's single dimension without WithCost).
+func (c *Client) waitDefaultCost(ctx context.Context, reqs []Request, timeout time.Duration, opts ...AcquireOption) (*Lease, error) {
+	if len(reqs) == 1 && reqs[0].Cost == 0 {
+		d := reqs[0].Dimension
+		return c.wait(ctx, []string{d}, timeout, func() (Result, error) { return c.Acquire(ctx, d, opts...) })
+	}
+	return c.Wait(ctx, reqs, timeout, opts...)
+}
+
+// Lease returns the held lease (for Adjust or Settle).
+func (h *SlotHandle) Lease() *Lease { return h.lease }
+
+// Context returns a context derived from the one passed to Slot that is
+// cancelled, with cause ErrLeaseLost, if the lease expires or is reclaimed
+// while held, and when the handle is released.
+func (h *SlotHandle) Context() context.Context { return h.ctx }
+
+// renew extends the lease every third of its TTL until Release. A recorded
+// lease that turns out expired or reclaimed cancels the handle's context
+// with ErrLeaseLost; transient store errors are retried on the next tick.
+func (h *SlotHandle) renew(c *Client) {
+	defer close(h.done)
+	ttl := h.lease.ExpiresAt().Sub(h.lease.CreatedAt())
+	if ttl <= 0 {
+		ttl = c.cfg.LeaseTTL
+	}
+	every := max(ttl/3, time.Millisecond)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-h.stop:
+			return
+		case <-h.ctx.Done():
+			return
+		case <-t.C:
+			err := h.lease.Extend(h.ctx, ttl)
+			switch {
+			case err == nil:
+			case errors.Is(err, ErrLeaseExpired):
+				c.log.LogAttrs(h.ctx, slog.LevelWarn, "slot.lease_lost", slog.String("lease", h.lease.ID()), slog.String("error", err.Error()))
+				h.cancel(ErrLeaseLost)
+				return
+			case errors.Is(err, ErrLeaseReleased):
+				return
+			default:
+				c.log.LogAttrs(h.ctx, slog.LevelWarn, "slot.renew_failed", slog.String("lease", h.lease.ID()), slog.String("error", err.Error()))
+			}
+		}
+	}
+}
+
+// Release stops renewal and releases the lease; it is idempotent and returns
+// the first Release's error. It runs even if ctx is already done.
+func (h *SlotHandle) Release(ctx context.Context) error {
+	h.once.Do(func() {
+		close(h.stop)
+		<-h.done
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		defer cancel()
+		h.err = h.lease.Release(rctx)
+		h.cancel(context.Canceled)
+	})
+	return h.err
+}
+
+// WithSlot waits for a slot on dimension (see Wait), runs fn with the lease,
+// and always releases it, also when fn panics or returns an error. The lease
+// is renewed while fn runs; fn's context is cancelled with ErrLeaseLost if
+// it is lost. It returns fn's error, else the release error (which matches
+// ErrLeaseExpired if the lease was reclaimed while fn ran).
+func (c *Client) WithSlot(ctx context.Context, dimension string, timeout time.Duration, fn func(context.Context, *Lease) error, opts ...AcquireOption) error {
+	h, err := c.Slot(ctx, dimension, timeout, opts...)
+	if err != nil {
+		return err
+	}
+	return h.run(ctx, fn)
+}
+
+// WithSlotMany is WithSlot over several dimensions, all-or-nothing.
+func (c *Client) WithSlotMany(ctx context.Context, reqs []Request, timeout time.Duration, fn func(context.Context, *Lease) error, opts ...AcquireOption) error {
+	h, err := c.SlotMany(ctx, reqs, timeout, opts...)
+	if err != nil {
+		return err
+	}
+	return h.run(ctx, fn)
+}
+
+func (h *SlotHandle) run(ctx context.Context, fn func(context.Context, *Lease) error) (err error) {
+	defer func() {
+		if rerr := h.Release(ctx); err == nil {
+			err = rerr
+		}
+	}()
+	return fn(h.ctx, h.lease)
+}
