@@ -58,25 +58,26 @@ func (c *Client) Store() store.Store { return c.st }
 // cost given with WithCost. A denial is not an error: it is a Result with
 // Outcome RetryIn and the exact wait.
 func (c *Client) Acquire(ctx context.Context, dimension string, opts ...AcquireOption) (Result, error) {
-	var o acquireOptions
+	a := new(acquisition)
+	o := &a.opts
 	for _, f := range opts {
-		f(&o)
+		f(o)
 	}
 	if o.cost < 0 || (o.cost == 0 && o.costGiven) {
 		return Result{}, invalid("cost["+dimension+"]", o.cost, "must be at least 1 token")
 	}
-	a := new(acquisition)
 	a.items[0] = store.Item{Dimension: dimension, Cost: o.cost}
-	return c.acquire(ctx, a, a.items[:1], &o)
+	return c.acquire(ctx, a, a.items[:1], o)
 }
 
 // AcquireMany asks for every request at once, all-or-nothing: either each
 // dimension is debited and one lease covers them all, or nothing changes
 // and RetryIn is the longest wait among the dimensions that were short.
 func (c *Client) AcquireMany(ctx context.Context, reqs []Request, opts ...AcquireOption) (Result, error) {
-	var o acquireOptions
+	a := new(acquisition)
+	o := &a.opts
 	for _, f := range opts {
-		f(&o)
+		f(o)
 	}
 	if len(reqs) == 0 {
 		return Result{}, invalid("requests", 0, "an acquisition needs at least one dimension")
@@ -84,7 +85,6 @@ func (c *Client) AcquireMany(ctx context.Context, reqs []Request, opts ...Acquir
 	if len(reqs) > store.MaxItems {
 		return Result{}, invalid("requests", len(reqs), "at most 16 dimensions per acquisition")
 	}
-	a := new(acquisition)
 	items := a.items[:0]
 	for _, r := range reqs {
 		if r.Cost < 1 {
@@ -92,13 +92,14 @@ func (c *Client) AcquireMany(ctx context.Context, reqs []Request, opts ...Acquir
 		}
 		items = append(items, store.Item{Dimension: r.Dimension, Cost: r.Cost})
 	}
-	return c.acquire(ctx, a, items, &o)
+	return c.acquire(ctx, a, items, o)
 }
 
 // acquisition holds everything one acquisition needs in a single
 // allocation: the store request and result, their buffers, and the lease.
 type acquisition struct {
 	lease   Lease
+	opts    acquireOptions
 	req     store.AcquireRequest
 	res     store.AcquireResult
 	items   [4]store.Item
