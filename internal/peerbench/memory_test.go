@@ -182,3 +182,25 @@ func BenchmarkParallelDistinctMemstore(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkMemstoreConcurrentAcquireRelease is the store-level concurrent
+// slot: acquire (writes a lease record) and release it.
+func BenchmarkMemstoreConcurrentAcquireRelease(b *testing.B) {
+	st := memstore.New()
+	ctx := context.Background()
+	if err := st.PutBucket(ctx, t0, store.Bucket{Name: "elevenlabs#concurrent", Config: bucket.ConcurrentSlots(1000)}, false); err != nil {
+		b.Fatal(err)
+	}
+	req := store.AcquireRequest{Items: []store.Item{{Dimension: "elevenlabs#concurrent", Cost: 1}}, TTL: time.Minute, Now: t0}
+	var res store.AcquireResult
+	b.ReportAllocs()
+	for b.Loop() {
+		req.ID = store.NewLeaseID()
+		if err := st.Acquire(ctx, &req, &res); err != nil || !res.Granted {
+			b.Fatal(err, res.Granted)
+		}
+		if rr, err := st.Release(ctx, store.ReleaseRequest{Now: t0, ID: req.ID}); err != nil || !rr.Released {
+			b.Fatal(err, rr.Released)
+		}
+	}
+}

@@ -36,7 +36,7 @@ type entry struct {
 	b       store.Bucket
 	lim     bucket.Limits
 	st      bucket.State
-	leases  map[store.LeaseID]*lease // records holding this bucket
+	leases  map[*lease]struct{} // records holding this bucket
 	deleted bool
 }
 
@@ -49,6 +49,7 @@ type shard struct {
 type lease struct {
 	id      store.LeaseID
 	items   []store.Item // costs in tokens; guarded by the shard lock
+	buf     [2]store.Item
 	caller  string
 	created int64
 	expires atomic.Int64 // ms
@@ -191,7 +192,12 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 	}
 	expires := now + req.TTL.Milliseconds()
 	if record {
-		l := &lease{id: req.ID, items: make([]store.Item, n), caller: req.Caller, created: now}
+		l := &lease{id: req.ID, caller: req.Caller, created: now}
+		if n <= len(l.buf) {
+			l.items = l.buf[:n]
+		} else {
+			l.items = make([]store.Item, n)
+		}
 		l.expires.Store(expires)
 		for i, e := range es {
 			l.items[i] = store.Item{Dimension: e.b.Name, Cost: costs[i]}
@@ -206,9 +212,9 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 		sh.mu.Unlock()
 		for _, e := range es {
 			if e.leases == nil {
-				e.leases = map[store.LeaseID]*lease{}
+				e.leases = map[*lease]struct{}{}
 			}
-			e.leases[req.ID] = l
+			e.leases[l] = struct{}{}
 		}
 		res.Recorded = true
 	}
@@ -223,7 +229,7 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 // caller holds e.mu.
 func (e *entry) earliestExpiry() int64 {
 	var min int64
-	for _, l := range e.leases {
+	for l := range e.leases {
 		if x := l.expires.Load(); min == 0 || x < min {
 			min = x
 		}
@@ -278,9 +284,17 @@ func (s *Store) remove(l *lease) (restored []store.Restored, ok, orphan bool) {
 	delete(sh.m, l.id)
 	items := l.items
 	sh.mu.Unlock()
-	live := 0
+	live, conc := 0, 0
+	for _, e := range es {
+		if !e.deleted && e.b.Type == bucket.Concurrent {
+			conc++
+		}
+	}
+	if conc > 0 {
+		restored = make([]store.Restored, 0, conc)
+	}
 	for k, e := range es {
-		delete(e.leases, l.id)
+		delete(e.leases, l)
 		if e.deleted {
 			continue
 		}
