@@ -193,10 +193,15 @@ func (s *Store) Reconcile(ctx context.Context, req store.ReconcileRequest) (stor
 				dims[it.Dimension] = true
 			}
 		}
-		for _, r := range restored {
+		// Reclaimed and AlreadyCapped count leases, not items: a lease
+		// holding two concurrent dimensions is one reclaimed lease.
+		if len(restored) > 0 {
 			res.Reclaimed++
+		}
+		for _, r := range restored {
 			if r.Capped {
 				res.AlreadyCapped++
+				break
 			}
 		}
 	}

@@ -1,0 +1,23 @@
+package memstore_test
+
+import (
+	"testing"
+
+	"github.com/ontopix/sluice/store"
+	"github.com/ontopix/sluice/store/memstore"
+	"github.com/ontopix/sluice/store/storetest"
+)
+
+func harness() storetest.Harness {
+	return storetest.Harness{
+		NewStore: func(tb testing.TB) store.Store {
+			s := memstore.New()
+			tb.Cleanup(func() { _ = s.Close() })
+			return s
+		},
+	}
+}
+
+func TestConformance(t *testing.T) { storetest.Run(t, harness()) }
+
+func BenchmarkConformance(b *testing.B) { storetest.RunBenchmarks(b, harness()) }

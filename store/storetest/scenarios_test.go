@@ -1,0 +1,199 @@
+package storetest
+
+import "fmt"
+
+// Step builders for the scenarios; expectations are filled in by the model.
+
+func putB(at int64, name, typ string, capacity, amount, periodMs int64) Step {
+	return Step{AtMs: at, Op: "put_bucket", Bucket: &BucketSpec{Name: name, LimitType: typ, Capacity: capacity, RefillAmount: amount, RefillPeriodMs: periodMs}}
+}
+
+func putSpec(at int64, b BucketSpec, reset bool) Step {
+	return Step{AtMs: at, Op: "put_bucket", Bucket: &b, Reset: reset}
+}
+
+func acq(at int64, lease string, ttlMs int64, record bool, items ...ItemSpec) Step {
+	return Step{AtMs: at, Op: "acquire", Lease: lease, TTLMs: ttlMs, Record: record, Items: items}
+}
+
+func it(dim string, cost int64) ItemSpec { return ItemSpec{Dimension: dim, Cost: cost} }
+
+func release(at int64, lease string) Step { return Step{AtMs: at, Op: "release", Lease: lease} }
+
+func adjust(at int64, lease, dim string, delta int64) Step {
+	return Step{AtMs: at, Op: "adjust", Lease: lease, Dimension: dim, Delta: delta}
+}
+
+func extend(at int64, lease string, ttlMs int64) Step {
+	return Step{AtMs: at, Op: "extend", Lease: lease, TTLMs: ttlMs}
+}
+
+func penalize(at int64, dim string, factor int64) Step {
+	return Step{AtMs: at, Op: "penalize", Dimension: dim, FactorMilli: factor}
+}
+
+func peek(at int64, dims ...string) Step { return Step{AtMs: at, Op: "peek", Dimensions: dims} }
+
+func reconcileAt(at int64) Step { return Step{AtMs: at, Op: "reconcile"} }
+
+const baseMs = 1_767_225_600_000 // 2026-01-01T00:00:00Z
+
+// scenarios are the hand-written golden scenarios, in file order.
+func scenarios() []Vector {
+	v := func(name, desc string, steps ...[]Step) Vector {
+		var all []Step
+		for _, s := range steps {
+			all = append(all, s...)
+		}
+		return Vector{Name: name, Description: desc, BaseMs: baseMs, Steps: all}
+	}
+	s := func(steps ...Step) []Step { return steps }
+	const rpm, tpm, conc = "openai#rpm", "openai#tpm", "elevenlabs#concurrent"
+
+	var drain []Step // seed 000: 100 requests per minute, cost 1
+	for i := range 100 {
+		drain = append(drain, acq(int64(i*10), fmt.Sprintf("D%d", i), 60_000, false, it(rpm, 1)))
+	}
+
+	var fast []Step // 1M tokens/min = 16666.67 millitokens per ms
+	for i := range 300 {
+		cost := int64(25)
+		if i >= 200 {
+			cost = 16 // below the rate: the bucket recovers
+		}
+		fast = append(fast, acq(int64(i), fmt.Sprintf("F%d", i), 1000, false, it("fast#tpm", cost)))
+		if i%50 == 49 {
+			fast = append(fast, peek(int64(i), "fast#tpm"))
+		}
+	}
+
+	return []Vector{
+		v("openai-rpm", "seed 000: openai#rpm, capacity 100, refill 100/min, cost 1; drain, exact retry-in, refill",
+			s(putB(0, rpm, "requests", 100, 100, 60_000)), drain, s(
+				acq(990, "X1", 60_000, false, it(rpm, 1)),
+				peek(990, rpm),
+				acq(1599, "X2", 60_000, false, it(rpm, 1)),
+				acq(1600, "X3", 60_000, false, it(rpm, 1)),
+				acq(1600, "X4", 60_000, false, it(rpm, 0)),
+				acq(2199, "X5", 60_000, false, it(rpm, 0)),
+				acq(2200, "X6", 60_000, false, it(rpm, 0)),
+				acq(2200, "X7", 60_000, false, it(rpm, 101)),
+				acq(2200, "X8", 60_000, false, it("openai#nope", 1)),
+				acq(62_200, "X9", 60_000, false, it(rpm, 100)),
+				peek(122_200, rpm),
+			)),
+		v("tpm-adjust-debt", "TPM reserve 2000, Adjust +600 into debt and -700 out of it, refill repays debt; recorded and unrecorded leases",
+			s(
+				putB(0, tpm, "tokens", 2000, 2000, 60_000),
+				acq(0, "L1", 60_000, true, it(tpm, 2000)),
+				adjust(100, "L1", tpm, 600),
+				peek(100, tpm),
+				adjust(200, "L1", tpm, -700),
+				adjust(300, "L1", tpm, -1901),
+				adjust(300, "L1", tpm, 2500),
+				peek(30_000, tpm),
+				acq(30_000, "L2", 60_000, false, it(tpm, 500)),
+				acq(60_000, "L2", 60_000, false, it(tpm, 500)),
+				adjust(61_000, "L2", tpm, -200),
+				adjust(61_000, "L1", tpm, -100),
+				adjust(61_000, "L2", tpm, 0),
+				adjust(61_000, "L2", tpm, -301),
+				adjust(119_999, "L2", tpm, 100),
+				adjust(120_000, "L2", tpm, 100),
+				peek(180_000, tpm),
+			)),
+		v("concurrent-lifecycle", "concurrent acquire, denial hints, release once, extend, expiry and reconcile",
+			s(
+				putB(0, conc, "concurrent", 2, 0, 0),
+				acq(0, "C1", 10_000, false, it(conc, 1)),
+				acq(0, "C2", 5_000, false, it(conc, 1)),
+				acq(100, "C3", 10_000, false, it(conc, 1)),
+				Step{AtMs: 100, Op: "acquire", Lease: "C3", TTLMs: 10_000, PollMs: 10_000, Items: []ItemSpec{it(conc, 1)}},
+				peek(100, conc),
+				release(200, "C1"),
+				release(300, "C1"),
+				acq(400, "C3", 10_000, false, it(conc, 1)),
+				extend(1000, "C3", 20_000),
+				peek(1000, conc),
+				extend(5000, "C2", 1000),
+				release(5000, "C2"),
+				reconcileAt(5000),
+				peek(5000, conc),
+				reconcileAt(5000),
+				release(5001, "C2"),
+				extend(5001, "C2", 1000),
+				extend(5001, "C9", 1000),
+				reconcileAt(21_000),
+				peek(21_000, conc),
+			)),
+		v("multi-dimension", "all-or-nothing: one dimension short, nothing consumed; retry-in is the max; cost and unknown-dimension errors change nothing",
+			s(
+				putB(0, rpm, "requests", 3, 3, 60_000),
+				putB(0, tpm, "tokens", 1000, 1000, 60_000),
+				putB(0, conc, "concurrent", 1, 0, 0),
+				acq(0, "M1", 60_000, false, it(rpm, 1), it(tpm, 900)),
+				acq(0, "M2", 60_000, false, it(rpm, 1), it(conc, 1), it(tpm, 200)),
+				peek(0, rpm, tpm, conc),
+				acq(0, "M2", 60_000, false, it(rpm, 2), it(tpm, 100)),
+				acq(0, "M3", 60_000, false, it(rpm, 1), it(tpm, 1)),
+				acq(0, "M3", 60_000, false, it(rpm, 1), it(tpm, 1001)),
+				acq(0, "M3", 60_000, false, it(tpm, 1), it("openai#nope", 1)),
+				acq(0, "M3", 60_000, false, it(tpm, 1), it(tpm, 1)),
+				peek(0, rpm, tpm, conc),
+				acq(20_000, "M3", 60_000, false, it(rpm, 1), it(tpm, 333), it(conc, 0)),
+				peek(20_000, rpm, tpm, conc),
+			)),
+		v("burst", "capacity above the refill amount: a burst of 100, then 10 per second",
+			s(
+				putB(0, "burst#rps", "requests", 100, 10, 1000),
+				acq(0, "B1", 1000, false, it("burst#rps", 100)),
+				acq(0, "B2", 1000, false, it("burst#rps", 1)),
+				acq(100, "B2", 1000, false, it("burst#rps", 1)),
+				acq(100, "B3", 1000, false, it("burst#rps", 10)),
+				acq(1099, "B3", 1000, false, it("burst#rps", 10)),
+				acq(1100, "B3", 1000, false, it("burst#rps", 10)),
+				peek(5000, "burst#rps"),
+				peek(20_000, "burst#rps"),
+			)),
+		v("penalize", "penalize multiplies a refilled positive balance; debt is left alone; concurrent is rejected",
+			s(
+				putB(0, rpm, "requests", 100, 100, 60_000),
+				putB(0, tpm, "tokens", 1000, 1000, 60_000),
+				putB(0, conc, "concurrent", 3, 0, 0),
+				acq(0, "P1", 60_000, false, it(rpm, 40)),
+				penalize(3000, rpm, 800),
+				peek(3000, rpm),
+				penalize(3000, rpm, 0),
+				acq(3000, "P2", 60_000, false, it(rpm, 1)),
+				acq(3600, "P2", 60_000, false, it(rpm, 1)),
+				acq(0, "P3", 60_000, true, it(tpm, 1000)),
+				adjust(0, "P3", tpm, 500),
+				penalize(1000, tpm, 500),
+				penalize(1000, conc, 800),
+				penalize(1000, rpm, 1001),
+				penalize(1000, "openai#nope", 800),
+			)),
+		v("fast-rate", "1,000,000 tokens/min with grants 1 ms apart: catches drift-compensation bugs",
+			s(putB(0, "fast#tpm", "tokens", 1000, 1_000_000, 60_000)), fast),
+		v("reconcile", "reconcile: capacity guard after a reset, orphans after delete, time-based records deleted without restoring, idempotence",
+			s(
+				putB(0, conc, "concurrent", 2, 0, 0),
+				putB(0, "other#concurrent", "concurrent", 2, 0, 0),
+				putB(0, tpm, "tokens", 1000, 1000, 60_000),
+				acq(0, "R1", 1000, false, it(conc, 1)),
+				acq(0, "R2", 1000, false, it(conc, 1), it("other#concurrent", 2)),
+				acq(0, "R3", 1000, false, it("other#concurrent", 0)),
+				acq(0, "R4", 1000, true, it(tpm, 100)),
+				putSpec(500, BucketSpec{Name: conc, LimitType: "concurrent", Capacity: 2}, true),
+				Step{AtMs: 600, Op: "delete_bucket", Name: "other#concurrent"},
+				reconcileAt(999),
+				reconcileAt(1000),
+				peek(1000, conc, tpm),
+				reconcileAt(1000),
+				acq(1000, "R5", 1000, false, it("other#concurrent", 1)),
+				putB(1100, "other#concurrent", "concurrent", 2, 0, 0),
+				peek(1100, "other#concurrent"),
+				Step{AtMs: 1100, Op: "delete_bucket", Name: "missing#x"},
+			)),
+	}
+}
