@@ -107,6 +107,9 @@ type acquisition struct {
 }
 
 func (c *Client) acquire(ctx context.Context, a *acquisition, items []store.Item, o *acquireOptions) (Result, error) {
+	if err := ctx.Err(); err != nil {
+		return Result{}, context.Cause(ctx)
+	}
 	ttl := o.ttl
 	if ttl == 0 {
 		ttl = c.cfg.LeaseTTL

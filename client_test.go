@@ -259,3 +259,45 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		t.Errorf("New with zero lease TTL = %v, want ErrInvalid", err)
 	}
 }
+
+func TestBurstAboveSustainedRate(t *testing.T) {
+	ctx := context.Background()
+	c, clk, _ := newClient(t)
+	// Sustained 10/min, burst 15.
+	cfg := sluice.PerMinute(sluice.Requests, 10)
+	cfg.Capacity = 15
+	if err := c.PutBucket(ctx, sluice.Bucket{Name: "vendor#rpm", Config: cfg}); err != nil {
+		t.Fatal(err)
+	}
+	granted := 0
+	for i := 0; i < 20; i++ {
+		if res, _ := c.Acquire(ctx, "vendor#rpm"); res.Granted() {
+			granted++
+		}
+	}
+	if granted != 15 {
+		t.Fatalf("granted %d from a full burst bucket, want 15", granted)
+	}
+	clk.Advance(time.Minute)
+	granted = 0
+	for i := 0; i < 20; i++ {
+		if res, _ := c.Acquire(ctx, "vendor#rpm"); res.Granted() {
+			granted++
+		}
+	}
+	if granted != 10 {
+		t.Fatalf("granted %d a minute later, want the sustained 10", granted)
+	}
+}
+
+func TestAcquireHonoursCancelledContext(t *testing.T) {
+	c, _, _ := newClient(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := c.Acquire(ctx, "openai#rpm"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Acquire with a cancelled context = %v, want context.Canceled", err)
+	}
+	if got, want := tokens(t, c, "openai#rpm"), int64(100_000); got != want {
+		t.Errorf("balance = %d, want %d", got, want)
+	}
+}
