@@ -1,0 +1,277 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/store"
+)
+
+// Acquire implements store.Store in one script call: every item is debited,
+// and the lease recorded when an item is concurrent or req.Record is set, or
+// nothing changes. Pure requests/tokens acquisitions write no lease record.
+func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *store.AcquireResult) error {
+	ctx, cancel, err := s.begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer done(cancel)
+	if err := store.ValidateAcquireShape(req); err != nil {
+		return err
+	}
+	now, err := s.now(req.Now)
+	if err != nil {
+		return err
+	}
+	n := len(req.Items)
+	for _, it := range req.Items {
+		if err := store.ValidateName(it.Dimension); err != nil {
+			return err
+		}
+	}
+	first := s.dim(req.Items[0].Dimension)
+	keys := make([]string, 2+2*n)
+	args := make([]any, 6+2*n)
+	for i, it := range req.Items {
+		k := s.dim(it.Dimension)
+		if s.slotCheck && k.slot != first.slot {
+			return fmt.Errorf("%w: %q (slot %d) and %q (slot %d)", ErrCrossSlot,
+				req.Items[0].Dimension, first.slot, it.Dimension, k.slot)
+		}
+		keys[2+2*i], keys[3+2*i] = k.bucket, k.index
+		args[6+2*i], args[7+2*i] = it.Dimension, it.Cost
+	}
+	id := req.ID.String()
+	keys[0] = s.vendorTag(first.vendor) + ":lease:" + id
+	keys[1] = s.leaseIndex(first.vendor)
+	poll := req.Poll
+	if poll == 0 {
+		poll = store.DefaultPoll
+	}
+	record := 0
+	if req.Record {
+		record = 1
+	}
+	args[0], args[1], args[2], args[3], args[4], args[5] = now, req.TTL.Milliseconds(), record, poll.Milliseconds(), id, req.Caller
+	v, err := s.run(ctx, "acquire", acquireScript, keys, args...)
+	if err != nil {
+		return err
+	}
+	r := reply{v: v}
+	switch status := r.int(); status {
+	case -1:
+		return store.UnknownDimension(req.Items[r.int()-1].Dimension)
+	case -2:
+		i, cost, capm := r.int(), r.int(), r.int()
+		return &store.CostError{Dimension: req.Items[i-1].Dimension, Cost: cost, Capacity: capm / bucket.Milli}
+	case -3:
+		return &bucket.FieldError{Field: "lease_id", Value: id, Reason: "is already in use"}
+	case 0, 1:
+		res.Granted = status == 1
+	default:
+		return fmt.Errorf("redisstore: acquire: unexpected status %d", status)
+	}
+	r.int() // now
+	x := r.int()
+	res.Recorded = r.int() == 1
+	res.RetryIn, res.ExpiresAt = 0, time.Time{}
+	if res.Granted {
+		res.ExpiresAt = time.UnixMilli(x)
+	} else {
+		res.RetryIn = time.Duration(x) * time.Millisecond
+	}
+	if cap(res.Items) >= n {
+		res.Items = res.Items[:n]
+	} else {
+		res.Items = make([]store.ItemResult, n)
+	}
+	for i, it := range req.Items {
+		res.Items[i] = store.ItemResult{Dimension: it.Dimension, Type: bucket.Type(r.int()), Cost: r.int(),
+			Capacity: r.int() / bucket.Milli, Remaining: r.int(), RetryIn: time.Duration(r.int()) * time.Millisecond}
+	}
+	if r.err != nil {
+		return r.err
+	}
+	if res.Recorded {
+		s.rememberLease(req.ID, first.vendor)
+	}
+	return nil
+}
+
+// onLease runs fn against the vendor holding lease id's record: the one
+// this process remembers, else the hint, else every registered vendor (in
+// the hint's slot when slots are checked) until fn reports found.
+func (s *Store) onLease(ctx context.Context, id store.LeaseID, hint *dimKeys, fn func(vendor string) (bool, error)) (bool, error) {
+	if v, ok := s.leaseVendor(id); ok {
+		return fn(v)
+	}
+	tried := ""
+	if hint != nil {
+		if found, err := fn(hint.vendor); found || err != nil {
+			return found, err
+		}
+		tried = hint.vendor
+	}
+	vs, err := s.vendors(ctx)
+	if err != nil {
+		return false, fail("lease lookup", err)
+	}
+	for _, v := range vs {
+		if v == tried || (hint != nil && s.slotCheck && Slot(v) != hint.slot) {
+			continue
+		}
+		if found, err := fn(v); found || err != nil {
+			return found, err
+		}
+	}
+	return false, nil
+}
+
+// Release implements store.Store.
+func (s *Store) Release(ctx context.Context, req store.ReleaseRequest) (store.ReleaseResult, error) {
+	ctx, cancel, err := s.begin(ctx)
+	if err != nil {
+		return store.ReleaseResult{}, err
+	}
+	defer done(cancel)
+	if _, err := s.now(req.Now); err != nil {
+		return store.ReleaseResult{}, err
+	}
+	var res store.ReleaseResult
+	id := req.ID.String()
+	_, err = s.onLease(ctx, req.ID, nil, func(vendor string) (bool, error) {
+		v, err := s.run(ctx, "release", releaseScript,
+			[]string{s.vendorTag(vendor) + ":lease:" + id, s.leaseIndex(vendor)}, s.keyspace, id)
+		if err != nil {
+			return false, err
+		}
+		r := reply{v: v}
+		if r.int() == 0 {
+			return false, r.err
+		}
+		res.Released = true
+		for r.more() {
+			res.Restored = append(res.Restored, store.Restored{Dimension: r.str(), Cost: r.int(), Capped: r.int() == 1})
+		}
+		return true, r.err
+	})
+	if err != nil {
+		return store.ReleaseResult{}, err
+	}
+	s.forgetLease(req.ID)
+	return res, nil
+}
+
+// Extend implements store.Store.
+func (s *Store) Extend(ctx context.Context, req store.ExtendRequest) (time.Time, error) {
+	ctx, cancel, err := s.begin(ctx)
+	if err != nil {
+		return time.Time{}, err
+	}
+	defer done(cancel)
+	now, err := s.now(req.Now)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if err := store.ValidateTTL(req.TTL); err != nil {
+		return time.Time{}, err
+	}
+	id := req.ID.String()
+	var exp time.Time
+	found, err := s.onLease(ctx, req.ID, nil, func(vendor string) (bool, error) {
+		v, err := s.run(ctx, "extend", extendScript,
+			[]string{s.vendorTag(vendor) + ":lease:" + id, s.leaseIndex(vendor)},
+			s.keyspace, id, now, req.TTL.Milliseconds())
+		if err != nil {
+			return false, err
+		}
+		r := reply{v: v}
+		switch r.int() {
+		case 0:
+			return false, r.err
+		case -1:
+			return true, store.ErrLeaseExpired
+		}
+		exp = time.UnixMilli(r.int())
+		return true, r.err
+	})
+	if err != nil {
+		return time.Time{}, err
+	}
+	if !found {
+		return time.Time{}, store.ErrUnknownLease
+	}
+	return exp, nil
+}
+
+// Adjust implements store.Store.
+func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.AdjustResult, error) {
+	ctx, cancel, err := s.begin(ctx)
+	if err != nil {
+		return store.AdjustResult{}, err
+	}
+	defer done(cancel)
+	now, err := s.now(req.Now)
+	if err != nil {
+		return store.AdjustResult{}, err
+	}
+	if err := store.ValidateAdjust(req); err != nil {
+		return store.AdjustResult{}, err
+	}
+	k := s.dim(req.Dimension)
+	id := req.ID.String()
+	recorded, exp := 0, int64(0)
+	if req.Recorded {
+		recorded = 1
+	} else if !req.ExpiresAt.IsZero() {
+		exp = req.ExpiresAt.UnixMilli()
+	}
+	var res store.AdjustResult
+	var opErr error
+	try := func(vendor string) (bool, error) {
+		if s.slotCheck && Slot(vendor) != k.slot { // the lease cannot hold this dimension
+			opErr = &bucket.FieldError{Field: "dimension", Value: req.Dimension, Reason: "is not part of lease " + id}
+			return true, nil
+		}
+		v, err := s.run(ctx, "adjust", adjustScript, []string{k.bucket, s.vendorTag(vendor) + ":lease:" + id},
+			now, recorded, req.Dimension, req.Delta, req.Held, exp)
+		if err != nil {
+			return false, err
+		}
+		r := reply{v: v}
+		switch r.int() {
+		case -1:
+			opErr = store.UnknownDimension(req.Dimension)
+		case -2:
+			opErr = store.CheckAdjustable(&store.Bucket{Name: req.Dimension, Config: bucket.Config{Type: bucket.Concurrent}})
+		case -3:
+			return false, r.err
+		case -4:
+			opErr = store.ErrLeaseExpired
+		case -5:
+			opErr = &bucket.FieldError{Field: "dimension", Value: req.Dimension, Reason: "is not part of lease " + id}
+		case -6:
+			_, opErr = store.AdjustHeld(req.Dimension, r.int(), req.Delta)
+		default:
+			res = store.AdjustResult{Held: r.int(), Applied: r.int(), Remaining: r.int()}
+		}
+		return true, r.err
+	}
+	var found bool
+	if req.Recorded {
+		found, err = s.onLease(ctx, req.ID, k, try)
+	} else {
+		found, err = try(k.vendor)
+	}
+	switch {
+	case err != nil:
+		return store.AdjustResult{}, err
+	case opErr != nil:
+		return store.AdjustResult{}, opErr
+	case !found:
+		return store.AdjustResult{}, store.ErrUnknownLease
+	}
+	return res, nil
+}

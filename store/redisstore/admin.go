@@ -1,0 +1,314 @@
+package redisstore
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/store"
+)
+
+// Penalize implements store.Store.
+func (s *Store) Penalize(ctx context.Context, req store.PenalizeRequest) (store.PenalizeResult, error) {
+	ctx, cancel, err := s.begin(ctx)
+	if err != nil {
+		return store.PenalizeResult{}, err
+	}
+	defer done(cancel)
+	now, err := s.now(req.Now)
+	if err != nil {
+		return store.PenalizeResult{}, err
+	}
+	if err := store.ValidatePenalize(req); err != nil {
+		return store.PenalizeResult{}, err
+	}
+	v, err := s.run(ctx, "penalize", penalizeScript, []string{s.dim(req.Dimension).bucket}, now, req.FactorMilli)
+	if err != nil {
+		return store.PenalizeResult{}, err
+	}
+	r := reply{v: v}
+	switch r.int() {
+	case -1:
+		return store.PenalizeResult{}, store.UnknownDimension(req.Dimension)
+	case -2:
+		return store.PenalizeResult{}, store.CheckPenalizable(&store.Bucket{Name: req.Dimension, Config: bucket.Config{Type: bucket.Concurrent}})
+	}
+	res := store.PenalizeResult{Before: r.int(), After: r.int()}
+	return res, r.err
+}
+
+// readState reads the 10 values peek.lua and list.lua return per bucket
+// after its name or found flag.
+func readState(r *reply, name string, now int64) store.BucketState {
+	t, capm, amtm, per, k, d := r.int(), r.int(), r.int(), r.int(), r.int(), r.int()
+	bs := store.BucketState{
+		Bucket: store.Bucket{Name: name, Config: bucket.Config{
+			Type: bucket.Type(t), Capacity: capm / bucket.Milli, RefillAmount: amtm / bucket.Milli,
+			RefillPeriod: time.Duration(per) * time.Millisecond, CostPerCall: k, MaxDebt: d,
+		}},
+		Tokens: r.int(), LastRefill: r.int(), ActiveLeases: int(r.int()), Now: time.UnixMilli(now),
+	}
+	if x := r.int(); x != 0 {
+		bs.NextExpiry = time.UnixMilli(x)
+	}
+	return bs
+}
+
+// Peek implements store.Store: one script call per Cluster slot (one in
+// all on a standalone server).
+func (s *Store) Peek(ctx context.Context, now time.Time, dimensions []string) ([]store.BucketState, error) {
+	ctx, cancel, err := s.begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done(cancel)
+	ms, err := s.now(now)
+	if err != nil {
+		return nil, err
+	}
+	valid := len(dimensions) // names before the first invalid one
+	for i, d := range dimensions {
+		if store.ValidateName(d) != nil {
+			valid = i
+			break
+		}
+	}
+	out := make([]store.BucketState, len(dimensions))
+	found := make([]bool, len(dimensions))
+	groups := map[uint16][]int{}
+	var order []uint16
+	for i, d := range dimensions[:valid] {
+		g := uint16(0)
+		if s.slotCheck {
+			g = s.dim(d).slot
+		}
+		if _, ok := groups[g]; !ok {
+			order = append(order, g)
+		}
+		groups[g] = append(groups[g], i)
+	}
+	for _, g := range order {
+		idx := groups[g]
+		keys := make([]string, 0, 2*len(idx))
+		for _, i := range idx {
+			k := s.dim(dimensions[i])
+			keys = append(keys, k.bucket, k.index)
+		}
+		v, err := s.run(ctx, "peek", peekScript, keys, ms)
+		if err != nil {
+			return nil, err
+		}
+		r := reply{v: v}
+		at := r.int()
+		for _, i := range idx {
+			found[i] = r.int() == 1
+			out[i] = readState(&r, dimensions[i], at)
+		}
+		if r.err != nil {
+			return nil, r.err
+		}
+	}
+	for i, d := range dimensions {
+		if i == valid || !found[i] {
+			return nil, store.UnknownDimension(d)
+		}
+	}
+	return out, nil
+}
+
+// PutBucket implements store.Store. It registers the vendor first (a
+// separate command: the registry lives in its own slot), then writes the
+// bucket in one script.
+func (s *Store) PutBucket(ctx context.Context, now time.Time, b store.Bucket, reset bool) error {
+	ctx, cancel, err := s.begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer done(cancel)
+	ms, err := s.now(now)
+	if err != nil {
+		return err
+	}
+	if err := store.ValidateBucket(b); err != nil {
+		return err
+	}
+	k := s.dim(b.Name)
+	if err := s.rdb.SAdd(ctx, s.registry(), k.vendor).Err(); err != nil {
+		return fail("put bucket", err)
+	}
+	l := b.Config.Limits()
+	rs := 0
+	if reset {
+		rs = 1
+	}
+	_, err = putScript.Run(ctx, s.rdb, []string{k.bucket, s.bucketSet(k.vendor)}, ms, b.Name,
+		int64(l.Type), l.Capacity, l.Amount, l.Period, l.Floor, b.CostPerCall, b.MaxDebt, rs).Result()
+	if err != nil {
+		return fail("put bucket", err)
+	}
+	return nil
+}
+
+// DeleteBucket implements store.Store.
+func (s *Store) DeleteBucket(ctx context.Context, name string) error {
+	ctx, cancel, err := s.begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer done(cancel)
+	if err := store.ValidateName(name); err != nil {
+		return err
+	}
+	k := s.dim(name)
+	n, err := deleteScript.Run(ctx, s.rdb, []string{k.bucket, k.index, s.bucketSet(k.vendor)}, name).Int64()
+	if err != nil {
+		return fail("delete bucket", err)
+	}
+	if n == 0 {
+		return store.UnknownDimension(name)
+	}
+	return nil
+}
+
+// ListBuckets implements store.Store: one script call per vendor.
+func (s *Store) ListBuckets(ctx context.Context, now time.Time) ([]store.BucketState, error) {
+	ctx, cancel, err := s.begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done(cancel)
+	ms, err := s.now(now)
+	if err != nil {
+		return nil, err
+	}
+	vs, err := s.vendors(ctx)
+	if err != nil {
+		return nil, fail("list buckets", err)
+	}
+	out := []store.BucketState{}
+	for _, v := range vs {
+		res, err := s.run(ctx, "list buckets", listScript, []string{s.bucketSet(v)}, s.keyspace, ms)
+		if err != nil {
+			return nil, err
+		}
+		r := reply{v: res}
+		at := r.int()
+		for r.more() && r.err == nil {
+			name := r.str()
+			out = append(out, readState(&r, name, at))
+		}
+		if r.err != nil {
+			return nil, r.err
+		}
+	}
+	slices.SortFunc(out, func(a, b store.BucketState) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// Leases implements store.Store: one script call per vendor.
+func (s *Store) Leases(ctx context.Context, q store.LeaseQuery) ([]store.Lease, error) {
+	ctx, cancel, err := s.begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done(cancel)
+	ms, err := s.now(q.Now)
+	if err != nil {
+		return nil, err
+	}
+	vs, err := s.vendors(ctx)
+	if err != nil {
+		return nil, fail("leases", err)
+	}
+	expired := 0
+	if q.ExpiredOnly {
+		expired = 1
+	}
+	var out []store.Lease
+	for _, v := range vs {
+		res, err := s.run(ctx, "leases", leasesScript, []string{s.leaseIndex(v)}, s.prefix, ms, expired, q.Dimension, q.Limit)
+		if err != nil {
+			return nil, err
+		}
+		r := reply{v: res}
+		r.int()
+		for r.more() && r.err == nil {
+			idStr := r.str()
+			id, err := store.ParseLeaseID(idStr)
+			if err != nil {
+				return nil, err
+			}
+			l := store.Lease{ID: id, Caller: r.str(), CreatedAt: time.UnixMilli(r.int()), ExpiresAt: time.UnixMilli(r.int())}
+			n := int(r.int())
+			l.Items = make([]store.Item, n)
+			for i := range l.Items {
+				l.Items[i] = store.Item{Dimension: r.str(), Cost: r.int()}
+			}
+			out = append(out, l)
+		}
+		if r.err != nil {
+			return nil, r.err
+		}
+	}
+	slices.SortFunc(out, func(a, b store.Lease) int {
+		if c := a.ExpiresAt.Compare(b.ExpiresAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID.String(), b.ID.String())
+	})
+	if q.Limit > 0 && len(out) > q.Limit {
+		out = out[:q.Limit]
+	}
+	return out, nil
+}
+
+// Reconcile implements store.Store: vendor by vendor, each vendor's expired
+// records in one script call, never more than req.Limit records in all.
+func (s *Store) Reconcile(ctx context.Context, req store.ReconcileRequest) (store.ReconcileResult, error) {
+	ctx, cancel, err := s.begin(ctx)
+	if err != nil {
+		return store.ReconcileResult{}, err
+	}
+	defer done(cancel)
+	now, err := s.now(req.Now)
+	if err != nil {
+		return store.ReconcileResult{}, err
+	}
+	limit := req.Limit
+	if limit <= 0 {
+		limit = store.DefaultReconcileLimit
+	}
+	vs, err := s.vendors(ctx)
+	if err != nil {
+		return store.ReconcileResult{}, fail("reconcile", err)
+	}
+	var res store.ReconcileResult
+	for _, v := range vs {
+		left := limit - res.Restored
+		v, err := s.run(ctx, "reconcile", reconcileScript, []string{s.leaseIndex(v)}, s.keyspace, now, left)
+		if err != nil {
+			return res, err
+		}
+		r := reply{v: v}
+		more := r.int() == 1
+		res.Restored += int(r.int())
+		res.Reclaimed += int(r.int())
+		res.AlreadyCapped += int(r.int())
+		res.Orphans += int(r.int())
+		for r.more() && r.err == nil {
+			res.Dimensions = append(res.Dimensions, r.str())
+		}
+		if r.err != nil {
+			return res, r.err
+		}
+		if more {
+			res.More = true
+			break
+		}
+	}
+	slices.Sort(res.Dimensions)
+	res.Dimensions = slices.Compact(res.Dimensions)
+	return res, nil
+}

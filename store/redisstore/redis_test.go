@@ -1,0 +1,226 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/store"
+)
+
+// countHook counts commands and pipelines sent to the server: each is one
+// round trip.
+type countHook struct{ n atomic.Int64 }
+
+func (h *countHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (h *countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+func acquire(t *testing.T, s store.Store, now time.Time, items ...store.Item) *store.AcquireResult {
+	t.Helper()
+	var res store.AcquireResult
+	req := &store.AcquireRequest{Now: now, Items: items, ID: store.NewLeaseID(), TTL: time.Minute}
+	if err := s.Acquire(context.Background(), req, &res); err != nil {
+		t.Fatal(err)
+	}
+	return &res
+}
+
+// TestOneRoundTrip counts round trips with a go-redis hook: exactly one per
+// acquisition, for one dimension and for three with a lease record, once
+// the script is cached (the first call may add an EVAL after NOSCRIPT).
+func TestOneRoundTrip(t *testing.T) {
+	c := newClient(t)
+	s := newStoreOn(t, c)
+	put(t, s, t0, store.Bucket{Name: "openai#rpm", Config: bucket.PerPeriod(bucket.Requests, 1000, time.Minute)})
+	put(t, s, t0, store.Bucket{Name: "openai#tpm", Config: bucket.PerPeriod(bucket.Tokens, 100000, time.Minute)})
+	put(t, s, t0, store.Bucket{Name: "openai#concurrent", Config: bucket.ConcurrentSlots(100)})
+	acquire(t, s, t0, store.Item{Dimension: "openai#rpm"}) // loads the script
+	h := &countHook{}
+	c.AddHook(h)
+	for i := range 10 {
+		acquire(t, s, t0.Add(time.Duration(i)*time.Millisecond), store.Item{Dimension: "openai#rpm"})
+	}
+	if n := h.n.Load(); n != 10 {
+		t.Errorf("10 one-dimension acquisitions took %d round trips, want 10", n)
+	}
+	h.n.Store(0)
+	for i := range 10 {
+		res := acquire(t, s, t0.Add(time.Duration(i)*time.Millisecond),
+			store.Item{Dimension: "openai#rpm"}, store.Item{Dimension: "openai#tpm", Cost: 500}, store.Item{Dimension: "openai#concurrent"})
+		if !res.Granted || !res.Recorded {
+			t.Fatalf("3-dimension acquisition: %+v", res)
+		}
+	}
+	if n := h.n.Load(); n != 10 {
+		t.Errorf("10 three-dimension acquisitions with a lease took %d round trips, want 10", n)
+	}
+}
+
+// TestKeyLayout pins the documented key names.
+func TestKeyLayout(t *testing.T) {
+	c := newClient(t)
+	s, err := New(c, WithPrefix("layout:"), WithCallerClock())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Del(context.Background(), mustKeys(t, c, "layout:*")...) })
+	put(t, s, t0, store.Bucket{Name: "openai#gpt-4o#tpm", Config: bucket.PerPeriod(bucket.Tokens, 1000, time.Minute)})
+	put(t, s, t0, store.Bucket{Name: "eleven#concurrent", Config: bucket.ConcurrentSlots(2)})
+	put(t, s, t0, store.Bucket{Name: "#rpm", Config: bucket.PerPeriod(bucket.Requests, 10, time.Minute)})
+	id := store.NewLeaseID()
+	var res store.AcquireResult
+	if err := s.Acquire(context.Background(), &store.AcquireRequest{Now: t0, Items: []store.Item{{Dimension: "eleven#concurrent"}}, ID: id, TTL: time.Minute}, &res); err != nil {
+		t.Fatal(err)
+	}
+	acquire(t, s, t0, store.Item{Dimension: "#rpm"})
+	got := mustKeys(t, c, "layout:*")
+	slices.Sort(got)
+	want := []string{
+		"layout:vendors",
+		"layout:{#}#rpm", "layout:{#}:buckets",
+		"layout:{eleven}#concurrent", "layout:{eleven}:buckets", "layout:{eleven}:dz#concurrent",
+		"layout:{eleven}:lease:" + id.String(), "layout:{eleven}:leases",
+		"layout:{openai}#gpt-4o#tpm", "layout:{openai}:buckets",
+	}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("keys:\n got %q\nwant %q", got, want)
+	}
+	if v, _ := c.HGet(context.Background(), "layout:{openai}#gpt-4o#tpm", "c").Result(); v != "1000000" {
+		t.Errorf("capacity field %q, want the integer 1000000", v)
+	}
+}
+
+func mustKeys(t *testing.T, c *redis.Client, pattern string) []string {
+	t.Helper()
+	k, err := c.Keys(context.Background(), pattern).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// TestServerClock checks the default mode: Now is ignored (even an invalid
+// one) and the server's TIME decides.
+func TestServerClock(t *testing.T) {
+	s, err := New(newClient(t), WithPrefix(uniquePrefix()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var zero time.Time // before the epoch: invalid for a caller clock
+	if err := s.PutBucket(ctx, zero, store.Bucket{Name: "svc#concurrent", Config: bucket.ConcurrentSlots(1)}, false); err != nil {
+		t.Fatal(err)
+	}
+	res := acquire(t, s, zero, store.Item{Dimension: "svc#concurrent"})
+	if !res.Granted || res.ExpiresAt.Year() < 2020 {
+		t.Fatalf("server-clock acquisition: %+v", res)
+	}
+	st, err := s.Peek(ctx, zero, []string{"svc#concurrent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st[0].Now.Year() < 2020 || st[0].ActiveLeases != 1 || st[0].NextExpiry != res.ExpiresAt {
+		t.Errorf("peek: %+v (lease expires %v)", st[0], res.ExpiresAt)
+	}
+	if ls, err := s.Leases(ctx, store.LeaseQuery{Now: zero}); err != nil || len(ls) != 1 || !ls[0].ExpiresAt.Equal(res.ExpiresAt) {
+		t.Errorf("leases: %+v %v", ls, err)
+	}
+	if _, err := newStore(t).Release(ctx, store.ReleaseRequest{Now: zero}); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("caller clock with an invalid Now: %v, want ErrInvalid", err)
+	}
+}
+
+// TestClusterSlots runs per-vendor slots on the real Cluster: a
+// cross-vendor acquisition fails with ErrCrossSlot before any command is
+// sent, same-vendor ones work, and a lease recorded by one process is
+// released, extended and reconciled by another that never saw it.
+func TestClusterSlots(t *testing.T) {
+	c := newClusterClient(t)
+	s := newStoreOn(t, c)
+	ctx := context.Background()
+	for _, b := range []store.Bucket{
+		{Name: "openai#rpm", Config: bucket.PerPeriod(bucket.Requests, 10, time.Minute)},
+		{Name: "openai#concurrent", Config: bucket.ConcurrentSlots(2)},
+		{Name: "anthropic#rpm", Config: bucket.PerPeriod(bucket.Requests, 10, time.Minute)},
+		{Name: "eleven#concurrent", Config: bucket.ConcurrentSlots(1)},
+	} {
+		put(t, s, t0, b)
+	}
+	if Slot("openai") == Slot("anthropic") {
+		t.Fatal("test assumes openai and anthropic hash to different slots")
+	}
+	h := &countHook{}
+	c.AddHook(h)
+	var res store.AcquireResult
+	err := s.Acquire(ctx, &store.AcquireRequest{Now: t0, ID: store.NewLeaseID(), TTL: time.Minute,
+		Items: []store.Item{{Dimension: "openai#rpm"}, {Dimension: "anthropic#rpm"}}}, &res)
+	if !errors.Is(err, ErrCrossSlot) || !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("cross-vendor acquisition on a Cluster: %v, want ErrCrossSlot", err)
+	}
+	if n := h.n.Load(); n != 0 {
+		t.Errorf("the rejected acquisition sent %d commands", n)
+	}
+	r := acquire(t, s, t0, store.Item{Dimension: "openai#rpm"}, store.Item{Dimension: "openai#concurrent"})
+	e := acquire(t, s, t0, store.Item{Dimension: "eleven#concurrent"})
+	if !r.Granted || !e.Granted {
+		t.Fatalf("same-vendor acquisitions: %+v %+v", r, e)
+	}
+	other := newStoreOn(t, c, WithPrefix(s.prefix)) // no lease cache
+	ls, err := other.Leases(ctx, store.LeaseQuery{Now: t0})
+	if err != nil || len(ls) != 2 {
+		t.Fatalf("leases from another store: %v %v", ls, err)
+	}
+	var openaiLease store.LeaseID
+	for _, l := range ls {
+		if l.Items[0].Dimension == "openai#rpm" {
+			openaiLease = l.ID
+		}
+	}
+	if _, err := other.Extend(ctx, store.ExtendRequest{Now: t0.Add(time.Second), ID: openaiLease, TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	rel, err := other.Release(ctx, store.ReleaseRequest{Now: t0, ID: openaiLease})
+	if err != nil || !rel.Released || len(rel.Restored) != 1 || rel.Restored[0].Dimension != "openai#concurrent" {
+		t.Fatalf("release from another store: %+v %v", rel, err)
+	}
+	rec, err := other.Reconcile(ctx, store.ReconcileRequest{Now: t0.Add(2 * time.Minute)})
+	if err != nil || rec.Restored != 1 || rec.Reclaimed != 1 || !slices.Equal(rec.Dimensions, []string{"eleven#concurrent"}) {
+		t.Fatalf("reconcile on the Cluster: %+v %v", rec, err)
+	}
+	st, err := s.Peek(ctx, t0, []string{"openai#concurrent", "anthropic#rpm", "eleven#concurrent"})
+	if err != nil || st[0].Tokens != 2000 || st[1].Tokens != 10000 || st[2].Tokens != 1000 {
+		t.Fatalf("peek across slots: %+v %v", st, err)
+	}
+}
+
+// TestScriptFlush: after SCRIPT FLUSH the scripts reload transparently.
+func TestScriptFlush(t *testing.T) {
+	c := newClient(t)
+	s := newStoreOn(t, c)
+	put(t, s, t0, store.Bucket{Name: "f#rpm", Config: bucket.PerPeriod(bucket.Requests, 10, time.Minute)})
+	acquire(t, s, t0, store.Item{Dimension: "f#rpm"})
+	if err := c.ScriptFlush(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if res := acquire(t, s, t0, store.Item{Dimension: "f#rpm"}); !res.Granted || res.Items[0].Remaining != 8000 {
+		t.Fatalf("after SCRIPT FLUSH: %+v", res)
+	}
+}

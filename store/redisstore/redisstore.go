@@ -1,0 +1,281 @@
+// Package redisstore is Sluice's Redis store: buckets and leases in Redis
+// (standalone, Sentinel or Cluster) through go-redis v9, for a fleet of
+// processes sharing vendor limits with one round trip per acquisition.
+//
+// Every operation is one atomic Lua script, run with EVALSHA and falling
+// back to EVAL when the server has not cached it (after a restart or SCRIPT
+// FLUSH). The scripts hold only integers: millitokens and milliseconds below
+// 2^53, which Lua's doubles represent exactly; the products the bucket math
+// needs (elapsed×amount, which can reach 2^103) are computed exactly with
+// 24-bit limbs, and a differential test proves the Lua agrees with package
+// bucket on random and extreme inputs.
+//
+// # Clock
+//
+// By default the scripts read the server's TIME, so the whole fleet shares
+// one clock and the Now fields of requests are ignored (not even
+// validated). WithCallerClock uses each request's Now instead; tests and
+// golden vectors need it, and so do managed Redis offerings that reject TIME
+// in scripts.
+//
+// # Keys
+//
+// A dimension "vendor#metric" lives in the hash prefix{vendor}#metric, e.g.
+// "sluice:{openai}#rpm": the hash tag makes every dimension of one vendor
+// share a Cluster slot, so one script can touch them all. Per vendor there
+// are also prefix{vendor}:buckets (the vendor's bucket names),
+// prefix{vendor}:leases (its lease records, a sorted set scored by expiry),
+// prefix{vendor}:dz#metric (each dimension's leases, scored by expiry) and
+// one hash prefix{vendor}:lease:<uuid> per lease record, in the vendor of the
+// lease's first item. The set prefix+"vendors" registers every vendor, so
+// that ListBuckets, Leases and Reconcile never SCAN the keyspace.
+//
+// On a Cluster client an acquisition whose dimensions hash to different
+// slots fails with ErrCrossSlot before any script runs. Name dimensions
+// "vendor#metric" with the same vendor for everything one call acquires
+// together (openai#rpm + openai#tpm), and it cannot happen.
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ontopix/sluice/store"
+)
+
+// ErrCrossSlot reports an acquisition whose dimensions would live in
+// different Redis Cluster slots, which no single script can touch. It
+// matches store.ErrInvalid.
+var ErrCrossSlot = fmt.Errorf("%w: redisstore: the dimensions of one acquisition must share a Redis Cluster slot (name them vendor#metric with one vendor)", store.ErrInvalid)
+
+// DefaultPrefix starts every key the store writes.
+const DefaultPrefix = "sluice:"
+
+// Store is the Redis store. It is safe for concurrent use.
+type Store struct {
+	rdb         redis.UniversalClient
+	prefix      string
+	callerClock bool
+	timeout     time.Duration
+	slotCheck   bool
+	tag         string // WithHashTag; "" means one tag per vendor
+	keyspace    string // prefix + "\n" + tag, the scripts' key space argument
+	closed      atomic.Bool
+
+	keysMu sync.RWMutex
+	keys   map[string]*dimKeys // dimension → its keys (bounded cache)
+
+	tagsMu sync.Mutex
+	tags   map[store.LeaseID]string // lease → vendor of its record (bounded cache)
+}
+
+// dimKeys are a dimension's keys.
+type dimKeys struct {
+	vendor string
+	bucket string // prefix{vendor}#rest
+	index  string // prefix{vendor}:dz#rest
+	slot   uint16
+}
+
+const maxCached = 1 << 16
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithPrefix sets the key prefix (default DefaultPrefix), for sharing a
+// Redis with other applications or environments. It must not contain
+// braces.
+func WithPrefix(p string) Option { return func(s *Store) { s.prefix = p } }
+
+// WithCallerClock makes the store decide at each request's Now instead of
+// the Redis server's TIME.
+func WithCallerClock() Option { return func(s *Store) { s.callerClock = true } }
+
+// WithTimeout bounds every operation (including its retries inside
+// go-redis); a timeout is reported as store.ErrUnavailable. Zero, the
+// default, relies on the client's own dial, read and write timeouts.
+func WithTimeout(d time.Duration) Option { return func(s *Store) { s.timeout = d } }
+
+// WithSlotCheck forces the cross-slot check on or off. By default it is on
+// exactly when the client is a *redis.ClusterClient; turning it on for a
+// standalone server makes a test environment reject what a Cluster would.
+func WithSlotCheck(on bool) Option { return func(s *Store) { s.slotCheck = on } }
+
+// WithHashTag puts every key in the one Cluster slot of tag instead of one
+// slot per vendor: acquisitions may then mix vendors freely on a Cluster, at
+// the price of one shard holding all of Sluice's keys. The tag must be
+// non-empty and contain no braces.
+func WithHashTag(tag string) Option { return func(s *Store) { s.tag = tag } }
+
+// New returns a store over rdb. The store does not own rdb: Close leaves it
+// open.
+func New(rdb redis.UniversalClient, opts ...Option) (*Store, error) {
+	_, cluster := rdb.(*redis.ClusterClient)
+	s := &Store{rdb: rdb, prefix: DefaultPrefix, slotCheck: cluster,
+		keys: map[string]*dimKeys{}, tags: map[store.LeaseID]string{}}
+	for _, o := range opts {
+		o(s)
+	}
+	if strings.ContainsAny(s.prefix, "{}\n") {
+		return nil, fmt.Errorf("%w: redisstore: prefix %q must not contain braces or newlines", store.ErrInvalid, s.prefix)
+	}
+	if s.tag != "" && strings.ContainsAny(s.tag, "{}\n") {
+		return nil, fmt.Errorf("%w: redisstore: hash tag %q must not contain braces or newlines", store.ErrInvalid, s.tag)
+	}
+	s.keyspace = s.prefix + "\n" + s.tag
+	if s.timeout < 0 {
+		return nil, fmt.Errorf("%w: redisstore: negative timeout %s", store.ErrInvalid, s.timeout)
+	}
+	return s, nil
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Close marks the store closed; it does not close the client.
+func (s *Store) Close() error {
+	s.closed.Store(true)
+	return nil
+}
+
+// begin checks the store is open and applies the operation timeout.
+func (s *Store) begin(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	if s.closed.Load() {
+		return ctx, nil, store.ErrClosed
+	}
+	if s.timeout > 0 {
+		ctx, cancel := context.WithTimeout(ctx, s.timeout)
+		return ctx, cancel, nil
+	}
+	return ctx, nil, nil
+}
+
+func done(cancel context.CancelFunc) {
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// now returns the ARGV clock for t: t in Unix ms with the caller clock
+// (validated), else -1 (the script reads TIME).
+func (s *Store) now(t time.Time) (int64, error) {
+	if !s.callerClock {
+		return -1, nil
+	}
+	return store.NowMs(t)
+}
+
+// splitDim splits "vendor#rest" at the first '#' (or returns the
+// WithHashTag tag and "#"+dim). An empty vendor ("#rpm")
+// becomes "#", which no real vendor can be, because Redis ignores an empty
+// hash tag.
+func (s *Store) splitDim(dim string) (vendor, rest string) {
+	if s.tag != "" {
+		return s.tag, "#" + dim
+	}
+	vendor, rest = dim, ""
+	if i := strings.IndexByte(dim, '#'); i >= 0 {
+		vendor, rest = dim[:i], dim[i:]
+	}
+	if vendor == "" {
+		vendor = "#"
+	}
+	return vendor, rest
+}
+
+// dim returns the keys of a dimension whose name is valid.
+func (s *Store) dim(name string) *dimKeys {
+	s.keysMu.RLock()
+	k := s.keys[name]
+	s.keysMu.RUnlock()
+	if k != nil {
+		return k
+	}
+	v, rest := s.splitDim(name)
+	tag := s.prefix + "{" + v + "}"
+	k = &dimKeys{vendor: v, bucket: tag + rest, index: tag + ":dz" + rest, slot: Slot(v)}
+	s.keysMu.Lock()
+	if len(s.keys) >= maxCached {
+		clear(s.keys)
+	}
+	s.keys[name] = k
+	s.keysMu.Unlock()
+	return k
+}
+
+func (s *Store) vendorTag(v string) string { return s.prefix + "{" + v + "}" }
+func (s *Store) leaseIndex(v string) string { return s.vendorTag(v) + ":leases" }
+func (s *Store) bucketSet(v string) string  { return s.vendorTag(v) + ":buckets" }
+func (s *Store) registry() string           { return s.prefix + "vendors" }
+
+// rememberLease caches the vendor holding a lease record.
+func (s *Store) rememberLease(id store.LeaseID, vendor string) {
+	s.tagsMu.Lock()
+	if len(s.tags) >= maxCached {
+		clear(s.tags)
+	}
+	s.tags[id] = vendor
+	s.tagsMu.Unlock()
+}
+
+func (s *Store) leaseVendor(id store.LeaseID) (string, bool) {
+	s.tagsMu.Lock()
+	v, ok := s.tags[id]
+	s.tagsMu.Unlock()
+	return v, ok
+}
+
+func (s *Store) forgetLease(id store.LeaseID) {
+	s.tagsMu.Lock()
+	delete(s.tags, id)
+	s.tagsMu.Unlock()
+}
+
+// vendors returns the registered vendors, sorted.
+func (s *Store) vendors(ctx context.Context) ([]string, error) {
+	vs, err := s.rdb.SMembers(ctx, s.registry()).Result()
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(vs)
+	return vs, nil
+}
+
+// fail maps a go-redis error to the store's errors: anything that is not a
+// script or usage error from the server is store.ErrUnavailable.
+func fail(op string, err error) error {
+	var rerr redis.Error
+	if errors.As(err, &rerr) {
+		for _, p := range []string{"LOADING", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "READONLY", "BUSY", "NOREPLICAS", "MOVED", "ASK"} {
+			if redis.HasErrorPrefix(err, p) {
+				return store.Unavailable("redisstore: "+op, err)
+			}
+		}
+		return fmt.Errorf("redisstore: %s: %w", op, err)
+	}
+	return store.Unavailable("redisstore: "+op, err)
+}
+
+// Slot returns the Redis Cluster hash slot of a key whose hash tag is tag
+// (CRC16/XMODEM of the tag, modulo 16384), as Redis computes it.
+func Slot(tag string) uint16 {
+	var crc uint16
+	for i := 0; i < len(tag); i++ {
+		crc ^= uint16(tag[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc % 16384
+}
