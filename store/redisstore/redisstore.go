@@ -210,7 +210,7 @@ func (s *Store) dim(name string) *dimKeys {
 	return k
 }
 
-func (s *Store) vendorTag(v string) string { return s.prefix + "{" + v + "}" }
+func (s *Store) vendorTag(v string) string  { return s.prefix + "{" + v + "}" }
 func (s *Store) leaseIndex(v string) string { return s.vendorTag(v) + ":leases" }
 func (s *Store) bucketSet(v string) string  { return s.vendorTag(v) + ":buckets" }
 func (s *Store) registry() string           { return s.prefix + "vendors" }
