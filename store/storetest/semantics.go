@@ -104,9 +104,9 @@ func testAcquire(t *testing.T, h Harness) {
 
 		// Two dimensions short: RetryIn is the larger, each item has its own.
 		e.grant(e.req(0, item("openai#rpm", 20)))
-		res = e.acquire(e.req(0, item("openai#rpm", 1), item("openai#tpm", 200)))
-		if res.Granted || res.RetryIn != 6*time.Second || res.Items[0].RetryIn != 3*time.Second || res.Items[1].RetryIn != 6*time.Second {
-			t.Errorf("two short: granted %t, RetryIn %s, items %s/%s; want denied, 6s, 3s/6s",
+		res = e.acquire(e.req(0, item("openai#tpm", 200), item("openai#rpm", 1))) // longest wait first
+		if res.Granted || res.RetryIn != 6*time.Second || res.Items[0].RetryIn != 6*time.Second || res.Items[1].RetryIn != 3*time.Second {
+			t.Errorf("two short: granted %t, RetryIn %s, items %s/%s; want denied, 6s, 6s/3s",
 				res.Granted, res.RetryIn, res.Items[0].RetryIn, res.Items[1].RetryIn)
 		}
 		e.grant(e.req(6000, item("openai#rpm", 1), item("openai#tpm", 200)))
