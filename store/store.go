@@ -57,7 +57,9 @@ type Store interface {
 
 	// Reconcile processes up to req.Limit expired lease records: it returns
 	// the cost of concurrent ones (capacity-guarded), deletes them all, and
-	// deletes records whose bucket is gone. It is idempotent.
+	// deletes expired records whose bucket is gone (orphans; an unexpired
+	// orphan is left until it expires, so its holder can still release it).
+	// It is idempotent.
 	Reconcile(ctx context.Context, req ReconcileRequest) (ReconcileResult, error)
 
 	// PutBucket creates or reconfigures a bucket. An existing bucket keeps
@@ -66,7 +68,8 @@ type Store interface {
 	PutBucket(ctx context.Context, now time.Time, b Bucket, reset bool) error
 
 	// DeleteBucket removes a bucket. Its lease records become orphans that
-	// Reconcile deletes. Deleting a missing bucket returns a
+	// Reconcile deletes; releasing one restores nothing, even into a bucket
+	// re-created under the same name. Deleting a missing bucket returns a
 	// *ConfigurationError.
 	DeleteBucket(ctx context.Context, name string) error
 
@@ -184,7 +187,8 @@ type Restored struct {
 // dimension. When the lease has a record, the record's cost is the bound and
 // is updated, and an expired lease fails with ErrLeaseExpired. When the lease
 // was never recorded (Recorded false), Held, the cost the caller holds, is
-// the bound. Concurrent items cannot be adjusted.
+// the bound. Concurrent items cannot be adjusted, and a dimension the lease
+// does not hold is a *bucket.FieldError (ErrInvalid).
 type AdjustRequest struct {
 	// Now is the time of the adjustment.
 	Now time.Time

@@ -49,7 +49,9 @@ type shard struct {
 type lease struct {
 	id      store.LeaseID
 	items   []store.Item // costs in tokens; guarded by the shard lock
+	ents    []*entry     // the buckets the lease was granted on, parallel to items
 	buf     [2]store.Item
+	entBuf  [2]*entry
 	caller  string
 	created int64
 	expires atomic.Int64 // ms
@@ -194,10 +196,11 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 	if record {
 		l := &lease{id: req.ID, caller: req.Caller, created: now}
 		if n <= len(l.buf) {
-			l.items = l.buf[:n]
+			l.items, l.ents = l.buf[:n], l.entBuf[:n]
 		} else {
-			l.items = make([]store.Item, n)
+			l.items, l.ents = make([]store.Item, n), make([]*entry, n)
 		}
+		copy(l.ents, es)
 		l.expires.Store(expires)
 		for i, e := range es {
 			l.items[i] = store.Item{Dimension: e.b.Name, Cost: costs[i]}
@@ -262,17 +265,13 @@ func (s *Store) Release(ctx context.Context, req store.ReleaseRequest) (store.Re
 // remove deletes lease l exactly once and restores its concurrent costs. It
 // reports ok false when someone else removed it first, and orphan when none
 // of its buckets exist any more.
+//
+// It works on the very buckets the lease was granted on: a bucket deleted
+// and re-created under the same name is a different bucket, and the old
+// lease's cost must not flow into it.
 func (s *Store) remove(l *lease) (restored []store.Restored, ok, orphan bool) {
-	var esBuf [store.MaxItems]*entry
-	var idx [store.MaxItems]int // es[k] belongs to l.items[idx[k]]
 	var order [store.MaxItems]uint8
-	es := esBuf[:0]
-	for i, it := range l.items {
-		if e := s.lookup(it.Dimension); e != nil {
-			es = append(es, e)
-			idx[len(es)-1] = i
-		}
-	}
+	es := l.ents
 	lockSorted(es, order[:])
 	defer unlockAll(es)
 	sh := s.shard(l.id)
@@ -299,7 +298,7 @@ func (s *Store) remove(l *lease) (restored []store.Restored, ok, orphan bool) {
 			continue
 		}
 		live++
-		it := items[idx[k]]
+		it := items[k]
 		if e.b.Type != bucket.Concurrent {
 			continue
 		}

@@ -188,8 +188,8 @@ func (s *Store) Reconcile(ctx context.Context, req store.ReconcileRequest) (stor
 			res.Orphans++
 			continue
 		}
-		for _, it := range l.items {
-			if s.lookup(it.Dimension) != nil {
+		for i, it := range l.items {
+			if s.lookup(it.Dimension) == l.ents[i] {
 				dims[it.Dimension] = true
 			}
 		}
