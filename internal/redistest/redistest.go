@@ -244,3 +244,10 @@ func (s *Server) info(args ...string) (string, error) {
 	out, err := exec.Command("redis-cli", append([]string{"-p", strconv.Itoa(s.Port)}, args...)...).CombinedOutput()
 	return string(out), err
 }
+
+// Pause freezes the server (SIGSTOP): connections stay open and nothing
+// answers, as with a hung or partitioned server. Resume undoes it.
+func (s *Server) Pause() error { return s.cmd.Process.Signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server (SIGCONT).
+func (s *Server) Resume() error { return s.cmd.Process.Signal(syscall.SIGCONT) }

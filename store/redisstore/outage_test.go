@@ -1,0 +1,93 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/internal/redistest"
+	"github.com/ontopix/sluice/store"
+)
+
+// TestOutage stops a private redis-server mid-run (killed, then hung):
+// every operation fails with an error matching store.ErrUnavailable within
+// the configured timeout, and after a restart the store works again.
+func TestOutage(t *testing.T) {
+	srv, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, DialTimeout: 200 * time.Millisecond,
+		ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond, MaxRetries: -1})
+	t.Cleanup(func() { c.Close() })
+	const timeout = 300 * time.Millisecond
+	s := newStoreOn(t, c, WithTimeout(timeout))
+	ctx := context.Background()
+	b := store.Bucket{Name: "o#rpm", Config: bucket.PerPeriod(bucket.Requests, 1000, time.Minute)}
+	put(t, s, t0, b)
+	acquire(t, s, t0, store.Item{Dimension: "o#rpm"})
+
+	unavailable := func(phase string) {
+		t.Helper()
+		ops := map[string]func() error{
+			"acquire": func() error {
+				var res store.AcquireResult
+				return s.Acquire(ctx, &store.AcquireRequest{Now: t0, Items: []store.Item{{Dimension: "o#rpm"}}, ID: store.NewLeaseID(), TTL: time.Minute}, &res)
+			},
+			"release": func() error { _, err := s.Release(ctx, store.ReleaseRequest{Now: t0, ID: store.NewLeaseID()}); return err },
+			"peek":    func() error { _, err := s.Peek(ctx, t0, []string{"o#rpm"}); return err },
+			"reconcile": func() error {
+				_, err := s.Reconcile(ctx, store.ReconcileRequest{Now: t0})
+				return err
+			},
+			"put": func() error { return s.PutBucket(ctx, t0, b, false) },
+		}
+		for name, op := range ops {
+			start := time.Now()
+			err := op()
+			took := time.Since(start)
+			if !errors.Is(err, store.ErrUnavailable) {
+				t.Errorf("%s: %s: %v, want ErrUnavailable", phase, name, err)
+			}
+			// Loose bound: the store's timeout plus scheduling slack on a
+			// loaded machine; an unbounded hang is what this catches.
+			if took > timeout+2*time.Second {
+				t.Errorf("%s: %s took %v with a %v timeout", phase, name, took, timeout)
+			}
+		}
+	}
+
+	srv.Stop() // killed: connections refused
+	unavailable("server killed")
+
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	// The restarted server is empty (no persistence in tests): the bucket
+	// is gone and the scripts are not cached; both recover transparently.
+	var res store.AcquireResult
+	err = s.Acquire(ctx, &store.AcquireRequest{Now: t0, Items: []store.Item{{Dimension: "o#rpm"}}, ID: store.NewLeaseID(), TTL: time.Minute}, &res)
+	if !errors.Is(err, store.ErrUnknownDimension) {
+		t.Fatalf("after restart, before re-creating the bucket: %v", err)
+	}
+	put(t, s, t0, b)
+	if r := acquire(t, s, t0, store.Item{Dimension: "o#rpm"}); !r.Granted {
+		t.Fatalf("after restart: %+v", r)
+	}
+
+	if err := srv.Pause(); err != nil { // hung: connections open, no answers
+		t.Fatal(err)
+	}
+	unavailable("server hung")
+	if err := srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	if r := acquire(t, s, t0, store.Item{Dimension: "o#rpm"}); !r.Granted {
+		t.Fatalf("after resume: %+v", r)
+	}
+}
