@@ -39,8 +39,11 @@ func TestOutage(t *testing.T) {
 				var res store.AcquireResult
 				return s.Acquire(ctx, &store.AcquireRequest{Now: t0, Items: []store.Item{{Dimension: "o#rpm"}}, ID: store.NewLeaseID(), TTL: time.Minute}, &res)
 			},
-			"release": func() error { _, err := s.Release(ctx, store.ReleaseRequest{Now: t0, ID: store.NewLeaseID()}); return err },
-			"peek":    func() error { _, err := s.Peek(ctx, t0, []string{"o#rpm"}); return err },
+			"release": func() error {
+				_, err := s.Release(ctx, store.ReleaseRequest{Now: t0, ID: store.NewLeaseID()})
+				return err
+			},
+			"peek": func() error { _, err := s.Peek(ctx, t0, []string{"o#rpm"}); return err },
 			"reconcile": func() error {
 				_, err := s.Reconcile(ctx, store.ReconcileRequest{Now: t0})
 				return err
