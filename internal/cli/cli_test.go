@@ -1,0 +1,129 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"regexp"
+	"runtime/debug"
+	"strings"
+	"testing"
+)
+
+// run executes args in-process and returns stdout, stderr and the exit code.
+func run(t *testing.T, env map[string]string, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := Main(context.Background(), args, Env{
+		Stdout: &out, Stderr: &errb,
+		LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok },
+		BuildInfo: func() (*debug.BuildInfo, bool) {
+			return &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Path: "github.com/ontopix/sluice", Version: "v1.2.3"},
+				Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "abc123"}}}, true
+		},
+	})
+	return out.String(), errb.String(), code
+}
+
+func TestDemo(t *testing.T) {
+	out, errs, code := run(t, nil, "demo", "--duration", "1s", "--workers", "8", "--progress", "plain")
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	}
+	for _, want := range []string{
+		"8 workers (5 chat on OpenAI, 3 speech on ElevenLabs)",
+		"DIMENSION", "LIMIT", "GRANTED", "RETRY_IN", "PEAK IN-FLIGHT", "UTILISATION", "MAX IN ANY WINDOW", "WORST MARGIN", "VERDICT",
+		"openai#tpm settlements:",
+		"verdict: no limit exceeded",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out)
+		}
+	}
+	for _, row := range []string{
+		`(?m)^openai#rpm\s+600/min\s+\d+\s+\d+\s+\d+ req\s+-\s+[\d.]+%\s+\d+ req / min\s+[\d.]+ req\s+ok$`,
+		`(?m)^openai#tpm\s+60000/min\s+\d+\s+\d+\s+\d+ tok\s+-\s+[\d.]+%\s+\d+ tok / min\s+[\d.]+ tok\s+ok$`,
+		`(?m)^elevenlabs#concurrent\s+5 concurrent\s+\d+\s+\d+\s+\d+ slots\s+[1-5]\s+[\d.]+%\s+-\s+\d+ slots\s+ok$`,
+	} {
+		if !regexp.MustCompile(row).MatchString(out) {
+			t.Errorf("no row matching %s in:\n%s", row, out)
+		}
+	}
+	if !strings.Contains(errs, "sluice demo: 8 workers share") || !strings.Contains(errs, "granted: openai") {
+		t.Errorf("stderr lacks the banner or progress:\n%s", errs)
+	}
+}
+
+func TestDemoJSON(t *testing.T) {
+	out, errs, code := run(t, nil, "demo", "--duration", "300ms", "--workers", "4", "--progress", "none", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var r struct {
+		OK      bool
+		Verdict struct {
+			Dimensions []struct {
+				Name     string
+				Exceeded bool
+				Grants   int
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !r.OK || len(r.Verdict.Dimensions) != 3 || r.Verdict.Dimensions[0].Name != dimRPM || r.Verdict.Dimensions[0].Grants == 0 {
+		t.Fatalf("unexpected report: %+v", r)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	out, _, code := run(t, nil, "version")
+	if code != 0 || !strings.HasPrefix(out, "sluice v1.2.3 (abc123)\n") || !strings.Contains(out, "go       go1.26.0") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	out, _, code = run(t, nil, "version", "--output", "json")
+	var v VersionInfo
+	if err := json.Unmarshal([]byte(out), &v); err != nil || code != 0 {
+		t.Fatalf("exit %d, %v:\n%s", code, err, out)
+	}
+	if v.Version != "v1.2.3" || v.Go != "go1.26.0" || v.Module != "github.com/ontopix/sluice" || v.Revision != "abc123" {
+		t.Errorf("%+v", v)
+	}
+	if got := readVersion(func() (*debug.BuildInfo, bool) {
+		return &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}}, true
+	}); got.Version != "devel" {
+		t.Errorf("devel build reports %q", got.Version)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, c := range []struct {
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{nil, []string{"frobnicate"}, `unknown command "frobnicate"`},
+		{nil, []string{"demo", "--bogus"}, "unknown flag: --bogus"},
+		{nil, []string{"demo", "--workers", "1"}, "--workers 1"},
+		{nil, []string{"demo", "--duration", "soon"}, "invalid argument"},
+		{nil, []string{"version", "-o", "yaml"}, `--output "yaml"`},
+		{nil, []string{"version", "extra"}, "takes no arguments"},
+		{nil, []string{"demo", "--store", "redis://127.0.0.1:6379"}, `scheme "redis" is not supported`},
+		{map[string]string{"SLUICE_STORE": "postgres://db"}, []string{"demo"}, `scheme "postgres"`},
+	} {
+		out, errs, code := run(t, c.env, c.args...)
+		if code != ExitUsage || !strings.Contains(errs, c.want) || strings.Count(errs, "\n") != 1 {
+			t.Errorf("%v: exit %d, stderr %q, stdout %q; want exit 2 and one line with %q", c.args, code, errs, out, c.want)
+		}
+	}
+}
+
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"demo", "--help"}, {"version", "--help"}, {}} {
+		out, _, code := run(t, nil, args...)
+		if code != 0 || !strings.Contains(out, "Examples:") {
+			t.Errorf("%v: exit %d, no examples:\n%s", args, code, out)
+		}
+	}
+}

@@ -1,0 +1,100 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"runtime/debug"
+
+	"github.com/spf13/cobra"
+)
+
+// VersionInfo is what `sluice version` reports.
+type VersionInfo struct {
+	// Version is the main module's version, or "devel" for a build from a
+	// working tree.
+	Version string `json:"version"`
+	// Module is the main module's path.
+	Module string `json:"module"`
+	// Go is the toolchain the binary was built with.
+	Go string `json:"go"`
+	// Platform is GOOS/GOARCH.
+	Platform string `json:"platform"`
+	// Revision and Modified come from the VCS stamp, when present.
+	Revision string `json:"revision,omitempty"`
+	Modified bool   `json:"modified,omitempty"`
+}
+
+// readVersion extracts VersionInfo from build information.
+func readVersion(read func() (*debug.BuildInfo, bool)) VersionInfo {
+	v := VersionInfo{Version: "devel", Module: "github.com/ontopix/sluice", Go: runtime.Version(),
+		Platform: runtime.GOOS + "/" + runtime.GOARCH}
+	if read == nil {
+		read = debug.ReadBuildInfo
+	}
+	bi, ok := read()
+	if !ok || bi == nil {
+		return v
+	}
+	if bi.Main.Path != "" {
+		v.Module = bi.Main.Path
+	}
+	if bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		v.Version = bi.Main.Version
+	}
+	if bi.GoVersion != "" {
+		v.Go = bi.GoVersion
+	}
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			v.Revision = s.Value
+		case "vcs.modified":
+			v.Modified = s.Value == "true"
+		}
+	}
+	return v
+}
+
+func newVersionCmd(g *globals) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "version",
+		Short: "Print the sluice version and the Go toolchain it was built with",
+		Example: `  sluice version
+  sluice version --output json`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := outputFlag(output); err != nil {
+				return err
+			}
+			v := readVersion(g.env.BuildInfo)
+			w := cmd.OutOrStdout()
+			if output == "json" {
+				enc := json.NewEncoder(w)
+				enc.SetIndent("", "  ")
+				return enc.Encode(v)
+			}
+			rev := ""
+			if v.Revision != "" {
+				rev = " (" + v.Revision
+				if v.Modified {
+					rev += ", modified"
+				}
+				rev += ")"
+			}
+			_, err := fmt.Fprintf(w, "sluice %s%s\nmodule   %s\ngo       %s\nplatform %s\n", v.Version, rev, v.Module, v.Go, v.Platform)
+			return err
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
+	return cmd
+}
+
+// noArgs rejects positional arguments as a usage error.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usagef("%s takes no arguments, got %q", cmd.CommandPath(), args)
+	}
+	return nil
+}
