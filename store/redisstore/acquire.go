@@ -32,20 +32,18 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 		}
 	}
 	first := s.dim(req.Items[0].Dimension)
-	keys := make([]string, 2+2*n)
-	args := make([]any, 6+2*n)
+	keys := make([]string, 2*n)
+	args := make([]any, 7+2*n)
 	for i, it := range req.Items {
 		k := s.dim(it.Dimension)
 		if s.slotCheck && k.slot != first.slot {
 			return fmt.Errorf("%w: %q (slot %d) and %q (slot %d)", ErrCrossSlot,
 				req.Items[0].Dimension, first.slot, it.Dimension, k.slot)
 		}
-		keys[2+2*i], keys[3+2*i] = k.bucket, k.index
-		args[6+2*i], args[7+2*i] = it.Dimension, it.Cost
+		keys[2*i], keys[2*i+1] = k.bucket, k.index
+		args[7+2*i], args[8+2*i] = it.Dimension, it.Cost
 	}
 	id := req.ID.String()
-	keys[0] = s.vendorTag(first.vendor) + ":lease:" + id
-	keys[1] = s.leaseIndex(first.vendor)
 	poll := req.Poll
 	if poll == 0 {
 		poll = store.DefaultPoll
@@ -54,7 +52,8 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 	if req.Record {
 		record = 1
 	}
-	args[0], args[1], args[2], args[3], args[4], args[5] = now, req.TTL.Milliseconds(), record, poll.Milliseconds(), id, req.Caller
+	args[0], args[1], args[2], args[3] = now, req.TTL.Milliseconds(), record, poll.Milliseconds()
+	args[4], args[5], args[6] = id, req.Caller, first.tag
 	v, err := s.run(ctx, "acquire", acquireScript, keys, args...)
 	if err != nil {
 		return err

@@ -80,6 +80,7 @@ type Store struct {
 // dimKeys are a dimension's keys.
 type dimKeys struct {
 	vendor string
+	tag    string // prefix{vendor}
 	bucket string // prefix{vendor}#rest
 	index  string // prefix{vendor}:dz#rest
 	slot   uint16
@@ -200,7 +201,7 @@ func (s *Store) dim(name string) *dimKeys {
 	}
 	v, rest := s.splitDim(name)
 	tag := s.prefix + "{" + v + "}"
-	k = &dimKeys{vendor: v, bucket: tag + rest, index: tag + ":dz" + rest, slot: Slot(v)}
+	k = &dimKeys{vendor: v, tag: tag, bucket: tag + rest, index: tag + ":dz" + rest, slot: Slot(v)}
 	s.keysMu.Lock()
 	if len(s.keys) >= maxCached {
 		clear(s.keys)

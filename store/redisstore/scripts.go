@@ -11,6 +11,9 @@ import (
 //go:embed lua/lib.lua
 var libLua string
 
+//go:embed lua/keys.lua
+var keysLua string
+
 //go:embed lua/acquire.lua
 var acquireLua string
 
@@ -44,20 +47,21 @@ var leasesLua string
 //go:embed lua/reconcile.lua
 var reconcileLua string
 
-// Every script is lib.lua followed by its body, so each is self-contained
+// Every script is lib.lua (and keys.lua when it derives keys) followed by
+// its body, so each is self-contained
 // and cached by the server under its own SHA-1.
 var (
 	acquireScript   = redis.NewScript(libLua + acquireLua)
-	releaseScript   = redis.NewScript(libLua + releaseLua)
-	extendScript    = redis.NewScript(libLua + extendLua)
-	adjustScript    = redis.NewScript(libLua + adjustLua)
+	releaseScript   = redis.NewScript(libLua + keysLua + releaseLua)
+	extendScript    = redis.NewScript(libLua + keysLua + extendLua)
+	adjustScript    = redis.NewScript(libLua + keysLua + adjustLua)
 	penalizeScript  = redis.NewScript(libLua + penalizeLua)
 	peekScript      = redis.NewScript(libLua + peekLua)
 	putScript       = redis.NewScript(libLua + putLua)
 	deleteScript    = redis.NewScript(deleteLua)
-	listScript      = redis.NewScript(libLua + listLua)
-	leasesScript    = redis.NewScript(libLua + leasesLua)
-	reconcileScript = redis.NewScript(libLua + reconcileLua)
+	listScript      = redis.NewScript(libLua + keysLua + listLua)
+	leasesScript    = redis.NewScript(libLua + keysLua + leasesLua)
+	reconcileScript = redis.NewScript(libLua + keysLua + reconcileLua)
 )
 
 // run runs a script (EVALSHA, then EVAL on NOSCRIPT) and returns its array

@@ -7,8 +7,13 @@ local B24 = 16777216
 local SAT = 9007199254740992 -- 2^53: saturated quotient ("huge")
 local MAX_RETRY_MS = 100 * 366 * 24 * 3600 * 1000
 
--- fmt formats an integer exactly (tostring would use %.14g).
+-- fmt formats an integer exactly for a command argument. Redis converts a
+-- number argument with %.14g, which is exact only below 10^14; larger values
+-- (balances of big buckets) go through string.format.
 local function fmt(x)
+  if x < 1e14 and x > -1e14 then
+    return x
+  end
   return string.format('%d', x)
 end
 
@@ -37,6 +42,10 @@ end
 
 -- prodLess reports whether a*b < c*d exactly.
 local function prodLess(a, b, c, d)
+  local x, y = a * b, c * d
+  if x < SAT and y < SAT then -- both exact in a double
+    return x < y
+  end
   local p, q = mul(a, b), mul(c, d)
   for i = 6, 1, -1 do
     if p[i] ~= q[i] then
@@ -54,7 +63,14 @@ local function mulDivRem(a, b, c)
   if a == 0 or b == 0 then
     return 0, 0
   end
-  local approx = a * b / c
+  local ab = a * b
+  if ab < SAT then
+    -- ab is exact, and so is floor(ab/c): a correctly rounded quotient of
+    -- integers below 2^53 never rounds up to the next integer.
+    local q = math.floor(ab / c)
+    return q, ab - q * c
+  end
+  local approx = ab / c
   if approx >= 4503599627370496 then
     return SAT, 0
   end
@@ -209,7 +225,6 @@ end
 
 -- Bucket hash fields: t type, c capacity, a amount, p period, f floor
 -- (millitokens/ms), k cost per call, d max debt (raw config), v tokens, l last.
-local BFIELDS = { 't', 'c', 'a', 'p', 'f', 'k', 'd', 'v', 'l' }
 
 -- loadBucket returns the limits table and state of key, or nil.
 local function loadBucket(key)
@@ -226,83 +241,3 @@ local function saveState(key, tok, last)
   redis.call('HSET', key, 'v', fmt(tok), 'l', fmt(last))
 end
 
--- Key helpers. The key space argument is "prefix\ntag": with an empty tag
--- a dimension "vendor#rest" has the bucket key prefix{vendor}#rest and the
--- lease index prefix{vendor}:dz#rest; with a tag T (WithHashTag) every
--- dimension d has prefix{T}#d and prefix{T}:dz#d.
-local TAG = ''
-local function keyspace(arg)
-  local i = string.find(arg, '\n', 1, true)
-  TAG = string.sub(arg, i + 1)
-  return string.sub(arg, 1, i - 1)
-end
-
--- An empty vendor ("#rpm") becomes "#", as in Go: Redis ignores empty tags.
-local function splitDim(dim)
-  if TAG ~= '' then
-    return TAG, '#' .. dim
-  end
-  local v, rest = dim, ''
-  local i = string.find(dim, '#', 1, true)
-  if i then
-    v, rest = string.sub(dim, 1, i - 1), string.sub(dim, i)
-  end
-  if v == '' then
-    v = '#'
-  end
-  return v, rest
-end
-
-local function bucketKey(prefix, dim)
-  local v, rest = splitDim(dim)
-  return prefix .. '{' .. v .. '}' .. rest
-end
-
-local function dimIndexKey(prefix, dim)
-  local v, rest = splitDim(dim)
-  return prefix .. '{' .. v .. '}:dz' .. rest
-end
-
--- readLease returns the items ({dim, cost} pairs), caller, created and
--- expiry of the lease hash at key, or nil.
-local function readLease(key)
-  local h = redis.call('HGETALL', key)
-  if #h == 0 then
-    return nil
-  end
-  local m = {}
-  for i = 1, #h, 2 do
-    m[h[i]] = h[i + 1]
-  end
-  local n = tonumber(m['n'])
-  local items = {}
-  for i = 1, n do
-    items[i] = { m['d' .. i], tonumber(m['c' .. i]) }
-  end
-  return items, m['by'], tonumber(m['t0']), tonumber(m['exp'])
-end
-
--- removeLease deletes the lease at key (id in the vendor index vkey) and
--- restores its concurrent costs. It returns the restored entries
--- ({dim, cost, capped}) and how many of its buckets still exist.
-local function removeLease(prefix, key, vkey, id, items)
-  local restored = {}
-  local live = 0
-  for _, it in ipairs(items) do
-    local dim, cost = it[1], it[2]
-    redis.call('ZREM', dimIndexKey(prefix, dim), id)
-    local bk = bucketKey(prefix, dim)
-    local L, tok, last = loadBucket(bk)
-    if L then
-      live = live + 1
-      if L.t == 3 then
-        local t, capped = restore(L, tok, cost * 1000)
-        saveState(bk, t, last)
-        restored[#restored + 1] = { dim, cost, capped }
-      end
-    end
-  end
-  redis.call('DEL', key)
-  redis.call('ZREM', vkey, id)
-  return restored, live
-end

@@ -1,0 +1,157 @@
+package redisstore
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+
+	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/store"
+	"github.com/ontopix/sluice/store/storetest"
+)
+
+// BenchmarkRedis compares, in one run against the same standalone server,
+// a bare PING, go-redis/redis_rate AllowN and redisstore acquisitions on
+// the server clock (the default): serial latency and parallel throughput.
+func BenchmarkRedis(b *testing.B) {
+	ctx := context.Background()
+	c := newClient(b)
+	b.Run("Ping/serial", func(b *testing.B) {
+		for b.Loop() {
+			if err := c.Ping(ctx).Err(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Ping/parallel", func(b *testing.B) {
+		b.SetParallelism(8)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if err := c.Ping(ctx).Err(); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+	lim := redis_rate.NewLimiter(c)
+	limit := redis_rate.Limit{Rate: 1 << 40, Burst: 1 << 40, Period: time.Minute}
+	key := uniquePrefix() + "rate"
+	b.Run("RedisRateAllowN/serial", func(b *testing.B) {
+		for b.Loop() {
+			if r, err := lim.AllowN(ctx, key, limit, 1); err != nil || r.Allowed != 1 {
+				b.Fatal(r, err)
+			}
+		}
+	})
+	b.Run("RedisRateAllowN/parallel", func(b *testing.B) {
+		b.SetParallelism(8)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if r, err := lim.AllowN(ctx, key, limit, 1); err != nil || r.Allowed != 1 {
+					b.Error(r, err)
+					return
+				}
+			}
+		})
+	})
+
+	s, err := New(c, WithPrefix(uniquePrefix()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, bk := range []store.Bucket{
+		{Name: "bench#rpm", Config: bucket.PerPeriod(bucket.Requests, bucket.MaxCapacity, time.Minute)},
+		{Name: "bench#tpm", Config: bucket.PerPeriod(bucket.Tokens, bucket.MaxCapacity, time.Minute)},
+		{Name: "bench#concurrent", Config: bucket.ConcurrentSlots(bucket.MaxCapacity)},
+	} {
+		if err := s.PutBucket(ctx, time.Now(), bk, false); err != nil {
+			b.Fatal(err)
+		}
+	}
+	one := []store.Item{{Dimension: "bench#rpm", Cost: 1}}
+	three := []store.Item{{Dimension: "bench#rpm", Cost: 1}, {Dimension: "bench#tpm", Cost: 500}, {Dimension: "bench#concurrent", Cost: 1}}
+	acq := func(b *testing.B, items []store.Item, res *store.AcquireResult) bool {
+		req := store.AcquireRequest{Items: items, ID: store.NewLeaseID(), TTL: time.Minute}
+		if err := s.Acquire(ctx, &req, res); err != nil || !res.Granted {
+			b.Error(res, err)
+			return false
+		}
+		return true
+	}
+	for _, tc := range []struct {
+		name  string
+		items []store.Item
+	}{{"Acquire1Dim", one}, {"Acquire3DimLease", three}} {
+		b.Run(tc.name+"/serial", func(b *testing.B) {
+			b.ReportAllocs()
+			var res store.AcquireResult
+			for b.Loop() {
+				if !acq(b, tc.items, &res) {
+					return
+				}
+			}
+		})
+		b.Run(tc.name+"/parallel", func(b *testing.B) {
+			b.SetParallelism(8)
+			b.RunParallel(func(pb *testing.PB) {
+				var res store.AcquireResult
+				for pb.Next() {
+					if !acq(b, tc.items, &res) {
+						return
+					}
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkConformance runs the shared suite's benchmarks (caller clock).
+func BenchmarkConformance(b *testing.B) {
+	storetest.RunBenchmarks(b, storetest.Harness{NewStore: func(tb testing.TB) store.Store { return newStore(tb) }})
+}
+
+// TestMemoryUsage measures, with MEMORY USAGE, what a bucket and a lease
+// record cost on the server; docs/stores/redis.md quotes the figures.
+func TestMemoryUsage(t *testing.T) {
+	c := newClient(t)
+	s := newStoreOn(t, c)
+	ctx := context.Background()
+	put(t, s, t0, store.Bucket{Name: "openai#tpm", Config: bucket.PerPeriod(bucket.Tokens, 2_000_000, time.Minute)})
+	put(t, s, t0, store.Bucket{Name: "openai#concurrent", Config: bucket.ConcurrentSlots(100_000)})
+	acquire(t, s, t0, store.Item{Dimension: "openai#tpm", Cost: 1500})
+	mem := func(key string) int64 {
+		n, err := c.MemoryUsage(ctx, key).Result()
+		if err != nil {
+			t.Fatalf("MEMORY USAGE %s: %v", key, err)
+		}
+		return n
+	}
+	bucketBytes := mem(s.prefix + "{openai}#tpm")
+	if bucketBytes <= 0 {
+		t.Fatal("bucket uses no memory?")
+	}
+	t.Logf("bucket hash: %d bytes", bucketBytes)
+	zBefore, vBefore := int64(0), int64(0)
+	const n = 1000
+	var leaseBytes int64
+	for i := range n {
+		res := acquire(t, s, t0, store.Item{Dimension: "openai#tpm", Cost: 1}, store.Item{Dimension: "openai#concurrent"})
+		if !res.Recorded {
+			t.Fatal("not recorded")
+		}
+		if i == 0 {
+			zBefore, vBefore = mem(s.prefix+"{openai}:dz#concurrent"), mem(s.prefix+"{openai}:leases")
+			ls, err := s.Leases(ctx, store.LeaseQuery{Now: t0, Limit: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			leaseBytes = mem(s.prefix + "{openai}:lease:" + ls[0].ID.String())
+		}
+	}
+	zAfter, vAfter := mem(s.prefix+"{openai}:dz#concurrent"), mem(s.prefix+"{openai}:leases")
+	t.Logf("lease hash (2 items): %d bytes; index entries per lease: %d bytes per dimension index, %d bytes in the vendor index (at %d leases)",
+		leaseBytes, (zAfter-zBefore)/(n-1), (vAfter-vBefore)/(n-1), n)
+}

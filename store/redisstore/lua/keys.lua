@@ -1,0 +1,82 @@
+-- keys.lua: key names and lease records, for the scripts that derive keys
+-- from dimension names (appended after lib.lua).
+-- Key helpers. The key space argument is "prefix\ntag": with an empty tag
+-- a dimension "vendor#rest" has the bucket key prefix{vendor}#rest and the
+-- lease index prefix{vendor}:dz#rest; with a tag T (WithHashTag) every
+-- dimension d has prefix{T}#d and prefix{T}:dz#d.
+local TAG = ''
+local function keyspace(arg)
+  local i = string.find(arg, '\n', 1, true)
+  TAG = string.sub(arg, i + 1)
+  return string.sub(arg, 1, i - 1)
+end
+
+-- An empty vendor ("#rpm") becomes "#", as in Go: Redis ignores empty tags.
+local function splitDim(dim)
+  if TAG ~= '' then
+    return TAG, '#' .. dim
+  end
+  local v, rest = dim, ''
+  local i = string.find(dim, '#', 1, true)
+  if i then
+    v, rest = string.sub(dim, 1, i - 1), string.sub(dim, i)
+  end
+  if v == '' then
+    v = '#'
+  end
+  return v, rest
+end
+
+local function bucketKey(prefix, dim)
+  local v, rest = splitDim(dim)
+  return prefix .. '{' .. v .. '}' .. rest
+end
+
+local function dimIndexKey(prefix, dim)
+  local v, rest = splitDim(dim)
+  return prefix .. '{' .. v .. '}:dz' .. rest
+end
+
+-- readLease returns the items ({dim, cost} pairs), caller, created and
+-- expiry of the lease hash at key, or nil.
+local function readLease(key)
+  local h = redis.call('HGETALL', key)
+  if #h == 0 then
+    return nil
+  end
+  local m = {}
+  for i = 1, #h, 2 do
+    m[h[i]] = h[i + 1]
+  end
+  local n = tonumber(m['n'])
+  local items = {}
+  for i = 1, n do
+    items[i] = { m['d' .. i], tonumber(m['c' .. i]) }
+  end
+  return items, m['by'], tonumber(m['t0']), tonumber(m['exp'])
+end
+
+-- removeLease deletes the lease at key (id in the vendor index vkey) and
+-- restores its concurrent costs. It returns the restored entries
+-- ({dim, cost, capped}) and how many of its buckets still exist.
+local function removeLease(prefix, key, vkey, id, items)
+  local restored = {}
+  local live = 0
+  for _, it in ipairs(items) do
+    local dim, cost = it[1], it[2]
+    redis.call('ZREM', dimIndexKey(prefix, dim), id)
+    local bk = bucketKey(prefix, dim)
+    local L, tok, last = loadBucket(bk)
+    if L then
+      live = live + 1
+      if L.t == 3 then
+        local t, capped = restore(L, tok, cost * 1000)
+        saveState(bk, t, last)
+        restored[#restored + 1] = { dim, cost, capped }
+      end
+    end
+  end
+  redis.call('DEL', key)
+  redis.call('ZREM', vkey, id)
+  return restored, live
+end
