@@ -157,14 +157,18 @@ func TestEstimateThenSettle(t *testing.T) {
 		t.Fatalf("reserve = %v, %v", res.Outcome, err)
 	}
 	l := res.Lease
-	if err := l.Settle(ctx, "openai#tpm", 1300); err != nil {
+	if _, err := l.Settle(ctx, "openai#tpm", 1300); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := tokens(t, c, "openai#tpm"), int64(8_700_000); got != want {
 		t.Fatalf("after settling 2000→1300: %d, want %d", got, want)
 	}
-	if err := l.Adjust(ctx, "openai#tpm", 15_000); err != nil { // far over: into debt
+	st, err := l.Adjust(ctx, "openai#tpm", 15_000) // far over: into debt
+	if err != nil {
 		t.Fatal(err)
+	}
+	if got, want := st.Applied, int64(15_000_000); got != want {
+		t.Errorf("Applied = %d, want %d", got, want)
 	}
 	if got, want := tokens(t, c, "openai#tpm"), int64(-6_300_000); got != want {
 		t.Fatalf("after charging 15000 more: %d, want %d (debt)", got, want)
@@ -172,18 +176,18 @@ func TestEstimateThenSettle(t *testing.T) {
 	if got, want := l.Cost("openai#tpm"), int64(16_300); got != want {
 		t.Errorf("lease cost = %d, want %d", got, want)
 	}
-	if err := l.Adjust(ctx, "openai#tpm", -20_000); !errors.Is(err, sluice.ErrInvalid) {
+	if _, err := l.Adjust(ctx, "openai#tpm", -20_000); !errors.Is(err, sluice.ErrInvalid) {
 		t.Errorf("refund above the held cost = %v, want ErrInvalid", err)
 	}
 	clk.Advance(time.Minute) // refill 10000 repays the debt
 	if got, want := tokens(t, c, "openai#tpm"), int64(3_700_000); got != want {
 		t.Fatalf("a minute later: %d, want %d", got, want)
 	}
-	if err := l.Adjust(ctx, "openai#rpm", 1); !errors.Is(err, sluice.ErrInvalid) {
+	if _, err := l.Adjust(ctx, "openai#rpm", 1); !errors.Is(err, sluice.ErrInvalid) {
 		t.Errorf("adjusting a dimension outside the lease = %v, want ErrInvalid", err)
 	}
 	_ = l.Release(ctx)
-	if err := l.Adjust(ctx, "openai#tpm", 1); !errors.Is(err, sluice.ErrLeaseReleased) {
+	if _, err := l.Adjust(ctx, "openai#tpm", 1); !errors.Is(err, sluice.ErrLeaseReleased) {
 		t.Errorf("Adjust after Release = %v, want ErrLeaseReleased", err)
 	}
 }

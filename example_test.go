@@ -43,7 +43,7 @@ func ExampleClient_AcquireMany() {
 	fmt.Println(res.Outcome)
 
 	// The response reported 2600 tokens: settle the estimate.
-	_ = res.Lease.Settle(ctx, "openai#tpm", 2_600)
+	_, _ = res.Lease.Settle(ctx, "openai#tpm", 2_600)
 	_ = res.Lease.Release(ctx)
 
 	s, _ := client.GetBucket(ctx, "openai#tpm")

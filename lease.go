@@ -116,16 +116,23 @@ func (l *Lease) Release(ctx context.Context) error {
 	return nil
 }
 
+// Settlement reports an Adjust or Settle: the lease's new cost on the
+// dimension (Held, tokens), the change actually applied to the balance
+// (Applied, millitokens, positive for a charge; less than asked when the
+// debt floor or the capacity clamped it) and the balance after (Remaining,
+// millitokens).
+type Settlement = store.AdjustResult
+
 // Adjust settles the estimate on dimension by delta tokens: positive
 // charges more (the balance may go into debt down to the bucket's floor),
 // negative refunds (at most what the lease holds on it). Concurrent
 // dimensions cannot be adjusted.
-func (l *Lease) Adjust(ctx context.Context, dimension string, delta int64) error {
+func (l *Lease) Adjust(ctx context.Context, dimension string, delta int64) (Settlement, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	i, err := l.find(dimension)
 	if err != nil {
-		return err
+		return Settlement{}, err
 	}
 	return l.adjustLocked(ctx, i, delta)
 }
@@ -133,19 +140,19 @@ func (l *Lease) Adjust(ctx context.Context, dimension string, delta int64) error
 // Settle sets the lease's cost on dimension to actual tokens, charging or
 // refunding the difference from the current cost: reserve an estimate,
 // then Settle with the usage the vendor reported.
-func (l *Lease) Settle(ctx context.Context, dimension string, actual int64) error {
+func (l *Lease) Settle(ctx context.Context, dimension string, actual int64) (Settlement, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	i, err := l.find(dimension)
 	if err != nil {
-		return err
+		return Settlement{}, err
 	}
 	if actual < 0 {
-		return invalid("actual["+dimension+"]", actual, "must not be negative")
+		return Settlement{}, invalid("actual["+dimension+"]", actual, "must not be negative")
 	}
 	delta := actual - l.items[i].Cost
 	if delta == 0 {
-		return nil
+		return Settlement{Held: actual}, nil
 	}
 	return l.adjustLocked(ctx, i, delta)
 }
@@ -162,19 +169,19 @@ func (l *Lease) find(dimension string) (int, error) {
 	return 0, invalid("dimension", dimension, "is not part of lease "+l.id.String())
 }
 
-func (l *Lease) adjustLocked(ctx context.Context, i int, delta int64) error {
+func (l *Lease) adjustLocked(ctx context.Context, i int, delta int64) (Settlement, error) {
 	res, err := l.c.st.Adjust(ctx, store.AdjustRequest{
 		Now: l.c.clock.Now(), ID: l.id, Recorded: l.recorded && !l.degraded,
 		Dimension: l.items[i].Dimension, Delta: delta, Held: l.items[i].Cost, ExpiresAt: l.expiresAt,
 	})
 	if errors.Is(err, store.ErrUnknownLease) {
-		return &leaseError{id: l.id, op: "adjust", err: store.ErrLeaseExpired, why: "was reclaimed by the reconciler"}
+		return Settlement{}, &leaseError{id: l.id, op: "adjust", err: store.ErrLeaseExpired, why: "was reclaimed by the reconciler"}
 	}
 	if err != nil {
-		return err
+		return Settlement{}, err
 	}
 	l.items[i].Cost = res.Held
-	return nil
+	return res, nil
 }
 
 // Extend keeps the lease alive for ttl from now (the heartbeat for a long

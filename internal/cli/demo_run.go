@@ -204,7 +204,8 @@ func chatWorker(ctx context.Context, c *sluice.Client, rng *rand.Rand, ws *worke
 			case actual < est:
 				ws.below.Add(1)
 			}
-			return l.Settle(context.WithoutCancel(ctx), dimTPM, actual)
+			_, err := l.Settle(context.WithoutCancel(ctx), dimTPM, actual)
+			return err
 		})
 		switch {
 		case err == nil:

@@ -68,7 +68,7 @@ func hammer(t *testing.T, inner store.Store, saturate bool) *verify.Report {
 					continue
 				}
 				if w%4 != 0 {
-					if err := res.Lease.Settle(ctx, "api#tps", int64(10+i%25)); err != nil {
+					if _, err := res.Lease.Settle(ctx, "api#tps", int64(10+i%25)); err != nil {
 						t.Error(err)
 					}
 				} else {
