@@ -1,0 +1,135 @@
+package pgstore
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"hash/fnv"
+	"io/fs"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ontopix/sluice/store"
+)
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// migration is one embedded SQL file, applied once, in version order.
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// migrations returns the embedded migrations sorted by version. A file is
+// named NNN_description.sql, NNN being its version.
+func migrations() ([]migration, error) {
+	files, err := fs.Glob(migrationFS, "migrations/*.sql")
+	if err != nil {
+		return nil, err
+	}
+	var out []migration
+	for _, f := range files {
+		base := strings.TrimPrefix(f, "migrations/")
+		num, _, ok := strings.Cut(base, "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil || v < 1 {
+			return nil, fmt.Errorf("pgstore: migration %q is not named NNN_description.sql", base)
+		}
+		b, err := migrationFS.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, migration{version: v, name: base, sql: string(b)})
+	}
+	slices.SortFunc(out, func(a, b migration) int { return a.version - b.version })
+	return out, nil
+}
+
+// SchemaVersion is the schema version this package's code needs: the
+// highest embedded migration.
+func SchemaVersion() int {
+	ms, err := migrations()
+	if err != nil || len(ms) == 0 {
+		return 0
+	}
+	return ms[len(ms)-1].version
+}
+
+// lockKey is the advisory lock that serialises migrations of one schema.
+func lockKey(schema string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("sluice.migrate\x00" + schema))
+	return int64(h.Sum64())
+}
+
+// Migrate creates the store's schema or brings it up to SchemaVersion. It
+// runs in one transaction holding a transaction-level advisory lock on the
+// schema's name, so several processes may call it at once: one applies the
+// missing migrations, the others wait and then find nothing to do. It never
+// downgrades: a schema newer than this code is an error.
+func (s *Store) Migrate(ctx context.Context) error {
+	if s.closed.Load() {
+		return store.ErrClosed
+	}
+	ms, err := migrations()
+	if err != nil {
+		return err
+	}
+	sch := pgx.Identifier{s.schema}.Sanitize()
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fail("migrate", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey(s.schema)); err != nil {
+		return fail("migrate", err)
+	}
+	for _, stmt := range []string{
+		"CREATE SCHEMA IF NOT EXISTS " + sch,
+		"CREATE TABLE IF NOT EXISTS " + sch + ".schema_migrations (version int PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())",
+	} {
+		if _, err := tx.Exec(ctx, stmt); err != nil {
+			return fail("migrate", err)
+		}
+	}
+	var current int
+	if err := tx.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM "+sch+".schema_migrations").Scan(&current); err != nil {
+		return fail("migrate", err)
+	}
+	if latest := ms[len(ms)-1].version; current > latest {
+		return fmt.Errorf("pgstore: schema %s is at version %d, newer than this code's %d", s.schema, current, latest)
+	}
+	for _, m := range ms {
+		if m.version <= current {
+			continue
+		}
+		if _, err := tx.Exec(ctx, strings.ReplaceAll(m.sql, "__SCHEMA__", sch)); err != nil {
+			return fmt.Errorf("pgstore: migration %s: %w", m.name, fail("migrate", err))
+		}
+		if _, err := tx.Exec(ctx, "INSERT INTO "+sch+".schema_migrations (version, name) VALUES ($1, $2)", m.version, m.name); err != nil {
+			return fail("migrate", err)
+		}
+	}
+	return fail("migrate", tx.Commit(ctx))
+}
+
+// Version returns the schema's current migration version (0 when it has
+// none).
+func (s *Store) Version(ctx context.Context) (int, error) {
+	sch := pgx.Identifier{s.schema}.Sanitize()
+	var exists bool
+	if err := s.pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", sch+".schema_migrations").Scan(&exists); err != nil {
+		return 0, fail("version", err)
+	}
+	if !exists {
+		return 0, nil
+	}
+	var v int
+	err := s.pool.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM "+sch+".schema_migrations").Scan(&v)
+	return v, fail("version", err)
+}
