@@ -81,22 +81,25 @@ func Start(extra ...string) (*Server, error) {
 			cluster = true
 		}
 	}
-	port, err := freePort(cluster)
-	if err != nil {
-		return nil, err
-	}
-	dir, err := os.MkdirTemp("", "redistest-*")
-	if err != nil {
-		return nil, err
-	}
-	s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), Port: port, dir: dir}
-	s.args = append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--dir", dir, "--logfile", filepath.Join(dir, "redis.log"), "--daemonize", "no"}, extra...)
-	if err := s.start(); err != nil {
+	var last error
+	for range 3 { // another process may take the port between probe and bind
+		port, err := freePort(cluster)
+		if err != nil {
+			return nil, err
+		}
+		dir, err := os.MkdirTemp("", "redistest-*")
+		if err != nil {
+			return nil, err
+		}
+		s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), Port: port, dir: dir}
+		s.args = append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+			"--dir", dir, "--logfile", filepath.Join(dir, "redis.log"), "--daemonize", "no"}, extra...)
+		if last = s.start(); last == nil {
+			return s, nil
+		}
 		os.RemoveAll(dir)
-		return nil, err
 	}
-	return s, nil
+	return nil, last
 }
 
 func (s *Server) start() error {
