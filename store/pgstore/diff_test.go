@@ -1,0 +1,176 @@
+package pgstore
+
+import (
+	"context"
+	"math/big"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ontopix/sluice/bucket"
+)
+
+// mathCase is one input of the differential test.
+type mathCase struct {
+	l             bucket.Limits
+	s             bucket.State
+	now, cost, fm int64
+}
+
+// pick returns one of the extremes or a random value in [lo, hi].
+func pick(r *rand.Rand, lo, hi int64, extremes ...int64) int64 {
+	if len(extremes) > 0 && r.IntN(3) == 0 {
+		v := extremes[r.IntN(len(extremes))]
+		return min(max(v, lo), hi)
+	}
+	if r.IntN(2) == 0 { // log-uniform, to reach small and large magnitudes
+		span := uint64(hi - lo)
+		bitsN := r.IntN(64) + 1
+		v := r.Uint64() >> (64 - bitsN)
+		if span != 0 {
+			v %= span + 1
+		}
+		return lo + int64(v)
+	}
+	return lo + r.Int64N(hi-lo+1)
+}
+
+func randomCase(r *rand.Rand) mathCase {
+	for {
+		c := bucket.Config{Type: bucket.Type(r.IntN(3) + 1)}
+		c.Capacity = pick(r, 1, bucket.MaxCapacity, 1, 2, 1000, bucket.MaxCapacity)
+		c.MaxDebt = pick(r, bucket.NoDebt, bucket.MaxCapacity, bucket.NoDebt, 0, bucket.MaxCapacity)
+		if c.Type != bucket.Concurrent {
+			c.RefillAmount = pick(r, 1, bucket.MaxCapacity, 1, 7, bucket.MaxCapacity)
+			c.RefillPeriod = time.Duration(pick(r, 1, bucket.MaxPeriodMs, 1, 1000, 60000, 3, bucket.MaxPeriodMs)) * time.Millisecond
+		}
+		if c.Validate() != nil {
+			continue
+		}
+		l := c.Limits()
+		tok := pick(r, l.Floor, l.Capacity, l.Floor, 0, l.Capacity, l.Capacity-1, -1)
+		last := pick(r, 0, bucket.MaxTimeMs, 0, bucket.MaxTimeMs, 1_700_000_000_000)
+		var now int64
+		switch r.IntN(4) {
+		case 0:
+			now = pick(r, 0, bucket.MaxTimeMs, 0, bucket.MaxTimeMs, last, last+1, last-1)
+		default:
+			now = min(last+pick(r, 0, bucket.MaxFillMs, 1, l.Period, l.Period-1, l.Period+1), bucket.MaxTimeMs)
+		}
+		cost := pick(r, 1, c.Capacity, 1, c.Capacity) * bucket.Milli
+		return mathCase{l: l, s: bucket.State{Tokens: tok, Last: last}, now: now, cost: cost, fm: pick(r, 0, 1000, 0, 1, 800, 999, 1000)}
+	}
+}
+
+// TestMathMatchesBucket proves the SQL port of the bucket math equal to
+// package bucket (Refill, RetryIn, Take, Penalize, Adjust's clamp) on random
+// and extreme inputs, evaluated by the real server.
+func TestMathMatchesBucket(t *testing.T) {
+	s := newStore(t)
+	r := rand.New(rand.NewPCG(1, 2))
+	const n = 4000
+	cases := make([]mathCase, n)
+	var caps, amts, pers, toks, lasts, nows, costs, fms []int64
+	for i := range cases {
+		c := randomCase(r)
+		cases[i] = c
+		caps, amts, pers = append(caps, c.l.Capacity), append(amts, c.l.Amount), append(pers, c.l.Period)
+		toks, lasts, nows = append(toks, c.s.Tokens), append(lasts, c.s.Last), append(nows, c.now)
+		costs, fms = append(costs, c.cost), append(fms, c.fm)
+	}
+	sch := pgx.Identifier{s.Schema()}.Sanitize()
+	rows, err := s.pool.Query(context.Background(), `
+		SELECT r, `+sch+`.retry_in(cap, amt, per, tok, last, now, cost),
+		       CASE WHEN r[1] > 0 THEN r[1] * fm / 1000 ELSE r[1] END
+		FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[])
+		     WITH ORDINALITY AS u(cap, amt, per, tok, last, now, cost, fm, ord),
+		     LATERAL (SELECT `+sch+`.refill(cap, amt, per, tok, last, now) AS r) x
+		ORDER BY ord`, caps, amts, pers, toks, lasts, nows, costs, fms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	i := 0
+	for rows.Next() {
+		var refilled []int64
+		var retry, penalized int64
+		if err := rows.Scan(&refilled, &retry, &penalized); err != nil {
+			t.Fatal(err)
+		}
+		c := cases[i]
+		want := bucket.Refill(c.l, c.s, c.now)
+		if refilled[0] != want.Tokens || refilled[1] != want.Last {
+			t.Errorf("case %d %+v: SQL refill = %v, Go = %+v", i, c, refilled, want)
+		}
+		if w := bucket.RetryIn(c.l, c.s, c.now, c.cost); retry != w {
+			t.Errorf("case %d %+v: SQL retry_in = %d, Go = %d", i, c, retry, w)
+		}
+		if w := bucket.Penalize(c.l, c.s, c.now, c.fm); penalized != w.Tokens {
+			t.Errorf("case %d %+v: SQL penalize = %d, Go = %d", i, c, penalized, w.Tokens)
+		}
+		i++
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if i != n {
+		t.Fatalf("got %d rows, want %d", i, n)
+	}
+}
+
+// TestMulDivExact checks the SQL 128-bit helpers against math/big at the
+// extremes, including saturation.
+func TestMulDivExact(t *testing.T) {
+	s := newStore(t)
+	sch := pgx.Identifier{s.Schema()}.Sanitize()
+	const maxI = 1<<63 - 1
+	vals := []int64{0, 1, 2, 3, 999, 1000, bucket.MaxPeriodMs, bucket.MaxFillMs, bucket.MaxTimeMs, bucket.MaxCapacity * bucket.Milli, 1 << 62, maxI}
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 200 {
+		vals = append(vals, r.Int64N(maxI))
+	}
+	var as, bs, cs []int64
+	for range 3000 {
+		as = append(as, vals[r.IntN(len(vals))])
+		bs = append(bs, vals[r.IntN(len(vals))])
+		cs = append(cs, max(1, vals[r.IntN(len(vals))]))
+	}
+	rows, err := s.pool.Query(context.Background(), `SELECT `+sch+`.mul_div(a, b, c), `+sch+`.ceil_mul_div(a, b, c), `+sch+`.prod_less(a, b, c, a)
+		FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) WITH ORDINALITY AS u(a, b, c, o) ORDER BY o`, as, bs, cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	maxB := big.NewInt(maxI)
+	for i := 0; rows.Next(); i++ {
+		var fl, ce int64
+		var less bool
+		if err := rows.Scan(&fl, &ce, &less); err != nil {
+			t.Fatal(err)
+		}
+		p := new(big.Int).Mul(big.NewInt(as[i]), big.NewInt(bs[i]))
+		q, m := new(big.Int).QuoRem(p, big.NewInt(cs[i]), new(big.Int))
+		wantF := new(big.Int).Set(q)
+		if m.Sign() != 0 {
+			q.Add(q, big.NewInt(1))
+		}
+		if wantF.Cmp(maxB) > 0 {
+			wantF.Set(maxB)
+		}
+		if q.Cmp(maxB) > 0 {
+			q.Set(maxB)
+		}
+		if fl != wantF.Int64() || ce != q.Int64() {
+			t.Errorf("a=%d b=%d c=%d: SQL floor/ceil = %d/%d, want %d/%d", as[i], bs[i], cs[i], fl, ce, wantF, q)
+		}
+		wantLess := p.Cmp(new(big.Int).Mul(big.NewInt(cs[i]), big.NewInt(as[i]))) < 0
+		if less != wantLess {
+			t.Errorf("prod_less(%d,%d,%d,%d) = %v, want %v", as[i], bs[i], cs[i], as[i], less, wantLess)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+}

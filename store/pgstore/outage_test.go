@@ -1,0 +1,104 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/internal/pgtest"
+	"github.com/ontopix/sluice/store"
+)
+
+// TestOutage stops a server of its own mid-run the way pg_ctl stop -m
+// immediate does: operations fail with store.ErrUnavailable (within the
+// store's timeout, which bounds them), and after a restart the same pool
+// recovers with every committed balance and lease intact.
+func TestOutage(t *testing.T) {
+	srv, err := pgtest.Start()
+	if err != nil {
+		t.Fatalf("a PostgreSQL of its own is required: %v", err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	pool := pgtest.PoolAt(t, srv.URL, func(c *pgxpool.Config) {
+		c.MaxConns = 4
+		c.ConnConfig.ConnectTimeout = time.Second
+	})
+	s := newStoreOn(t, pool, WithCallerClock(), WithTimeout(3*time.Second))
+	ctx := context.Background()
+	put(t, s, store.Bucket{Name: "openai#rpm", Config: bucket.PerPeriod(bucket.Requests, 100, time.Hour)})
+	put(t, s, store.Bucket{Name: "el#concurrent", Config: bucket.ConcurrentSlots(5)})
+	acquire := func(items ...store.Item) (store.AcquireResult, error) {
+		var res store.AcquireResult
+		err := s.Acquire(ctx, &store.AcquireRequest{Now: t0, Items: items, ID: store.NewLeaseID(), TTL: time.Hour}, &res)
+		return res, err
+	}
+	for range 10 {
+		if res, err := acquire(store.Item{Dimension: "openai#rpm"}, store.Item{Dimension: "el#concurrent", Cost: 0}); err != nil || !res.Granted {
+			if err == nil && !res.Granted {
+				break // the concurrent bucket is full; that is fine
+			}
+			t.Fatal(err)
+		}
+	}
+	before, err := s.ListBuckets(ctx, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leasesBefore, err := s.Leases(ctx, store.LeaseQuery{Now: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if err := srv.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 { // broken pooled connections, then refused dials
+		_, err := acquire(store.Item{Dimension: "openai#rpm"})
+		if !errors.Is(err, store.ErrUnavailable) {
+			t.Fatalf("acquire %d during the outage: %v, want ErrUnavailable", i, err)
+		}
+	}
+	if _, err := s.Peek(ctx, t0, []string{"openai#rpm"}); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("peek during the outage: %v, want ErrUnavailable", err)
+	}
+	if _, err := s.Release(ctx, store.ReleaseRequest{Now: t0, ID: leasesBefore[0].ID}); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("release during the outage: %v, want ErrUnavailable", err)
+	}
+
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for { // the pool reconnects on its own; poll until it has
+		if _, err := s.ListBuckets(ctx, t0); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("the pool did not recover: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	after, err := s.ListBuckets(ctx, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leasesAfter, err := s.Leases(ctx, store.LeaseQuery{Now: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after) != len(before) || len(leasesAfter) != len(leasesBefore) {
+		t.Fatalf("after the restart: %d buckets, %d leases; before: %d, %d", len(after), len(leasesAfter), len(before), len(leasesBefore))
+	}
+	for i := range before {
+		if after[i].Name != before[i].Name || after[i].Tokens != before[i].Tokens || after[i].ActiveLeases != before[i].ActiveLeases {
+			t.Errorf("bucket %s: %d millitokens, %d leases after the restart; %d, %d before",
+				before[i].Name, after[i].Tokens, after[i].ActiveLeases, before[i].Tokens, before[i].ActiveLeases)
+		}
+	}
+	if res, err := acquire(store.Item{Dimension: "openai#rpm"}); err != nil || !res.Granted {
+		t.Fatalf("acquire after the restart: %v %+v", err, res)
+	}
+}
