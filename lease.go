@@ -104,7 +104,7 @@ func (l *Lease) Release(ctx context.Context) error {
 		l.c.leaseEvent(ctx, "release.ok", l)
 		return nil
 	}
-	res, err := l.c.st.Release(ctx, store.ReleaseRequest{Now: l.c.clock.Now(), ID: l.id})
+	res, err := l.c.st.Release(ctx, store.ReleaseRequest{Now: l.c.clock.Now(), ID: l.id, Hint: l.items[0].Dimension})
 	if err != nil {
 		return err
 	}
@@ -204,7 +204,7 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 		l.expiresAt = now.Add(ttl)
 		return nil
 	}
-	exp, err := l.c.st.Extend(ctx, store.ExtendRequest{Now: now, ID: l.id, TTL: ttl})
+	exp, err := l.c.st.Extend(ctx, store.ExtendRequest{Now: now, ID: l.id, TTL: ttl, Hint: l.items[0].Dimension})
 	if errors.Is(err, store.ErrUnknownLease) {
 		return &leaseError{id: l.id, op: "extend", err: store.ErrLeaseExpired, why: "was reclaimed by the reconciler"}
 	}

@@ -159,6 +159,12 @@ type ReleaseRequest struct {
 	Now time.Time
 	// ID is the lease.
 	ID LeaseID
+	// Hint optionally names one of the lease's dimensions. A store that
+	// partitions lease records (Redis Cluster, by vendor) uses it to reach
+	// the record in one round trip; an empty hint costs extra round trips.
+	// A hint that is not one of the lease's dimensions may make the store
+	// miss the record.
+	Hint string
 }
 
 // ReleaseResult is the output of Store.Release.
@@ -226,6 +232,9 @@ type ExtendRequest struct {
 	ID LeaseID
 	// TTL is the new lifetime from Now.
 	TTL time.Duration
+	// Hint optionally names one of the lease's dimensions (see
+	// ReleaseRequest.Hint).
+	Hint string
 }
 
 // PenalizeRequest is the input of Store.Penalize.

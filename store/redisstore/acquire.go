@@ -128,6 +128,15 @@ func (s *Store) onLease(ctx context.Context, id store.LeaseID, hint *dimKeys, fn
 	return false, nil
 }
 
+// hint returns the keys of a lease's hinted dimension, or nil when there is
+// no usable hint.
+func (s *Store) hint(dimension string) *dimKeys {
+	if dimension == "" || store.ValidateName(dimension) != nil {
+		return nil
+	}
+	return s.dim(dimension)
+}
+
 // Release implements store.Store.
 func (s *Store) Release(ctx context.Context, req store.ReleaseRequest) (store.ReleaseResult, error) {
 	ctx, cancel, err := s.begin(ctx)
@@ -140,7 +149,7 @@ func (s *Store) Release(ctx context.Context, req store.ReleaseRequest) (store.Re
 	}
 	var res store.ReleaseResult
 	id := req.ID.String()
-	_, err = s.onLease(ctx, req.ID, nil, func(vendor string) (bool, error) {
+	_, err = s.onLease(ctx, req.ID, s.hint(req.Hint), func(vendor string) (bool, error) {
 		v, err := s.run(ctx, "release", releaseScript,
 			[]string{s.vendorTag(vendor) + ":lease:" + id, s.leaseIndex(vendor)}, s.keyspace, id)
 		if err != nil {
@@ -179,7 +188,7 @@ func (s *Store) Extend(ctx context.Context, req store.ExtendRequest) (time.Time,
 	}
 	id := req.ID.String()
 	var exp time.Time
-	found, err := s.onLease(ctx, req.ID, nil, func(vendor string) (bool, error) {
+	found, err := s.onLease(ctx, req.ID, s.hint(req.Hint), func(vendor string) (bool, error) {
 		v, err := s.run(ctx, "extend", extendScript,
 			[]string{s.vendorTag(vendor) + ":lease:" + id, s.leaseIndex(vendor)},
 			s.keyspace, id, now, req.TTL.Milliseconds())
