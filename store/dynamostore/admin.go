@@ -1,0 +1,296 @@
+package dynamostore
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/store"
+)
+
+// maxAdminAttempts bounds the read-modify-write loops of administrative
+// operations and lease settlement under contention.
+const maxAdminAttempts = 50
+
+// backoff waits a little before attempt n of a read-modify-write loop.
+func backoff(ctx context.Context, n int) error {
+	if n == 0 {
+		return nil
+	}
+	d := time.Duration(min(n, 8)) * 5 * time.Millisecond
+	select {
+	case <-ctx.Done():
+		return store.Unavailable("dynamostore: retry", ctx.Err())
+	case <-time.After(d):
+		return nil
+	}
+}
+
+// PutBucket implements store.Store.
+func (s *Store) PutBucket(ctx context.Context, now time.Time, b store.Bucket, reset bool) error {
+	ctx, cancel, err := s.begin(ctx)
+	defer cancel()
+	if err != nil {
+		return err
+	}
+	ms, err := store.NowMs(now)
+	if err != nil {
+		return err
+	}
+	if err := store.ValidateBucket(b); err != nil {
+		return err
+	}
+	lim := b.Config.Limits()
+	defer s.forget(b.Name)
+	for n := 0; n < maxAdminAttempts; n++ {
+		if err := backoff(ctx, n); err != nil {
+			return err
+		}
+		items, err := s.getItems(ctx, []string{b.Name})
+		if err != nil {
+			return err
+		}
+		if items[b.Name] == nil {
+			item := encodeBucket(b, bucket.State{Tokens: lim.Capacity, Last: ms}, 1, store.NewLeaseID().String(), nil)
+			_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
+				TableName: aws.String(s.table), Item: item,
+				ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
+				ExpressionAttributeNames: map[string]string{"#pk": attrPK},
+			})
+			if isCCF(err) {
+				continue
+			}
+			return classify("put bucket", err)
+		}
+		old, err := decodeBucket(items[b.Name])
+		if err != nil {
+			return err
+		}
+		st := bucket.Refill(old.lim, old.st, ms)
+		if reset {
+			st = bucket.State{Tokens: lim.Capacity, Last: ms}
+		}
+		st.Tokens = min(max(st.Tokens, lim.Floor), lim.Capacity)
+		full := encodeBucket(b, st, 0, "", nil)
+		names := map[string]string{"#ver": attrVersion, "#inc": attrInc}
+		vals := map[string]types.AttributeValue{":v": numInt(old.version), ":one": numInt(1)}
+		set := make([]string, 0, 12)
+		for _, a := range []string{attrCapacity, attrTokens, attrRate, attrLast, attrCost, attrType, attrAmount, attrPeriod, attrMaxDebt} {
+			k := "#a" + itoa(len(set))
+			names[k], vals[":"+k[1:]] = a, full[a]
+			set = append(set, k+" = :"+k[1:])
+		}
+		if !old.hasMap {
+			names["#h"], vals[":hm"] = attrHolders, &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{}}
+			set = append(set, "#h = :hm")
+		}
+		_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: aws.String(s.table), Key: key(b.Name),
+			UpdateExpression:          aws.String("SET " + strings.Join(set, ", ") + " ADD #ver :one"),
+			ConditionExpression:       aws.String(versionCond(old, vals)),
+			ExpressionAttributeNames:  names,
+			ExpressionAttributeValues: vals,
+		})
+		if isCCF(err) {
+			continue
+		}
+		return classify("put bucket", err)
+	}
+	return store.ErrContention
+}
+
+func isCCF(err error) bool {
+	var ccf *types.ConditionalCheckFailedException
+	return errors.As(err, &ccf)
+}
+
+// DeleteBucket implements store.Store.
+func (s *Store) DeleteBucket(ctx context.Context, name string) error {
+	ctx, cancel, err := s.begin(ctx)
+	defer cancel()
+	if err != nil {
+		return err
+	}
+	if err := store.ValidateName(name); err != nil {
+		return err
+	}
+	defer s.forget(name)
+	_, err = s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName: aws.String(s.table), Key: key(name),
+		ConditionExpression:      aws.String("attribute_exists(#pk)"),
+		ExpressionAttributeNames: map[string]string{"#pk": attrPK},
+	})
+	if isCCF(err) {
+		return &store.ConfigurationError{Dimension: name}
+	}
+	return classify("delete bucket", err)
+}
+
+// state is a row's state at now.
+func (bi *bucketItem) state(now int64) store.BucketState {
+	r := bucket.Refill(bi.lim, bi.st, now)
+	bs := store.BucketState{Bucket: bi.b, Tokens: r.Tokens, LastRefill: r.Last, ActiveLeases: len(bi.holders), Now: time.UnixMilli(now)}
+	if x := bi.earliest(); x != 0 {
+		bs.NextExpiry = time.UnixMilli(x)
+	}
+	return bs
+}
+
+// Peek implements store.Store: one consistent read (GetItem or
+// BatchGetItem) of the named rows.
+func (s *Store) Peek(ctx context.Context, now time.Time, dimensions []string) ([]store.BucketState, error) {
+	ctx, cancel, err := s.begin(ctx)
+	defer cancel()
+	if err != nil {
+		return nil, err
+	}
+	ms, err := store.NowMs(now)
+	if err != nil {
+		return nil, err
+	}
+	if len(dimensions) == 0 {
+		return []store.BucketState{}, nil
+	}
+	for _, d := range dimensions {
+		if err := store.ValidateName(d); err != nil {
+			return nil, err
+		}
+	}
+	bis, err := s.readBuckets(ctx, dimensions)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]store.BucketState, len(bis))
+	for i, bi := range bis {
+		out[i] = bi.state(ms)
+	}
+	return out, nil
+}
+
+// ListBuckets implements store.Store with a consistent Scan of the rows
+// that are not lease records.
+func (s *Store) ListBuckets(ctx context.Context, now time.Time) ([]store.BucketState, error) {
+	ctx, cancel, err := s.begin(ctx)
+	defer cancel()
+	if err != nil {
+		return nil, err
+	}
+	ms, err := store.NowMs(now)
+	if err != nil {
+		return nil, err
+	}
+	var out []store.BucketState
+	err = s.scan(ctx, "NOT begins_with(#pk, :p)", nil, nil, func(item map[string]types.AttributeValue) (bool, error) {
+		bi, err := decodeBucket(item)
+		if err != nil {
+			return false, err
+		}
+		out = append(out, bi.state(ms))
+		return true, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(a, b store.BucketState) int { return strings.Compare(a.Name, b.Name) })
+	if out == nil {
+		out = []store.BucketState{}
+	}
+	return out, nil
+}
+
+// scan runs a consistent, paginated Scan with filter (":p" is bound to the
+// lease prefix and "#pk" to the key) and calls f on every item until f
+// returns false.
+func (s *Store) scan(ctx context.Context, filter string, names map[string]string, vals map[string]types.AttributeValue, f func(map[string]types.AttributeValue) (bool, error)) error {
+	n := map[string]string{"#pk": attrPK}
+	for k, v := range names {
+		n[k] = v
+	}
+	v := map[string]types.AttributeValue{":p": str(store.LeasePrefix)}
+	for k, x := range vals {
+		v[k] = x
+	}
+	in := &dynamodb.ScanInput{
+		TableName: aws.String(s.table), ConsistentRead: aws.Bool(true),
+		FilterExpression: aws.String(filter), ExpressionAttributeNames: n, ExpressionAttributeValues: v,
+		Limit: aws.Int32(1000),
+	}
+	p := dynamodb.NewScanPaginator(s.db, in)
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return classify("scan", err)
+		}
+		for _, item := range page.Items {
+			more, err := f(item)
+			if err != nil || !more {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Penalize implements store.Store: a read, then an UpdateItem conditioned
+// on the version that was read (a concurrent write makes it retry, so no
+// penalty and no acquisition is ever lost).
+func (s *Store) Penalize(ctx context.Context, req store.PenalizeRequest) (store.PenalizeResult, error) {
+	ctx, cancel, err := s.begin(ctx)
+	defer cancel()
+	if err != nil {
+		return store.PenalizeResult{}, err
+	}
+	now, err := store.NowMs(req.Now)
+	if err != nil {
+		return store.PenalizeResult{}, err
+	}
+	if err := store.ValidatePenalize(req); err != nil {
+		return store.PenalizeResult{}, err
+	}
+	for n := 0; n < maxAdminAttempts; n++ {
+		if err := backoff(ctx, n); err != nil {
+			return store.PenalizeResult{}, err
+		}
+		bis, err := s.readBuckets(ctx, []string{req.Dimension})
+		if err != nil {
+			return store.PenalizeResult{}, err
+		}
+		bi := bis[0]
+		if err := store.CheckPenalizable(&bi.b); err != nil {
+			return store.PenalizeResult{}, err
+		}
+		before := bucket.Available(bi.lim, bi.st, now)
+		st := bucket.Penalize(bi.lim, bi.st, now, req.FactorMilli)
+		ok, err := s.writeState(ctx, bi, st, "penalize")
+		if err != nil {
+			return store.PenalizeResult{}, err
+		}
+		if ok {
+			return store.PenalizeResult{Before: before, After: st.Tokens}, nil
+		}
+	}
+	return store.PenalizeResult{}, store.ErrContention
+}
+
+// writeState writes st to bi's row conditioned on its version; false means
+// the condition failed (a concurrent write), and the row is forgotten.
+func (s *Store) writeState(ctx context.Context, bi *bucketItem, st bucket.State, op string) (bool, error) {
+	defer s.forget(bi.b.Name)
+	up := s.bucketUpdate(bi, st, op, nil, 0)
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: up.TableName, Key: up.Key, UpdateExpression: up.UpdateExpression,
+		ConditionExpression: up.ConditionExpression, ExpressionAttributeNames: up.ExpressionAttributeNames,
+		ExpressionAttributeValues: up.ExpressionAttributeValues,
+	})
+	if isCCF(err) {
+		return false, nil
+	}
+	return err == nil, classify(op, err)
+}

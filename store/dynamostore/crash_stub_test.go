@@ -1,0 +1,5 @@
+package dynamostore
+
+const childEnv = "SLUICE_DYNAMOSTORE_CRASH_CHILD"
+
+func crashChild() int { return 1 }

@@ -1,0 +1,268 @@
+// Package dynamostore is Sluice's DynamoDB store: the seeds' table
+// (seed 000), wire-compatible with the seeds' Python and TypeScript SDKs, over
+// aws-sdk-go-v2 (a *dynamodb.Client the caller configures).
+//
+// # Table
+//
+// One table per environment, partition key vendor_dimension (S), TTL
+// attribute ttl. A bucket row is keyed by its dimension ("openai#rpm") and
+// holds the seeds' attributes capacity, tokens, refill_rate,
+// last_refill_at, cost_per_call, limit_type and version. tokens is written
+// with exactly three decimals (millitokens/1000, "47.125") and
+// last_refill_at as Unix seconds with millisecond decimals
+// ("1709550002.250"), so both are exact for Sluice's integer math and
+// readable by the other SDKs; refill_rate (tokens per second) is written as
+// a decimal for them. Sluice also writes refill_amount, refill_period_ms
+// (the exact fraction), max_debt, incarnation (a random id per creation, so
+// that a lease never restores into a re-created namesake), holders (a map
+// of the bucket's recorded leases: uuid → expiry in ms, which gives Peek its
+// lease count and the concurrent RETRY_IN hint without a Scan) and last_op.
+// Rows written by the seeds' SDKs lack them: the refill fraction is then
+// derived from refill_rate (see deriveRefill) and the rest defaults.
+//
+// A lease record is one item per dimension, lease#{dimension}#{uuid}, with
+// the seeds' dimension, cost, created_at, ttl (whole seconds, rounded up)
+// and caller, plus lease_id, dims (all the lease's dimensions), expires_ms
+// and created_ms. A multi-dimension lease's items share the uuid and are
+// written and deleted in the same transaction, so the seeds' reconciler,
+// which reads one item at a time, restores each dimension correctly.
+//
+// # Paths
+//
+// The seeds' path (WithSeedsPath) is seed 000's algorithm: a consistent
+// GetItem (BatchGetItem for several dimensions), no write when the quota is
+// exhausted, then one TransactWriteItems conditioned on version =
+// :expected plus the lease Puts. It always writes a lease record, as the
+// seeds do. The fast path (the default) remembers each dimension's last
+// seen row and writes conditionally against it without reading; a lost
+// condition returns the current row (ALL_OLD), from which the store decides
+// again without another read. Pure requests/tokens acquisitions that do not
+// ask for a record write no lease item. Either way a lost race ends, after
+// the store's internal attempts, in store.ErrContention, which the client
+// backs off from (25–200 ms) and retries.
+//
+// # Clock
+//
+// DynamoDB has no server clock usable in expressions: every decision uses
+// the Now of the request, i.e. the caller's clock. Callers whose clocks are
+// skewed see a skewed refill: a clock running ahead credits tokens early (a
+// later write from a correct clock then credits nothing until it catches
+// up, because time never runs backwards in the math). Keep hosts on NTP.
+//
+// # Errors
+//
+// Throttling, 5xx, timeouts and network errors, after the SDK's own retries,
+// are returned as store.ErrUnavailable (the client's failure policy
+// applies); a TransactionConflict cancellation is store.ErrContention.
+package dynamostore
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/ontopix/sluice/store"
+)
+
+// Defaults.
+const (
+	// DefaultTimeout bounds one store operation, SDK retries included.
+	DefaultTimeout = 5 * time.Second
+	// DefaultAttempts is how many conditional writes one fast-path
+	// acquisition tries before answering store.ErrContention.
+	DefaultAttempts = 3
+	// cacheMax bounds the fast path's per-dimension cache and the lease
+	// cache; when full, they are cleared.
+	cacheMax = 100_000
+)
+
+// Store is the DynamoDB store. It is safe for concurrent use.
+type Store struct {
+	db       *dynamodb.Client
+	table    string
+	seeds    bool
+	timeout  time.Duration
+	attempts int
+	nonce    int64 // random per Store: part of every ClientRequestToken
+	closed   atomic.Bool
+
+	mu     sync.Mutex
+	cache  map[string]*bucketItem     // fast path: last seen row per dimension
+	leases map[store.LeaseID][]string // lease → its dimensions, for Release/Extend
+}
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithSeedsPath selects seed 000's two-round-trip algorithm (consistent
+// read, then a version-conditioned transaction with a lease record).
+func WithSeedsPath() Option { return func(s *Store) { s.seeds = true } }
+
+// WithTimeout bounds each operation, including the SDK's retries.
+func WithTimeout(d time.Duration) Option { return func(s *Store) { s.timeout = d } }
+
+// WithAttempts sets how many conditional writes one fast-path acquisition
+// tries (each decided from the row the previous one returned) before it
+// answers store.ErrContention. Minimum 1.
+func WithAttempts(n int) Option { return func(s *Store) { s.attempts = max(n, 1) } }
+
+// New returns a store on table through db. It does not create the table
+// (see CreateTable) and does not close db.
+func New(db *dynamodb.Client, table string, opts ...Option) (*Store, error) {
+	if db == nil {
+		return nil, errors.New("dynamostore: nil *dynamodb.Client")
+	}
+	if len(table) < 3 || len(table) > 255 {
+		return nil, fmt.Errorf("dynamostore: table name %q must be 3 to 255 characters", table)
+	}
+	s := &Store{db: db, table: table, timeout: DefaultTimeout, attempts: DefaultAttempts,
+		cache: map[string]*bucketItem{}, leases: map[store.LeaseID][]string{}, nonce: int64(rand.Uint64() >> 1)}
+	for _, o := range opts {
+		o(s)
+	}
+	return s, nil
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Close marks the store closed. It is idempotent and leaves db open.
+func (s *Store) Close() error {
+	s.closed.Store(true)
+	return nil
+}
+
+func (s *Store) begin(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	if s.closed.Load() {
+		return ctx, func() {}, store.ErrClosed
+	}
+	c, cancel := context.WithTimeout(ctx, s.timeout)
+	return c, cancel, nil
+}
+
+// remember caches a row for the fast path.
+func (s *Store) remember(bi *bucketItem) {
+	s.mu.Lock()
+	if len(s.cache) >= cacheMax {
+		clear(s.cache)
+	}
+	s.cache[bi.b.Name] = bi
+	s.mu.Unlock()
+}
+
+func (s *Store) forget(name string) {
+	s.mu.Lock()
+	delete(s.cache, name)
+	s.mu.Unlock()
+}
+
+func (s *Store) cached(name string) *bucketItem {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cache[name]
+}
+
+func (s *Store) rememberLease(id store.LeaseID, dims []string) {
+	s.mu.Lock()
+	if len(s.leases) >= cacheMax {
+		clear(s.leases)
+	}
+	s.leases[id] = dims
+	s.mu.Unlock()
+}
+
+func (s *Store) leaseDims(id store.LeaseID) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.leases[id]
+}
+
+func (s *Store) forgetLease(id store.LeaseID) {
+	s.mu.Lock()
+	delete(s.leases, id)
+	s.mu.Unlock()
+}
+
+// requestToken derives a ClientRequestToken (at most 36 characters) from
+// the lease id and the attempt's state, so that an SDK retry of the same
+// attempt is applied once and a new attempt is never mistaken for it.
+func requestToken(id store.LeaseID, parts ...int64) string {
+	h := sha256.New()
+	h.Write(id[:])
+	for _, p := range parts {
+		h.Write([]byte(strconv.FormatInt(p, 36) + ","))
+	}
+	return hex.EncodeToString(h.Sum(nil))[:32]
+}
+
+// classify maps an SDK error: throttling, 5xx, timeouts and transport
+// errors become store.ErrUnavailable; a TransactionConflict cancellation
+// becomes store.ErrContention; anything else is returned wrapped.
+func classify(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var tc *types.TransactionCanceledException
+	if errors.As(err, &tc) {
+		for _, r := range tc.CancellationReasons {
+			if r.Code != nil {
+				switch *r.Code {
+				case "TransactionConflict":
+					return fmt.Errorf("%w: dynamostore: %s: %w", store.ErrContention, op, err)
+				case "ThrottlingError", "ProvisionedThroughputExceeded":
+					return store.Unavailable("dynamostore: "+op, err)
+				}
+			}
+		}
+		return fmt.Errorf("dynamostore: %s: %w", op, err)
+	}
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		switch ae.ErrorCode() {
+		case "ValidationException", "ConditionalCheckFailedException", "IdempotentParameterMismatchException",
+			"SerializationException":
+			return fmt.Errorf("dynamostore: %s: %w", op, err)
+		case "TransactionConflictException":
+			return fmt.Errorf("%w: dynamostore: %s: %w", store.ErrContention, op, err)
+		}
+		if ae.ErrorFault() == smithy.FaultClient && !throttle(ae.ErrorCode()) && ae.ErrorCode() != "ResourceNotFoundException" {
+			return fmt.Errorf("dynamostore: %s: %w", op, err)
+		}
+	}
+	return store.Unavailable("dynamostore: "+op, err)
+}
+
+func throttle(code string) bool {
+	switch code {
+	case "ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded",
+		"TransactionInProgressException", "LimitExceededException":
+		return true
+	}
+	return false
+}
+
+// reasons returns the cancellation reasons of a cancelled transaction, or
+// nil when err is not one.
+func reasons(err error) []types.CancellationReason {
+	var tc *types.TransactionCanceledException
+	if errors.As(err, &tc) {
+		return tc.CancellationReasons
+	}
+	return nil
+}
+
+func reasonIs(r types.CancellationReason, code string) bool {
+	return r.Code != nil && *r.Code == code
+}
+
+func msDur(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }

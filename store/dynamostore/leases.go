@@ -1,0 +1,332 @@
+package dynamostore
+
+import (
+	"context"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/store"
+)
+
+// leaseItem is one decoded lease item (one dimension of a lease).
+type leaseItem struct {
+	pk, dim, uuid string
+	cost          int64
+	created       int64 // ms
+	expires       int64 // ms
+	caller        string
+	inc           string
+	hasInc        bool // written by Sluice on a bucket with an incarnation
+	dims          []string
+}
+
+// decodeLease reads a lease item written by Sluice or by the seeds' SDKs
+// (which write no lease_id, dims, expires_ms or created_ms: the uuid comes
+// from the key and the expiry from ttl).
+func decodeLease(item map[string]types.AttributeValue) (*leaseItem, bool) {
+	pk, _ := getS(item, attrPK)
+	dim, uuid, ok := parseLeasePK(pk)
+	if !ok {
+		return nil, false
+	}
+	li := &leaseItem{pk: pk, dim: dim, uuid: uuid}
+	if d, ok := getS(item, attrDimension); ok {
+		li.dim = d
+	}
+	if id, ok := getS(item, attrLeaseID); ok {
+		li.uuid = id
+	}
+	if v, ok := getN(item, attrLeaseCost); ok {
+		li.cost, _ = parseInt(v)
+	}
+	if v, ok := getN(item, attrExpiresMs); ok {
+		li.expires, _ = strconv.ParseInt(v, 10, 64)
+	} else if v, ok := getN(item, attrTTL); ok {
+		li.expires, _ = parseMilliCeil(v)
+	}
+	if v, ok := getN(item, attrCreatedMs); ok {
+		li.created, _ = strconv.ParseInt(v, 10, 64)
+	} else if v, ok := getN(item, attrCreated); ok {
+		li.created, _ = parseMilli(v)
+	}
+	li.caller, _ = getS(item, attrCaller)
+	li.inc, li.hasInc = getS(item, attrInc)
+	if l, ok := item[attrDims].(*types.AttributeValueMemberL); ok {
+		for _, v := range l.Value {
+			if s, ok := v.(*types.AttributeValueMemberS); ok {
+				li.dims = append(li.dims, s.Value)
+			}
+		}
+	}
+	if len(li.dims) == 0 {
+		li.dims = []string{li.dim}
+	}
+	return li, true
+}
+
+// findDims returns a lease's dimensions: from this process's cache, else
+// from a consistent Scan for its items (a lease acquired by another process
+// and released here; the table has no index by lease id).
+func (s *Store) findDims(ctx context.Context, id store.LeaseID) ([]string, error) {
+	if d := s.leaseDims(id); d != nil {
+		return d, nil
+	}
+	uuid := id.String()
+	var dims []string
+	err := s.scan(ctx, "begins_with(#pk, :p) AND #id = :id", map[string]string{"#id": attrLeaseID},
+		map[string]types.AttributeValue{":id": str(uuid)}, func(item map[string]types.AttributeValue) (bool, error) {
+			if li, ok := decodeLease(item); ok {
+				dims = li.dims
+				return false, nil
+			}
+			return true, nil
+		})
+	return dims, err
+}
+
+// loadLease reads a lease's items consistently, in the order of dims;
+// dimensions whose item is gone are skipped.
+func (s *Store) loadLease(ctx context.Context, uuid string, dims []string) ([]*leaseItem, error) {
+	pks := make([]string, len(dims))
+	for i, d := range dims {
+		pks[i] = store.LeasePrefix + d + "#" + uuid
+	}
+	items, err := s.getItems(ctx, pks)
+	if err != nil {
+		return nil, err
+	}
+	var out []*leaseItem
+	for _, pk := range pks {
+		if it := items[pk]; it != nil {
+			if li, ok := decodeLease(it); ok {
+				out = append(out, li)
+			}
+		}
+	}
+	return out, nil
+}
+
+// removal is the outcome of removing one lease.
+type removal struct {
+	ok       bool // this call deleted the records
+	orphan   bool // none of the lease's buckets exists any more
+	restored []store.Restored
+	live     []string // dimensions whose bucket (same incarnation) exists
+}
+
+// remove deletes a lease's items and returns its concurrent costs to their
+// buckets (capped at capacity), in one transaction whose lease deletes are
+// conditioned on the items existing: of a racing Release and reconcile,
+// exactly one succeeds. Bucket updates are conditioned on the version read;
+// a lost race reads again and retries.
+func (s *Store) remove(ctx context.Context, lis []*leaseItem) (removal, error) {
+	if len(lis) == 0 {
+		return removal{}, nil
+	}
+	uuid := lis[0].uuid
+	names := make([]string, len(lis))
+	for i, li := range lis {
+		names[i] = li.dim
+	}
+	for n := 0; n < maxAdminAttempts; n++ {
+		if err := backoff(ctx, n); err != nil {
+			return removal{}, err
+		}
+		rows, err := s.getItems(ctx, names)
+		if err != nil {
+			return removal{}, err
+		}
+		var r removal
+		tx := make([]types.TransactWriteItem, 0, 2*len(lis))
+		for _, li := range lis {
+			tx = append(tx, types.TransactWriteItem{Delete: &types.Delete{
+				TableName: aws.String(s.table), Key: key(li.pk),
+				ConditionExpression:      aws.String("attribute_exists(#pk)"),
+				ExpressionAttributeNames: map[string]string{"#pk": attrPK},
+			}})
+		}
+		// A fresh nonce per attempt: SDK retries of this attempt are
+		// idempotent, while a racing remover never shares its token.
+		parts := []int64{-1, int64(rand.Uint64() >> 1)}
+		for _, li := range lis {
+			row := rows[li.dim]
+			if row == nil {
+				continue
+			}
+			bi, err := decodeBucket(row)
+			if err != nil {
+				return removal{}, err
+			}
+			if li.hasInc && bi.inc != li.inc {
+				continue // a re-created namesake: not this lease's bucket
+			}
+			r.live = append(r.live, li.dim)
+			_, holds := bi.holders[uuid]
+			if bi.b.Type != bucket.Concurrent && !holds {
+				continue
+			}
+			names := map[string]string{"#ver": attrVersion, "#inc": attrInc}
+			vals := map[string]types.AttributeValue{":v": numInt(bi.version), ":one": numInt(1)}
+			expr := ""
+			if bi.b.Type == bucket.Concurrent {
+				st, capped := bucket.Restore(bi.lim, bi.st, li.cost*bucket.Milli)
+				r.restored = append(r.restored, store.Restored{Dimension: li.dim, Cost: li.cost, Capped: capped})
+				names["#tok"], vals[":t"] = attrTokens, num(formatMilli(st.Tokens))
+				expr = "SET #tok = :t"
+			}
+			if holds {
+				names["#h"], names["#id"] = attrHolders, uuid
+				expr += " REMOVE #h.#id"
+			}
+			parts = append(parts, bi.version)
+			tx = append(tx, types.TransactWriteItem{Update: &types.Update{
+				TableName: aws.String(s.table), Key: key(li.dim),
+				UpdateExpression:          aws.String(expr + " ADD #ver :one"),
+				ConditionExpression:       aws.String(versionCond(bi, vals)),
+				ExpressionAttributeNames:  names,
+				ExpressionAttributeValues: vals,
+			}})
+		}
+		id, _ := store.ParseLeaseID(uuid)
+		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
+			TransactItems: tx, ClientRequestToken: aws.String(requestToken(id, parts...)),
+		})
+		for _, d := range r.live {
+			s.forget(d)
+		}
+		if err == nil {
+			r.ok, r.orphan = true, len(r.live) == 0
+			return r, nil
+		}
+		rs := reasons(err)
+		retry := false
+		for i, c := range rs {
+			if reasonIs(c, "ConditionalCheckFailed") {
+				if i < len(lis) {
+					return removal{}, nil // someone else removed it
+				}
+				retry = true
+			}
+		}
+		if !retry {
+			return removal{}, classify("remove lease", err)
+		}
+	}
+	return removal{}, store.ErrContention
+}
+
+// Release implements store.Store.
+func (s *Store) Release(ctx context.Context, req store.ReleaseRequest) (store.ReleaseResult, error) {
+	ctx, cancel, err := s.begin(ctx)
+	defer cancel()
+	if err != nil {
+		return store.ReleaseResult{}, err
+	}
+	if _, err := store.NowMs(req.Now); err != nil {
+		return store.ReleaseResult{}, err
+	}
+	dims, err := s.findDims(ctx, req.ID)
+	if err != nil || dims == nil {
+		return store.ReleaseResult{}, err
+	}
+	lis, err := s.loadLease(ctx, req.ID.String(), dims)
+	if err != nil {
+		return store.ReleaseResult{}, err
+	}
+	r, err := s.remove(ctx, lis)
+	if err != nil {
+		return store.ReleaseResult{}, err
+	}
+	s.forgetLease(req.ID)
+	if !r.ok {
+		return store.ReleaseResult{}, nil
+	}
+	return store.ReleaseResult{Released: true, Restored: r.restored}, nil
+}
+
+// Extend implements store.Store: the lease items' expiry and the buckets'
+// holder entries move together, in one transaction.
+func (s *Store) Extend(ctx context.Context, req store.ExtendRequest) (time.Time, error) {
+	ctx, cancel, err := s.begin(ctx)
+	defer cancel()
+	if err != nil {
+		return time.Time{}, err
+	}
+	now, err := store.NowMs(req.Now)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if err := store.ValidateTTL(req.TTL); err != nil {
+		return time.Time{}, err
+	}
+	dims, err := s.findDims(ctx, req.ID)
+	if err != nil {
+		return time.Time{}, err
+	}
+	uuid := req.ID.String()
+	exp := now + req.TTL.Milliseconds()
+	for n := 0; n < maxAdminAttempts; n++ {
+		if err := backoff(ctx, n); err != nil {
+			return time.Time{}, err
+		}
+		lis, err := s.loadLease(ctx, uuid, dims)
+		if err != nil {
+			return time.Time{}, err
+		}
+		if len(lis) == 0 {
+			return time.Time{}, store.ErrUnknownLease
+		}
+		tx := make([]types.TransactWriteItem, 0, 2*len(lis))
+		for _, li := range lis {
+			if li.expires <= now {
+				return time.Time{}, store.ErrLeaseExpired
+			}
+			tx = append(tx, types.TransactWriteItem{Update: &types.Update{
+				TableName: aws.String(s.table), Key: key(li.pk),
+				UpdateExpression:         aws.String("SET #exp = :e, #ttl = :ttl"),
+				ConditionExpression:      aws.String("attribute_exists(#pk) AND #exp = :old"),
+				ExpressionAttributeNames: map[string]string{"#pk": attrPK, "#exp": attrExpiresMs, "#ttl": attrTTL},
+				ExpressionAttributeValues: map[string]types.AttributeValue{
+					":e": numInt(exp), ":ttl": numInt((exp + 999) / 1000), ":old": numInt(li.expires)},
+			}})
+		}
+		for _, li := range lis {
+			tx = append(tx, types.TransactWriteItem{Update: &types.Update{
+				TableName: aws.String(s.table), Key: key(li.dim),
+				UpdateExpression:          aws.String("SET #h.#id = :e"),
+				ConditionExpression:       aws.String("attribute_exists(#h.#id)"),
+				ExpressionAttributeNames:  map[string]string{"#h": attrHolders, "#id": uuid},
+				ExpressionAttributeValues: map[string]types.AttributeValue{":e": numInt(exp)},
+			}})
+		}
+		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx})
+		if err == nil {
+			return time.UnixMilli(exp), nil
+		}
+		rs := reasons(err)
+		retry := false
+		for i, c := range rs {
+			if reasonIs(c, "ConditionalCheckFailed") {
+				if i >= len(lis) {
+					// The bucket no longer lists the lease (deleted or
+					// re-created): extend the records alone.
+					tx = tx[:len(lis)]
+					if _, err2 := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx}); err2 == nil {
+						return time.UnixMilli(exp), nil
+					}
+				}
+				retry = true
+			}
+		}
+		if !retry {
+			return time.Time{}, classify("extend", err)
+		}
+	}
+	return time.Time{}, store.ErrContention
+}

@@ -1,0 +1,265 @@
+package dynamostore
+
+import (
+	"context"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/store"
+)
+
+// Adjust implements store.Store: a read of the bucket (and of the lease
+// item when recorded), then a write conditioned on the bucket's version and
+// the item's cost; a lost race reads again.
+func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.AdjustResult, error) {
+	ctx, cancel, err := s.begin(ctx)
+	defer cancel()
+	if err != nil {
+		return store.AdjustResult{}, err
+	}
+	now, err := store.NowMs(req.Now)
+	if err != nil {
+		return store.AdjustResult{}, err
+	}
+	if err := store.ValidateAdjust(req); err != nil {
+		return store.AdjustResult{}, err
+	}
+	for n := 0; n < maxAdminAttempts; n++ {
+		if err := backoff(ctx, n); err != nil {
+			return store.AdjustResult{}, err
+		}
+		bis, err := s.readBuckets(ctx, []string{req.Dimension})
+		if err != nil {
+			return store.AdjustResult{}, err
+		}
+		bi := bis[0]
+		if err := store.CheckAdjustable(&bi.b); err != nil {
+			return store.AdjustResult{}, err
+		}
+		held := req.Held
+		var li *leaseItem
+		if req.Recorded {
+			lis, err := s.loadLease(ctx, req.ID.String(), []string{req.Dimension})
+			if err != nil {
+				return store.AdjustResult{}, err
+			}
+			if len(lis) == 0 {
+				dims, err := s.findDims(ctx, req.ID)
+				if err != nil {
+					return store.AdjustResult{}, err
+				}
+				if dims == nil {
+					return store.AdjustResult{}, store.ErrUnknownLease
+				}
+				if all, err := s.loadLease(ctx, req.ID.String(), dims); err != nil || len(all) == 0 {
+					if err == nil {
+						err = store.ErrUnknownLease
+					}
+					return store.AdjustResult{}, err
+				}
+				return store.AdjustResult{}, &bucket.FieldError{Field: "dimension", Value: req.Dimension, Reason: "is not part of lease " + req.ID.String()}
+			}
+			li = lis[0]
+			if li.expires <= now {
+				return store.AdjustResult{}, store.ErrLeaseExpired
+			}
+			held = li.cost
+		} else if !req.ExpiresAt.IsZero() && req.ExpiresAt.UnixMilli() <= now {
+			return store.AdjustResult{}, store.ErrLeaseExpired
+		}
+		newHeld, err := store.AdjustHeld(req.Dimension, held, req.Delta)
+		if err != nil {
+			return store.AdjustResult{}, err
+		}
+		st, applied := bucket.Adjust(bi.lim, bi.st, now, req.Delta*bucket.Milli)
+		out := store.AdjustResult{Held: newHeld, Applied: applied, Remaining: st.Tokens}
+		if li == nil {
+			ok, err := s.writeState(ctx, bi, st, "adjust")
+			if err != nil {
+				return store.AdjustResult{}, err
+			}
+			if ok {
+				return out, nil
+			}
+			continue
+		}
+		s.forget(bi.b.Name)
+		tok := requestToken(req.ID, -2, int64(rand.Uint64()>>1))
+		tx := []types.TransactWriteItem{
+			{Update: s.bucketUpdate(bi, st, tok, nil, 0)},
+			{Update: &types.Update{
+				TableName: aws.String(s.table), Key: key(li.pk),
+				UpdateExpression:          aws.String("SET #c = :c"),
+				ConditionExpression:       aws.String("#c = :old AND #exp > :now"),
+				ExpressionAttributeNames:  map[string]string{"#c": attrLeaseCost, "#exp": attrExpiresMs},
+				ExpressionAttributeValues: map[string]types.AttributeValue{":c": numInt(newHeld), ":old": numInt(li.cost), ":now": numInt(now)},
+			}},
+		}
+		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx, ClientRequestToken: aws.String(tok)})
+		if err == nil {
+			return out, nil
+		}
+		if !anyCCF(err) {
+			return store.AdjustResult{}, classify("adjust", err)
+		}
+	}
+	return store.AdjustResult{}, store.ErrContention
+}
+
+func anyCCF(err error) bool {
+	for _, r := range reasons(err) {
+		if reasonIs(r, "ConditionalCheckFailed") {
+			return true
+		}
+	}
+	return false
+}
+
+// expiredFilter selects lease items expired at :now (ms), or, for items
+// the seeds' SDKs wrote, whose ttl (seconds) is below :nows (seed 001).
+const expiredFilter = "begins_with(#pk, :p) AND (#exp <= :now OR (attribute_not_exists(#exp) AND #ttl < :nows))"
+
+// Reconcile implements store.Store: a paginated, consistent Scan for
+// expired lease items, grouped into leases, at most req.Limit of them per
+// call; each lease is removed as by Release (see remove).
+func (s *Store) Reconcile(ctx context.Context, req store.ReconcileRequest) (store.ReconcileResult, error) {
+	ctx, cancel, err := s.begin(ctx)
+	defer cancel()
+	if err != nil {
+		return store.ReconcileResult{}, err
+	}
+	now, err := store.NowMs(req.Now)
+	if err != nil {
+		return store.ReconcileResult{}, err
+	}
+	limit := req.Limit
+	if limit <= 0 {
+		limit = store.DefaultReconcileLimit
+	}
+	var res store.ReconcileResult
+	var found []*leaseItem
+	seen := map[string]bool{}
+	err = s.scan(ctx, expiredFilter, map[string]string{"#exp": attrExpiresMs, "#ttl": attrTTL},
+		map[string]types.AttributeValue{":now": numInt(now), ":nows": numInt(now / 1000)},
+		func(item map[string]types.AttributeValue) (bool, error) {
+			li, ok := decodeLease(item)
+			if !ok || seen[li.uuid] {
+				return true, nil
+			}
+			if len(found) == limit {
+				res.More = true
+				return false, nil
+			}
+			seen[li.uuid] = true
+			found = append(found, li)
+			return true, nil
+		})
+	if err != nil {
+		return res, err
+	}
+	dims := map[string]bool{}
+	for _, li := range found {
+		lis := []*leaseItem{li}
+		if len(li.dims) > 1 {
+			if lis, err = s.loadLease(ctx, li.uuid, li.dims); err != nil {
+				return res, err
+			}
+		}
+		r, err := s.remove(ctx, lis)
+		if err != nil {
+			return res, err
+		}
+		if !r.ok {
+			continue // released or reconciled concurrently
+		}
+		if id, err := store.ParseLeaseID(li.uuid); err == nil {
+			s.forgetLease(id)
+		}
+		res.Restored++
+		if r.orphan {
+			res.Orphans++
+			continue
+		}
+		for _, d := range r.live {
+			dims[d] = true
+		}
+		if len(r.restored) > 0 {
+			res.Reclaimed++
+		}
+		for _, x := range r.restored {
+			if x.Capped {
+				res.AlreadyCapped++
+				break
+			}
+		}
+	}
+	for d := range dims {
+		res.Dimensions = append(res.Dimensions, d)
+	}
+	slices.Sort(res.Dimensions)
+	return res, nil
+}
+
+// Leases implements store.Store with a consistent Scan of the lease items,
+// grouped by lease id.
+func (s *Store) Leases(ctx context.Context, q store.LeaseQuery) ([]store.Lease, error) {
+	ctx, cancel, err := s.begin(ctx)
+	defer cancel()
+	if err != nil {
+		return nil, err
+	}
+	now, err := store.NowMs(q.Now)
+	if err != nil {
+		return nil, err
+	}
+	groups := map[string][]*leaseItem{}
+	err = s.scan(ctx, "begins_with(#pk, :p)", nil, nil, func(item map[string]types.AttributeValue) (bool, error) {
+		if li, ok := decodeLease(item); ok {
+			groups[li.uuid] = append(groups[li.uuid], li)
+		}
+		return true, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []store.Lease
+	for uuid, lis := range groups {
+		id, err := store.ParseLeaseID(uuid)
+		if err != nil {
+			continue // not a Sluice lease id; the seeds' SDKs use other forms
+		}
+		first := lis[0]
+		order := first.dims
+		l := store.Lease{ID: id, Caller: first.caller, CreatedAt: time.UnixMilli(first.created), ExpiresAt: time.UnixMilli(first.expires)}
+		has := false
+		for _, d := range order {
+			for _, li := range lis {
+				if li.dim == d {
+					l.Items = append(l.Items, store.Item{Dimension: d, Cost: li.cost})
+					has = has || d == q.Dimension
+				}
+			}
+		}
+		if q.ExpiredOnly && first.expires > now || q.Dimension != "" && !has {
+			continue
+		}
+		out = append(out, l)
+	}
+	slices.SortFunc(out, func(a, b store.Lease) int {
+		if c := a.ExpiresAt.Compare(b.ExpiresAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID.String(), b.ID.String())
+	})
+	if q.Limit > 0 && len(out) > q.Limit {
+		out = out[:q.Limit]
+	}
+	return out, nil
+}
