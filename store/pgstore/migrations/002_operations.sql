@@ -30,7 +30,73 @@ DECLARE
     nlasts bigint[] := array_fill(0::bigint, ARRAY[n]);
     avail bigint[] := array_fill(0::bigint, ARRAY[n]);
     conc boolean := false;
+    v_type smallint;
+    v_cap bigint;
+    v_amt bigint;
+    v_per bigint;
+    v_tok bigint;
+    v_last bigint;
+    a bigint;
 BEGIN
+    IF n = 1 THEN
+        -- The common case, with scalars only: one bucket, bucket.Take inline.
+        SELECT bk.limit_type, bk.capacity, bk.refill_amount * 1000, bk.refill_period_ms,
+               CASE WHEN p_costs[1] <> 0 THEN p_costs[1] WHEN bk.cost_per_call = 0 THEN 1 ELSE bk.cost_per_call END,
+               bk.tokens, bk.last_refill_ms
+        INTO v_type, v_cap, v_amt, v_per, c, v_tok, v_last
+        FROM __SCHEMA__.buckets bk WHERE bk.name = p_dims[1] FOR UPDATE;
+        IF NOT FOUND THEN
+            o_err := 'unknown'; o_dim := p_dims[1];
+            RETURN;
+        END IF;
+        o_types := ARRAY[v_type]; o_costs := ARRAY[c]; o_caps := ARRAY[v_cap];
+        IF c > v_cap THEN
+            o_err := 'cost'; o_dim := p_dims[1];
+            RETURN;
+        END IF;
+        o_now := coalesce(p_now, __SCHEMA__.now_ms());
+        -- bucket.Refill
+        IF v_amt > 0 AND o_now > v_last THEN
+            IF v_tok >= v_cap * 1000 OR NOT __SCHEMA__.prod_less(o_now - v_last, v_amt, v_cap * 1000 - v_tok, v_per) THEN
+                toks[1] := v_cap * 1000; lasts[1] := o_now;
+            ELSE
+                a := __SCHEMA__.mul_div(o_now - v_last, v_amt, v_per);
+                IF a = 0 THEN
+                    toks[1] := v_tok; lasts[1] := v_last;
+                ELSE
+                    toks[1] := v_tok + a; lasts[1] := v_last + __SCHEMA__.ceil_mul_div(a, v_per, v_amt);
+                END IF;
+            END IF;
+        ELSE
+            toks[1] := v_tok; lasts[1] := v_last;
+        END IF;
+        IF toks[1] < c * 1000 THEN
+            o_granted := false; o_recorded := false;
+            IF v_type = 3 THEN
+                SELECT min(expires_ms) INTO w FROM __SCHEMA__.leases WHERE dims @> p_dims;
+                w := greatest(CASE WHEN w > o_now AND w - o_now < p_poll THEN w - o_now ELSE p_poll END, 1);
+            ELSE
+                w := __SCHEMA__.retry_in(v_cap * 1000, v_amt, v_per, v_tok, v_last, o_now, c * 1000);
+            END IF;
+            o_retry := w; o_waits := ARRAY[w]; o_remaining := ARRAY[toks[1]];
+            RETURN;
+        END IF;
+        o_granted := true; o_retry := 0; o_waits := ARRAY[0::bigint];
+        o_remaining := ARRAY[toks[1] - c * 1000];
+        o_recorded := p_record OR v_type = 3;
+        IF o_recorded THEN
+            INSERT INTO __SCHEMA__.leases (id, caller, created_ms, expires_ms, dims, costs)
+            VALUES (p_id, p_caller, o_now, o_now + p_ttl, p_dims, o_costs)
+            ON CONFLICT (id) DO NOTHING;
+            IF NOT FOUND THEN
+                o_err := 'dup'; o_granted := false; o_recorded := false;
+                RETURN;
+            END IF;
+        END IF;
+        UPDATE __SCHEMA__.buckets SET tokens = toks[1] - c * 1000, last_refill_ms = lasts[1], version = version + 1
+        WHERE name = p_dims[1];
+        RETURN;
+    END IF;
     o_types := array_fill(0::smallint, ARRAY[n]);
     o_costs := array_fill(0::bigint, ARRAY[n]);
     o_caps := array_fill(0::bigint, ARRAY[n]);
@@ -101,13 +167,8 @@ BEGIN
         END IF;
         o_recorded := true;
     END IF;
-    IF n = 1 THEN
-        UPDATE __SCHEMA__.buckets SET tokens = ntoks[1], last_refill_ms = nlasts[1], version = version + 1
-        WHERE name = p_dims[1];
-    ELSE
-        UPDATE __SCHEMA__.buckets bk SET tokens = u.t, last_refill_ms = u.l, version = bk.version + 1
-        FROM unnest(p_dims, ntoks, nlasts) AS u(d, t, l) WHERE bk.name = u.d;
-    END IF;
+    UPDATE __SCHEMA__.buckets bk SET tokens = u.t, last_refill_ms = u.l, version = bk.version + 1
+    FROM unnest(p_dims, ntoks, nlasts) AS u(d, t, l) WHERE bk.name = u.d;
 END $$;
 
 -- release deletes a lease record and returns its concurrent costs, capped at
