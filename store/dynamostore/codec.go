@@ -123,7 +123,8 @@ func formatRate(amount, periodMs int64) string {
 // refill_period_ms: amount = capacity per period = capacity/rate seconds,
 // with the period rounded UP to whole milliseconds so that the derived rate
 // never exceeds the decimal one (100 tokens at 1.667/s → 100 per 59989 ms).
-// Periods beyond bucket.MaxPeriodMs keep the rate with a smaller amount.
+// Periods beyond bucket.MaxPeriodMs keep the rate with a smaller amount;
+// a rate below one token per 366 days is raised to that.
 func deriveRefill(capacity int64, rate string) (amount, periodMs int64, err error) {
 	r, ok := new(big.Rat).SetString(strings.TrimSpace(rate))
 	if !ok || r.Sign() < 0 {
