@@ -7,10 +7,19 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/ontopix/sluice/internal/cli"
 )
 
+// quiet drops go-redis's own log lines (dial retries): the command reports
+// an unreachable store itself, in one line, with exit code 3.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
 func main() {
+	redis.SetLogger(quiet{})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := cli.Main(ctx, os.Args[1:], cli.OSEnv())
 	stop()

@@ -109,8 +109,18 @@ func TestUsageErrors(t *testing.T) {
 		{nil, []string{"demo", "--duration", "soon"}, "invalid argument"},
 		{nil, []string{"version", "-o", "yaml"}, `--output "yaml"`},
 		{nil, []string{"version", "extra"}, "takes no arguments"},
-		{nil, []string{"demo", "--store", "redis://127.0.0.1:6379"}, `scheme "redis" is not supported`},
-		{map[string]string{"SLUICE_STORE": "postgres://db"}, []string{"demo"}, `scheme "postgres"`},
+		{nil, []string{"demo", "--store", "redis://127.0.0.1:6379"}, `demo runs on the memory store only`},
+		{map[string]string{"SLUICE_STORE": "ftp://db"}, []string{"demo"}, `scheme "ftp" is not supported`},
+		{nil, []string{"status", "--store", "redis://u:secret@127.0.0.1:6379"}, "the URL contains a password"},
+		{nil, []string{"bucket", "put", "x#y", "--type", "requests"}, `required flag(s) "capacity" not set`},
+		{nil, []string{"bucket", "put", "x#y", "--type", "bogus", "--capacity", "1"}, `--type "bogus"`},
+		{nil, []string{"acquire"}, "needs at least 1 argument"},
+		{nil, []string{"acquire", "a#b:0"}, "the cost after ':'"},
+		{nil, []string{"release", "not-a-uuid"}, "must be a UUID"},
+		{nil, []string{"penalize", "a#b", "--factor", "2"}, "--factor 2"},
+		{nil, []string{"completion", "fish"}, "bash or zsh"},
+		{nil, []string{"reconcile", "--every", "1ms"}, "--every 1ms"},
+		{nil, []string{"status", "-o", "yaml"}, `--output "yaml"`},
 	} {
 		out, errs, code := run(t, c.env, c.args...)
 		if code != ExitUsage || !strings.Contains(errs, c.want) || strings.Count(errs, "\n") != 1 {
@@ -120,10 +130,21 @@ func TestUsageErrors(t *testing.T) {
 }
 
 func TestHelp(t *testing.T) {
-	for _, args := range [][]string{{"--help"}, {"demo", "--help"}, {"version", "--help"}, {}} {
+	for _, args := range [][]string{{"--help"}, {"demo", "--help"}, {"version", "--help"}, {}, {"status", "--help"},
+		{"bucket", "--help"}, {"bucket", "put", "--help"}, {"leases", "list", "--help"}, {"acquire", "--help"},
+		{"release", "--help"}, {"penalize", "--help"}, {"reconcile", "--help"}, {"completion", "--help"}} {
 		out, _, code := run(t, nil, args...)
 		if code != 0 || !strings.Contains(out, "Examples:") {
 			t.Errorf("%v: exit %d, no examples:\n%s", args, code, out)
+		}
+	}
+}
+
+func TestCompletion(t *testing.T) {
+	for _, sh := range []string{"bash", "zsh"} {
+		out, _, code := run(t, nil, "completion", sh)
+		if code != 0 || !strings.Contains(out, "sluice") || len(out) < 1000 {
+			t.Errorf("%s: exit %d, %d bytes", sh, code, len(out))
 		}
 	}
 }

@@ -44,14 +44,15 @@ concurrent one, no instant held more slots than the limit. The command exits
 			if err := o.validate(); err != nil {
 				return err
 			}
-			st, err := openStore(g.store)
+			op, err := g.open(cmd.Context())
 			if err != nil {
 				return err
 			}
-			defer st.Close()
-			if !strings.HasPrefix(g.store, "memory:") {
-				return usagef("demo runs on the memory store only, not %q", g.store)
+			defer op.Close()
+			if op.Kind != "memory" {
+				return usagef("demo runs on the memory store only, not %s (use 'sluice bench' on a shared store)", op.Redacted)
 			}
+			st := op.Store
 			out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
 			var p func(tick)
 			switch mode := progressMode(o.progress, errw); mode {

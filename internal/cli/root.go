@@ -8,22 +8,25 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"runtime/debug"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/store"
-	"github.com/ontopix/sluice/store/memstore"
 )
 
-// Exit codes (issue 6 will add 3, store unavailable, and 4, RETRY_IN).
+// Exit codes, documented in docs/cli.md.
 const (
 	ExitOK    = 0
 	ExitError = 1
 	ExitUsage = 2
+	// ExitUnavailable: the store could not be reached (store.ErrUnavailable).
+	ExitUnavailable = 3
+	// ExitRetry: acquire answered RETRY_IN.
+	ExitRetry = 4
 )
 
 // Env is everything a command reads from or writes to its process.
@@ -35,11 +38,22 @@ type Env struct {
 	// BuildInfo reads the binary's build information
 	// (debug.ReadBuildInfo); nil means debug.ReadBuildInfo.
 	BuildInfo func() (*debug.BuildInfo, bool)
+	// Memory, when set, is the store memory:// opens, shared by every
+	// command run with this Env (tests). Nil means a fresh in-process store
+	// per command, which lives only as long as the process.
+	Memory store.Store
+	// Clock tells the time for decisions and displays; nil means the wall
+	// clock. Stores with their own clock (Redis TIME) ignore it.
+	Clock sluice.Clock
+	// Executable returns the path of the sluice binary, which bench re-runs
+	// as its child processes; nil means os.Executable.
+	Executable func() (string, error)
 }
 
 // OSEnv returns the Env of the running process.
 func OSEnv() Env {
-	return Env{Stdout: os.Stdout, Stderr: os.Stderr, LookupEnv: os.LookupEnv, BuildInfo: debug.ReadBuildInfo}
+	return Env{Stdout: os.Stdout, Stderr: os.Stderr, LookupEnv: os.LookupEnv, BuildInfo: debug.ReadBuildInfo,
+		Executable: os.Executable}
 }
 
 func (e Env) lookup(name string) string {
@@ -63,22 +77,36 @@ func usagef(format string, args ...any) error {
 	return &UsageError{Err: fmt.Errorf(format, args...)}
 }
 
+// RetryError is acquire's RETRY_IN answer: exit code 4.
+type RetryError struct{ Msg string }
+
+// Error implements error.
+func (e *RetryError) Error() string { return e.Msg }
+
 // ExitCode maps an error returned by a command to the process exit code.
 func ExitCode(err error) int {
-	var u *UsageError
+	var (
+		u *UsageError
+		r *RetryError
+	)
 	switch {
 	case err == nil:
 		return ExitOK
 	case errors.As(err, &u):
 		return ExitUsage
+	case errors.As(err, &r):
+		return ExitRetry
+	case errors.Is(err, store.ErrUnavailable):
+		return ExitUnavailable
 	}
 	return ExitError
 }
 
 // globals holds the persistent flags shared by every command.
 type globals struct {
-	env   Env
-	store string
+	env          Env
+	store        string
+	passwordFile string
 }
 
 // NewRoot returns the sluice command tree, writing to env.
@@ -91,10 +119,18 @@ func NewRoot(env Env) *cobra.Command {
 minute, concurrent requests) through a shared store. A caller asks for a slot
 and gets GRANTED, with a lease, or RETRY_IN, with exactly how long to wait.
 
-Exit codes: 0 ok, 1 error, 2 usage.`,
+The store is chosen by --store or SLUICE_STORE: memory:// (in-process, gone
+when the command exits), redis://host:port/db, rediss://…, redis+cluster://h1:p1,h2:p2.
+A password never goes in the URL: use SLUICE_REDIS_PASSWORD, PGPASSWORD or
+--password-file.
+
+Exit codes: 0 ok, 1 error, 2 usage, 3 store unavailable, 4 RETRY_IN (acquire).`,
 		Example: `  sluice demo                      # 20 simulated workers share three limits for 10 s
-  sluice demo --workers 50 --duration 30s
-  sluice version --output json`,
+  export SLUICE_STORE=redis://127.0.0.1:6379/0
+  sluice limits apply -f limits.yaml
+  sluice status --watch
+  sluice acquire openai#rpm openai#tpm:1500 --hold 30s
+  sluice bench --processes 4 --workers 8 --duration 10s --limits limits.yaml`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -116,8 +152,11 @@ Exit codes: 0 ok, 1 error, 2 usage.`,
 		def = "memory://"
 	}
 	root.PersistentFlags().StringVar(&g.store, "store", def,
-		"store URL (env SLUICE_STORE); this build supports memory://")
-	root.AddCommand(newVersionCmd(g), newDemoCmd(g))
+		"store URL (env SLUICE_STORE): memory://, redis://, rediss://, redis+cluster://, postgres://, dynamodb://")
+	root.PersistentFlags().StringVar(&g.passwordFile, "password-file", "",
+		"read the store password from this file (else SLUICE_REDIS_PASSWORD or PGPASSWORD)")
+	root.AddCommand(newVersionCmd(g), newDemoCmd(g), newStatusCmd(g), newBucketCmd(g), newLeasesCmd(g),
+		newAcquireCmd(g), newReleaseCmd(g), newPenalizeCmd(g), newReconcileCmd(g), newCompletionCmd(root))
 	return root
 }
 
@@ -127,23 +166,18 @@ func Main(ctx context.Context, args []string, env Env) int {
 	root := NewRoot(env)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
+	var u *UsageError
+	if err != nil && !errors.As(err, &u) && cobraUsage(err) {
+		err = &UsageError{Err: err}
+	}
 	if err != nil {
-		fmt.Fprintln(env.Stderr, "sluice: "+strings.ReplaceAll(err.Error(), "\n", " "))
+		msg := strings.ReplaceAll(err.Error(), "\n", " ")
+		if !strings.HasPrefix(msg, "sluice: ") {
+			msg = "sluice: " + msg
+		}
+		fmt.Fprintln(env.Stderr, msg)
 	}
 	return ExitCode(err)
-}
-
-// openStore builds the store named by a --store URL.
-func openStore(raw string) (store.Store, error) {
-	u, err := url.Parse(raw)
-	if err != nil || u.Scheme == "" {
-		return nil, usagef("--store %q is not a store URL (try memory://)", raw)
-	}
-	switch u.Scheme {
-	case "memory":
-		return memstore.New(), nil
-	}
-	return nil, usagef("--store: scheme %q is not supported by this build (supported: memory://)", u.Scheme)
 }
 
 // outputFlag validates an --output value.
@@ -153,4 +187,15 @@ func outputFlag(v string) error {
 		return nil
 	}
 	return usagef("--output %q: must be table or json", v)
+}
+
+// cobraUsage recognises the usage errors cobra returns itself.
+func cobraUsage(err error) bool {
+	m := err.Error()
+	for _, p := range []string{"required flag(s)", "unknown command", "unknown flag", "unknown shorthand flag", "invalid argument", "flag needs an argument"} {
+		if strings.HasPrefix(m, p) {
+			return true
+		}
+	}
+	return false
 }

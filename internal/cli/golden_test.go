@@ -1,0 +1,27 @@
+package cli
+
+import (
+	"testing"
+	"time"
+)
+
+// goldenState puts three buckets on a memory store, takes from them and
+// moves the clock, so that every status column has something to show.
+func goldenState(t *testing.T) *testEnv {
+	e := memEnv(t)
+	e.ok("bucket", "put", "openai#rpm", "--type", "requests", "--capacity", "500", "--per", "1m")
+	e.ok("bucket", "put", "openai#tpm", "--type", "tokens", "--capacity", "40000", "--refill", "30000", "--per", "1m", "--cost", "1000")
+	e.ok("bucket", "put", "elevenlabs#concurrent", "--type", "concurrent", "--capacity", "5")
+	e.ok("acquire", "openai#rpm:100", "openai#tpm:25000", "--hold", "10s")
+	e.ok("acquire", "elevenlabs#concurrent:2", "--hold", "30s")
+	e.advance(1500 * time.Millisecond)
+	return e
+}
+
+func TestGoldenStatus(t *testing.T) {
+	e := goldenState(t)
+	golden(t, "status.txt", e.ok("status"))
+	golden(t, "status.json", e.ok("status", "--output", "json"))
+	golden(t, "bucket_list.json", e.ok("bucket", "list", "-o", "json"))
+	golden(t, "status_watch.txt", e.ok("status", "--watch", "--count", "2", "--interval", "100ms", "openai#rpm"))
+}

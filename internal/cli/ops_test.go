@@ -1,0 +1,127 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestOpsMemory(t *testing.T) { testOps(t, memEnv(t)) }
+func TestOpsRedis(t *testing.T)  { testOps(t, redisEnv(t)) }
+
+// testOps runs every inspection and operation command against e's store.
+func testOps(t *testing.T, e *testEnv) {
+	e.ok("bucket", "put", "openai#rpm", "--type", "requests", "--capacity", "3", "--per", "1m")
+	e.ok("bucket", "put", "elevenlabs#concurrent", "--type", "concurrent", "--capacity", "2")
+	if out := e.ok("bucket", "list"); !regexp.MustCompile(`(?m)^openai#rpm\s+requests\s+3\s+3\s+1m0s|^openai#rpm\s+requests\s+3\s+3\s+1m\s`).MatchString(out) {
+		t.Errorf("bucket list:\n%s", out)
+	}
+
+	// acquire: granted, then RETRY_IN with exit 4.
+	out := e.ok("acquire", "openai#rpm:2", "--caller", "t1")
+	if !strings.HasPrefix(out, "GRANTED lease ") {
+		t.Fatalf("acquire:\n%s", out)
+	}
+	out, errs, code := e.run("acquire", "openai#rpm:2")
+	if code != ExitRetry || !strings.HasPrefix(out, "RETRY_IN ") || !strings.Contains(errs, "openai#rpm short") {
+		t.Fatalf("second acquire: exit %d\n%s\n%s", code, out, errs)
+	}
+	out, _, code = e.run("acquire", "openai#rpm:2", "-o", "json")
+	var retry acquireView
+	if err := json.Unmarshal([]byte(out), &retry); err != nil || code != ExitRetry || retry.Outcome != "RETRY_IN" || retry.RetryInMs < 1 {
+		t.Fatalf("json RETRY_IN: exit %d %v\n%s", code, err, out)
+	}
+
+	// A concurrent lease, listed, released by id from "another process".
+	var got acquireView
+	if err := json.Unmarshal([]byte(e.ok("acquire", "elevenlabs#concurrent", "--hold", "1h", "-o", "json")), &got); err != nil || got.Lease == nil {
+		t.Fatalf("acquire json: %v %+v", err, got)
+	}
+	id := got.Lease.ID
+	if out := e.ok("leases", "list", "--dimension", "elevenlabs#concurrent"); !strings.Contains(out, id) || strings.Count(out, "\n") != 2 {
+		t.Errorf("leases list --dimension:\n%s", out)
+	}
+	var ls []leaseView
+	if err := json.Unmarshal([]byte(e.ok("leases", "list", "-o", "json")), &ls); err != nil || len(ls) != 2 {
+		t.Errorf("leases list json: %v %+v", err, ls)
+	}
+	if out := e.ok("status", "elevenlabs#concurrent"); !regexp.MustCompile(`elevenlabs#concurrent\s+concurrent\s+2 concurrent\s+2\s+1\s+50\.0%\s+1\s+on release`).MatchString(out) {
+		t.Errorf("status:\n%s", out)
+	}
+	if out := e.ok("release", id); !strings.Contains(out, "released "+id) || !strings.Contains(out, "restored 1 to elevenlabs#concurrent") {
+		t.Errorf("release:\n%s", out)
+	}
+	if out := e.ok("release", id); !strings.Contains(out, "not found") {
+		t.Errorf("second release:\n%s", out)
+	}
+
+	// penalize: the available request goes from 1 to 0.5.
+	if out := e.ok("penalize", "openai#rpm", "--factor", "0.5"); !strings.Contains(out, "penalized openai#rpm ×0.5") {
+		t.Errorf("penalize:\n%s", out)
+	}
+	if _, errs, code := e.run("penalize", "elevenlabs#concurrent"); code != ExitError || errs == "" {
+		t.Errorf("penalize concurrent: exit %d %s", code, errs)
+	}
+
+	// An expired lease is reclaimed by reconcile.
+	e.ok("acquire", "elevenlabs#concurrent", "--hold", "1ms")
+	if e.mem != nil {
+		e.advance(time.Second)
+	} else {
+		time.Sleep(20 * time.Millisecond) // let the 1 ms lease expire on the server's clock
+	}
+	if out := e.ok("leases", "list", "--expired"); strings.Count(out, "\n") != 2 || !strings.Contains(out, "expired ") {
+		t.Errorf("leases list --expired:\n%s", out)
+	}
+	out, errs, code = e.run("reconcile", "-o", "json")
+	var rep struct {
+		Restored, Reclaimed int
+		Dimensions          []string
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != 0 || rep.Restored < 1 || rep.Reclaimed != 1 {
+		t.Errorf("reconcile: exit %d %v %+v\n%s\n%s", code, err, rep, out, errs)
+	}
+	if !strings.Contains(errs, `"msg":"reconciler.complete"`) || !strings.Contains(errs, `"already_capped":0`) {
+		t.Errorf("reconcile log:\n%s", errs)
+	}
+
+	// bucket get / reset / delete.
+	var bv bucketView
+	if err := json.Unmarshal([]byte(e.ok("bucket", "get", "openai#rpm", "-o", "json")), &bv); err != nil || bv.Capacity != 3 || bv.Type != "requests" {
+		t.Errorf("bucket get: %v %+v", err, bv)
+	}
+	if out := e.ok("bucket", "reset", "openai#rpm"); !strings.Contains(out, "-> 3 tokens") {
+		t.Errorf("bucket reset:\n%s", out)
+	}
+	e.ok("bucket", "delete", "openai#rpm")
+	if _, errs, code := e.run("bucket", "get", "openai#rpm"); code != ExitError || !strings.Contains(errs, "unknown dimension") {
+		t.Errorf("get deleted: exit %d %s", code, errs)
+	}
+	if _, errs, code := e.run("acquire", "openai#rpm"); code != ExitError || !strings.Contains(errs, `unknown dimension "openai#rpm"`) {
+		t.Errorf("acquire deleted: exit %d %s", code, errs)
+	}
+}
+
+func TestUnavailable(t *testing.T) {
+	e := &testEnv{t: t, url: fmt.Sprintf("redis://127.0.0.1:%d?timeout=2s&dial_timeout=200ms&max_retries=0", deadPort(t))}
+	for _, args := range [][]string{{"status"}, {"acquire", "openai#rpm"}, {"reconcile"}} {
+		_, errs, code := e.run(args...)
+		if code != ExitUnavailable || !strings.Contains(errs, "store unavailable") || strings.Count(errs, "\n") != 1 {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errs)
+		}
+	}
+}
+
+func TestReconcileLoop(t *testing.T) {
+	e := memEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, errs, code := e.runCtx(ctx, "reconcile", "--every", "100ms")
+	if code != 0 || strings.Count(errs, "reconciler.complete") < 1 {
+		t.Errorf("exit %d:\n%s", code, errs)
+	}
+}

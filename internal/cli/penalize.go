@@ -1,0 +1,59 @@
+package cli
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/store"
+)
+
+// penalizeView is what penalize prints.
+type penalizeView struct {
+	Dimension string  `json:"dimension"`
+	Factor    float64 `json:"factor"`
+	Before    float64 `json:"tokens_before"`
+	After     float64 `json:"tokens_after"`
+}
+
+func newPenalizeCmd(g *globals) *cobra.Command {
+	var (
+		output string
+		factor float64
+	)
+	cmd := &cobra.Command{
+		Use:   "penalize DIMENSION",
+		Short: "Multiply a bucket's available tokens by a factor, after a vendor 429",
+		Long: `penalize multiplies the tokens available now on a requests or tokens bucket
+by --factor (default 0.8), in one atomic write, so that the fleet backs off
+after the vendor answered 429 Too Many Requests.`,
+		Example: "  sluice penalize openai#tpm\n  sluice penalize openai#rpm --factor 0.5 -o json",
+		Args:    exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := outputFlag(output); err != nil {
+				return err
+			}
+			if math.IsNaN(factor) || factor < 0 || factor > 1 {
+				return usagef("--factor %v: must be between 0 and 1", factor)
+			}
+			return g.withStore(cmd.Context(), func(st store.Store) error {
+				res, err := st.Penalize(cmd.Context(), store.PenalizeRequest{Now: g.now(), Dimension: args[0],
+					FactorMilli: int64(math.Round(factor * 1000))})
+				if err != nil {
+					return err
+				}
+				v := penalizeView{Dimension: args[0], Factor: factor, Before: float64(res.Before) / 1000, After: float64(res.After) / 1000}
+				if output == "json" {
+					return writeJSON(cmd.OutOrStdout(), v)
+				}
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "penalized %s ×%g: %s -> %s tokens\n", v.Dimension, factor, milli(res.Before), milli(res.After))
+				return err
+			})
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
+	cmd.Flags().Float64Var(&factor, "factor", sluice.DefaultPenaltyFactor, "factor from 0 to 1")
+	return cmd
+}

@@ -1,0 +1,183 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/store"
+)
+
+// bucketView is a bucket's configuration and state as status, bucket list
+// and bucket get print it.
+type bucketView struct {
+	Dimension    string `json:"dimension"`
+	Type         string `json:"type"`
+	Capacity     int64  `json:"capacity"`
+	RefillAmount int64  `json:"refill_amount"`
+	RefillPeriod string `json:"refill_period"`
+	CostPerCall  int64  `json:"cost_per_call"`
+	MaxDebt      int64  `json:"max_debt"`
+	// Tokens is the balance now (negative: debt).
+	Tokens      float64 `json:"tokens"`
+	TokensMilli int64   `json:"tokens_milli"`
+	FillPct     float64 `json:"fill_pct"`
+	// ActiveLeases counts lease records, expired or not.
+	ActiveLeases int        `json:"active_leases"`
+	NextExpiry   *time.Time `json:"next_expiry,omitempty"`
+	// TimeToFullMs is how long until the bucket is full if nothing else
+	// takes from it; null for a concurrent bucket waiting on releases.
+	TimeToFullMs *int64    `json:"time_to_full_ms"`
+	At           time.Time `json:"at"`
+}
+
+func viewOf(s store.BucketState) bucketView {
+	v := bucketView{
+		Dimension: s.Name, Type: s.Type.String(), Capacity: s.Capacity, RefillAmount: s.RefillAmount,
+		RefillPeriod: periodString(s.RefillPeriod), CostPerCall: s.Config.Cost(), MaxDebt: s.Config.Debt(),
+		Tokens: float64(s.Tokens) / bucket.Milli, TokensMilli: s.Tokens, ActiveLeases: s.ActiveLeases, At: s.Now.UTC(),
+	}
+	if s.Capacity > 0 {
+		v.FillPct = math.Round(float64(s.Tokens)/float64(s.Capacity)) / 10
+	}
+	if !s.NextExpiry.IsZero() {
+		t := s.NextExpiry.UTC()
+		v.NextExpiry = &t
+	}
+	if d := sluice.TimeUntil(s, s.Capacity); d >= 0 && (s.Type != bucket.Concurrent || d == 0) {
+		ms := d.Milliseconds()
+		v.TimeToFullMs = &ms
+	}
+	return v
+}
+
+func (v bucketView) timeToFull() string {
+	switch {
+	case v.TimeToFullMs == nil:
+		return "on release"
+	case *v.TimeToFullMs == 0:
+		return "full"
+	}
+	return dur(time.Duration(*v.TimeToFullMs) * time.Millisecond)
+}
+
+func newStatusCmd(g *globals) *cobra.Command {
+	var (
+		output   string
+		watch    bool
+		interval time.Duration
+		count    int
+	)
+	cmd := &cobra.Command{
+		Use:   "status [DIMENSION...]",
+		Short: "Show every bucket's balance, fill, active leases and time to full",
+		Long: `status prints one row per bucket (or per DIMENSION named): its type, limit,
+capacity, the tokens available now (negative while in debt), how full it is,
+the lease records it has and how long until it is full again if nobody takes
+from it. A concurrent bucket below capacity fills only when leases are
+released or reclaimed ("on release").
+
+--watch refreshes the table every --interval until interrupted.`,
+		Example: `  sluice status
+  sluice status openai#rpm openai#tpm --output json
+  sluice status --watch --interval 1s`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := outputFlag(output); err != nil {
+				return err
+			}
+			if interval < 100*time.Millisecond {
+				return usagef("--interval %s: must be at least 100ms", interval)
+			}
+			return g.withStore(cmd.Context(), func(st store.Store) error {
+				w := cmd.OutOrStdout()
+				if !watch {
+					return printStatus(cmd.Context(), g, st, args, output, w)
+				}
+				return watchStatus(cmd.Context(), g, st, args, output, w, interval, count)
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&output, "output", "o", "table", "output format: table or json")
+	f.BoolVarP(&watch, "watch", "w", false, "refresh until interrupted")
+	f.DurationVar(&interval, "interval", 2*time.Second, "refresh interval with --watch")
+	f.IntVar(&count, "count", 0, "with --watch, stop after this many refreshes (0: until interrupted)")
+	return cmd
+}
+
+func readStates(ctx context.Context, g *globals, st store.Store, dims []string) ([]store.BucketState, error) {
+	if len(dims) > 0 {
+		return st.Peek(ctx, g.now(), dims)
+	}
+	return st.ListBuckets(ctx, g.now())
+}
+
+func printStatus(ctx context.Context, g *globals, st store.Store, dims []string, output string, w io.Writer) error {
+	states, err := readStates(ctx, g, st, dims)
+	if err != nil {
+		return err
+	}
+	views := make([]bucketView, len(states))
+	for i, s := range states {
+		views[i] = viewOf(s)
+	}
+	if output == "json" {
+		return writeJSON(w, views)
+	}
+	return statusTable(w, views)
+}
+
+func statusTable(w io.Writer, views []bucketView) error {
+	if len(views) == 0 {
+		_, err := fmt.Fprintln(w, "no buckets (create them with 'sluice limits apply -f limits.yaml' or 'sluice bucket put')")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "DIMENSION\tTYPE\tLIMIT\tCAPACITY\tTOKENS\tFILL\tACTIVE LEASES\tTIME TO FULL")
+	for _, v := range views {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%.1f%%\t%d\t%s\n", v.Dimension, v.Type, rateOf(v), v.Capacity,
+			milli(v.TokensMilli), v.FillPct, v.ActiveLeases, v.timeToFull())
+	}
+	return tw.Flush()
+}
+
+func rateOf(v bucketView) string {
+	t, _ := bucket.ParseType(v.Type)
+	p, _ := time.ParseDuration(v.RefillPeriod)
+	return rateString(bucket.Config{Type: t, Capacity: v.Capacity, RefillAmount: v.RefillAmount, RefillPeriod: p})
+}
+
+func watchStatus(ctx context.Context, g *globals, st store.Store, dims []string, output string, w io.Writer, every time.Duration, count int) error {
+	tty := isTerminal(w)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for n := 1; ; n++ {
+		if tty {
+			fmt.Fprint(w, "\x1b[H\x1b[2J")
+		}
+		if output == "table" {
+			fmt.Fprintf(w, "Every %s: sluice status  %s\n\n", every, g.now().UTC().Format(time.RFC3339))
+		}
+		if err := printStatus(ctx, g, st, dims, output, w); err != nil {
+			return err
+		}
+		if count > 0 && n >= count {
+			return nil
+		}
+		if !tty && output == "table" {
+			fmt.Fprintln(w)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}

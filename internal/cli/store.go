@@ -1,0 +1,108 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/internal/storeurl"
+	"github.com/ontopix/sluice/store"
+)
+
+// open opens the store named by --store. A malformed URL is a usage error.
+func (g *globals) open(ctx context.Context) (*storeurl.Opened, error) {
+	op, err := storeurl.Open(ctx, g.store, storeurl.Options{
+		LookupEnv: g.env.LookupEnv, PasswordFile: g.passwordFile, Memory: g.env.Memory,
+	})
+	if errors.Is(err, storeurl.ErrBadURL) {
+		return nil, &UsageError{Err: err}
+	}
+	return op, err
+}
+
+// now returns the Env's time.
+func (g *globals) now() time.Time {
+	if g.env.Clock != nil {
+		return g.env.Clock.Now()
+	}
+	return time.Now()
+}
+
+// clock returns the Env's clock.
+func (g *globals) clock() sluice.Clock {
+	if g.env.Clock != nil {
+		return g.env.Clock
+	}
+	return sluice.SystemClock{}
+}
+
+// config reads the SLUICE_* variables of the Env.
+func (g *globals) config() (sluice.Config, error) {
+	lookup := g.env.LookupEnv
+	if lookup == nil {
+		lookup = func(string) (string, bool) { return "", false }
+	}
+	return sluice.ConfigFromLookup(lookup)
+}
+
+// logger writes JSON lines to stderr at SLUICE_LOG_LEVEL (default info).
+func (g *globals) logger(w io.Writer) (*slog.Logger, error) {
+	cfg, err := g.config()
+	if err != nil {
+		return nil, err
+	}
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: cfg.LogLevel})), nil
+}
+
+// withStore opens the store, runs f and closes the store.
+func (g *globals) withStore(ctx context.Context, f func(st store.Store) error) error {
+	op, err := g.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer op.Close()
+	return f(op.Store)
+}
+
+// writeJSON prints v indented.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// isTerminal reports whether w is a character device.
+func isTerminal(w io.Writer) bool {
+	if f, ok := w.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// milli formats millitokens as tokens, with decimals only when needed.
+func milli(m int64) string {
+	if m%1000 == 0 {
+		return itoa(m / 1000)
+	}
+	s := strings.TrimRight(strings.TrimRight(formatFloat(float64(m)/1000, 3), "0"), ".")
+	return s
+}
+
+// dur formats a duration for tables: rounded to the millisecond.
+func dur(d time.Duration) string {
+	if d <= 0 {
+		return "0s"
+	}
+	if d >= time.Second {
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return d.Round(time.Millisecond).String()
+}

@@ -1,0 +1,106 @@
+package storeurl
+
+import (
+	"context"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ontopix/sluice/store/redisstore"
+)
+
+// DefaultRedisTimeout bounds every Redis operation unless the URL's timeout
+// option says otherwise, so that a dead server is reported as unavailable
+// instead of hanging a command.
+const DefaultRedisTimeout = 5 * time.Second
+
+// openRedis opens redis://, rediss://, redis+cluster:// and
+// rediss+cluster://. Sluice's own query options (prefix, timeout,
+// caller_clock, hash_tag) are taken out; the rest go to go-redis
+// (dial_timeout, read_timeout, pool_size, client_name, …).
+func openRedis(_ context.Context, u *url.URL, o Options) (*Opened, error) {
+	q := u.Query()
+	var opts []redisstore.Option
+	timeout := DefaultRedisTimeout
+	if v := q.Get("timeout"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return nil, badf("%s: timeout=%q must be a duration such as 2s (0 for none)", u.Redacted(), v)
+		}
+		timeout = d
+	}
+	opts = append(opts, redisstore.WithTimeout(timeout))
+	if q.Has("prefix") {
+		opts = append(opts, redisstore.WithPrefix(q.Get("prefix")))
+	}
+	if v := q.Get("hash_tag"); v != "" {
+		opts = append(opts, redisstore.WithHashTag(v))
+	}
+	callerClock := false
+	if v := q.Get("caller_clock"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return nil, badf("%s: caller_clock=%q must be true or false", u.Redacted(), v)
+		}
+		callerClock = b
+		if b {
+			opts = append(opts, redisstore.WithCallerClock())
+		}
+	}
+	for _, k := range []string{"timeout", "prefix", "hash_tag", "caller_clock"} {
+		q.Del(k)
+	}
+	pass, err := o.password("SLUICE_REDIS_PASSWORD")
+	if err != nil {
+		return nil, err
+	}
+	cluster := strings.HasSuffix(u.Scheme, "+cluster")
+	base := *u
+	base.Scheme = strings.TrimSuffix(u.Scheme, "+cluster")
+	base.RawQuery = q.Encode()
+	var rdb redis.UniversalClient
+	kind := "redis"
+	if cluster {
+		kind = "redis-cluster"
+		hosts := strings.Split(u.Host, ",")
+		for _, h := range hosts {
+			if h == "" {
+				return nil, badf("%s: empty host in the cluster's host list", u.Redacted())
+			}
+		}
+		if p := strings.Trim(u.Path, "/"); p != "" {
+			return nil, badf("%s: a Redis Cluster has only database 0; drop the path %q", u.Redacted(), u.Path)
+		}
+		base.Host, base.Path = hosts[0], ""
+		for _, h := range hosts[1:] {
+			q.Add("addr", h)
+		}
+		base.RawQuery = q.Encode()
+		co, err := redis.ParseClusterURL(base.String())
+		if err != nil {
+			return nil, badf("%s: %v", u.Redacted(), err)
+		}
+		co.Password = pass
+		rdb = redis.NewClusterClient(co)
+	} else {
+		if u.Host == "" {
+			return nil, badf("%s: name the server, e.g. redis://127.0.0.1:6379/0", u.Redacted())
+		}
+		ro, err := redis.ParseURL(base.String())
+		if err != nil {
+			return nil, badf("%s: %v", u.Redacted(), err)
+		}
+		ro.Password = pass
+		rdb = redis.NewClient(ro)
+	}
+	st, err := redisstore.New(rdb, opts...)
+	if err != nil {
+		_ = rdb.Close()
+		return nil, badf("%s: %v", u.Redacted(), err)
+	}
+	return &Opened{Store: st, Kind: kind, Redacted: u.Redacted(), SharedClock: !callerClock,
+		closers: []func() error{rdb.Close, st.Close}}, nil
+}

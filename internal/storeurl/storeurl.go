@@ -1,0 +1,152 @@
+// Package storeurl opens the store.Store named by a store URL, the form the
+// CLI takes in --store and SLUICE_STORE:
+//
+//	memory://                                   in-process; lives only as long as the process
+//	redis://[user@]host:port[/db][?opts]        a standalone Redis (rediss:// for TLS)
+//	redis+cluster://h1:p1,h2:p2[?opts]          a Redis Cluster (rediss+cluster:// for TLS)
+//	postgres://[user@]host:port/db[?opts]       PostgreSQL (also postgresql://)
+//	dynamodb://TABLE?region=R&endpoint=URL      DynamoDB (SLUICE_TABLE_NAME, SLUICE_AWS_REGION, SLUICE_ENDPOINT_URL)
+//
+// A password is never part of the URL: a URL carrying one is rejected, so
+// that it cannot leak through shell history, process listings or logs. It
+// comes from a file (Options.PasswordFile, the CLI's --password-file) or the
+// environment (SLUICE_REDIS_PASSWORD for Redis, PGPASSWORD for PostgreSQL).
+package storeurl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+
+	"github.com/ontopix/sluice/store"
+	"github.com/ontopix/sluice/store/memstore"
+)
+
+// ErrBadURL is matched by every error about the URL itself (a usage error,
+// as opposed to a store that cannot be reached).
+var ErrBadURL = errors.New("bad store URL")
+
+// Options are the inputs of Open besides the URL.
+type Options struct {
+	// LookupEnv reads environment variables; nil means none are set.
+	LookupEnv func(string) (string, bool)
+	// PasswordFile, when set, holds the store password (trailing newline
+	// ignored). It takes precedence over the environment.
+	PasswordFile string
+	// Memory, when set, is what memory:// opens (and Close leaves open), so
+	// that several commands in one test share a store. Nil means a new
+	// memstore per Open.
+	Memory store.Store
+}
+
+func (o Options) lookup(name string) string {
+	if o.LookupEnv == nil {
+		return ""
+	}
+	v, _ := o.LookupEnv(name)
+	return v
+}
+
+// password returns the password from the file or the environment variable.
+func (o Options) password(envName string) (string, error) {
+	if o.PasswordFile != "" {
+		b, err := os.ReadFile(o.PasswordFile)
+		if err != nil {
+			return "", fmt.Errorf("%w: --password-file: %w", ErrBadURL, err)
+		}
+		return strings.TrimRight(string(b), "\r\n"), nil
+	}
+	return o.lookup(envName), nil
+}
+
+// Opened is an open store and what it takes to close it.
+type Opened struct {
+	// Store is the store.
+	Store store.Store
+	// Kind is the scheme family: "memory", "redis", "redis-cluster",
+	// "postgres" or "dynamodb".
+	Kind string
+	// Redacted is the URL, safe to print.
+	Redacted string
+	// SharedClock reports that every process using the store decides on one
+	// clock (the server's), so grant times from several processes are
+	// directly comparable.
+	SharedClock bool
+	closers     []func() error
+}
+
+// Close closes the store and the client it was built on.
+func (o *Opened) Close() error {
+	var errs []error
+	for i := len(o.closers) - 1; i >= 0; i-- {
+		errs = append(errs, o.closers[i]())
+	}
+	return errors.Join(errs...)
+}
+
+func badf(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrBadURL}, args...)...)
+}
+
+// Schemes lists the URL schemes Open understands.
+func Schemes() []string {
+	return []string{"memory", "redis", "rediss", "redis+cluster", "rediss+cluster", "postgres", "postgresql", "dynamodb"}
+}
+
+// Open parses raw and opens its store. Connecting is lazy for the network
+// stores: an unreachable server shows up as store.ErrUnavailable on the
+// first operation, not here.
+func Open(ctx context.Context, raw string, o Options) (*Opened, error) {
+	if raw == "" {
+		return nil, badf("empty store URL (try memory:// or redis://127.0.0.1:6379)")
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme == "" {
+		return nil, badf("%q is not a store URL (try memory:// or redis://127.0.0.1:6379)", redactRaw(raw))
+	}
+	if _, set := u.User.Password(); set {
+		return nil, badf("%s: the URL contains a password; pass it in %s or --password-file instead, never on the command line",
+			u.Redacted(), passwordEnv(u.Scheme))
+	}
+	switch u.Scheme {
+	case "memory":
+		if u.Host != "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+			return nil, badf("%s: memory:// takes no host, path or options", u.Redacted())
+		}
+		if o.Memory != nil {
+			return &Opened{Store: o.Memory, Kind: "memory", Redacted: "memory://", SharedClock: true}, nil
+		}
+		st := memstore.New()
+		return &Opened{Store: st, Kind: "memory", Redacted: "memory://", SharedClock: true, closers: []func() error{st.Close}}, nil
+	case "redis", "rediss", "redis+cluster", "rediss+cluster":
+		return openRedis(ctx, u, o)
+	case "postgres", "postgresql":
+		return openPostgres(ctx, u, o)
+	case "dynamodb":
+		return openDynamo(ctx, u, o)
+	}
+	return nil, badf("scheme %q is not supported (supported: %s)", u.Scheme, strings.Join(Schemes(), ", "))
+}
+
+// passwordEnv names the variable a scheme reads its password from.
+func passwordEnv(scheme string) string {
+	switch scheme {
+	case "postgres", "postgresql":
+		return "PGPASSWORD"
+	}
+	return "SLUICE_REDIS_PASSWORD"
+}
+
+// redactRaw hides anything that looks like userinfo in an unparsable URL.
+func redactRaw(raw string) string {
+	if i := strings.Index(raw, "@"); i >= 0 {
+		if j := strings.Index(raw, "://"); j >= 0 && j < i {
+			return raw[:j+3] + "…@" + raw[i+1:]
+		}
+		return "…@" + raw[i+1:]
+	}
+	return raw
+}

@@ -1,0 +1,123 @@
+package storeurl
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/internal/redistest"
+	"github.com/ontopix/sluice/store"
+	"github.com/ontopix/sluice/store/memstore"
+)
+
+func TestOpenErrors(t *testing.T) {
+	for _, c := range []struct{ url, want string }{
+		{"", "empty store URL"},
+		{"localhost:6379", `scheme "localhost" is not supported`},
+		{"%zz", "not a store URL"},
+		{"ftp://x", `scheme "ftp" is not supported`},
+		{"memory://host", "memory:// takes no host"},
+		{"memory://?x=1", "memory:// takes no host"},
+		{"redis://user:hunter2@127.0.0.1:6379", "the URL contains a password"},
+		{"redis://:hunter2@127.0.0.1:6379", "SLUICE_REDIS_PASSWORD"},
+		{"rediss+cluster://u:hunter2@a:1,b:2", "the URL contains a password"},
+		{"postgres://u:hunter2@db/x", "PGPASSWORD"},
+		{"redis://", "name the server"},
+		{"redis://127.0.0.1:6379/x", "invalid database number"},
+		{"redis://127.0.0.1:6379?timeout=soon", `timeout="soon"`},
+		{"redis://127.0.0.1:6379?caller_clock=maybe", `caller_clock="maybe"`},
+		{"redis://127.0.0.1:6379?bogus=1", "bogus"},
+		{"redis://127.0.0.1:6379?prefix=a{b", "must not contain braces"},
+		{"redis+cluster://a:1,,b:2", "empty host"},
+		{"redis+cluster://a:1,b:2/3", "only database 0"},
+	} {
+		_, err := Open(context.Background(), c.url, Options{})
+		if !errors.Is(err, ErrBadURL) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: got %v, want ErrBadURL with %q", c.url, err, c.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("%q: the error leaks the password: %v", c.url, err)
+		}
+	}
+}
+
+func TestOpenKinds(t *testing.T) {
+	for _, c := range []struct {
+		url, kind string
+		shared    bool
+	}{
+		{"memory://", "memory", true},
+		{"redis://127.0.0.1:1/2?dial_timeout=1s&prefix=x:", "redis", true},
+		{"rediss://user@127.0.0.1:1", "redis", true},
+		{"redis://127.0.0.1:1?caller_clock=true", "redis", false},
+		{"redis+cluster://127.0.0.1:1,127.0.0.1:2?hash_tag=sluice", "redis-cluster", true},
+		{"rediss+cluster://127.0.0.1:1", "redis-cluster", true},
+	} {
+		op, err := Open(context.Background(), c.url, Options{})
+		if err != nil {
+			t.Errorf("%q: %v", c.url, err)
+			continue
+		}
+		if op.Kind != c.kind || op.SharedClock != c.shared || op.Store == nil {
+			t.Errorf("%q: kind %q shared %v", c.url, op.Kind, op.SharedClock)
+		}
+		if err := op.Close(); err != nil {
+			t.Errorf("%q: close: %v", c.url, err)
+		}
+	}
+}
+
+func TestMemoryShared(t *testing.T) {
+	mem := memstore.New()
+	op, err := Open(context.Background(), "memory://", Options{Memory: mem})
+	if err != nil || op.Store != mem {
+		t.Fatalf("%v", err)
+	}
+	if err := op.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mem.ListBuckets(context.Background(), time.Now()); err != nil {
+		t.Errorf("Close closed the injected store: %v", err)
+	}
+}
+
+// TestRedisPassword opens a password-protected server with the password
+// from the environment and from a file, and fails without it.
+func TestRedisPassword(t *testing.T) {
+	srv, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	if _, err := srv.Do("CONFIG", "SET", "requirepass", "s3cret"); err != nil {
+		t.Fatal(err)
+	}
+	url := "redis://" + srv.Addr + "/0?timeout=2s&max_retries=0"
+	file := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(file, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := func(k string) (string, bool) {
+		return map[string]string{"SLUICE_REDIS_PASSWORD": "s3cret"}[k], k == "SLUICE_REDIS_PASSWORD"
+	}
+	b := store.Bucket{Name: "v#rpm", Config: bucket.PerPeriod(bucket.Requests, 5, time.Minute)}
+	for name, o := range map[string]Options{"env": {LookupEnv: env}, "file": {PasswordFile: file}, "none": {}} {
+		op, err := Open(context.Background(), url, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = op.Store.PutBucket(context.Background(), time.Now(), b, false)
+		if (err == nil) != (name != "none") {
+			t.Errorf("%s: %v", name, err)
+		}
+		op.Close()
+	}
+	if _, err := Open(context.Background(), url, Options{PasswordFile: file + ".missing"}); !errors.Is(err, ErrBadURL) {
+		t.Errorf("missing password file: %v", err)
+	}
+}
