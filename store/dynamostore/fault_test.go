@@ -21,7 +21,9 @@ func TestFaults(t *testing.T) {
 	throttle := func() *http.Response {
 		return apiError(400, "ProvisionedThroughputExceededException", "The level of configured provisioned throughput for the table was exceeded.", nil)
 	}
-	throttling := func() *http.Response { return apiError(400, "ThrottlingException", "Rate of requests exceeds the allowed throughput.", nil) }
+	throttling := func() *http.Response {
+		return apiError(400, "ThrottlingException", "Rate of requests exceeds the allowed throughput.", nil)
+	}
 	unavailable := func() *http.Response { return apiError(503, "ServiceUnavailable", "unavailable", nil) }
 	internal := func() *http.Response { return apiError(500, "InternalServerError", "internal", nil) }
 	conflict := func() *http.Response {

@@ -1,5 +1,0 @@
-package dynamostore
-
-const childEnv = "SLUICE_DYNAMOSTORE_CRASH_CHILD"
-
-func crashChild() int { return 1 }
