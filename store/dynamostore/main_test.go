@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"testing"
 	"time"
 
@@ -78,3 +79,6 @@ func put(tb testing.TB, s store.Store, now time.Time, b store.Bucket) {
 		tb.Fatal(err)
 	}
 }
+
+// testingProcs is GOMAXPROCS, which RunParallel multiplies by parallelism.
+func testingProcs() int { return runtime.GOMAXPROCS(0) }
