@@ -1,0 +1,239 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ontopix/sluice/internal/limitsfile"
+	"github.com/ontopix/sluice/store"
+)
+
+// limitsFlags are shared by apply, plan and diff.
+type limitsFlags struct {
+	file, output string
+	reset, prune bool
+	exitCode     bool
+}
+
+func newLimitsCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "limits",
+		Short: "Declare limits in a YAML file and apply them to the store",
+		Long: `limits keeps the store's buckets in line with a YAML file that declares
+dimensions (type, capacity, per, refill, cost_per_call, max_debt) and presets
+for vendor shapes (openai: rpm + tpm; anthropic: rpm + input_tpm + output_tpm;
+elevenlabs: concurrent). See docs/examples/limits.yaml.
+
+plan shows what apply would do, diff shows only the differences, apply does
+it. apply never resets a live balance unless --reset; buckets in the store
+that the file does not declare are left alone unless --prune.`,
+		Example: `  sluice limits plan -f limits.yaml
+  sluice limits diff -f limits.yaml --exit-code   # exit 1 on drift
+  sluice limits apply -f limits.yaml
+  sluice limits apply -f limits.yaml --reset --prune`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(limitsSub(g, "plan", "Show what apply would change"),
+		limitsSub(g, "diff", "Show how the store differs from the file"),
+		limitsSub(g, "apply", "Create and reconfigure buckets as the file declares"))
+	return cmd
+}
+
+func limitsSub(g *globals, name, short string) *cobra.Command {
+	var f limitsFlags
+	cmd := &cobra.Command{
+		Use:     name + " -f FILE",
+		Short:   short,
+		Example: fmt.Sprintf("  sluice limits %s -f limits.yaml\n  sluice limits %s -f limits.yaml --output json", name, name),
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := outputFlag(f.output); err != nil {
+				return err
+			}
+			if f.file == "" {
+				return usagef("%s: name the limits file with -f FILE", cmd.CommandPath())
+			}
+			lf, err := limitsfile.Load(f.file)
+			if err != nil {
+				var pe *limitsfile.Error
+				if errors.As(err, &pe) {
+					// Every problem, each with file:line:column: field, on one line.
+					return errors.New(strings.ReplaceAll(err.Error(), "\n", "; "))
+				}
+				return err
+			}
+			return g.withStore(cmd.Context(), func(st store.Store) error {
+				cur, err := st.ListBuckets(cmd.Context(), g.now())
+				if err != nil {
+					return err
+				}
+				plan := limitsfile.Plan(lf, cur, f.reset, f.prune)
+				w := cmd.OutOrStdout()
+				switch name {
+				case "plan":
+					return writePlan(w, f.output, plan)
+				case "diff":
+					if err := writeDiff(w, f.output, plan); err != nil {
+						return err
+					}
+					if f.exitCode && changed(plan) {
+						return fmt.Errorf("the store differs from %s", f.file)
+					}
+					return nil
+				}
+				return applyPlan(cmd, g, st, f, plan)
+			})
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&f.file, "file", "f", "", "limits file (YAML)")
+	fl.StringVarP(&f.output, "output", "o", "table", "output format: table or json")
+	if name != "diff" {
+		fl.BoolVar(&f.reset, "reset", false, "fill every declared bucket to capacity (default: keep live balances)")
+		fl.BoolVar(&f.prune, "prune", false, "delete buckets the file does not declare")
+	} else {
+		fl.BoolVar(&f.exitCode, "exit-code", false, "exit 1 when the store differs from the file")
+	}
+	return cmd
+}
+
+func changed(plan []limitsfile.Change) bool {
+	for _, c := range plan {
+		if c.Action != limitsfile.Unchanged {
+			return true
+		}
+	}
+	return false
+}
+
+func fieldsString(fs []limitsfile.FieldChange) string {
+	parts := make([]string, len(fs))
+	for i, f := range fs {
+		if f.From == "" {
+			parts[i] = f.Field + "=" + f.To
+		} else {
+			parts[i] = f.Field + " " + f.From + " -> " + f.To
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func writePlan(w io.Writer, output string, plan []limitsfile.Change) error {
+	if output == "json" {
+		return writeJSON(w, map[string]any{"changes": nonNil(plan), "summary": limitsfile.Summary(plan)})
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ACTION\tDIMENSION\tSOURCE\tCHANGES")
+	for _, c := range plan {
+		src := c.Source
+		if c.Line > 0 {
+			src += fmt.Sprintf(" (line %d)", c.Line)
+		}
+		if src == "" {
+			src = "-"
+		}
+		ch := fieldsString(c.Fields)
+		switch {
+		case c.Action == limitsfile.Unmanaged:
+			ch = "not in the file; kept (--prune deletes it)"
+		case c.Action == limitsfile.Delete:
+			ch = "not in the file"
+		case c.Action == limitsfile.Unchanged:
+			ch = "-"
+		}
+		if c.Reset && c.Action != limitsfile.Create {
+			ch = strings.TrimPrefix(ch+"; balance reset to capacity", "-; ")
+		} else if c.Action == limitsfile.Update {
+			ch += "; live balance kept"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.Action, c.Dimension, src, ch)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "\nPlan: %s.\n", limitsfile.Summary(plan))
+	return err
+}
+
+func writeDiff(w io.Writer, output string, plan []limitsfile.Change) error {
+	var diffs []limitsfile.Change
+	for _, c := range plan {
+		if c.Action != limitsfile.Unchanged {
+			diffs = append(diffs, c)
+		}
+	}
+	if output == "json" {
+		return writeJSON(w, nonNil(diffs))
+	}
+	if len(diffs) == 0 {
+		_, err := fmt.Fprintln(w, "no differences")
+		return err
+	}
+	for _, c := range diffs {
+		switch c.Action {
+		case limitsfile.Create:
+			fmt.Fprintf(w, "+ %s\n", c.Dimension)
+			for _, f := range c.Fields {
+				fmt.Fprintf(w, "+     %s: %s\n", f.Field, f.To)
+			}
+		case limitsfile.Unmanaged, limitsfile.Delete:
+			fmt.Fprintf(w, "- %s (in the store, not in the file)\n", c.Dimension)
+		default:
+			fmt.Fprintf(w, "~ %s\n", c.Dimension)
+			for _, f := range c.Fields {
+				fmt.Fprintf(w, "-     %s: %s\n+     %s: %s\n", f.Field, f.From, f.Field, f.To)
+			}
+		}
+	}
+	return nil
+}
+
+func applyPlan(cmd *cobra.Command, g *globals, st store.Store, f limitsFlags, plan []limitsfile.Change) error {
+	ctx, w := cmd.Context(), cmd.OutOrStdout()
+	var done []limitsfile.Change
+	for _, c := range plan {
+		var err error
+		switch c.Action {
+		case limitsfile.Create, limitsfile.Update, limitsfile.Reset:
+			err = st.PutBucket(ctx, g.now(), c.Bucket, c.Reset)
+		case limitsfile.Delete:
+			err = st.DeleteBucket(ctx, c.Dimension)
+		default:
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("%s %s (after %d change(s)): %w", c.Action, c.Dimension, len(done), err)
+		}
+		done = append(done, c)
+		if f.output == "table" {
+			line := fmt.Sprintf("%s %s", c.Action, c.Dimension)
+			if s := fieldsString(c.Fields); s != "" && c.Action != limitsfile.Create {
+				line += ": " + s
+			} else if c.Action == limitsfile.Create {
+				line += ": " + rateString(c.Bucket.Config) + " " + c.Bucket.Type.String()
+			}
+			fmt.Fprintln(w, line)
+		}
+	}
+	if f.output == "json" {
+		return writeJSON(w, map[string]any{"applied": nonNil(done), "summary": limitsfile.Summary(plan)})
+	}
+	if len(done) == 0 {
+		fmt.Fprintln(w, "nothing to change")
+	}
+	_, err := fmt.Fprintf(w, "Applied: %s.\n", limitsfile.Summary(plan))
+	return err
+}
+
+func nonNil(cs []limitsfile.Change) []limitsfile.Change {
+	if cs == nil {
+		return []limitsfile.Change{}
+	}
+	return cs
+}

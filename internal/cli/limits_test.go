@@ -1,0 +1,90 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const example = "../../docs/examples/limits.yaml"
+
+func TestLimitsMemory(t *testing.T) { testLimits(t, memEnv(t)) }
+func TestLimitsRedis(t *testing.T)  { testLimits(t, redisEnv(t)) }
+
+// testLimits applies the example, drains a bucket, changes the file and
+// re-applies: the live balance survives unless --reset.
+func testLimits(t *testing.T, e *testEnv) {
+	out := e.ok("limits", "apply", "-f", example)
+	if strings.Count(out, "create ") != 8 || !strings.Contains(out, "create openai#gpt-4o#tpm: 30000/1m tokens") {
+		t.Fatalf("first apply:\n%s", out)
+	}
+	if out := e.ok("limits", "apply", "-f", example); !strings.Contains(out, "nothing to change") {
+		t.Errorf("second apply:\n%s", out)
+	}
+	if out := e.ok("limits", "diff", "-f", example, "--exit-code"); out != "no differences\n" {
+		t.Errorf("diff:\n%s", out)
+	}
+	e.ok("acquire", "anthropic#rpm:50")
+	e.ok("bucket", "put", "extra#rpm", "--type", "requests", "--capacity", "1")
+
+	changed := filepath.Join(t.TempDir(), "limits.yaml")
+	b, err := os.ReadFile(example)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(changed, []byte(strings.Replace(string(b), "    rpm: 50\n", "    rpm: 60\n", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, code := e.run("limits", "diff", "-f", changed, "--exit-code")
+	if code != ExitError || !strings.Contains(out, "~ anthropic#rpm\n-     capacity: 50\n+     capacity: 60\n") || !strings.Contains(out, "- extra#rpm (in the store, not in the file)") {
+		t.Errorf("diff after change: exit %d\n%s", code, out)
+	}
+	out = e.ok("limits", "apply", "-f", changed)
+	if !strings.Contains(out, "update anthropic#rpm: capacity 50 -> 60, refill 50 -> 60, max_debt 50 -> 60") {
+		t.Errorf("apply change:\n%s", out)
+	}
+	var s bucketView
+	if err := json.Unmarshal([]byte(e.ok("bucket", "get", "anthropic#rpm", "-o", "json")), &s); err != nil || s.Capacity != 60 || s.Tokens > 1 {
+		t.Errorf("the live balance was not kept: %v %+v", err, s)
+	}
+	out = e.ok("limits", "apply", "-f", changed, "--reset", "--prune", "-o", "json")
+	var applied struct {
+		Applied []struct{ Action, Dimension string }
+	}
+	if err := json.Unmarshal([]byte(out), &applied); err != nil || len(applied.Applied) != 9 {
+		t.Errorf("apply --reset --prune: %v\n%s", err, out)
+	}
+	if err := json.Unmarshal([]byte(e.ok("bucket", "get", "anthropic#rpm", "-o", "json")), &s); err != nil || s.Tokens != 60 {
+		t.Errorf("--reset did not refill: %v %+v", err, s)
+	}
+	if _, errs, code := e.run("bucket", "get", "extra#rpm"); code != ExitError || !strings.Contains(errs, "unknown dimension") {
+		t.Errorf("--prune kept extra#rpm: %d %s", code, errs)
+	}
+}
+
+func TestGoldenLimitsPlan(t *testing.T) {
+	e := memEnv(t)
+	e.ok("bucket", "put", "anthropic#rpm", "--type", "requests", "--capacity", "40", "--per", "1m")
+	e.ok("bucket", "put", "elevenlabs#concurrent", "--type", "concurrent", "--capacity", "5")
+	e.ok("bucket", "put", "legacy#rpm", "--type", "requests", "--capacity", "10", "--per", "1s")
+	golden(t, "limits_plan.txt", e.ok("limits", "plan", "-f", example))
+	golden(t, "limits_plan.json", e.ok("limits", "plan", "-f", example, "--output", "json"))
+	golden(t, "limits_diff.txt", e.ok("limits", "diff", "-f", example))
+}
+
+func TestLimitsInvalid(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("dimensions:\n  a#b:\n    type: requests\n    capacity: 0\n    per: 1m\n  c#d:\n    type: concurent\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, errs, code := memEnv(t).run("limits", "plan", "-f", bad)
+	if code != ExitError || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, bad+":4:15: dimensions[\"a#b\"].capacity: 0: must be between 1") ||
+		!strings.Contains(errs, bad+":7:11: dimensions[\"c#d\"].type") {
+		t.Errorf("exit %d: %s", code, errs)
+	}
+	if _, errs, code := memEnv(t).run("limits", "apply"); code != ExitUsage || !strings.Contains(errs, "-f FILE") {
+		t.Errorf("no -f: exit %d %s", code, errs)
+	}
+}

@@ -1,0 +1,98 @@
+package limitsfile
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/store"
+)
+
+func TestExample(t *testing.T) {
+	f, err := Load("../../docs/examples/limits.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bucket.Config{
+		"anthropic#input_tpm":    bucket.PerPeriod(bucket.Tokens, 40000, time.Minute),
+		"anthropic#output_tpm":   bucket.PerPeriod(bucket.Tokens, 8000, time.Minute),
+		"anthropic#rpm":          bucket.PerPeriod(bucket.Requests, 50, time.Minute),
+		"deepgram#concurrent":    bucket.ConcurrentSlots(20),
+		"elevenlabs#concurrent":  bucket.ConcurrentSlots(5),
+		"openai#gpt-4o#rpm":      bucket.PerPeriod(bucket.Requests, 500, time.Minute),
+		"openai#gpt-4o#tpm":      {Type: bucket.Tokens, Capacity: 30000, RefillAmount: 30000, RefillPeriod: time.Minute, MaxDebt: 5000},
+		"openai#gpt-4o-mini#tpm": {Type: bucket.Tokens, Capacity: 250000, RefillAmount: 200000, RefillPeriod: time.Minute, CostPerCall: 1000, MaxDebt: 20000},
+	}
+	if len(f.Entries) != len(want) {
+		t.Fatalf("%d entries: %+v", len(f.Entries), f.Entries)
+	}
+	for i, e := range f.Entries {
+		if i > 0 && f.Entries[i-1].Name >= e.Name {
+			t.Errorf("not sorted at %s", e.Name)
+		}
+		if w, ok := want[e.Name]; !ok || w != e.Config {
+			t.Errorf("%s: %+v, want %+v", e.Name, e.Config, w)
+		}
+	}
+}
+
+func TestErrorsNamePosition(t *testing.T) {
+	for _, c := range []struct{ yaml, want string }{
+		{"dimensions:\n  a#b:\n    type: requests\n    capacity: 0\n    per: 1m\n", "x.yaml:4:15: dimensions[\"a#b\"].capacity: 0: must be between 1"},
+		{"dimensions:\n  a#b:\n    type: tokenz\n", "x.yaml:3:11: dimensions[\"a#b\"].type: \"tokenz\""},
+		{"dimensions:\n  a#b:\n    type: requests\n    capacity: 5\n", "x.yaml:3:5: dimensions[\"a#b\"].per: missing"},
+		{"dimensions:\n  a#b:\n    type: requests\n    capacity: 5\n    per: fortnight\n", "x.yaml:5:10: dimensions[\"a#b\"].per: \"fortnight\""},
+		{"dimensions:\n  a#b:\n    type: concurrent\n    capacity: 5\n    per: 1m\n", "x.yaml:5:10: dimensions[\"a#b\"].per: a concurrent dimension does not refill"},
+		{"dimensions:\n  a#b:\n    type: requests\n    capacity: 5\n    per: 1m\n    cost_per_call: 9\n", "x.yaml:6:20: dimensions[\"a#b\"].cost_per_call: 9: must be between 1 and the capacity (5)"},
+		{"dimensions:\n  a#b:\n    type: requests\n    capacity: lots\n    per: 1m\n", "x.yaml:4:15: dimensions[\"a#b\"].capacity: \"lots\": must be a whole number"},
+		{"dimensions:\n  a#b:\n    type: requests\n    capacity: 5\n    per: 1m\n    burst: 9\n", "x.yaml:6:5: dimensions[\"a#b\"].burst: unknown field"},
+		{"dimensions:\n  lease#x:\n    type: concurrent\n    capacity: 5\n", "x.yaml:2:3: dimensions[\"lease#x\"]: invalid dimension name"},
+		{"presets:\n  - preset: openai\n    rpm: 5\ndimensions:\n  openai#rpm:\n    type: concurrent\n    capacity: 1\n", "x.yaml:5:3: dimensions[\"openai#rpm\"]: dimension \"openai#rpm\" is already declared at line 3"},
+		{"presets:\n  - preset: mistral\n    rpm: 5\n", "x.yaml:2:13: presets[0].preset: \"mistral\": unknown preset"},
+		{"presets:\n  - preset: anthropic\n    tpm: 5\n", "x.yaml:3:5: presets[0].tpm: unknown field for preset anthropic"},
+		{"presets:\n  - preset: elevenlabs\n", "x.yaml:2:5: presets[0]: preset elevenlabs declares no limit"},
+		{"presets:\n  - preset: openai\n    rpm: -3\n", "x.yaml:3:10: presets[0].rpm: -3: must be between 1"},
+		{"limits: {}\n", "x.yaml:1:1: limits: unknown key"},
+		{"", "x.yaml:1:1: the file is empty"},
+		{"- a\n", "x.yaml:1:1: must be a mapping"},
+	} {
+		_, err := Parse("x.yaml", []byte(c.yaml))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q:\n got %v\nwant %s", c.yaml, err, c.want)
+		}
+	}
+	// Every problem is reported, not just the first.
+	_, err := Parse("x.yaml", []byte("dimensions:\n  a#b:\n    type: x\n  c#d:\n    type: y\n"))
+	if err == nil || strings.Count(err.Error(), "x.yaml:") != 2 {
+		t.Errorf("want two errors: %v", err)
+	}
+}
+
+func TestPlan(t *testing.T) {
+	f, err := Parse("x.yaml", []byte("presets:\n  - preset: openai\n    rpm: 10\n    tpm: 1000\ndimensions:\n  e#c:\n    type: concurrent\n    capacity: 2\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur := []store.BucketState{
+		{Bucket: store.Bucket{Name: "openai#rpm", Config: bucket.PerPeriod(bucket.Requests, 10, time.Minute)}, Tokens: 4000},
+		{Bucket: store.Bucket{Name: "openai#tpm", Config: bucket.PerPeriod(bucket.Tokens, 900, time.Minute)}},
+		{Bucket: store.Bucket{Name: "old#rpm", Config: bucket.PerPeriod(bucket.Requests, 1, time.Second)}},
+	}
+	got := map[string]Change{}
+	for _, c := range Plan(f, cur, false, false) {
+		got[c.Dimension] = c
+	}
+	if got["openai#rpm"].Action != Unchanged || got["e#c"].Action != Create || got["old#rpm"].Action != Unmanaged {
+		t.Errorf("%+v", got)
+	}
+	if c := got["openai#tpm"]; c.Action != Update || len(c.Fields) != 3 || c.Fields[0] != (FieldChange{"capacity", "900", "1000"}) || c.Reset {
+		t.Errorf("update: %+v", c)
+	}
+	for _, c := range Plan(f, cur, true, true) {
+		want := map[string]Action{"openai#rpm": Reset, "openai#tpm": Update, "e#c": Create, "old#rpm": Delete}[c.Dimension]
+		if c.Action != want || (c.Action != Delete && !c.Reset) {
+			t.Errorf("reset+prune: %+v", c)
+		}
+	}
+}
