@@ -218,7 +218,7 @@ func (s *Store) refresh(ctx context.Context, names []string, bis []*bucketItem, 
 func (s *Store) writeFast(ctx context.Context, bis []*bucketItem, fresh []bool, d *decision, req *store.AcquireRequest, now int64) (bool, error) {
 	tok := s.token(bis, req)
 	if len(bis) == 1 && !d.record {
-		up := s.bucketUpdate(bis[0], d.next[0], tok, nil, 0)
+		up := s.bucketUpdate(bis[0], d.next[0], tok, nil)
 		_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName: up.TableName, Key: up.Key, UpdateExpression: up.UpdateExpression,
 			ConditionExpression: up.ConditionExpression, ExpressionAttributeNames: up.ExpressionAttributeNames,
@@ -301,7 +301,7 @@ func (s *Store) acquireTx(bis []*bucketItem, d *decision, req *store.AcquireRequ
 		if d.hold {
 			holder = map[string]int64{uuid: expires}
 		}
-		up := s.bucketUpdate(bi, d.next[i], tok, holder, expires)
+		up := s.bucketUpdate(bi, d.next[i], tok, holder)
 		if allOld {
 			up.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
 		}
@@ -341,7 +341,7 @@ func (s *Store) acquireTx(bis []*bucketItem, d *decision, req *store.AcquireRequ
 
 // bucketUpdate writes state st to bi's row, conditioned on bi's version and
 // incarnation, recording tok and adding holders.
-func (s *Store) bucketUpdate(bi *bucketItem, st bucket.State, tok string, holders map[string]int64, _ int64) *types.Update {
+func (s *Store) bucketUpdate(bi *bucketItem, st bucket.State, tok string, holders map[string]int64) *types.Update {
 	names := map[string]string{"#tok": attrTokens, "#last": attrLast, "#op": attrLastOp, "#ver": attrVersion, "#inc": attrInc}
 	vals := map[string]types.AttributeValue{
 		":t": num(formatMilli(st.Tokens)), ":l": num(formatSeconds(st.Last)),

@@ -93,7 +93,7 @@ func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.Adju
 		s.forget(bi.b.Name)
 		tok := requestToken(req.ID, -2, int64(rand.Uint64()>>1))
 		tx := []types.TransactWriteItem{
-			{Update: s.bucketUpdate(bi, st, tok, nil, 0)},
+			{Update: s.bucketUpdate(bi, st, tok, nil)},
 			{Update: &types.Update{
 				TableName: aws.String(s.table), Key: key(li.pk),
 				UpdateExpression:          aws.String("SET #c = :c"),
