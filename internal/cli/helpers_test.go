@@ -14,6 +14,7 @@ import (
 
 	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/internal/redistest"
+	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/memstore"
 )
 
@@ -22,7 +23,14 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 // redisAddr is the test redis-server, started once by TestMain.
 var redisAddr string
 
+// childEnv makes this test binary act as the sluice binary, for bench's
+// child processes.
+const childEnv = "SLUICE_CLI_TEST_BENCH_CHILD"
+
 func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) == "1" && len(os.Args) > 1 && os.Args[1] == "bench-child" {
+		os.Exit(Main(context.Background(), os.Args[1:], OSEnv()))
+	}
 	flag.Parse()
 	srv, err := redistest.Start()
 	if err != nil {
@@ -68,6 +76,16 @@ func (e *testEnv) run(args ...string) (string, string, int) {
 
 func (e *testEnv) runCtx(ctx context.Context, args ...string) (string, string, int) {
 	e.t.Helper()
+	return e.exec(ctx, nil, args...)
+}
+
+// runWith runs args with mem as the memory:// store.
+func runWith(t *testing.T, e *testEnv, mem store.Store, args ...string) (string, string, int) {
+	t.Helper()
+	return e.exec(context.Background(), mem, args...)
+}
+
+func (e *testEnv) exec(ctx context.Context, mem store.Store, args ...string) (string, string, int) {
 	var out, errb bytes.Buffer
 	env := Env{Stdout: &out, Stderr: &errb, LookupEnv: func(k string) (string, bool) {
 		if k == "SLUICE_STORE" {
@@ -78,7 +96,12 @@ func (e *testEnv) runCtx(ctx context.Context, args ...string) (string, string, i
 	}}
 	if e.mem != nil {
 		env.Memory = e.mem
+	}
+	if e.clock.Load() != 0 {
 		env.Clock = sluice.ClockFunc(func() time.Time { return time.UnixMilli(e.clock.Load()).UTC() })
+	}
+	if mem != nil {
+		env.Memory = mem
 	}
 	code := Main(ctx, args, env)
 	return out.String(), errb.String(), code

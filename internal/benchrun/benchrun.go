@@ -1,0 +1,193 @@
+// Package benchrun is the load generator behind `sluice bench`: workers
+// that acquire the same dimensions all-or-nothing as fast as the limits
+// allow, each keeping a log of the grants and releases the store applied,
+// stamped with the store's own decision time; and the merge of those logs,
+// from every worker of every process, into one verdict by package verify.
+//
+// A grant's time is exact: the store reports the lease's expiry, its
+// decision time plus the TTL we asked for. A release's time is exact when
+// the store decides at the time it is given (memory, Redis with
+// caller_clock); on a store with its own clock (Redis TIME) it is the
+// earliest server time the release can have happened at, from the worker's
+// clock and the offset its grants bound, so that a slot is never counted
+// as held after it may have been freed.
+package benchrun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/internal/verify"
+	"github.com/ontopix/sluice/store"
+)
+
+// Config is one process's share of a bench run.
+type Config struct {
+	// Items are acquired together, all-or-nothing, by every call.
+	Items []store.Item `json:"items"`
+	// Workers is the number of goroutines.
+	Workers int `json:"workers"`
+	// Duration is how long they run.
+	Duration time.Duration `json:"duration"`
+	// Hold is how long a lease with a concurrent item is held before it is
+	// released.
+	Hold time.Duration `json:"hold"`
+	// TTL is the lease lifetime.
+	TTL time.Duration `json:"ttl"`
+	// StoreClock says the store decides on its own clock (Redis TIME), not
+	// on the request's Now.
+	StoreClock bool `json:"store_clock"`
+	// Concurrent says some item is a concurrent dimension: leases are
+	// recorded and released after Hold.
+	Concurrent bool `json:"concurrent"`
+}
+
+// Event is a compact verify.Event: Unix ms, item index, kind, millitokens.
+type Event struct {
+	T int64       `json:"t"`
+	I int         `json:"i"`
+	K verify.Kind `json:"k"`
+	M int64       `json:"m"`
+}
+
+// Part is what one process's workers did.
+type Part struct {
+	Granted  int64  `json:"granted"`
+	Denied   int64  `json:"denied"`
+	Errors   int64  `json:"errors"`
+	FirstErr string `json:"first_error,omitempty"`
+	// LatencyUS lists every acquire's latency in microseconds.
+	LatencyUS []int64   `json:"latency_us"`
+	Events    []Event   `json:"events"`
+	Start     time.Time `json:"start"`
+	End       time.Time `json:"end"`
+}
+
+// Counters are live totals for progress.
+type Counters struct {
+	Granted, Denied, Errors atomic.Int64
+}
+
+// Run runs cfg's workers against st until cfg.Duration passes or ctx is
+// done, and returns their merged log.
+func Run(ctx context.Context, st store.Store, cfg Config, live *Counters) (*Part, error) {
+	if cfg.Workers < 1 || len(cfg.Items) == 0 {
+		return nil, errors.New("benchrun: need at least one worker and one item")
+	}
+	if live == nil {
+		live = &Counters{}
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.Duration)
+	defer cancel()
+	parts := make([]*Part, cfg.Workers)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range cfg.Workers {
+		parts[i] = &Part{}
+		wg.Go(func() { worker(ctx, st, cfg, parts[i], live) })
+	}
+	wg.Wait()
+	out := &Part{Start: start, End: time.Now()}
+	for _, p := range parts {
+		out.Granted += p.Granted
+		out.Denied += p.Denied
+		out.Errors += p.Errors
+		if out.FirstErr == "" {
+			out.FirstErr = p.FirstErr
+		}
+		out.LatencyUS = append(out.LatencyUS, p.LatencyUS...)
+		out.Events = append(out.Events, p.Events...)
+	}
+	return out, nil
+}
+
+// worker acquires in a loop, waiting out RETRY_IN answers.
+func worker(ctx context.Context, st store.Store, cfg Config, p *Part, live *Counters) {
+	items := append([]store.Item(nil), cfg.Items...)
+	req := &store.AcquireRequest{Items: items, Caller: "sluice-bench", TTL: cfg.TTL, Record: cfg.Concurrent}
+	var res store.AcquireResult
+	var offLo int64 // lower bound of store clock − worker clock, in ms
+	haveOff := false
+	for ctx.Err() == nil {
+		req.ID = store.NewLeaseID()
+		c0 := time.Now()
+		req.Now = c0
+		err := st.Acquire(ctx, req, &res)
+		c1 := time.Now()
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return
+		case errors.Is(err, store.ErrContention):
+			p.Denied++
+			live.Denied.Add(1)
+			pause(ctx, time.Duration(1+rand.IntN(5))*time.Millisecond)
+			continue
+		case err != nil:
+			p.Errors++
+			live.Errors.Add(1)
+			if p.FirstErr == "" {
+				p.FirstErr = err.Error()
+			}
+			pause(ctx, 10*time.Millisecond)
+			continue
+		}
+		p.LatencyUS = append(p.LatencyUS, c1.Sub(c0).Microseconds())
+		if !res.Granted {
+			p.Denied++
+			live.Denied.Add(1)
+			pause(ctx, max(res.RetryIn, time.Millisecond))
+			continue
+		}
+		p.Granted++
+		live.Granted.Add(1)
+		tg := res.ExpiresAt.Add(-cfg.TTL).UnixMilli()
+		if o := tg - c1.UnixMilli(); !haveOff || o > offLo {
+			offLo, haveOff = o, true
+		}
+		for i, it := range res.Items {
+			p.Events = append(p.Events, Event{T: tg, I: i, K: verify.Grant, M: it.Cost * bucket.Milli})
+		}
+		if !cfg.Concurrent {
+			continue
+		}
+		pause(context.WithoutCancel(ctx), cfg.Hold)
+		rn := time.Now()
+		rr, err := st.Release(context.WithoutCancel(ctx), store.ReleaseRequest{Now: rn, ID: req.ID})
+		if err != nil {
+			p.Errors++
+			if p.FirstErr == "" {
+				p.FirstErr = fmt.Sprintf("release: %v", err)
+			}
+			continue
+		}
+		tr := rn.UnixMilli()
+		if cfg.StoreClock {
+			tr += offLo
+		}
+		for _, r := range rr.Restored {
+			for i, it := range cfg.Items {
+				if it.Dimension == r.Dimension {
+					p.Events = append(p.Events, Event{T: tr, I: i, K: verify.Release, M: r.Cost * bucket.Milli})
+				}
+			}
+		}
+	}
+}
+
+func pause(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

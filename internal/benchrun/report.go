@@ -1,0 +1,89 @@
+package benchrun
+
+import (
+	"slices"
+	"time"
+
+	"github.com/ontopix/sluice/internal/verify"
+	"github.com/ontopix/sluice/store"
+)
+
+// Report is a whole run: every process's part merged and verified.
+type Report struct {
+	Processes  int            `json:"processes"`
+	Workers    int            `json:"workers_per_process"`
+	Elapsed    time.Duration  `json:"elapsed_ns"`
+	Granted    int64          `json:"granted"`
+	Denied     int64          `json:"retry_in"`
+	Errors     int64          `json:"errors"`
+	FirstErr   string         `json:"first_error,omitempty"`
+	Throughput float64        `json:"granted_per_second"`
+	Acquires   int            `json:"acquire_calls"`
+	P50        time.Duration  `json:"p50_ns"`
+	P99        time.Duration  `json:"p99_ns"`
+	Max        time.Duration  `json:"max_ns"`
+	Slack      time.Duration  `json:"slack_ns"`
+	Events     int            `json:"events"`
+	Verdict    *verify.Report `json:"verdict"`
+	OK         bool           `json:"ok"`
+}
+
+// Merge verifies the parts against buckets (in the order of the items the
+// parts index). slack widens every window for logs from disagreeing clocks.
+func Merge(parts []*Part, buckets []store.Bucket, items []store.Item, workers int, slack time.Duration) (*Report, error) {
+	r := &Report{Processes: len(parts), Workers: workers, Slack: slack}
+	var lat []int64
+	var evs []verify.Event
+	var start, end time.Time
+	for i, p := range parts {
+		r.Granted += p.Granted
+		r.Denied += p.Denied
+		r.Errors += p.Errors
+		if r.FirstErr == "" {
+			r.FirstErr = p.FirstErr
+		}
+		lat = append(lat, p.LatencyUS...)
+		for _, e := range p.Events {
+			evs = append(evs, verify.Event{Time: time.UnixMilli(e.T), Dimension: items[e.I].Dimension, Kind: e.K, Milli: e.M})
+		}
+		if i == 0 || p.Start.Before(start) {
+			start = p.Start
+		}
+		if i == 0 || p.End.After(end) {
+			end = p.End
+		}
+	}
+	// Equal times: releases before grants, so that a slot freed and taken
+	// in the same millisecond is not counted twice.
+	slices.SortStableFunc(evs, func(a, b verify.Event) int {
+		if c := a.Time.Compare(b.Time); c != 0 {
+			return c
+		}
+		return rank(a.Kind) - rank(b.Kind)
+	})
+	r.Events = len(evs)
+	r.Elapsed = end.Sub(start)
+	if r.Elapsed > 0 {
+		r.Throughput = float64(r.Granted) / r.Elapsed.Seconds()
+	}
+	slices.Sort(lat)
+	r.Acquires = len(lat)
+	if n := len(lat); n > 0 {
+		r.P50 = time.Duration(lat[(n-1)/2]) * time.Microsecond
+		r.P99 = time.Duration(lat[(n-1)*99/100]) * time.Microsecond
+		r.Max = time.Duration(lat[n-1]) * time.Microsecond
+	}
+	v, err := verify.Check(verify.Input{Buckets: buckets, Events: evs, Start: start, End: end, Slack: slack})
+	if err != nil {
+		return nil, err
+	}
+	r.Verdict, r.OK = v, v.OK()
+	return r, nil
+}
+
+func rank(k verify.Kind) int {
+	if k == verify.Release {
+		return 0
+	}
+	return 1
+}

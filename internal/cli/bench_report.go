@@ -1,0 +1,55 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/internal/benchrun"
+)
+
+// writeBench prints the bench report.
+func writeBench(w io.Writer, r *benchrun.Report, where string) error {
+	fmt.Fprintf(w, "\n%d process(es) × %d workers on %s ran %.1fs\n", r.Processes, r.Workers, where, r.Elapsed.Seconds())
+	fmt.Fprintf(w, "acquisitions: %d granted (%.1f/s), %d RETRY_IN, %d errors\n", r.Granted, r.Throughput, r.Denied, r.Errors)
+	fmt.Fprintf(w, "acquire latency: p50 %s, p99 %s, max %s (%d calls)\n\n", lat(r.P50), lat(r.P99), lat(r.Max), r.Acquires)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "DIMENSION\tLIMIT\tGRANTS\tUSED\tALLOWED\tUTILISATION\tMAX IN ANY WINDOW\tOVER-ADMISSION\tVERDICT")
+	for _, d := range r.Verdict.Dimensions {
+		unit := unitOf(d.Config.Type)
+		allowed, window := "-", "-"
+		if d.Config.Type == bucket.Concurrent {
+			window = fmt.Sprintf("%d %s at once", d.PeakInFlight/bucket.Milli, unit)
+		} else {
+			allowed = fmt.Sprintf("%s %s", milli(d.Allowed), unit)
+			window = fmt.Sprintf("%s %s / %s", milli(d.MaxWindow), unit, periodString(d.Config.RefillPeriod))
+		}
+		over := max(0, d.WorstExcess)
+		verdict := "ok"
+		if !d.OK() {
+			verdict = "EXCEEDED"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s %s\t%s\t%.1f%%\t%s\t%s %s\t%s\n", d.Name, rateString(d.Config), d.Grants,
+			milli(d.Consumed), unit, allowed, 100*d.Utilisation, window, milli(over), unit, verdict)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "\nutilisation: granted ÷ capacity + refill over the run (concurrent: mean share of slots held)")
+	fmt.Fprintln(w, "over-admission: the largest excess over capacity + refill in any window ending at a grant (concurrent: slots above capacity)")
+	if r.Slack > 0 {
+		fmt.Fprintf(w, "windows widened by %s for clock disagreement between processes\n", r.Slack)
+	}
+	if r.OK {
+		_, err := fmt.Fprintf(w, "\nverdict: no limit exceeded (%d grants and releases from %d process(es) checked against every window)\n", r.Events, r.Processes)
+		return err
+	}
+	_, err := fmt.Fprintf(w, "\nverdict: LIMIT EXCEEDED: %s\n", exceeded(r.Verdict))
+	return err
+}
+
+func lat(d time.Duration) string {
+	return d.Round(time.Microsecond).String()
+}
