@@ -1,0 +1,75 @@
+package dynamostore
+
+import (
+	"context"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ontopix/sluice/store"
+)
+
+// readBuckets reads rows consistently, in the order of names. A missing
+// row is a *store.ConfigurationError (or a validation error for a bad name).
+func (s *Store) readBuckets(ctx context.Context, names []string) ([]*bucketItem, error) {
+	out := make([]*bucketItem, len(names))
+	items, err := s.getItems(ctx, names)
+	if err != nil {
+		return nil, err
+	}
+	for i, name := range names {
+		it := items[name]
+		if it == nil {
+			return nil, store.UnknownDimension(name)
+		}
+		if out[i], err = decodeBucket(it); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// getItems reads items by key with strong consistency: GetItem for one,
+// BatchGetItem (retrying unprocessed keys) for more.
+func (s *Store) getItems(ctx context.Context, pks []string) (map[string]map[string]types.AttributeValue, error) {
+	out := make(map[string]map[string]types.AttributeValue, len(pks))
+	if len(pks) == 1 {
+		r, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), Key: key(pks[0]), ConsistentRead: aws.Bool(true)})
+		if err != nil {
+			return nil, classify("get", err)
+		}
+		if r.Item != nil {
+			out[pks[0]] = r.Item
+		}
+		return out, nil
+	}
+	for start := 0; start < len(pks); start += 100 {
+		keys := make([]map[string]types.AttributeValue, 0, 100)
+		for _, pk := range pks[start:min(start+100, len(pks))] {
+			keys = append(keys, key(pk))
+		}
+		req := map[string]types.KeysAndAttributes{s.table: {Keys: keys, ConsistentRead: aws.Bool(true)}}
+		for backoff := 10 * time.Millisecond; len(req) > 0; backoff = min(2*backoff, 500*time.Millisecond) {
+			r, err := s.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
+			if err != nil {
+				return nil, classify("batch get", err)
+			}
+			for _, it := range r.Responses[s.table] {
+				if pk, ok := getS(it, attrPK); ok {
+					out[pk] = it
+				}
+			}
+			req = r.UnprocessedKeys
+			if len(req) > 0 {
+				select {
+				case <-ctx.Done():
+					return nil, store.Unavailable("dynamostore: batch get", ctx.Err())
+				case <-time.After(backoff):
+				}
+			}
+		}
+	}
+	return out, nil
+}
