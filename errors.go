@@ -30,6 +30,10 @@ var (
 	ErrUnavailable = store.ErrUnavailable
 	// ErrClosed is returned after the store was closed.
 	ErrClosed = store.ErrClosed
+	// ErrContention is what an optimistic store (DynamoDB) reports when it
+	// lost a race; the Client retries it with backoff and answers RETRY_IN
+	// after MaxRetries, so callers of the Client do not see it.
+	ErrContention = store.ErrContention
 )
 
 // ErrLeaseReleased is returned by Adjust, Settle and Extend on a lease that
