@@ -35,6 +35,11 @@ func TestOpenErrors(t *testing.T) {
 		{"redis://127.0.0.1:6379?prefix=a{b", "must not contain braces"},
 		{"redis+cluster://a:1,,b:2", "empty host"},
 		{"redis+cluster://a:1,b:2/3", "only database 0"},
+		{"postgres://127.0.0.1:1/db?migrate=perhaps", `migrate="perhaps"`},
+		{"postgres://127.0.0.1:1/db?timeout=x", `timeout="x"`},
+		{"dynamodb://?region=eu-west-1", "name the table"},
+		{"dynamodb://t1?bogus=1", "unknown option"},
+		{"dynamodb://user@t1", "takes no user"},
 	} {
 		_, err := Open(context.Background(), c.url, Options{})
 		if !errors.Is(err, ErrBadURL) || !strings.Contains(err.Error(), c.want) {
@@ -57,6 +62,9 @@ func TestOpenKinds(t *testing.T) {
 		{"redis://127.0.0.1:1?caller_clock=true", "redis", false},
 		{"redis+cluster://127.0.0.1:1,127.0.0.1:2?hash_tag=sluice", "redis-cluster", true},
 		{"rediss+cluster://127.0.0.1:1", "redis-cluster", true},
+		{"postgres://sluice@127.0.0.1:1/db?migrate=false&schema=s1&sslmode=disable", "postgres", true},
+		{"postgresql://127.0.0.1:1/db?migrate=false&caller_clock=true", "postgres", false},
+		{"dynamodb://sluice-table?region=eu-west-1&endpoint=http://127.0.0.1:1", "dynamodb", false},
 	} {
 		op, err := Open(context.Background(), c.url, Options{})
 		if err != nil {
