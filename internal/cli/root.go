@@ -120,7 +120,8 @@ minute, concurrent requests) through a shared store. A caller asks for a slot
 and gets GRANTED, with a lease, or RETRY_IN, with exactly how long to wait.
 
 The store is chosen by --store or SLUICE_STORE: memory:// (in-process, gone
-when the command exits), redis://host:port/db, rediss://…, redis+cluster://h1:p1,h2:p2.
+when the command exits), redis://host:port/db, rediss://…, redis+cluster://h1:p1,h2:p2,
+postgres://user@host/db, dynamodb://TABLE?region=R. See docs/cli.md.
 A password never goes in the URL: use SLUICE_REDIS_PASSWORD, PGPASSWORD or
 --password-file.
 
