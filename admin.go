@@ -43,6 +43,9 @@ func ConcurrentLimit(n int64) BucketConfig { return bucket.ConcurrentSlots(n) }
 // DefaultPenaltyFactor is the factor the seeds apply after a vendor 429.
 const DefaultPenaltyFactor = 0.8
 
+// Penalty reports a Penalize: the balance before and after, in millitokens.
+type Penalty = store.PenalizeResult
+
 // PutOption configures PutBucket.
 type PutOption func(*bool)
 
@@ -119,19 +122,19 @@ func TimeUntil(s BucketState, n int64) time.Duration {
 
 // Penalize multiplies dimension's available tokens by factor (0..1; use
 // DefaultPenaltyFactor after a vendor 429) in one atomic, versioned write.
-func (c *Client) Penalize(ctx context.Context, dimension string, factor float64) error {
+func (c *Client) Penalize(ctx context.Context, dimension string, factor float64) (Penalty, error) {
 	if math.IsNaN(factor) || factor < 0 || factor > 1 {
-		return invalid("factor", factor, "must be between 0 and 1")
+		return Penalty{}, invalid("factor", factor, "must be between 0 and 1")
 	}
 	res, err := c.st.Penalize(ctx, store.PenalizeRequest{
 		Now: c.clock.Now(), Dimension: dimension, FactorMilli: int64(math.Round(factor * 1000)),
 	})
 	if err != nil {
-		return err
+		return Penalty{}, err
 	}
 	if c.log.Enabled(ctx, slog.LevelInfo) {
 		c.log.LogAttrs(ctx, slog.LevelInfo, "penalize.applied", slog.String("dimension", dimension),
 			slog.Float64("factor", factor), slog.Int64("tokens_before_milli", res.Before), slog.Int64("tokens_after_milli", res.After))
 	}
-	return nil
+	return res, nil
 }

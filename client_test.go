@@ -86,7 +86,7 @@ func TestAcquireErrors(t *testing.T) {
 		{"lease# name", func() error { _, err := c.Acquire(ctx, "lease#x"); return err }, sluice.ErrInvalid},
 		{"control character", func() error { _, err := c.Acquire(ctx, "openai\n#rpm"); return err }, sluice.ErrInvalid},
 		{"bad ttl", func() error { _, err := c.Acquire(ctx, "openai#rpm", sluice.WithTTL(-time.Second)); return err }, sluice.ErrInvalid},
-		{"bad penalize factor", func() error { return c.Penalize(ctx, "openai#rpm", 1.5) }, sluice.ErrInvalid},
+		{"bad penalize factor", func() error { _, err := c.Penalize(ctx, "openai#rpm", 1.5); return err }, sluice.ErrInvalid},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -234,8 +234,12 @@ func TestPeekPenalize(t *testing.T) {
 	if _, err := c.Acquire(ctx, "openai#rpm", sluice.WithCost(50)); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Penalize(ctx, "openai#rpm", sluice.DefaultPenaltyFactor); err != nil {
+	p, err := c.Penalize(ctx, "openai#rpm", sluice.DefaultPenaltyFactor)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if p.Before != 50_000 || p.After != 40_000 {
+		t.Errorf("Penalty = %+v, want 50000 → 40000", p)
 	}
 	st, err := c.Peek(ctx, "openai#rpm", "elevenlabs#concurrent")
 	if err != nil {
@@ -250,7 +254,7 @@ func TestPeekPenalize(t *testing.T) {
 	if got := sluice.TimeUntil(st[1], 2); got != 0 {
 		t.Errorf("TimeUntil on a free concurrent bucket = %v, want 0", got)
 	}
-	if err := c.Penalize(ctx, "elevenlabs#concurrent", 0.5); !errors.Is(err, sluice.ErrInvalid) {
+	if _, err := c.Penalize(ctx, "elevenlabs#concurrent", 0.5); !errors.Is(err, sluice.ErrInvalid) {
 		t.Errorf("penalizing a concurrent bucket = %v, want ErrInvalid", err)
 	}
 }
