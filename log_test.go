@@ -1,0 +1,88 @@
+package sluice_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/store"
+	"github.com/ontopix/sluice/store/memstore"
+)
+
+// syncBuffer is a goroutine-safe log sink.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// events returns the msg of every JSON log line.
+func (b *syncBuffer) events(t *testing.T) map[string]int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	got := map[string]int{}
+	for _, line := range bytes.Split(bytes.TrimSpace(b.buf.Bytes()), []byte("\n")) {
+		var ev struct {
+			Msg string `json:"msg"`
+		}
+		if err := json.Unmarshal(line, &ev); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		got[ev.Msg]++
+	}
+	return got
+}
+
+// TestLogEvents checks that the seeds' event names are emitted.
+func TestLogEvents(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		var out syncBuffer
+		log := slog.New(slog.NewJSONHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		fs := &faultStore{Store: memstore.New(), err: store.ErrContention, n: 1}
+		c, err := sluice.New(fs, sluice.WithLogger(log))
+		if err != nil {
+			t.Fatal(err)
+		}
+		putSeedBuckets(t, c)
+		res, err := c.Acquire(ctx, "elevenlabs#concurrent") // contention once, then granted
+		if err != nil || !res.Granted() {
+			t.Fatalf("acquire = %v, %v", res.Outcome, err)
+		}
+		if err := res.Lease.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Acquire(ctx, "openai#rpm", sluice.WithCost(100)); err != nil {
+			t.Fatal(err)
+		}
+		if res, _ := c.Acquire(ctx, "openai#rpm"); res.Granted() {
+			t.Fatal("granted from an empty bucket")
+		}
+		if _, err := c.Penalize(ctx, "openai#tpm", 0.5); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.WithSlot(ctx, "openai#rpm", 100*time.Millisecond, func(context.Context, *sluice.Lease) error { return nil }); err == nil {
+			t.Fatal("WithSlot on an empty bucket did not time out")
+		}
+		got := out.events(t)
+		for _, want := range []string{
+			"acquire.contention_retry", "acquire.granted", "release.ok", "acquire.retry_in",
+			"penalize.applied", "slot.timeout",
+		} {
+			if got[want] == 0 {
+				t.Errorf("no %s event; got %v", want, got)
+			}
+		}
+	})
+}
