@@ -32,49 +32,56 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 		}
 	}
 	first := s.dim(req.Items[0].Dimension)
-	keys := make([]string, 2*n)
-	args := make([]any, 7+2*n)
-	for i, it := range req.Items {
+	c := newAcquireCall(n)
+	keys, args := c.args[3:3+2*n], c.args[3+2*n:]
+	for i := range req.Items {
+		it := &req.Items[i]
 		k := s.dim(it.Dimension)
 		if s.slotCheck && k.slot != first.slot {
 			return fmt.Errorf("%w: %q (slot %d) and %q (slot %d)", ErrCrossSlot,
 				req.Items[0].Dimension, first.slot, it.Dimension, k.slot)
 		}
-		keys[2*i], keys[2*i+1] = k.bucket, k.index
-		args[7+2*i], args[8+2*i] = it.Dimension, it.Cost
+		keys[2*i], keys[2*i+1] = k.bucketArg, k.indexArg
+		args[7+2*i], args[8+2*i] = k.nameArg, &it.Cost
 	}
-	id := req.ID.String()
 	poll := req.Poll
 	if poll == 0 {
 		poll = store.DefaultPoll
 	}
-	record := 0
+	c.now, c.ttl, c.poll = now, req.TTL.Milliseconds(), poll.Milliseconds()
+	c.id.set(req.ID)
+	args[0], args[1], args[3], args[4], args[5], args[6] = &c.now, &c.ttl, &c.poll, &c.id, &req.Caller, first.tagArg
+	args[2] = 0
 	if req.Record {
-		record = 1
+		args[2] = 1
 	}
-	args[0], args[1], args[2], args[3] = now, req.TTL.Milliseconds(), record, poll.Milliseconds()
-	args[4], args[5], args[6] = id, req.Caller, first.tag
-	v, err := s.run(ctx, "acquire", acquireScript, keys, args...)
+	v, err := c.run(ctx, s.rdb)
 	if err != nil {
 		return err
 	}
-	r := reply{v: v}
-	switch status := r.int(); status {
+	r := intReply{v: v}
+	status := r.int()
+	switch status {
 	case -1:
-		return store.UnknownDimension(req.Items[r.int()-1].Dimension)
+		if i := r.int(); r.err == nil && i >= 1 && int(i) <= n {
+			return store.UnknownDimension(req.Items[i-1].Dimension)
+		}
 	case -2:
 		i, cost, capm := r.int(), r.int(), r.int()
-		return &store.CostError{Dimension: req.Items[i-1].Dimension, Cost: cost, Capacity: capm / bucket.Milli}
+		if r.err == nil && i >= 1 && int(i) <= n {
+			return &store.CostError{Dimension: req.Items[i-1].Dimension, Cost: cost, Capacity: capm / bucket.Milli}
+		}
 	case -3:
-		return &bucket.FieldError{Field: "lease_id", Value: id, Reason: "is already in use"}
-	case 0, 1:
-		res.Granted = status == 1
+		return &bucket.FieldError{Field: "lease_id", Value: req.ID.String(), Reason: "is already in use"}
+	case 0, 1, 2:
 	default:
 		return fmt.Errorf("redisstore: acquire: unexpected status %d", status)
 	}
-	r.int() // now
+	if r.err != nil || status < 0 {
+		return fmt.Errorf("redisstore: acquire: malformed script reply %v", v)
+	}
+	res.Granted, res.Recorded = status > 0, status == 2
 	x := r.int()
-	res.Recorded = r.int() == 1
 	res.RetryIn, res.ExpiresAt = 0, time.Time{}
 	if res.Granted {
 		res.ExpiresAt = time.UnixMilli(x)
@@ -87,11 +94,15 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 		res.Items = make([]store.ItemResult, n)
 	}
 	for i, it := range req.Items {
-		res.Items[i] = store.ItemResult{Dimension: it.Dimension, Type: bucket.Type(r.int()), Cost: r.int(),
-			Capacity: r.int() / bucket.Milli, Remaining: r.int(), RetryIn: time.Duration(r.int()) * time.Millisecond}
+		ir := store.ItemResult{Dimension: it.Dimension, Type: bucket.Type(r.int()), Cost: r.int(),
+			Capacity: r.int() / bucket.Milli, Remaining: r.int()}
+		if !res.Granted {
+			ir.RetryIn = time.Duration(r.int()) * time.Millisecond
+		}
+		res.Items[i] = ir
 	}
-	if r.err != nil {
-		return r.err
+	if r.err != nil || r.more() {
+		return fmt.Errorf("redisstore: acquire: malformed script reply %v", v)
 	}
 	if res.Recorded {
 		s.rememberLease(req.ID, first.vendor)

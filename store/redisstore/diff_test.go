@@ -12,9 +12,21 @@ import (
 	"github.com/ontopix/sluice/bucket"
 )
 
-// mathLua exposes lib.lua's functions to the differential tests.
+// mathLua exposes core.lua's and lib.lua's functions to the differential
+// tests. take is bucket.Take composed of them, step for step as acquire.lua
+// inlines it.
 const mathLua = `
 local function sfmt(x) return string.format('%d', x) end
+local function take(L, tok, last, now, cost)
+  local t, l = refill(L, tok, last, now)
+  if t >= cost then
+    return t - cost, l, 0, true
+  end
+  if L.amt <= 0 then
+    return tok, last, 0, false
+  end
+  return tok, last, retryIn(L, tok, last, now, cost), false
+end
 local op = ARGV[1]
 local a = {}
 for i = 2, #ARGV do a[i - 1] = tonumber(ARGV[i]) end
@@ -44,7 +56,7 @@ end
 return redis.error_reply('unknown op')
 `
 
-var mathScript = redis.NewScript(libLua + mathLua)
+var mathScript = redis.NewScript(coreLua + libLua + mathLua)
 
 func evalInts(t *testing.T, c *redis.Client, args ...any) []int64 {
 	t.Helper()

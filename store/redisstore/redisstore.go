@@ -84,6 +84,10 @@ type dimKeys struct {
 	bucket string // prefix{vendor}#rest
 	index  string // prefix{vendor}:dz#rest
 	slot   uint16
+
+	// The same, boxed once for go-redis's arguments: the bucket and index
+	// keys, the dimension name and the tag.
+	bucketArg, indexArg, nameArg, tagArg any
 }
 
 const maxCached = 1 << 16
@@ -202,6 +206,7 @@ func (s *Store) dim(name string) *dimKeys {
 	v, rest := s.splitDim(name)
 	tag := s.prefix + "{" + v + "}"
 	k = &dimKeys{vendor: v, tag: tag, bucket: tag + rest, index: tag + ":dz" + rest, slot: Slot(v)}
+	k.bucketArg, k.indexArg, k.nameArg, k.tagArg = k.bucket, k.index, name, k.tag
 	s.keysMu.Lock()
 	if len(s.keys) >= maxCached {
 		clear(s.keys)

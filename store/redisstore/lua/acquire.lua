@@ -1,99 +1,158 @@
 -- acquire.lua: all-or-nothing debit of 1..16 buckets, plus a lease record
 -- when asked or when an item is concurrent.
+--
+-- This is the hot path, so it runs after core.lua alone and inlines
+-- bucket.Take, the clock, the bucket read and bucket.ConcurrentRetry: no
+-- helper closures beyond core's, one flat table for the buckets' state,
+-- string-to-number coercion by arithmetic rather than calls to tonumber, and
+-- a short reply. Every step matches lib.lua's (take is refill, then
+-- retryIn on a denial), which TestLuaMatchesBucket checks against package
+-- bucket.
+--
 -- KEYS: per item: bucket, dim lease index.
 -- ARGV: now (-1: server TIME), ttl ms, record (0/1), poll ms, id, caller,
 --       the first item's key tag (prefix{vendor}, naming the lease hash
 --       tag:lease:<id> and the vendor lease index tag:leases, in the same
 --       slot), then per item: dimension, cost (0: cost per call).
 -- Returns {-1, i} unknown dimension i; {-2, i, cost, capacity} cost above
--- capacity; {-3} lease id in use; {0, now, retry, 0, items...} denied;
--- {1, now, expires, recorded, items...} granted; items are 5 numbers each:
--- type, cost, capacity millitokens, remaining, retry.
-local now = clock(ARGV[1])
+-- capacity; {-3} lease id in use; {0, retry, items...} denied, items being
+-- 5 numbers each: type, cost, capacity millitokens, remaining, retry;
+-- {1, expires, items...} granted without a lease record and {2, expires,
+-- items...} granted with one, items being 4 numbers each: type, cost,
+-- capacity millitokens, remaining.
+local call = redis.call
+local now = ARGV[1] + 0
+if now < 0 then
+  local t = call('TIME')
+  local us = t[2] + 0
+  now = t[1] * 1000 + (us - us % 1000) / 1000
+end
 local n = #KEYS / 2
-local Ls, toks, lasts, costs = {}, {}, {}, {}
+-- S holds 8 numbers per item from 8*(i-1): type, capacity, amount, period
+-- (millitokens, ms), cost (tokens), tokens, last refill, and after a take
+-- the refill time to store. (Constructors size tables for one item: a
+-- table grown one field at a time is reallocated at each power of two.)
+local S = { 0, 0, 0, 0, 0, 0, 0, 0 }
+local record, bad = ARGV[3] == '1', 0
 for i = 1, n do
-  local L, tok, last = loadBucket(KEYS[2 * i - 1])
-  if not L then
+  -- Bucket hash fields: t type, c capacity, a amount, p period, v tokens,
+  -- l last, k cost per call (f and d only matter to the other scripts).
+  local cost, h = ARGV[7 + 2 * i] + 0, nil
+  if cost == 0 then
+    h = call('HMGET', KEYS[2 * i - 1], 't', 'c', 'a', 'p', 'v', 'l', 'k')
+    if h[1] then
+      cost = h[7] + 0
+      if cost == 0 then
+        cost = 1
+      end
+    end
+  else
+    h = call('HMGET', KEYS[2 * i - 1], 't', 'c', 'a', 'p', 'v', 'l')
+  end
+  local typ = h[1]
+  if not typ then
     return { -1, i }
   end
-  Ls[i], toks[i], lasts[i] = L, tok, last
-end
-local record = ARGV[3] == '1'
-for i = 1, n do
-  local L = Ls[i]
-  local cost = tonumber(ARGV[7 + 2 * i])
-  if cost == 0 then
-    cost = L.k
-    if cost == 0 then
-      cost = 1
-    end
+  typ = typ + 0
+  local cap = h[2] + 0
+  if bad == 0 and cost * 1000 > cap then
+    bad = i -- reported once every bucket is known to exist
   end
-  if cost * 1000 > L.cap then
-    return { -2, i, cost, L.cap }
-  end
-  costs[i] = cost
-  if L.t == 3 then
+  if typ == 3 then
     record = true
   end
+  local b = 8 * (i - 1)
+  S[b + 1], S[b + 2], S[b + 3], S[b + 4], S[b + 5], S[b + 6], S[b + 7], S[b + 8] =
+    typ, cap, h[3] + 0, h[4] + 0, cost, h[5] + 0, h[6] + 0, 0
 end
-local out = { 1, now, 0, 0 }
+if bad > 0 then
+  local b = 8 * (bad - 1)
+  return { -2, bad, S[b + 5], S[b + 2] }
+end
+-- Take every item: bucket.Take. The reply holds each item's balance after
+-- refill (what a denial reports); on a grant S[b+6], S[b+8] become the
+-- debited state.
+local out = { 1, 0, 0, 0, 0, 0, 0 }
 local granted, retry = true, 0
-local nt, nl = {}, {}
 for i = 1, n do
-  local L = Ls[i]
-  local t, l, wait, ok = take(L, toks[i], lasts[i], now, costs[i] * 1000)
-  nt[i], nl[i] = t, l
-  local rem = t
-  if not ok then
+  local b = 8 * (i - 1)
+  local typ, cap, amt, per, cost, tok, last = S[b + 1], S[b + 2], S[b + 3], S[b + 4], S[b + 5], S[b + 6], S[b + 7]
+  local c = cost * 1000
+  local t, l = refillRaw(cap, amt, per, tok, last, now)
+  local wait = 0
+  if t >= c then
+    S[b + 6], S[b + 8] = t - c, l
+  else
     granted = false
-    if L.t == 3 then
-      local e = redis.call('ZRANGE', KEYS[2 * i], 0, 0, 'WITHSCORES')
-      local earliest = 0
+    if typ == 3 then -- bucket.ConcurrentRetry: poll, or until the earliest expiry
+      local e = call('ZRANGE', KEYS[2 * i], 0, 0, 'WITHSCORES')
+      wait = ARGV[4] + 0
       if e[2] then
-        earliest = tonumber(e[2])
+        local earliest = e[2] + 0
+        if earliest > now and earliest - now < wait then
+          wait = earliest - now
+        end
       end
-      wait = concurrentRetry(now, earliest, tonumber(ARGV[4]))
+      if wait < 1 then
+        wait = 1
+      end
+    elseif amt > 0 then
+      wait = retryInRaw(cap, amt, per, tok, last, now, c)
     end
-    rem = refill(L, toks[i], lasts[i], now)
     if wait > retry then
       retry = wait
     end
   end
-  local b = 4 + 5 * (i - 1)
-  out[b + 1], out[b + 2], out[b + 3], out[b + 4], out[b + 5] = L.t, costs[i], L.cap, rem, wait
+  local o = 5 * i - 2
+  out[o], out[o + 1], out[o + 2], out[o + 3], out[o + 4] = typ, cost, cap, t, wait
 end
 if not granted then
-  out[1], out[3] = 0, retry
-  for i = 1, n do
-    local b = 4 + 5 * (i - 1)
-    if out[b + 5] == 0 then
-      out[b + 4] = refill(Ls[i], toks[i], lasts[i], now)
-    end
-  end
+  out[1], out[2] = 0, retry
   return out
 end
-local exp = now + tonumber(ARGV[2])
+local sformat = string.format
+-- fmt formats an integer exactly for a command argument (as lib.lua's fmt):
+-- a Lua number is exact in Redis's conversion only below 10^14.
+local function fmt(x)
+  if x < 1e14 and x > -1e14 then
+    return x
+  end
+  return sformat('%d', x)
+end
+local exp = now + ARGV[2]
 if record then
   local id = ARGV[5]
   local lkey = ARGV[7] .. ':lease:' .. id
-  if redis.call('EXISTS', lkey) == 1 then
+  if call('EXISTS', lkey) == 1 then
     return { -3 }
   end
-  local h = { 'n', fmt(n), 'by', ARGV[6], 't0', fmt(now), 'exp', fmt(exp) }
+  local e = fmt(exp)
+  local h = { 'n', n, 'by', ARGV[6], 't0', fmt(now), 'exp', e }
   for i = 1, n do
-    h[#h + 1] = 'd' .. i
-    h[#h + 1] = ARGV[6 + 2 * i]
-    h[#h + 1] = 'c' .. i
-    h[#h + 1] = fmt(costs[i])
-    redis.call('ZADD', KEYS[2 * i], fmt(exp), id)
+    h[4 * i + 5] = 'd' .. i
+    h[4 * i + 6] = ARGV[6 + 2 * i]
+    h[4 * i + 7] = 'c' .. i
+    h[4 * i + 8] = fmt(S[8 * i - 3])
+    call('ZADD', KEYS[2 * i], e, id)
   end
-  redis.call('HSET', lkey, unpack(h))
-  redis.call('ZADD', ARGV[7] .. ':leases', fmt(exp), id)
-  out[4] = 1
+  call('HSET', lkey, unpack(h))
+  call('ZADD', ARGV[7] .. ':leases', e, id)
+  out[1] = 2
 end
+-- Save, and turn the reply into the granted one in place: 4 numbers per
+-- item, the debited balance as remaining.
 for i = 1, n do
-  saveState(KEYS[2 * i - 1], nt[i], nl[i])
+  local b, o, q = 8 * (i - 1), 5 * i - 2, 4 * i - 1
+  local t, l = S[b + 6], S[b + 8]
+  out[q], out[q + 1], out[q + 2], out[q + 3] = out[o], out[o + 1], out[o + 2], t
+  if l == S[b + 7] then
+    call('HSET', KEYS[2 * i - 1], 'v', fmt(t))
+  else
+    call('HSET', KEYS[2 * i - 1], 'v', fmt(t), 'l', fmt(l))
+  end
 end
-out[3] = exp
+for i = 3 + 4 * n, 2 + 5 * n do
+  out[i] = nil
+end
+out[2] = exp
 return out
