@@ -283,7 +283,7 @@ func (s *Store) Penalize(ctx context.Context, req store.PenalizeRequest) (store.
 // the condition failed (a concurrent write), and the row is forgotten.
 func (s *Store) writeState(ctx context.Context, bi *bucketItem, st bucket.State, op string) (bool, error) {
 	defer s.forget(bi.b.Name)
-	up := s.bucketUpdate(bi, st, op, nil)
+	up := s.bucketUpdate(bi, st, op, "", holder{})
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: up.TableName, Key: up.Key, UpdateExpression: up.UpdateExpression,
 		ConditionExpression: up.ConditionExpression, ExpressionAttributeNames: up.ExpressionAttributeNames,

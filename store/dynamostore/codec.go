@@ -29,7 +29,7 @@ const (
 	attrPeriod  = "refill_period_ms" // exact refill period, ms
 	attrMaxDebt = "max_debt"         // bucket.Config.MaxDebt as configured
 	attrInc     = "incarnation"      // random id of this bucket's creation
-	attrHolders = "holders"          // map lease uuid → expiry (ms) of this bucket's lease records
+	attrHolders = "holders"          // map lease uuid → holder entry (see holder) of this bucket's lease records
 	attrLastOp  = "last_op"          // token of the last acquisition that wrote the bucket
 
 	// Lease items (seed 000), plus Sluice's extras.
@@ -42,7 +42,52 @@ const (
 	attrDims      = "dims"       // every dimension of the lease, in request order
 	attrExpiresMs = "expires_ms" // exact expiry, ms
 	attrCreatedMs = "created_ms" // exact creation time, ms
+
+	// Keys of a holder entry written as a map (see holder).
+	holderExp  = "e" // expiry, ms
+	holderCost = "c" // cost in tokens, to restore without the lease item
 )
+
+// holder is one entry of a bucket's holders map: a lease recorded on the
+// bucket. On a concurrent bucket it is the map {"e": expiry ms, "c": cost},
+// so that the reconciler can restore the slot when DynamoDB's TTL process
+// has deleted the lease item; elsewhere, and in entries written before the
+// cost was kept, it is the expiry alone (a number).
+type holder struct {
+	exp     int64
+	cost    int64
+	hasCost bool
+}
+
+// value encodes h for the holders map.
+func (h holder) value() types.AttributeValue {
+	if !h.hasCost {
+		return numInt(h.exp)
+	}
+	return &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
+		holderExp: numInt(h.exp), holderCost: numInt(h.cost)}}
+}
+
+// decodeHolder reads a holder entry in either form.
+func decodeHolder(v types.AttributeValue) (holder, bool) {
+	switch x := v.(type) {
+	case *types.AttributeValueMemberN:
+		e, err := strconv.ParseInt(x.Value, 10, 64)
+		return holder{exp: e}, err == nil
+	case *types.AttributeValueMemberM:
+		e, eok := getN(x.Value, holderExp)
+		c, cok := getN(x.Value, holderCost)
+		if !eok || !cok {
+			return holder{}, false
+		}
+		h := holder{hasCost: true}
+		var err1, err2 error
+		h.exp, err1 = strconv.ParseInt(e, 10, 64)
+		h.cost, err2 = strconv.ParseInt(c, 10, 64)
+		return h, err1 == nil && err2 == nil
+	}
+	return holder{}, false
+}
 
 // formatMilli writes millitokens as a decimal with exactly three places:
 // 47125 → "47.125", -1500 → "-1.500".
@@ -176,7 +221,7 @@ type bucketItem struct {
 	st      bucket.State
 	version int64
 	inc     string // "" when the row was written by another SDK
-	holders map[string]int64
+	holders map[string]holder
 	hasMap  bool // the holders attribute exists
 	lastOp  string
 }
@@ -270,11 +315,10 @@ func decodeBucket(item map[string]types.AttributeValue) (*bucketItem, error) {
 	bi.lastOp, _ = getS(item, attrLastOp)
 	if m, ok := item[attrHolders].(*types.AttributeValueMemberM); ok {
 		bi.hasMap = true
-		bi.holders = make(map[string]int64, len(m.Value))
+		bi.holders = make(map[string]holder, len(m.Value))
 		for id, x := range m.Value {
-			if n, ok := x.(*types.AttributeValueMemberN); ok {
-				e, _ := strconv.ParseInt(n.Value, 10, 64)
-				bi.holders[id] = e
+			if h, ok := decodeHolder(x); ok {
+				bi.holders[id] = h
 			}
 		}
 	}
@@ -282,11 +326,11 @@ func decodeBucket(item map[string]types.AttributeValue) (*bucketItem, error) {
 }
 
 // encodeBucket returns the full row for b in state st.
-func encodeBucket(b store.Bucket, st bucket.State, version int64, inc string, holders map[string]int64) map[string]types.AttributeValue {
+func encodeBucket(b store.Bucket, st bucket.State, version int64, inc string, holders map[string]holder) map[string]types.AttributeValue {
 	cost := b.Config.Cost()
 	hm := make(map[string]types.AttributeValue, len(holders))
-	for id, e := range holders {
-		hm[id] = numInt(e)
+	for id, h := range holders {
+		hm[id] = h.value()
 	}
 	item := map[string]types.AttributeValue{
 		attrPK:       str(b.Name),
@@ -311,9 +355,9 @@ func encodeBucket(b store.Bucket, st bucket.State, version int64, inc string, ho
 // earliest returns the earliest holder expiry, or 0.
 func (bi *bucketItem) earliest() int64 {
 	var m int64
-	for _, e := range bi.holders {
-		if m == 0 || e < m {
-			m = e
+	for _, h := range bi.holders {
+		if m == 0 || h.exp < m {
+			m = h.exp
 		}
 	}
 	return m

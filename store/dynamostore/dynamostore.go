@@ -15,8 +15,10 @@
 // a decimal for them. Sluice also writes refill_amount, refill_period_ms
 // (the exact fraction), max_debt, incarnation (a random id per creation, so
 // that a lease never restores into a re-created namesake), holders (a map
-// of the bucket's recorded leases: uuid → expiry in ms, which gives Peek its
-// lease count and the concurrent RETRY_IN hint without a Scan) and last_op.
+// of the bucket's recorded leases: uuid → expiry in ms, plus the cost on a
+// concurrent bucket; it gives Peek its lease count and the concurrent
+// RETRY_IN hint without a Scan, and lets Reconcile restore a slot whose
+// lease item DynamoDB's TTL process deleted first) and last_op.
 // Rows written by the seeds' SDKs lack them: the refill fraction is then
 // derived from refill_rate (see deriveRefill) and the rest defaults.
 //

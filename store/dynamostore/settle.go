@@ -93,7 +93,7 @@ func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.Adju
 		s.forget(bi.b.Name)
 		tok := requestToken(req.ID, -2, int64(rand.Uint64()>>1))
 		tx := []types.TransactWriteItem{
-			{Update: s.bucketUpdate(bi, st, tok, nil)},
+			{Update: s.bucketUpdate(bi, st, tok, "", holder{})},
 			{Update: &types.Update{
 				TableName: aws.String(s.table), Key: key(li.pk),
 				UpdateExpression:          aws.String("SET #c = :c"),
@@ -120,91 +120,6 @@ func anyCCF(err error) bool {
 		}
 	}
 	return false
-}
-
-// expiredFilter selects lease items expired at :now (ms), or, for items
-// the seeds' SDKs wrote, whose ttl (seconds) is below :nows (seed 001).
-const expiredFilter = "begins_with(#pk, :p) AND (#exp <= :now OR (attribute_not_exists(#exp) AND #ttl < :nows))"
-
-// Reconcile implements store.Store: a paginated, consistent Scan for
-// expired lease items, grouped into leases, at most req.Limit of them per
-// call; each lease is removed as by Release (see remove).
-func (s *Store) Reconcile(ctx context.Context, req store.ReconcileRequest) (store.ReconcileResult, error) {
-	ctx, cancel, err := s.begin(ctx)
-	defer cancel()
-	if err != nil {
-		return store.ReconcileResult{}, err
-	}
-	now, err := store.NowMs(req.Now)
-	if err != nil {
-		return store.ReconcileResult{}, err
-	}
-	limit := req.Limit
-	if limit <= 0 {
-		limit = store.DefaultReconcileLimit
-	}
-	var res store.ReconcileResult
-	var found []*leaseItem
-	seen := map[string]bool{}
-	err = s.scan(ctx, expiredFilter, map[string]string{"#exp": attrExpiresMs, "#ttl": attrTTL},
-		map[string]types.AttributeValue{":now": numInt(now), ":nows": numInt(now / 1000)},
-		func(item map[string]types.AttributeValue) (bool, error) {
-			li, ok := decodeLease(item)
-			if !ok || seen[li.uuid] {
-				return true, nil
-			}
-			if len(found) == limit {
-				res.More = true
-				return false, nil
-			}
-			seen[li.uuid] = true
-			found = append(found, li)
-			return true, nil
-		})
-	if err != nil {
-		return res, err
-	}
-	dims := map[string]bool{}
-	for _, li := range found {
-		lis := []*leaseItem{li}
-		if len(li.dims) > 1 {
-			if lis, err = s.loadLease(ctx, li.uuid, li.dims); err != nil {
-				return res, err
-			}
-		}
-		r, err := s.remove(ctx, lis)
-		if err != nil {
-			return res, err
-		}
-		if !r.ok {
-			continue // released or reconciled concurrently
-		}
-		if id, err := store.ParseLeaseID(li.uuid); err == nil {
-			s.forgetLease(id)
-		}
-		res.Restored++
-		if r.orphan {
-			res.Orphans++
-			continue
-		}
-		for _, d := range r.live {
-			dims[d] = true
-		}
-		if len(r.restored) > 0 {
-			res.Reclaimed++
-		}
-		for _, x := range r.restored {
-			if x.Capped {
-				res.AlreadyCapped++
-				break
-			}
-		}
-	}
-	for d := range dims {
-		res.Dimensions = append(res.Dimensions, d)
-	}
-	slices.Sort(res.Dimensions)
-	return res, nil
 }
 
 // Leases implements store.Store with a consistent Scan of the lease items,

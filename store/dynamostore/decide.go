@@ -1,0 +1,73 @@
+package dynamostore
+
+import (
+	"time"
+
+	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/store"
+)
+
+// decision is what an acquisition computed from a set of rows.
+type decision struct {
+	next    [store.MaxItems]bucket.State
+	costs   [store.MaxItems]int64
+	record  bool // write lease items
+	hold    bool // list the lease in the buckets' holders (asked for, or concurrent)
+	granted bool
+}
+
+// decide runs the bucket math on rows (parallel to req.Items) and fills res.
+func decide(bis []*bucketItem, req *store.AcquireRequest, now int64, alwaysRecord bool, res *store.AcquireResult) (*decision, error) {
+	d := &decision{hold: req.Record}
+	n := len(bis)
+	for i, bi := range bis {
+		c, err := store.ResolveCost(&bi.b, req.Items[i])
+		if err != nil {
+			return nil, err
+		}
+		d.costs[i] = c
+		if bi.b.Type == bucket.Concurrent {
+			d.hold = true
+		}
+	}
+	d.record = d.hold || alwaysRecord
+	if cap(res.Items) >= n {
+		res.Items = res.Items[:n]
+	} else {
+		res.Items = make([]store.ItemResult, n)
+	}
+	poll := req.Poll
+	if poll == 0 {
+		poll = store.DefaultPoll
+	}
+	d.granted = true
+	var retry int64
+	for i, bi := range bis {
+		st, wait, ok := bucket.Take(bi.lim, bi.st, now, d.costs[i]*bucket.Milli)
+		d.next[i] = st
+		ir := &res.Items[i]
+		*ir = store.ItemResult{Dimension: bi.b.Name, Type: bi.b.Type, Cost: d.costs[i], Capacity: bi.b.Capacity}
+		if ok {
+			ir.Remaining = st.Tokens
+			continue
+		}
+		d.granted = false
+		if bi.lim.Type == bucket.Concurrent {
+			wait = bucket.ConcurrentRetry(now, bi.earliest(), poll.Milliseconds())
+		}
+		ir.Remaining = bucket.Available(bi.lim, bi.st, now)
+		ir.RetryIn = msDur(wait)
+		retry = max(retry, wait)
+	}
+	res.Granted, res.Recorded = d.granted, false
+	res.RetryIn, res.ExpiresAt = 0, time.Time{}
+	if !d.granted {
+		res.RetryIn = msDur(retry)
+		for i, bi := range bis {
+			if res.Items[i].RetryIn == 0 {
+				res.Items[i].Remaining = bucket.Available(bi.lim, bi.st, now)
+			}
+		}
+	}
+	return d, nil
+}

@@ -1,0 +1,133 @@
+package dynamostore
+
+import (
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/store"
+)
+
+// token identifies one write attempt: the store instance (tokens are
+// account-wide, and lease ids may repeat across tables), the lease id, the
+// decision time and the versions it expects.
+func (s *Store) token(bis []*bucketItem, req *store.AcquireRequest) string {
+	parts := make([]int64, len(bis)+2)
+	parts[0], parts[1] = s.nonce, req.Now.UnixMilli()
+	for i, bi := range bis {
+		parts[i+2] = bi.version
+	}
+	return requestToken(req.ID, parts...)
+}
+
+// acquireTx builds the transaction of a grant: each bucket conditioned on
+// its version, plus one lease item per dimension when recording.
+func (s *Store) acquireTx(bis []*bucketItem, d *decision, req *store.AcquireRequest, now int64, allOld bool) *dynamodb.TransactWriteItemsInput {
+	tok := s.token(bis, req)
+	uuid := req.ID.String()
+	expires := now + req.TTL.Milliseconds()
+	items := make([]types.TransactWriteItem, 0, 2*len(bis))
+	for i, bi := range bis {
+		id := ""
+		if d.hold {
+			id = uuid
+		}
+		up := s.bucketUpdate(bi, d.next[i], tok, id, newHolder(bi, expires, d.costs[i]))
+		if allOld {
+			up.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+		}
+		items = append(items, types.TransactWriteItem{Update: up})
+	}
+	if d.record {
+		dims := make([]types.AttributeValue, len(bis))
+		for i, bi := range bis {
+			dims[i] = str(bi.b.Name)
+		}
+		for i, bi := range bis {
+			item := map[string]types.AttributeValue{
+				attrPK:        str(leasePK(bi.b.Name, req.ID)),
+				attrDimension: str(bi.b.Name),
+				attrLeaseCost: numInt(d.costs[i]),
+				attrCreated:   num(formatSeconds(now)),
+				attrTTL:       numInt((expires + 999) / 1000),
+				attrCaller:    str(req.Caller),
+				attrLeaseID:   str(uuid),
+				attrDims:      &types.AttributeValueMemberL{Value: dims},
+				attrExpiresMs: numInt(expires),
+				attrCreatedMs: numInt(now),
+				attrType:      str(bi.b.Type.String()),
+			}
+			if bi.inc != "" {
+				item[attrInc] = str(bi.inc)
+			}
+			items = append(items, types.TransactWriteItem{Put: &types.Put{
+				TableName: aws.String(s.table), Item: item,
+				ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
+				ExpressionAttributeNames: map[string]string{"#pk": attrPK},
+			}})
+		}
+	}
+	return &dynamodb.TransactWriteItemsInput{TransactItems: items, ClientRequestToken: aws.String(tok)}
+}
+
+// newHolder is the holders entry of a lease granted on bi: on a concurrent
+// bucket it keeps the cost, so that the slot can be restored after
+// DynamoDB's TTL process has deleted the lease item.
+func newHolder(bi *bucketItem, expires, cost int64) holder {
+	return holder{exp: expires, cost: cost, hasCost: bi.b.Type == bucket.Concurrent}
+}
+
+// bucketUpdate writes state st to bi's row, conditioned on bi's version and
+// incarnation, recording tok and, when id is not empty, adding the holders
+// entry id → h, conditioned on id not being listed already (a lease id
+// reused while the bucket still lists it would otherwise overwrite the
+// entry, and its slot would never come back).
+func (s *Store) bucketUpdate(bi *bucketItem, st bucket.State, tok string, id string, h holder) *types.Update {
+	names := map[string]string{"#tok": attrTokens, "#last": attrLast, "#op": attrLastOp, "#ver": attrVersion, "#inc": attrInc}
+	vals := map[string]types.AttributeValue{
+		":t": num(formatMilli(st.Tokens)), ":l": num(formatSeconds(st.Last)),
+		":op": str(tok), ":one": numInt(1), ":v": numInt(bi.version),
+	}
+	set := "SET #tok = :t, #last = :l, #op = :op"
+	cond := versionCond(bi, vals)
+	if id != "" {
+		names["#h"] = attrHolders
+		if bi.hasMap {
+			names["#hid"], vals[":h"] = id, h.value()
+			set += ", #h.#hid = :h"
+			cond += " AND attribute_not_exists(#h.#hid)"
+		} else {
+			vals[":hm"] = &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{id: h.value()}}
+			set += ", #h = :hm"
+		}
+	}
+	return &types.Update{
+		TableName: aws.String(s.table), Key: key(bi.b.Name),
+		UpdateExpression:          aws.String(set + " ADD #ver :one"),
+		ConditionExpression:       aws.String(cond),
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: vals,
+	}
+}
+
+// versionCond is the optimistic-locking condition on bi's row: same
+// version, same incarnation (a re-created bucket restarts its version).
+func versionCond(bi *bucketItem, vals map[string]types.AttributeValue) string {
+	c := "#ver = :v"
+	if bi.version == 0 {
+		c = "(#ver = :v OR attribute_not_exists(#ver))"
+	}
+	if bi.inc == "" {
+		return c + " AND attribute_not_exists(#inc)"
+	}
+	vals[":inc"] = str(bi.inc)
+	return c + " AND #inc = :inc"
+}
+
+func itoa(i int) string {
+	if i < 10 {
+		return string(rune('0' + i))
+	}
+	return itoa(i/10) + string(rune('0'+i%10))
+}
