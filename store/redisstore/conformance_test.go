@@ -16,12 +16,25 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-// TestConformanceCluster runs the suite against a real 3-master Cluster.
-// The suite mixes vendors in one acquisition, so the store puts every key
-// under one hash tag (WithHashTag); TestClusterSlots covers per-vendor slots.
+// TestConformanceCluster runs the suite against a real 3-master Cluster
+// with every key under one hash tag (WithHashTag), where acquisitions may
+// mix vendors as on a standalone server.
 func TestConformanceCluster(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
 		NewStore:   func(tb testing.TB) store.Store { return newStoreOn(tb, newClusterClient(tb), WithHashTag("sluice")) },
 		Goroutines: 32,
+	})
+}
+
+// TestConformanceClusterPerVendor runs the suite against the real Cluster
+// with the default key layout, one slot per vendor: the store rejects
+// cross-vendor acquisitions (ErrCrossSlot, an ErrInvalid), so the suite
+// acquires several dimensions at once only within one vendor and checks the
+// rejection.
+func TestConformanceClusterPerVendor(t *testing.T) {
+	storetest.Run(t, storetest.Harness{
+		NewStore:            func(tb testing.TB) store.Store { return newStoreOn(tb, newClusterClient(tb)) },
+		Goroutines:          32,
+		SingleVendorAcquire: true,
 	})
 }

@@ -149,28 +149,29 @@ func testAdmin(t *testing.T, h Harness) {
 
 	t.Run("LeasesQuery", func(t *testing.T) {
 		e := newEnv(t, h)
-		e.put(0, slots("a#concurrent", 10))
-		e.put(0, slots("b#concurrent", 10))
+		a, b := e.twoDims("concurrent")
+		e.put(0, slots(a, 10))
+		e.put(0, slots(b, 10))
 		mk := func(at int64, ttl time.Duration, items ...store.Item) store.LeaseID {
 			r := e.req(at, items...)
 			r.TTL, r.Caller = ttl, "svc-"+items[0].Dimension
 			e.grant(r)
 			return r.ID
 		}
-		l3 := mk(0, 3*time.Second, item("a#concurrent", 1))
-		l1 := mk(0, 1*time.Second, item("a#concurrent", 2), item("b#concurrent", 3))
-		l2 := mk(500, 1500*time.Millisecond, item("b#concurrent", 1))
+		l3 := mk(0, 3*time.Second, item(a, 1))
+		l1 := mk(0, 1*time.Second, item(a, 2), item(b, 3))
+		l2 := mk(500, 1500*time.Millisecond, item(b, 1))
 		tests := []struct {
 			name string
 			q    store.LeaseQuery
 			want []store.LeaseID
 		}{
 			{"all, by expiry", store.LeaseQuery{Now: At(0)}, []store.LeaseID{l1, l2, l3}},
-			{"by dimension", store.LeaseQuery{Now: At(0), Dimension: "a#concurrent"}, []store.LeaseID{l1, l3}},
+			{"by dimension", store.LeaseQuery{Now: At(0), Dimension: a}, []store.LeaseID{l1, l3}},
 			{"expired at +2000", store.LeaseQuery{Now: At(2000), ExpiredOnly: true}, []store.LeaseID{l1, l2}},
 			{"expired at +1000 (expiry is inclusive)", store.LeaseQuery{Now: At(1000), ExpiredOnly: true}, []store.LeaseID{l1}},
 			{"limit", store.LeaseQuery{Now: At(0), Limit: 2}, []store.LeaseID{l1, l2}},
-			{"expired on b", store.LeaseQuery{Now: At(5000), ExpiredOnly: true, Dimension: "b#concurrent"}, []store.LeaseID{l1, l2}},
+			{"expired on b", store.LeaseQuery{Now: At(5000), ExpiredOnly: true, Dimension: b}, []store.LeaseID{l1, l2}},
 		}
 		for _, tt := range tests {
 			ls, err := e.s.Leases(e.ctx, tt.q)
@@ -182,14 +183,14 @@ func testAdmin(t *testing.T, h Harness) {
 				t.Errorf("%s: Leases = %v, %v; want %v", tt.name, got, err, tt.want)
 			}
 		}
-		ls, err := e.s.Leases(e.ctx, store.LeaseQuery{Now: At(0), Dimension: "b#concurrent"})
+		ls, err := e.s.Leases(e.ctx, store.LeaseQuery{Now: At(0), Dimension: b})
 		if err != nil || len(ls) != 2 {
 			t.Fatalf("Leases(b) = %+v, %v", ls, err)
 		}
 		got := ls[0]
-		if got.ID != l1 || got.Caller != "svc-a#concurrent" || !got.CreatedAt.Equal(At(0)) || !got.ExpiresAt.Equal(At(1000)) ||
-			!slices.Equal(got.Items, []store.Item{item("a#concurrent", 2), item("b#concurrent", 3)}) {
-			t.Errorf("lease = %+v, want id %s, caller svc-a#concurrent, created +0, expires +1000ms, items a:2 b:3", got, l1)
+		if got.ID != l1 || got.Caller != "svc-"+a || !got.CreatedAt.Equal(At(0)) || !got.ExpiresAt.Equal(At(1000)) ||
+			!slices.Equal(got.Items, []store.Item{item(a, 2), item(b, 3)}) {
+			t.Errorf("lease = %+v, want id %s, caller svc-%s, created +0, expires +1000ms, items %s:2 %s:3", got, l1, a, a, b)
 		}
 	})
 

@@ -28,17 +28,18 @@ func testReconcile(t *testing.T, h Harness) {
 
 	t.Run("RestoresAndIsIdempotent", func(t *testing.T) {
 		e := newEnv(t, h)
-		e.put(0, slots("a#concurrent", 3))
-		e.put(0, slots("b#concurrent", 4))
-		lease(e, false, item("a#concurrent", 1))
-		lease(e, false, item("a#concurrent", 2), item("b#concurrent", 3))
-		lease(e, false, item("b#concurrent", 0))
-		e.wantTokens(0, "a#concurrent", 0)
+		a, b := e.twoDims("concurrent")
+		e.put(0, slots(a, 3))
+		e.put(0, slots(b, 4))
+		lease(e, false, item(a, 1))
+		lease(e, false, item(a, 2), item(b, 3))
+		lease(e, false, item(b, 0))
+		e.wantTokens(0, a, 0)
 		reconcile(e, 999, 0, store.ReconcileResult{}) // nothing has expired yet
-		want := store.ReconcileResult{Restored: 3, Reclaimed: 3, Dimensions: []string{"a#concurrent", "b#concurrent"}}
+		want := store.ReconcileResult{Restored: 3, Reclaimed: 3, Dimensions: []string{a, b}}
 		reconcile(e, 1000, 0, want)
-		e.wantTokens(1000, "a#concurrent", 3000)
-		e.wantTokens(1000, "b#concurrent", 4000)
+		e.wantTokens(1000, a, 3000)
+		e.wantTokens(1000, b, 4000)
 		before := e.snapshot(1000)
 		reconcile(e, 1000, 0, store.ReconcileResult{})
 		reconcile(e, 5000, 0, store.ReconcileResult{})
@@ -101,17 +102,18 @@ func testReconcile(t *testing.T, h Harness) {
 
 	t.Run("Orphans", func(t *testing.T) {
 		e := newEnv(t, h)
-		e.put(0, slots("a#concurrent", 2))
-		e.put(0, slots("b#concurrent", 2))
-		lease(e, false, item("a#concurrent", 1))
-		lease(e, false, item("b#concurrent", 1))
-		lease(e, false, item("a#concurrent", 1), item("b#concurrent", 1))
-		if err := e.s.DeleteBucket(e.ctx, "a#concurrent"); err != nil {
+		a, b := e.twoDims("concurrent")
+		e.put(0, slots(a, 2))
+		e.put(0, slots(b, 2))
+		lease(e, false, item(a, 1))
+		lease(e, false, item(b, 1))
+		lease(e, false, item(a, 1), item(b, 1))
+		if err := e.s.DeleteBucket(e.ctx, a); err != nil {
 			t.Fatal(err)
 		}
 		// The mixed lease still restores b; the a-only lease is an orphan.
-		reconcile(e, 1000, 0, store.ReconcileResult{Restored: 3, Reclaimed: 2, Orphans: 1, Dimensions: []string{"b#concurrent"}})
-		e.wantTokens(1000, "b#concurrent", 2000)
+		reconcile(e, 1000, 0, store.ReconcileResult{Restored: 3, Reclaimed: 2, Orphans: 1, Dimensions: []string{b}})
+		e.wantTokens(1000, b, 2000)
 		if ls, err := e.s.Leases(e.ctx, store.LeaseQuery{Now: At(1000)}); err != nil || len(ls) != 0 {
 			t.Errorf("Leases = %+v, %v; want none", ls, err)
 		}

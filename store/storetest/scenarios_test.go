@@ -49,6 +49,7 @@ func scenarios() []Vector {
 	}
 	s := func(steps ...Step) []Step { return steps }
 	const rpm, tpm, conc = "openai#rpm", "openai#tpm", "elevenlabs#concurrent"
+	const oconc, conc2 = "openai#concurrent", "elevenlabs#concurrent-b" // conc's vendor mates
 
 	var drain []Step // seed 000: 100 requests per minute, cost 1
 	for i := range 100 {
@@ -128,22 +129,24 @@ func scenarios() []Vector {
 				reconcileAt(21_000),
 				peek(21_000, conc),
 			)),
+		// One vendor throughout, so that stores taking single-vendor
+		// acquisitions only (Harness.SingleVendorAcquire) replay it too.
 		v("multi-dimension", "all-or-nothing: one dimension short, nothing consumed; retry-in is the max; cost and unknown-dimension errors change nothing",
 			s(
 				putB(0, rpm, "requests", 3, 3, 60_000),
 				putB(0, tpm, "tokens", 1000, 1000, 60_000),
-				putB(0, conc, "concurrent", 1, 0, 0),
+				putB(0, oconc, "concurrent", 1, 0, 0),
 				acq(0, "M1", 60_000, false, it(rpm, 1), it(tpm, 900)),
-				acq(0, "M2", 60_000, false, it(rpm, 1), it(conc, 1), it(tpm, 200)),
-				peek(0, rpm, tpm, conc),
+				acq(0, "M2", 60_000, false, it(rpm, 1), it(oconc, 1), it(tpm, 200)),
+				peek(0, rpm, tpm, oconc),
 				acq(0, "M2", 60_000, false, it(rpm, 2), it(tpm, 100)),
 				acq(0, "M3", 60_000, false, it(rpm, 1), it(tpm, 1)),
 				acq(0, "M3", 60_000, false, it(rpm, 1), it(tpm, 1001)),
 				acq(0, "M3", 60_000, false, it(tpm, 1), it("openai#nope", 1)),
 				acq(0, "M3", 60_000, false, it(tpm, 1), it(tpm, 1)),
-				peek(0, rpm, tpm, conc),
-				acq(20_000, "M3", 60_000, false, it(rpm, 1), it(tpm, 333), it(conc, 0)),
-				peek(20_000, rpm, tpm, conc),
+				peek(0, rpm, tpm, oconc),
+				acq(20_000, "M3", 60_000, false, it(rpm, 1), it(tpm, 333), it(oconc, 0)),
+				peek(20_000, rpm, tpm, oconc),
 			)),
 		v("burst", "capacity above the refill amount: a burst of 100, then 10 per second",
 			s(
@@ -180,21 +183,21 @@ func scenarios() []Vector {
 		v("reconcile", "reconcile: capacity guard after a reset, orphans after delete, time-based records deleted without restoring, idempotence",
 			s(
 				putB(0, conc, "concurrent", 2, 0, 0),
-				putB(0, "other#concurrent", "concurrent", 2, 0, 0),
+				putB(0, conc2, "concurrent", 2, 0, 0),
 				putB(0, tpm, "tokens", 1000, 1000, 60_000),
 				acq(0, "R1", 1000, false, it(conc, 1)),
-				acq(0, "R2", 1000, false, it(conc, 1), it("other#concurrent", 2)),
-				acq(0, "R3", 1000, false, it("other#concurrent", 0)),
+				acq(0, "R2", 1000, false, it(conc, 1), it(conc2, 2)),
+				acq(0, "R3", 1000, false, it(conc2, 0)),
 				acq(0, "R4", 1000, true, it(tpm, 100)),
 				putSpec(500, BucketSpec{Name: conc, LimitType: "concurrent", Capacity: 2}, true),
-				Step{AtMs: 600, Op: "delete_bucket", Name: "other#concurrent"},
+				Step{AtMs: 600, Op: "delete_bucket", Name: conc2},
 				reconcileAt(999),
 				reconcileAt(1000),
 				peek(1000, conc, tpm),
 				reconcileAt(1000),
-				acq(1000, "R5", 1000, false, it("other#concurrent", 1)),
-				putB(1100, "other#concurrent", "concurrent", 2, 0, 0),
-				peek(1100, "other#concurrent"),
+				acq(1000, "R5", 1000, false, it(conc2, 1)),
+				putB(1100, conc2, "concurrent", 2, 0, 0),
+				peek(1100, conc2),
 				Step{AtMs: 1100, Op: "delete_bucket", Name: "missing#x"},
 			)),
 	}

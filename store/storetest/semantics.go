@@ -112,6 +112,26 @@ func testAcquire(t *testing.T, h Harness) {
 		e.grant(e.req(6000, item("openai#rpm", 1), item("openai#tpm", 200)))
 	})
 
+	t.Run("CrossVendor", func(t *testing.T) {
+		e := newEnv(t, h)
+		e.put(0, rpm("openai#rpm", 10))
+		e.put(0, slots("anthropic#concurrent", 2))
+		req := e.req(0, item("openai#rpm", 1), item("anthropic#concurrent", 1))
+		if !h.SingleVendorAcquire {
+			if res := e.grant(req); !res.Recorded {
+				t.Errorf("Acquire(%v) = %+v, want a recorded grant", req.Items, res)
+			}
+			e.wantTokens(0, "openai#rpm", 9000)
+			e.wantTokens(0, "anthropic#concurrent", 1000)
+			return
+		}
+		before := e.snapshot(0)
+		var res store.AcquireResult
+		err := e.s.Acquire(e.ctx, req, &res)
+		wantErr(t, "Acquire across vendors on a single-vendor store", err, store.ErrInvalid)
+		e.unchanged(0, before, "a rejected cross-vendor acquisition")
+	})
+
 	t.Run("CostZeroIsCostPerCall", func(t *testing.T) {
 		e := newEnv(t, h)
 		b := rpm("svc#rpm", 100)
@@ -245,14 +265,15 @@ func testAcquire(t *testing.T, h Harness) {
 
 	t.Run("ResultReused", func(t *testing.T) {
 		e := newEnv(t, h)
-		e.put(0, rpm("a#rpm", 10))
-		e.put(0, rpm("b#rpm", 10))
-		e.put(0, rpm("c#rpm", 10))
+		d := e.dims("rpm", "a", "b", "c")
+		for _, n := range d {
+			e.put(0, rpm(n, 10))
+		}
 		var res store.AcquireResult
 		for _, items := range [][]store.Item{
-			{item("a#rpm", 1), item("b#rpm", 1), item("c#rpm", 1)},
-			{item("b#rpm", 10)},
-			{item("c#rpm", 1)},
+			{item(d[0], 1), item(d[1], 1), item(d[2], 1)},
+			{item(d[1], 10)},
+			{item(d[2], 1)},
 		} {
 			if err := e.s.Acquire(e.ctx, e.req(0, items...), &res); err != nil {
 				t.Fatal(err)

@@ -60,6 +60,17 @@ type Harness struct {
 	// Goroutines is the number of goroutines the concurrency tests use;
 	// 0 means 64.
 	Goroutines int
+
+	// SingleVendorAcquire declares that the store rejects an acquisition
+	// whose dimensions belong to different vendors (a dimension's vendor is
+	// its name up to the first '#') with an error matching
+	// store.ErrInvalid, changing nothing: redisstore does so on a Redis
+	// Cluster, where each vendor's keys live in their own slot. The suite
+	// then acquires several dimensions at once only within one vendor
+	// (renamed dimensions, same assertions), checks that openai#rpm with
+	// anthropic#rpm is rejected that way, and skips, saying so, any golden
+	// vector that mixes vendors in one acquisition.
+	SingleVendorAcquire bool
 }
 
 // Base is the fixed time every test starts at: 2026-01-01T00:00:00Z. Tests
@@ -234,6 +245,36 @@ func wantErr(t *testing.T, what string, err, target error, mention ...string) {
 			t.Errorf("%s: error %q does not mention %q", what, err, m)
 		}
 	}
+}
+
+// twoDims returns the names of two dimensions of kind metric that a test
+// acquires together (see dims).
+func (e *env) twoDims(metric string) (string, string) {
+	d := e.dims(metric, "a", "b")
+	return d[0], d[1]
+}
+
+// dims returns the names of dimensions of kind metric that a test acquires
+// together, one per label, in the labels' sort order: of one vendor per
+// label ("a#metric", "b#metric"), or, when the store takes only
+// single-vendor acquisitions, of the one vendor "one" ("one#a-metric",
+// "one#b-metric").
+func (e *env) dims(metric string, labels ...string) []string {
+	out := make([]string, len(labels))
+	for i, l := range labels {
+		if e.h.SingleVendorAcquire {
+			out[i] = "one#" + l + "-" + metric
+		} else {
+			out[i] = l + "#" + metric
+		}
+	}
+	return out
+}
+
+// vendor returns a dimension's vendor: its name up to the first '#'.
+func vendor(dim string) string {
+	v, _, _ := strings.Cut(dim, "#")
+	return v
 }
 
 // Bucket constructors used throughout the suite.
