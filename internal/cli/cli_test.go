@@ -121,6 +121,14 @@ func TestUsageErrors(t *testing.T) {
 		{nil, []string{"completion", "fish"}, "bash or zsh"},
 		{nil, []string{"reconcile", "--every", "1ms"}, "--every 1ms"},
 		{nil, []string{"status", "-o", "yaml"}, `--output "yaml"`},
+		{nil, []string{"postgres", "migrate"}, "needs a PostgreSQL store (--store postgres://… or SLUICE_STORE), not memory://"},
+		{map[string]string{"SLUICE_STORE": "redis://127.0.0.1:1"}, []string{"postgres", "version"}, "needs a PostgreSQL store"},
+		{nil, []string{"postgres", "migrate", "-o", "yaml"}, `--output "yaml"`},
+		{nil, []string{"postgres", "version", "x"}, "takes no arguments"},
+		{nil, []string{"dynamodb", "create-table", "t1"}, "needs a DynamoDB store"},
+		{nil, []string{"dynamodb", "create-table", "t1", "t2"}, "takes at most 1 argument"},
+		{nil, []string{"dynamodb", "create-table", "--store", "dynamodb://?endpoint=http://127.0.0.1:1"}, "name the table"},
+		{nil, []string{"dynamodb", "create-table", "ab", "--store", "dynamodb://?region=us-east-1"}, "3 to 255 characters"},
 	} {
 		out, errs, code := run(t, c.env, c.args...)
 		if code != ExitUsage || !strings.Contains(errs, c.want) || strings.Count(errs, "\n") != 1 {
@@ -132,7 +140,9 @@ func TestUsageErrors(t *testing.T) {
 func TestHelp(t *testing.T) {
 	for _, args := range [][]string{{"--help"}, {"demo", "--help"}, {"version", "--help"}, {}, {"status", "--help"},
 		{"bucket", "--help"}, {"bucket", "put", "--help"}, {"leases", "list", "--help"}, {"acquire", "--help"},
-		{"release", "--help"}, {"penalize", "--help"}, {"reconcile", "--help"}, {"completion", "--help"}} {
+		{"release", "--help"}, {"penalize", "--help"}, {"reconcile", "--help"}, {"completion", "--help"},
+		{"postgres", "--help"}, {"postgres", "migrate", "--help"}, {"postgres", "version", "--help"}, {"postgres"},
+		{"dynamodb", "--help"}, {"dynamodb", "create-table", "--help"}} {
 		out, _, code := run(t, nil, args...)
 		if code != 0 || !strings.Contains(out, "Examples:") {
 			t.Errorf("%v: exit %d, no examples:\n%s", args, code, out)

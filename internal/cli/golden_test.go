@@ -25,3 +25,16 @@ func TestGoldenStatus(t *testing.T) {
 	golden(t, "bucket_list.json", e.ok("bucket", "list", "-o", "json"))
 	golden(t, "status_watch.txt", e.ok("status", "--watch", "--count", "2", "--interval", "100ms", "openai#rpm"))
 }
+
+// TestGoldenStatusStores checks status against one golden file on every
+// store, in a state that does not depend on when it is read: time-based
+// buckets full, a concurrent bucket with slots held.
+func TestGoldenStatusStores(t *testing.T) {
+	stores(t, func(t *testing.T, e *testEnv) {
+		e.ok("bucket", "put", "openai#rpm", "--type", "requests", "--capacity", "500", "--per", "1m")
+		e.ok("bucket", "put", "openai#tpm", "--type", "tokens", "--capacity", "40000", "--refill", "30000", "--per", "1m", "--cost", "1000")
+		e.ok("bucket", "put", "elevenlabs#concurrent", "--type", "concurrent", "--capacity", "5")
+		e.ok("acquire", "elevenlabs#concurrent:2", "--hold", "1h")
+		golden(t, "status_stores.txt", e.ok("status"))
+	})
+}

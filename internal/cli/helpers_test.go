@@ -8,11 +8,20 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
+
 	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/internal/ddbtest"
+	"github.com/ontopix/sluice/internal/pgtest"
 	"github.com/ontopix/sluice/internal/redistest"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/memstore"
@@ -23,24 +32,71 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 // redisAddr is the test redis-server, started once by TestMain.
 var redisAddr string
 
+// ddb is the test DynamoDB Local, started once by TestMain (in the
+// background: see ddbServer); ddbErr is why it could not start.
+var (
+	ddb      *ddbtest.Server
+	ddbErr   error
+	ddbReady = make(chan struct{})
+)
+
 // childEnv makes this test binary act as the sluice binary, for bench's
 // child processes.
 const childEnv = "SLUICE_CLI_TEST_BENCH_CHILD"
 
+// TestMain starts the real stores once for the whole binary: redis-server,
+// DynamoDB Local and PostgreSQL (or SLUICE_TEST_POSTGRES_URL's server).
+// It fails, never skips, when one cannot be had: redis-server and
+// PostgreSQL before any test runs, DynamoDB Local (whose JVM starts while
+// the others do) in every test that uses it.
 func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) == "1" && len(os.Args) > 1 && os.Args[1] == "bench-child" {
 		os.Exit(Main(context.Background(), os.Args[1:], OSEnv()))
 	}
 	flag.Parse()
+	os.Exit(testMain(m))
+}
+
+func testMain(m *testing.M) int {
+	// The AWS SDK's default chain, which dynamodb:// URLs use, needs some
+	// credentials to sign requests; DynamoDB Local accepts any.
+	for k, v := range map[string]string{"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local", "AWS_EC2_METADATA_DISABLED": "true"} {
+		if os.Getenv(k) == "" {
+			os.Setenv(k, v)
+		}
+	}
+	redis.SetLogger(quietRedis{}) // as cmd/sluice: no dial-retry lines from TestUnavailable
+	go func() {
+		ddb, ddbErr = ddbtest.Start()
+		close(ddbReady)
+	}()
+	defer func() {
+		<-ddbReady
+		ddb.Close()
+	}()
 	srv, err := redistest.Start()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "cli tests need redis-server:", err)
-		os.Exit(1)
+		fmt.Fprintln(os.Stderr, "FAIL: cli tests need redis-server:", err)
+		return 1
 	}
+	defer srv.Close()
 	redisAddr = srv.Addr
-	code := m.Run()
-	srv.Close()
-	os.Exit(code)
+	return pgtest.Main(m)
+}
+
+// quietRedis drops go-redis's own log lines.
+type quietRedis struct{}
+
+func (quietRedis) Printf(context.Context, string, ...any) {}
+
+// ddbServer waits for DynamoDB Local and fails tb if it did not start.
+func ddbServer(tb testing.TB) *ddbtest.Server {
+	tb.Helper()
+	<-ddbReady
+	if ddbErr != nil {
+		tb.Fatalf("FAIL: DynamoDB Local is required for these tests: %v", ddbErr)
+	}
+	return ddb
 }
 
 // testEnv runs commands in-process against one store URL; for memory://
@@ -62,9 +118,102 @@ func memEnv(t *testing.T) *testEnv {
 	return e
 }
 
+// redisKeyspaces numbers the tests' key prefixes, so that -count=N runs
+// never share one.
+var redisKeyspaces atomic.Int64
+
 // redisEnv isolates the test under its own key prefix.
 func redisEnv(t *testing.T) *testEnv {
-	return &testEnv{t: t, url: "redis://" + redisAddr + "/0?prefix=" + t.Name() + ":"}
+	return &testEnv{t: t, url: fmt.Sprintf("redis://%s/0?prefix=%s.%d:", redisAddr, t.Name(), redisKeyspaces.Add(1))}
+}
+
+// pgEnv isolates the test in its own schema of the test PostgreSQL,
+// dropped when the test ends.
+func pgEnv(t *testing.T) *testEnv {
+	return &testEnv{t: t, url: pgURL(t, pgSchema(t))}
+}
+
+// pgSchema returns a fresh schema name, dropped with t.
+func pgSchema(t *testing.T) string {
+	schema := pgtest.Schema()
+	t.Cleanup(func() {
+		p := pgtest.Pool(t, nil)
+		if _, err := p.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+			t.Errorf("dropping schema %s: %v", schema, err)
+		}
+	})
+	return schema
+}
+
+// pgURL is the test PostgreSQL's URL with schema= and any extra options.
+func pgURL(t *testing.T, schema string, extra ...string) string {
+	u := pgtest.URL()
+	if u == "" {
+		t.Fatal("no PostgreSQL: TestMain did not run pgtest.Main")
+	}
+	sep := "?"
+	if strings.Contains(u, "?") {
+		sep = "&"
+	}
+	u += sep + "schema=" + schema
+	for _, x := range extra {
+		u += "&" + x
+	}
+	return u
+}
+
+// ddbEnv isolates the test in its own table of the test DynamoDB Local,
+// deleted when the test ends. The table has no TTL: DynamoDB Local's TTL
+// sweeper would delete expired lease records before reconcile does.
+func ddbEnv(t *testing.T) *testEnv {
+	return &testEnv{t: t, url: ddbURL(t, newDDBTable(t))}
+}
+
+// ddbURL is the dynamodb:// URL of table on the test DynamoDB Local.
+func ddbURL(t *testing.T, table string) string {
+	return "dynamodb://" + table + "?region=us-east-1&endpoint=" + ddbServer(t).Endpoint
+}
+
+// newDDBTable creates the seeds' table, without TTL, under a fresh name.
+func newDDBTable(t *testing.T) string {
+	srv := ddbServer(t)
+	name := srv.TableName("cli")
+	createDDBTable(t, name, ddbPartitionKey)
+	return name
+}
+
+// createDDBTable creates an on-demand table keyed by the string key,
+// deleted with t.
+func createDDBTable(t *testing.T, name, key string) {
+	t.Helper()
+	db := ddbServer(t).Client()
+	_, err := db.CreateTable(context.Background(), &dynamodb.CreateTableInput{
+		TableName:            aws.String(name),
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(key), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(key), KeyType: types.KeyTypeHash}},
+		BillingMode:          types.BillingModePayPerRequest,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dropDDBTable(t, name)
+}
+
+// dropDDBTable deletes the table when t ends.
+func dropDDBTable(t *testing.T, name string) {
+	t.Cleanup(func() {
+		_, _ = ddbServer(t).Client().DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(name)})
+	})
+}
+
+// stores runs f as a subtest on a fresh environment of every store.
+func stores(t *testing.T, f func(t *testing.T, e *testEnv)) {
+	for _, s := range []struct {
+		name string
+		env  func(*testing.T) *testEnv
+	}{{"memory", memEnv}, {"redis", redisEnv}, {"postgres", pgEnv}, {"dynamodb", ddbEnv}} {
+		t.Run(s.name, func(t *testing.T) { f(t, s.env(t)) })
+	}
 }
 
 func (e *testEnv) advance(d time.Duration) { e.clock.Add(d.Milliseconds()) }

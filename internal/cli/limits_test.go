@@ -10,8 +10,8 @@ import (
 
 const example = "../../docs/examples/limits.yaml"
 
-func TestLimitsMemory(t *testing.T) { testLimits(t, memEnv(t)) }
-func TestLimitsRedis(t *testing.T)  { testLimits(t, redisEnv(t)) }
+// TestLimits runs limits apply/diff end to end on every store.
+func TestLimits(t *testing.T) { stores(t, testLimits) }
 
 // testLimits applies the example, drains a bucket, changes the file and
 // re-applies: the live balance survives unless --reset.
@@ -64,8 +64,11 @@ func testLimits(t *testing.T, e *testEnv) {
 	}
 }
 
-func TestGoldenLimitsPlan(t *testing.T) {
-	e := memEnv(t)
+// TestGoldenLimitsPlan checks plan and diff against the same golden files
+// on every store: what a plan says must not depend on the store.
+func TestGoldenLimitsPlan(t *testing.T) { stores(t, testGoldenLimitsPlan) }
+
+func testGoldenLimitsPlan(t *testing.T, e *testEnv) {
 	e.ok("bucket", "put", "anthropic#rpm", "--type", "requests", "--capacity", "40", "--per", "1m")
 	e.ok("bucket", "put", "elevenlabs#concurrent", "--type", "concurrent", "--capacity", "5")
 	e.ok("bucket", "put", "legacy#rpm", "--type", "requests", "--capacity", "10", "--per", "1s")

@@ -10,8 +10,8 @@ import (
 	"time"
 )
 
-func TestOpsMemory(t *testing.T) { testOps(t, memEnv(t)) }
-func TestOpsRedis(t *testing.T)  { testOps(t, redisEnv(t)) }
+// TestOps runs the operation commands end to end on every store.
+func TestOps(t *testing.T) { stores(t, testOps) }
 
 // testOps runs every inspection and operation command against e's store.
 func testOps(t *testing.T, e *testEnv) {
@@ -112,6 +112,23 @@ func TestUnavailable(t *testing.T) {
 		_, errs, code := e.run(args...)
 		if code != ExitUnavailable || !strings.Contains(errs, "store unavailable") || strings.Count(errs, "\n") != 1 {
 			t.Errorf("%v: exit %d, stderr %q", args, code, errs)
+		}
+	}
+}
+
+// TestUnavailableSQLAndDynamoDB: PostgreSQL and DynamoDB that cannot be
+// reached give exit 3, for the store commands and the admin ones.
+func TestUnavailableSQLAndDynamoDB(t *testing.T) {
+	pg := &testEnv{t: t, url: fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable&connect_timeout=2&timeout=2s", deadPort(t))}
+	for _, args := range [][]string{{"status"}, {"acquire", "openai#rpm"}, {"postgres", "version"}, {"postgres", "migrate"}} {
+		if _, errs, code := pg.run(args...); code != ExitUnavailable || !strings.Contains(errs, "store unavailable") || strings.Count(errs, "\n") != 1 {
+			t.Errorf("postgres %v: exit %d, stderr %q", args, code, errs)
+		}
+	}
+	ddb := &testEnv{t: t, url: fmt.Sprintf("dynamodb://tbl1?region=us-east-1&endpoint=http://127.0.0.1:%d&timeout=2s", deadPort(t))}
+	for _, args := range [][]string{{"status"}, {"acquire", "openai#rpm"}, {"dynamodb", "create-table"}} {
+		if _, errs, code := ddb.run(args...); code != ExitUnavailable || !strings.Contains(errs, "store unavailable") || strings.Count(errs, "\n") != 1 {
+			t.Errorf("dynamodb %v: exit %d, stderr %q", args, code, errs)
 		}
 	}
 }

@@ -158,7 +158,7 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 store unavailable, 4 RETRY_IN (acquire).`,
 		"read the store password from this file (else SLUICE_REDIS_PASSWORD or PGPASSWORD)")
 	root.AddCommand(newVersionCmd(g), newDemoCmd(g), newStatusCmd(g), newBucketCmd(g), newLeasesCmd(g),
 		newAcquireCmd(g), newReleaseCmd(g), newPenalizeCmd(g), newReconcileCmd(g), newLimitsCmd(g),
-		newBenchCmd(g), newBenchChildCmd(g), newCompletionCmd(root))
+		newBenchCmd(g), newBenchChildCmd(g), newPostgresCmd(g), newDynamoDBCmd(g), newCompletionCmd(root))
 	return root
 }
 
@@ -172,6 +172,7 @@ func Main(ctx context.Context, args []string, env Env) int {
 	if err != nil && !errors.As(err, &u) && cobraUsage(err) {
 		err = &UsageError{Err: err}
 	}
+	err = explain(err)
 	if err != nil {
 		msg := strings.ReplaceAll(err.Error(), "\n", " ")
 		if !strings.HasPrefix(msg, "sluice: ") {

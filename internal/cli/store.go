@@ -4,11 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/internal/storeurl"
@@ -17,9 +22,13 @@ import (
 
 // open opens the store named by --store. A malformed URL is a usage error.
 func (g *globals) open(ctx context.Context) (*storeurl.Opened, error) {
-	op, err := storeurl.Open(ctx, g.store, storeurl.Options{
-		LookupEnv: g.env.LookupEnv, PasswordFile: g.passwordFile, Memory: g.env.Memory,
-	})
+	return g.openWith(ctx, storeurl.Options{})
+}
+
+// openWith is open with o's Table and NoMigrate.
+func (g *globals) openWith(ctx context.Context, o storeurl.Options) (*storeurl.Opened, error) {
+	o.LookupEnv, o.PasswordFile, o.Memory = g.env.LookupEnv, g.passwordFile, g.env.Memory
+	op, err := storeurl.Open(ctx, g.store, o)
 	if errors.Is(err, storeurl.ErrBadURL) {
 		return nil, &UsageError{Err: err}
 	}
@@ -105,4 +114,22 @@ func dur(d time.Duration) string {
 		return d.Round(100 * time.Millisecond).String()
 	}
 	return d.Round(time.Millisecond).String()
+}
+
+// explain adds what to do to the errors of a store whose schema or table
+// does not exist. A missing DynamoDB table, which the store reports as
+// unavailable, is an error (exit 1): the store answered.
+func explain(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case "3F000", "42P01", "42883": // invalid_schema_name, undefined_table, undefined_function
+			return fmt.Errorf("%w (the PostgreSQL schema is missing or incomplete: run 'sluice postgres migrate', or drop migrate=false from the URL)", err)
+		}
+	}
+	var nf *types.ResourceNotFoundException
+	if errors.As(err, &nf) {
+		return fmt.Errorf("the DynamoDB table does not exist: create it with 'sluice dynamodb create-table' (%s)", aws.ToString(nf.Message))
+	}
+	return err
 }

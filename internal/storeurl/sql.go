@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/smithy-go/logging"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ontopix/sluice/store/dynamostore"
@@ -99,9 +100,9 @@ func openPostgres(ctx context.Context, u *url.URL, o Options) (*Opened, error) {
 		pool.Close()
 		return nil, badf("%s: %v", u.Redacted(), err)
 	}
-	op := &Opened{Store: st, Kind: "postgres", Redacted: u.Redacted(), SharedClock: !callerClock,
+	op := &Opened{Store: st, Kind: "postgres", Redacted: u.Redacted(), SharedClock: !callerClock, Postgres: st,
 		closers: []func() error{func() error { pool.Close(); return nil }, st.Close}}
-	if migrate {
+	if migrate && !o.NoMigrate {
 		if err := st.Migrate(ctx); err != nil {
 			op.Close()
 			return nil, err
@@ -123,7 +124,10 @@ func openDynamo(ctx context.Context, u *url.URL, o Options) (*Opened, error) {
 	if len(q) > 0 {
 		return nil, badf("%s: unknown option(s) %s (want region, endpoint, timeout, seeds_path)", u.Redacted(), q.Encode())
 	}
-	table := u.Host
+	table := o.Table
+	if table == "" {
+		table = u.Host
+	}
 	if table == "" {
 		table = o.lookup("SLUICE_TABLE_NAME")
 	}
@@ -148,13 +152,19 @@ func openDynamo(ctx context.Context, u *url.URL, o Options) (*Opened, error) {
 	} else if seeds {
 		opts = append(opts, dynamostore.WithSeedsPath())
 	}
-	var lo []func(*config.LoadOptions) error
+	// No SDK log lines: the CLI reports failures itself, in one line (the
+	// SDK's default logger would print warnings such as a checksum it could
+	// not verify on an error response straight to stderr).
+	lo := []func(*config.LoadOptions) error{config.WithLogger(logging.Nop{})}
 	if region != "" {
 		lo = append(lo, config.WithRegion(region))
 	}
 	awsCfg, err := config.LoadDefaultConfig(ctx, lo...)
 	if err != nil {
 		return nil, badf("%s: AWS configuration: %v", u.Redacted(), err)
+	}
+	if awsCfg.Region == "" {
+		return nil, badf("%s: no AWS region: add ?region=R, or set SLUICE_AWS_REGION or AWS_REGION", u.Redacted())
 	}
 	db := dynamodb.NewFromConfig(awsCfg, dynamostore.ClientOptions, func(do *dynamodb.Options) {
 		if endpoint != "" {
@@ -165,5 +175,6 @@ func openDynamo(ctx context.Context, u *url.URL, o Options) (*Opened, error) {
 	if err != nil {
 		return nil, badf("%s: %v", u.Redacted(), err)
 	}
-	return &Opened{Store: st, Kind: "dynamodb", Redacted: u.Redacted(), closers: []func() error{st.Close}}, nil
+	return &Opened{Store: st, Kind: "dynamodb", Redacted: u.Redacted(), DynamoDB: db, Table: table,
+		closers: []func() error{st.Close}}, nil
 }

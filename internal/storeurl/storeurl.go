@@ -21,8 +21,11 @@ import (
 	"os"
 	"strings"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/memstore"
+	"github.com/ontopix/sluice/store/pgstore"
 )
 
 // ErrBadURL is matched by every error about the URL itself (a usage error,
@@ -40,6 +43,13 @@ type Options struct {
 	// that several commands in one test share a store. Nil means a new
 	// memstore per Open.
 	Memory store.Store
+	// Table, when set, is the DynamoDB table, taking precedence over the
+	// URL's and SLUICE_TABLE_NAME (sluice dynamodb create-table TABLE).
+	Table string
+	// NoMigrate, when set, opens a PostgreSQL store without creating or
+	// upgrading its schema, whatever the URL's migrate option says (sluice
+	// postgres migrate|version, which report the version before migrating).
+	NoMigrate bool
 }
 
 func (o Options) lookup(name string) string {
@@ -75,7 +85,14 @@ type Opened struct {
 	// clock (the server's), so grant times from several processes are
 	// directly comparable.
 	SharedClock bool
-	closers     []func() error
+	// Postgres is the store again, as its own type, when Kind is
+	// "postgres" (for Migrate and Version).
+	Postgres *pgstore.Store
+	// DynamoDB is the client the store was built on, and Table its table,
+	// when Kind is "dynamodb" (for CreateTable).
+	DynamoDB *dynamodb.Client
+	Table    string
+	closers  []func() error
 }
 
 // Close closes the store and the client it was built on.

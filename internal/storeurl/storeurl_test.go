@@ -129,3 +129,49 @@ func TestRedisPassword(t *testing.T) {
 		t.Errorf("missing password file: %v", err)
 	}
 }
+
+// TestOpenAdminHandles: a postgres:// store exposes its *pgstore.Store, a
+// dynamodb:// store its client and table, which Options.Table overrides.
+func TestOpenAdminHandles(t *testing.T) {
+	ctx := context.Background()
+	op, err := Open(ctx, "postgres://127.0.0.1:1/db?schema=s1&sslmode=disable", Options{NoMigrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if op.Postgres == nil || op.Postgres.Schema() != "s1" || op.DynamoDB != nil {
+		t.Errorf("postgres: %+v", op)
+	}
+	op.Close()
+	env := func(k string) (string, bool) {
+		v, ok := map[string]string{"SLUICE_TABLE_NAME": "from-env", "SLUICE_AWS_REGION": "eu-west-1"}[k]
+		return v, ok
+	}
+	for _, c := range []struct{ url, table, want string }{
+		{"dynamodb://from-url?region=eu-west-1", "", "from-url"},
+		{"dynamodb://from-url?region=eu-west-1", "from-arg", "from-arg"},
+		{"dynamodb://", "", "from-env"},
+		{"dynamodb://", "from-arg", "from-arg"},
+	} {
+		op, err := Open(ctx, c.url, Options{LookupEnv: env, Table: c.table})
+		if err != nil {
+			t.Fatalf("%q: %v", c.url, err)
+		}
+		if op.DynamoDB == nil || op.Table != c.want || op.Postgres != nil || op.DynamoDB.Options().Region != "eu-west-1" {
+			t.Errorf("%q table %q: got table %q", c.url, c.table, op.Table)
+		}
+		op.Close()
+	}
+}
+
+// TestOpenDynamoNoRegion: without a region anywhere, the URL is refused up
+// front instead of every request failing.
+func TestOpenDynamoNoRegion(t *testing.T) {
+	for _, k := range []string{"AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE", "AWS_DEFAULT_PROFILE"} {
+		t.Setenv(k, "")
+	}
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
+	_, err := Open(context.Background(), "dynamodb://tbl1", Options{})
+	if !errors.Is(err, ErrBadURL) || !strings.Contains(err.Error(), "no AWS region") {
+		t.Errorf("got %v", err)
+	}
+}
