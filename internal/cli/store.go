@@ -117,8 +117,8 @@ func dur(d time.Duration) string {
 }
 
 // explain adds what to do to the errors of a store whose schema or table
-// does not exist. A missing DynamoDB table, which the store reports as
-// unavailable, is an error (exit 1): the store answered.
+// does not exist. A missing DynamoDB table is an error (exit 1), not an
+// outage: the store answered.
 func explain(err error) error {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {

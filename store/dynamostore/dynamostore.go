@@ -209,7 +209,8 @@ func requestToken(id store.LeaseID, parts ...int64) string {
 
 // classify maps an SDK error: throttling, 5xx, timeouts and transport
 // errors become store.ErrUnavailable; a TransactionConflict cancellation
-// becomes store.ErrContention; anything else is returned wrapped.
+// becomes store.ErrContention; anything else (validation, a missing table)
+// is returned wrapped.
 func classify(op string, err error) error {
 	if err == nil {
 		return nil
@@ -237,7 +238,10 @@ func classify(op string, err error) error {
 		case "TransactionConflictException":
 			return fmt.Errorf("%w: dynamostore: %s: %w", store.ErrContention, op, err)
 		}
-		if ae.ErrorFault() == smithy.FaultClient && !throttle(ae.ErrorCode()) && ae.ErrorCode() != "ResourceNotFoundException" {
+		// A missing table (ResourceNotFoundException) is a client fault too:
+		// a misconfiguration, reported as such rather than as an outage, so
+		// that a fail-open client does not silently run without limits.
+		if ae.ErrorFault() == smithy.FaultClient && !throttle(ae.ErrorCode()) {
 			return fmt.Errorf("dynamostore: %s: %w", op, err)
 		}
 	}
