@@ -55,11 +55,13 @@ var reconcileLua string
 
 // Every script is core.lua, then lib.lua (and keys.lua when it derives
 // keys), then its body, so each is self-contained and cached by the server
-// under its own SHA-1. acquire.lua, the hot path, needs core.lua alone:
-// Redis re-creates a script's functions on every call, so it defines only
-// what it uses.
+// under its own SHA-1. acquire.lua, the hot path, needs core.lua alone, and
+// wrapped in a function it calls only when it needs it: Redis re-creates a
+// script's functions on every call.
+var acquireSrc = "local function core()\n" + coreLua + "return refillRaw, retryInRaw\nend\n" + acquireLua
+
 var (
-	acquireScript   = redis.NewScript(coreLua + acquireLua)
+	acquireScript   = redis.NewScript(acquireSrc)
 	releaseScript   = redis.NewScript(coreLua + libLua + keysLua + releaseLua)
 	extendScript    = redis.NewScript(coreLua + libLua + keysLua + extendLua)
 	adjustScript    = redis.NewScript(coreLua + libLua + keysLua + adjustLua)
@@ -121,10 +123,10 @@ func (r *reply) more() bool { return r.i < len(r.v) }
 // allocation.
 const acquireInline = 3
 
-// The script's hash and source, boxed once.
+// The acquire script's hash and source, boxed once.
 var (
-	acquireSHA any = acquireScript.Hash()
-	acquireSrc any = coreLua + acquireLua
+	acquireSHAArg any = acquireScript.Hash()
+	acquireSrcArg any = acquireSrc
 )
 
 // acquireCall is one acquisition's EVALSHA command, allocated once per call
@@ -146,7 +148,7 @@ func newAcquireCall(n int) *acquireCall {
 	} else {
 		c.args = make([]any, m)
 	}
-	c.args[0], c.args[1], c.args[2] = "evalsha", acquireSHA, 2*n
+	c.args[0], c.args[1], c.args[2] = "evalsha", acquireSHAArg, 2*n
 	return c
 }
 
@@ -157,7 +159,7 @@ func (c *acquireCall) run(ctx context.Context, rdb redis.UniversalClient) ([]int
 	cmd.SetFirstKeyPos(3)
 	err := rdb.Process(ctx, cmd)
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		c.args[0], c.args[1] = "eval", acquireSrc
+		c.args[0], c.args[1] = "eval", acquireSrcArg
 		cmd = redis.NewIntSliceCmd(ctx, c.args...)
 		cmd.SetFirstKeyPos(3)
 		err = rdb.Process(ctx, cmd)

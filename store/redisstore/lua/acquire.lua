@@ -1,13 +1,16 @@
 -- acquire.lua: all-or-nothing debit of 1..16 buckets, plus a lease record
 -- when asked or when an item is concurrent.
 --
--- This is the hot path, so it runs after core.lua alone and inlines
--- bucket.Take, the clock, the bucket read and bucket.ConcurrentRetry: no
--- helper closures beyond core's, one flat table for the buckets' state,
--- string-to-number coercion by arithmetic rather than calls to tonumber, and
--- a short reply. Every step matches lib.lua's (take is refill, then
--- retryIn on a denial), which TestLuaMatchesBucket checks against package
--- bucket.
+-- This is the hot path. Redis re-creates a script's local functions on
+-- every call, so it defines as few as it can: core.lua comes wrapped in a
+-- function, core(), that defines and returns refillRaw and retryInRaw, and
+-- it is called only when a refill needs the arithmetic (the early returns
+-- of refillRaw are inlined) or a request is denied. The script also inlines
+-- bucket.Take, the clock, the bucket read and bucket.ConcurrentRetry, keeps
+-- the buckets' state in one flat table, coerces strings to numbers by
+-- arithmetic rather than calls to tonumber, and returns a short reply.
+-- Every step matches lib.lua's (take is refill, then retryIn on a denial),
+-- and TestLuaMatchesBucket checks core.lua against package bucket.
 --
 -- KEYS: per item: bucket, dim lease index.
 -- ARGV: now (-1: server TIME), ttl ms, record (0/1), poll ms, id, caller,
@@ -21,6 +24,7 @@
 -- items...} granted with one, items being 4 numbers each: type, cost,
 -- capacity millitokens, remaining.
 local call = redis.call
+local refillRaw, retryInRaw -- from core(), on first use
 local now = ARGV[1] + 0
 if now < 0 then
   local t = call('TIME')
@@ -78,7 +82,17 @@ for i = 1, n do
   local b = 8 * (i - 1)
   local typ, cap, amt, per, cost, tok, last = S[b + 1], S[b + 2], S[b + 3], S[b + 4], S[b + 5], S[b + 6], S[b + 7]
   local c = cost * 1000
-  local t, l = refillRaw(cap, amt, per, tok, last, now)
+  local t, l
+  if amt <= 0 or now <= last then -- refillRaw's early returns
+    t, l = tok, last
+  elseif tok >= cap then
+    t, l = cap, now
+  else
+    if not refillRaw then
+      refillRaw, retryInRaw = core()
+    end
+    t, l = refillRaw(cap, amt, per, tok, last, now)
+  end
   local wait = 0
   if t >= c then
     S[b + 6], S[b + 8] = t - c, l
@@ -97,6 +111,9 @@ for i = 1, n do
         wait = 1
       end
     elseif amt > 0 then
+      if not retryInRaw then
+        refillRaw, retryInRaw = core()
+      end
       wait = retryInRaw(cap, amt, per, tok, last, now, c)
     end
     if wait > retry then
