@@ -225,6 +225,22 @@ func TestScriptFlush(t *testing.T) {
 	}
 }
 
+// TestScriptFlushCluster: the acquire path's own EVALSHA-then-EVAL fallback
+// works through a Cluster client too.
+func TestScriptFlushCluster(t *testing.T) {
+	c := newClusterClient(t)
+	s := newStoreOn(t, c)
+	ctx := context.Background()
+	put(t, s, t0, store.Bucket{Name: "f#rpm", Config: bucket.PerPeriod(bucket.Requests, 10, time.Minute)})
+	acquire(t, s, t0, store.Item{Dimension: "f#rpm"})
+	if err := c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return n.ScriptFlush(ctx).Err() }); err != nil {
+		t.Fatal(err)
+	}
+	if res := acquire(t, s, t0, store.Item{Dimension: "f#rpm"}); !res.Granted || res.Items[0].Remaining != 8000 {
+		t.Fatalf("after SCRIPT FLUSH: %+v", res)
+	}
+}
+
 // TestHintedReleaseFromAnotherProcess: a store instance that did not grant
 // the lease (another process) releases it in one round trip when the
 // request carries the lease's dimension as a hint.
