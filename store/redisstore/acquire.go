@@ -55,7 +55,12 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 	if req.Record {
 		args[2] = 1
 	}
-	v, err := c.run(ctx, s.rdb)
+	var v []int64
+	if s.batch != nil {
+		v, err = s.batch.run(ctx, c)
+	} else {
+		v, err = c.run(ctx, s.rdb)
+	}
 	if err != nil {
 		return err
 	}

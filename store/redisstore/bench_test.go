@@ -58,10 +58,22 @@ func BenchmarkRedis(b *testing.B) {
 		})
 	})
 
-	s, err := New(c, WithPrefix(uniquePrefix()))
-	if err != nil {
-		b.Fatal(err)
+	for _, mode := range []struct {
+		name string
+		opt  Option
+	}{{"", WithBatching(1)}, {"Batched", WithBatching(DefaultMaxBatch)}} {
+		s, err := New(c, WithPrefix(uniquePrefix()), mode.opt)
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchAcquire(b, s, mode.name)
+		s.Close()
 	}
+}
+
+// benchAcquire runs the acquisition benchmarks of BenchmarkRedis on s.
+func benchAcquire(b *testing.B, s *Store, suffix string) {
+	ctx := context.Background()
 	for _, bk := range []store.Bucket{
 		{Name: "bench#rpm", Config: bucket.PerPeriod(bucket.Requests, bucket.MaxCapacity, time.Minute)},
 		{Name: "bench#tpm", Config: bucket.PerPeriod(bucket.Tokens, bucket.MaxCapacity, time.Minute)},
@@ -85,7 +97,7 @@ func BenchmarkRedis(b *testing.B) {
 		name  string
 		items []store.Item
 	}{{"Acquire1Dim", one}, {"Acquire3DimLease", three}} {
-		b.Run(tc.name+"/serial", func(b *testing.B) {
+		b.Run(tc.name+suffix+"/serial", func(b *testing.B) {
 			b.ReportAllocs()
 			var res store.AcquireResult
 			for b.Loop() {
@@ -94,7 +106,8 @@ func BenchmarkRedis(b *testing.B) {
 				}
 			}
 		})
-		b.Run(tc.name+"/parallel", func(b *testing.B) {
+		b.Run(tc.name+suffix+"/parallel", func(b *testing.B) {
+			b.ReportAllocs()
 			b.SetParallelism(8)
 			b.RunParallel(func(pb *testing.PB) {
 				var res store.AcquireResult

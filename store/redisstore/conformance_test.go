@@ -38,3 +38,25 @@ func TestConformanceClusterPerVendor(t *testing.T) {
 		SingleVendorAcquire: true,
 	})
 }
+
+// TestConformanceBatched runs the suite on a standalone server with
+// acquisitions auto-pipelined (WithBatching).
+func TestConformanceBatched(t *testing.T) {
+	storetest.Run(t, storetest.Harness{
+		NewStore:   func(tb testing.TB) store.Store { return newStore(tb, WithBatching(DefaultMaxBatch)) },
+		Goroutines: 32,
+	})
+}
+
+// TestConformanceClusterBatched runs the suite on the real Cluster, one
+// slot per vendor, with acquisitions auto-pipelined (go-redis splits each
+// pipeline by node).
+func TestConformanceClusterBatched(t *testing.T) {
+	storetest.Run(t, storetest.Harness{
+		NewStore: func(tb testing.TB) store.Store {
+			return newStoreOn(tb, newClusterClient(tb), WithBatching(DefaultMaxBatch))
+		},
+		Goroutines:          32,
+		SingleVendorAcquire: true,
+	})
+}

@@ -16,7 +16,13 @@ import (
 // TestOutage stops a private redis-server mid-run (killed, then hung):
 // every operation fails with an error matching store.ErrUnavailable within
 // the configured timeout, and after a restart the store works again.
-func TestOutage(t *testing.T) {
+func TestOutage(t *testing.T) { outage(t, false) }
+
+// TestOutageBatched: the same with batching, and concurrent acquisitions
+// (pipelined) failing together.
+func TestOutageBatched(t *testing.T) { outage(t, true) }
+
+func outage(t *testing.T, batched bool) {
 	srv, err := redistest.Start()
 	if err != nil {
 		t.Fatal(err)
@@ -26,7 +32,11 @@ func TestOutage(t *testing.T) {
 		ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond, MaxRetries: -1})
 	t.Cleanup(func() { c.Close() })
 	const timeout = 300 * time.Millisecond
-	s := newStoreOn(t, c, WithTimeout(timeout))
+	opts := []Option{WithTimeout(timeout), WithBatching(1)}
+	if batched {
+		opts = append(opts, WithBatching(64))
+	}
+	s := newStoreOn(t, c, opts...)
 	ctx := context.Background()
 	b := store.Bucket{Name: "o#rpm", Config: bucket.PerPeriod(bucket.Requests, 1000, time.Minute)}
 	put(t, s, t0, b)
@@ -49,6 +59,26 @@ func TestOutage(t *testing.T) {
 				return err
 			},
 			"put": func() error { return s.PutBucket(ctx, t0, b, false) },
+		}
+		if batched {
+			ops["8 concurrent acquires"] = func() error {
+				errs := make(chan error, 8)
+				for range 8 {
+					go func() {
+						var res store.AcquireResult
+						errs <- s.Acquire(ctx, &store.AcquireRequest{Now: t0, Items: []store.Item{{Dimension: "o#rpm"}}, ID: store.NewLeaseID(), TTL: time.Minute}, &res)
+					}()
+				}
+				var err error
+				for range 8 {
+					if e := <-errs; !errors.Is(e, store.ErrUnavailable) {
+						err = e
+					} else if err == nil {
+						err = e
+					}
+				}
+				return err
+			}
 		}
 		for name, op := range ops {
 			start := time.Now()

@@ -69,6 +69,8 @@ type Store struct {
 	tag         string // WithHashTag; "" means one tag per vendor
 	keyspace    string // prefix + "\n" + tag, the scripts' key space argument
 	closed      atomic.Bool
+	maxBatch    int      // WithBatching; < 2 means no batching
+	batch       *batcher // nil without batching
 
 	keysMu sync.RWMutex
 	keys   map[string]*dimKeys // dimension → its keys (bounded cache)
@@ -120,11 +122,29 @@ func WithSlotCheck(on bool) Option { return func(s *Store) { s.slotCheck = on } 
 // non-empty and contain no braces.
 func WithHashTag(tag string) Option { return func(s *Store) { s.tag = tag } }
 
+// WithBatching auto-pipelines concurrent acquisitions: when several
+// goroutines acquire through one Store at once, their script calls go to
+// the server as one pipeline of at most maxBatch commands (one write, one
+// read) instead of one round trip each. Each acquisition is still exactly
+// one command; there is no artificial wait, and an acquisition that finds
+// no other in progress is sent at once by its caller, as without batching.
+// maxBatch 0 means DefaultMaxBatch; 1 turns batching off. The dispatcher
+// goroutine starts on first use and Close stops it. On a ClusterClient
+// go-redis splits each pipeline by node.
+func WithBatching(maxBatch int) Option {
+	return func(s *Store) {
+		if maxBatch == 0 {
+			maxBatch = DefaultMaxBatch
+		}
+		s.maxBatch = maxBatch
+	}
+}
+
 // New returns a store over rdb. The store does not own rdb: Close leaves it
 // open.
 func New(rdb redis.UniversalClient, opts ...Option) (*Store, error) {
 	_, cluster := rdb.(*redis.ClusterClient)
-	s := &Store{rdb: rdb, prefix: DefaultPrefix, slotCheck: cluster,
+	s := &Store{rdb: rdb, prefix: DefaultPrefix, slotCheck: cluster, maxBatch: 1,
 		keys: map[string]*dimKeys{}, tags: map[store.LeaseID]string{}}
 	for _, o := range opts {
 		o(s)
@@ -139,14 +159,25 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Store, error) {
 	if s.timeout < 0 {
 		return nil, fmt.Errorf("%w: redisstore: negative timeout %s", store.ErrInvalid, s.timeout)
 	}
+	if s.maxBatch < 0 {
+		return nil, fmt.Errorf("%w: redisstore: negative batch size %d", store.ErrInvalid, s.maxBatch)
+	}
+	if s.maxBatch > 1 {
+		s.batch = newBatcher(rdb, s.maxBatch)
+	}
 	return s, nil
 }
 
 var _ store.Store = (*Store)(nil)
 
-// Close marks the store closed; it does not close the client.
+// Close marks the store closed and stops the batching dispatcher once it
+// has answered the acquisitions already queued; it does not close the
+// client.
 func (s *Store) Close() error {
 	s.closed.Store(true)
+	if s.batch != nil {
+		s.batch.close()
+	}
 	return nil
 }
 

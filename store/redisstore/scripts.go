@@ -139,6 +139,11 @@ type acquireCall struct {
 	id             idText
 	args           []any
 	inline         [3 + 2*acquireInline + 7 + 2*acquireInline]any
+	cmd            *redis.IntSliceCmd
+
+	// Set when the call goes through the batcher.
+	ctx  context.Context
+	done chan error // capacity 1: the mapped error, nil when cmd holds the reply
 }
 
 func newAcquireCall(n int) *acquireCall {
@@ -152,22 +157,32 @@ func newAcquireCall(n int) *acquireCall {
 	return c
 }
 
+// newCmd makes c's command from its arguments.
+func (c *acquireCall) newCmd(ctx context.Context) {
+	c.cmd = redis.NewIntSliceCmd(ctx, c.args...)
+	c.cmd.SetFirstKeyPos(3)
+}
+
+// toEval turns c's command into an EVAL of the script's source, for a
+// server that answered NOSCRIPT.
+func (c *acquireCall) toEval(ctx context.Context) {
+	c.args[0], c.args[1] = "eval", acquireSrcArg
+	c.newCmd(ctx)
+}
+
 // run sends the command (EVALSHA, then EVAL when the server has not cached
 // the script, as redis.Script.Run does) and returns the integer reply.
 func (c *acquireCall) run(ctx context.Context, rdb redis.UniversalClient) ([]int64, error) {
-	cmd := redis.NewIntSliceCmd(ctx, c.args...)
-	cmd.SetFirstKeyPos(3)
-	err := rdb.Process(ctx, cmd)
+	c.newCmd(ctx)
+	err := rdb.Process(ctx, c.cmd)
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		c.args[0], c.args[1] = "eval", acquireSrcArg
-		cmd = redis.NewIntSliceCmd(ctx, c.args...)
-		cmd.SetFirstKeyPos(3)
-		err = rdb.Process(ctx, cmd)
+		c.toEval(ctx)
+		err = rdb.Process(ctx, c.cmd)
 	}
 	if err != nil {
 		return nil, fail("acquire", err)
 	}
-	return cmd.Val(), nil
+	return c.cmd.Val(), nil
 }
 
 // idText is a lease id in its canonical text form, written as a bulk string
