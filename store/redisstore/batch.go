@@ -17,10 +17,11 @@ const DefaultMaxBatch = 64
 // batcher auto-pipelines concurrent acquisitions (WithBatching). An
 // acquisition that finds no other acquisition of the store in progress runs
 // its command itself, as without batching. One that finds others in progress
-// joins a queue, and a single dispatcher goroutine (started on first use,
-// stopped by Close) takes whatever is queued right now, up to max, sends it
-// as one pipeline (one write, one read), hands each caller its reply and
-// loops. There is no artificial wait: a lone queued request is sent at once.
+// joins a queue, and a dispatcher goroutine (there are two, started on
+// first use, stopped by Close) takes whatever is queued right now, up to
+// max, sends it as one pipeline (one write, one read), hands each caller its
+// reply and loops. There is no artificial wait: a lone queued request is
+// sent at once.
 type batcher struct {
 	rdb    redis.UniversalClient
 	max    int
@@ -211,7 +212,10 @@ func (c *acquireCall) finish() {
 	c.done <- err
 }
 
-// dispatchers is how many dispatcher goroutines a batcher runs. Two or
-// three (so that one batch's write overlaps another's reply) measured no
-// better than one on a 2-core machine.
-const dispatchers = 1
+// dispatchers is how many dispatcher goroutines a batcher runs, so that
+// one batch can be written while the server is still running another: with
+// one, the server idles while the client reads a batch's replies and
+// prepares the next, and on a 2-core machine with the server busy (3
+// dimensions with a lease) batching measured slower than none; with two,
+// about 1.2x faster than none (docs/stores/redis.md, Benchmarks).
+const dispatchers = 2

@@ -112,28 +112,39 @@ func goAcquire(ctx context.Context, s *Store, items ...store.Item) <-chan outcom
 }
 
 // stage holds the store busy deterministically: a first acquisition, sent
-// by its caller (no other in progress), and a second, sent alone by the
-// dispatcher, are both held at the gate; then n more are started and
-// waited for until they are all queued. The caller opens the gate.
-func stage(t *testing.T, s *Store, h *gateHook, n int, items ...store.Item) (first, second <-chan outcome, rest []<-chan outcome, open func()) {
+// by its caller (no other in progress), and one for each dispatcher, sent
+// alone, are all held at the gate; then n more are started and waited for
+// until they are all queued. The caller opens the gate.
+func stage(t *testing.T, s *Store, h *gateHook, n int, items ...store.Item) (held, rest []<-chan outcome, open func()) {
 	t.Helper()
 	open = h.close()
 	t.Cleanup(open)
-	first = goAcquire(context.Background(), s, items...)
-	waitFor(t, "the first acquisition at the gate", func() bool { return h.held.Load() == 1 })
-	second = goAcquire(context.Background(), s, items...)
-	waitFor(t, "the dispatcher's first batch at the gate", func() bool { return h.held.Load() == 2 })
+	for i := range 1 + dispatchers {
+		held = append(held, goAcquire(context.Background(), s, items...))
+		waitFor(t, "an acquisition at the gate", func() bool { return h.held.Load() == int64(i+1) })
+	}
 	for range n {
 		rest = append(rest, goAcquire(context.Background(), s, items...))
 	}
 	waitFor(t, "the queue", func() bool { return queued(s) == n })
-	return first, second, rest, open
+	return held, rest, open
+}
+
+func collect(chs ...[]<-chan outcome) []outcome {
+	var outs []outcome
+	for _, l := range chs {
+		for _, ch := range l {
+			outs = append(outs, <-ch)
+		}
+	}
+	return outs
 }
 
 // TestBatchedRoundTrips: with batching, serial acquisitions are still one
 // command and one round trip each; N concurrent ones are N commands in at
-// most N round trips (here, deterministically, 3: the caller's own, the
-// dispatcher's first and one pipeline of the rest), with correct results.
+// most N round trips (here, deterministically, 1 + dispatchers + 1: the
+// caller's own, each dispatcher's first and one pipeline of the rest), with
+// correct results.
 func TestBatchedRoundTrips(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -162,17 +173,14 @@ func TestBatchedRoundTrips(t *testing.T) {
 
 			const n = 50
 			items := []store.Item{{Dimension: "b#rpm"}, {Dimension: "b#concurrent"}}
-			first, second, rest, open := stage(t, s, h, n-2, items...)
+			held, rest, open := stage(t, s, h, n-1-dispatchers, items...)
 			open()
-			outs := []outcome{<-first, <-second}
-			for _, ch := range rest {
-				outs = append(outs, <-ch)
+			outs := collect(held, rest)
+			if trips, cmds := h.trips.Load(), h.cmds.Load(); trips > 2+dispatchers || cmds != n {
+				t.Errorf("%d concurrent acquisitions: %d round trips, %d commands; want at most %d and %d", n, trips, cmds, 2+dispatchers, n)
 			}
-			if trips, cmds := h.trips.Load(), h.cmds.Load(); trips > 3 || cmds != n {
-				t.Errorf("%d concurrent acquisitions: %d round trips, %d commands; want at most 3 and %d", n, trips, cmds, n)
-			}
-			if m := h.maxPipe.Load(); m != n-2 {
-				t.Errorf("largest pipeline %d commands, want %d", m, n-2)
+			if m := h.maxPipe.Load(); m != n-1-dispatchers {
+				t.Errorf("largest pipeline %d commands, want %d", m, n-1-dispatchers)
 			}
 			var remaining []int64
 			for _, o := range outs {
@@ -219,6 +227,11 @@ func TestBatchedCancel(t *testing.T) {
 	yCtx, cancelY := context.WithCancel(context.Background())
 	y := goAcquire(yCtx, s, item)
 	waitFor(t, "y at the gate", func() bool { return h.held.Load() == 2 })
+	var others []<-chan outcome // one for each other dispatcher
+	for i := range dispatchers - 1 {
+		others = append(others, goAcquire(context.Background(), s, item))
+		waitFor(t, "the other dispatchers busy", func() bool { return h.held.Load() == int64(3+i) })
+	}
 	aCtx, cancelA := context.WithCancel(context.Background())
 	a := goAcquire(aCtx, s, item)
 	b := goAcquire(context.Background(), s, item)
@@ -234,18 +247,19 @@ func TestBatchedCancel(t *testing.T) {
 		}
 	}
 	open()
-	for _, ch := range []<-chan outcome{x, b, cc} {
+	for _, ch := range append(others, x, b, cc) {
 		if o := <-ch; o.err != nil || !o.res.Granted {
 			t.Fatalf("uncancelled acquisition: %+v %v", o.res, o.err)
 		}
 	}
-	if cmds := h.cmds.Load(); cmds != 4 {
-		t.Errorf("%d commands sent, want 4 (the queued cancelled request is not sent)", cmds)
+	sent := int64(4 + dispatchers - 1) // x, y, the others, b and c; not a
+	if cmds := h.cmds.Load(); cmds != sent {
+		t.Errorf("%d commands sent, want %d (the queued cancelled request is not sent)", cmds, sent)
 	}
-	// x, b and c, and y (sent before its caller gave up), but not a.
+	// y's script ran although its caller gave up.
 	st, err := s.Peek(context.Background(), t0, []string{"x#rpm"})
-	if err != nil || st[0].Tokens != 5000 {
-		t.Fatalf("peek: %+v %v; want 5000 millitokens left (9 − x, y, b, c)", st, err)
+	if err != nil || st[0].Tokens != 1000*(9-sent) {
+		t.Fatalf("peek: %+v %v; want %d millitokens left", st, err, 1000*(9-sent))
 	}
 }
 
@@ -276,12 +290,9 @@ func TestBatchedScriptFlush(t *testing.T) {
 			flush := func() { flushErr = tc.flush(context.Background(), other) }
 			h.beforePipeline.Store(&flush)
 			const n = 6
-			first, second, rest, open := stage(t, s, h, n, store.Item{Dimension: "f#rpm"})
+			held, rest, open := stage(t, s, h, n, store.Item{Dimension: "f#rpm"})
 			open()
-			outs := []outcome{<-first, <-second}
-			for _, ch := range rest {
-				outs = append(outs, <-ch)
-			}
+			outs := collect(held, rest)
 			if flushErr != nil {
 				t.Fatal(flushErr)
 			}
@@ -293,8 +304,8 @@ func TestBatchedScriptFlush(t *testing.T) {
 				remaining = append(remaining, o.res.Items[0].Remaining)
 			}
 			slices.Sort(remaining)
-			if remaining[0] != 91000 || len(slices.Compact(remaining)) != n+2 {
-				t.Fatalf("remaining %v, want 91000…98000", remaining)
+			if remaining[0] != 98000-1000*(n+dispatchers) || len(slices.Compact(remaining)) != n+1+dispatchers {
+				t.Fatalf("remaining %v, want each of %d…98000 once", remaining, 98000-1000*(n+dispatchers))
 			}
 			if e := h.pipeEvals.Load(); e != n {
 				t.Errorf("%d EVALs re-sent in a pipeline, want %d", e, n)
@@ -313,7 +324,7 @@ func TestBatchedClose(t *testing.T) {
 	acquire(t, s, t0, store.Item{Dimension: "c#rpm"})
 	h := &gateHook{}
 	c.AddHook(h)
-	first, second, rest, open := stage(t, s, h, 4, store.Item{Dimension: "c#rpm"})
+	held, rest, open := stage(t, s, h, 4, store.Item{Dimension: "c#rpm"})
 	closed := make(chan error, 1)
 	go func() { closed <- s.Close() }()
 	waitFor(t, "Close to mark the batcher closed", func() bool {
@@ -322,8 +333,8 @@ func TestBatchedClose(t *testing.T) {
 		return s.batch.closed
 	})
 	open()
-	for _, ch := range append(rest, first, second) {
-		if o := <-ch; o.err != nil || !o.res.Granted {
+	for _, o := range collect(held, rest) {
+		if o.err != nil || !o.res.Granted {
 			t.Fatalf("acquisition queued before Close: %+v %v", o.res, o.err)
 		}
 	}
