@@ -3,6 +3,7 @@ package sluice
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"time"
@@ -142,8 +143,13 @@ func (c *Client) acquire(ctx context.Context, a *acquisition, items []store.Item
 				return Result{}, err
 			}
 			continue
-		case errors.Is(err, store.ErrUnavailable) && c.cfg.FailurePolicy == FailOpen:
+		case errors.Is(err, store.ErrUnavailable) && c.cfg.FailurePolicy == FailOpen && ctx.Err() == nil:
+			// Fail open only for the store's own failure: a caller whose
+			// deadline passed or who cancelled gets that error, never an
+			// uncounted grant.
 			return c.degraded(ctx, a, err), nil
+		case ctx.Err() != nil:
+			return Result{}, fmt.Errorf("sluice: acquire: %w (store: %w)", context.Cause(ctx), err)
 		default:
 			return Result{}, err
 		}
@@ -164,6 +170,7 @@ func (c *Client) degraded(ctx context.Context, a *acquisition, cause error) Resu
 	l := &a.lease
 	l.init(c, &a.req, &a.res)
 	l.degraded = true
+	l.charged = make([]bool, len(l.items))
 	c.event(ctx, slog.LevelWarn, "acquire.degraded", a.req.Items, slog.String("error", cause.Error()))
 	return Result{Outcome: Granted, Lease: l, Degraded: true}
 }

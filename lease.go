@@ -3,6 +3,7 @@ package sluice
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -23,14 +24,22 @@ type Lease struct {
 	items     []Request // current costs (tokens); Adjust updates them
 	buf       [4]Request
 	createdAt time.Time
-	expiresAt time.Time
-	released  bool
+	expiresAt time.Time // the store's expiry (its clock)
+	ttl       time.Duration
+	// localExpiry is the expiry by the client's clock, which decides for
+	// unrecorded and degraded leases (the store's clock may differ).
+	localExpiry time.Time
+	// charged marks, for a degraded lease, the items whose cost the store
+	// has since been charged (by Adjust or Settle); nil otherwise.
+	charged  []bool
+	released bool
 }
 
 // init fills a zero Lease from a granted acquisition.
 func (l *Lease) init(c *Client, req *store.AcquireRequest, res *store.AcquireResult) {
 	l.c, l.id, l.recorded, l.caller = c, req.ID, res.Recorded, req.Caller
 	l.createdAt, l.expiresAt = req.Now, res.ExpiresAt
+	l.ttl, l.localExpiry = req.TTL, req.Now.Add(req.TTL)
 	if len(req.Items) <= len(l.buf) {
 		l.items = l.buf[:len(req.Items)]
 	} else {
@@ -67,6 +76,9 @@ func (l *Lease) ExpiresAt() time.Time {
 	defer l.mu.Unlock()
 	return l.expiresAt
 }
+
+// TTL returns the lifetime the lease was granted (and is renewed) with.
+func (l *Lease) TTL() time.Duration { return l.ttl }
 
 // Dimensions returns the lease's dimensions with their current costs.
 func (l *Lease) Dimensions() []Request {
@@ -170,9 +182,30 @@ func (l *Lease) find(dimension string) (int, error) {
 }
 
 func (l *Lease) adjustLocked(ctx context.Context, i int, delta int64) (Settlement, error) {
+	now := l.c.clock.Now()
+	held := l.items[i].Cost
+	if l.degraded && !l.charged[i] {
+		// The store never charged this degraded grant: once it answers,
+		// charge the whole settled cost, and never refund what it did not
+		// take.
+		cost := held + delta
+		if cost < 0 {
+			return Settlement{}, invalid("delta", delta, fmt.Sprintf("refunds %d tokens but the lease holds %d on %q", -delta, held, l.items[i].Dimension))
+		}
+		if cost == 0 {
+			l.items[i].Cost, l.charged[i] = 0, true
+			return Settlement{}, nil
+		}
+		held, delta = 0, cost
+	}
+	if !l.recorded || l.degraded {
+		if !now.Before(l.localExpiry) {
+			return Settlement{}, &leaseError{id: l.id, op: "adjust", err: store.ErrLeaseExpired, why: "expired at " + l.localExpiry.Format(time.RFC3339Nano)}
+		}
+	}
 	res, err := l.c.st.Adjust(ctx, store.AdjustRequest{
-		Now: l.c.clock.Now(), ID: l.id, Recorded: l.recorded && !l.degraded,
-		Dimension: l.items[i].Dimension, Delta: delta, Held: l.items[i].Cost, ExpiresAt: l.expiresAt,
+		Now: now, ID: l.id, Recorded: l.recorded && !l.degraded,
+		Dimension: l.items[i].Dimension, Delta: delta, Held: held,
 	})
 	if errors.Is(err, store.ErrUnknownLease) {
 		return Settlement{}, &leaseError{id: l.id, op: "adjust", err: store.ErrLeaseExpired, why: "was reclaimed by the reconciler"}
@@ -181,6 +214,9 @@ func (l *Lease) adjustLocked(ctx context.Context, i int, delta int64) (Settlemen
 		return Settlement{}, err
 	}
 	l.items[i].Cost = res.Held
+	if l.degraded {
+		l.charged[i] = true
+	}
 	return res, nil
 }
 
@@ -198,10 +234,11 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 		if err := store.ValidateTTL(ttl); err != nil {
 			return err
 		}
-		if !now.Before(l.expiresAt) {
-			return &leaseError{id: l.id, op: "extend", err: store.ErrLeaseExpired, why: "expired at " + l.expiresAt.Format(time.RFC3339Nano)}
+		if !now.Before(l.localExpiry) {
+			return &leaseError{id: l.id, op: "extend", err: store.ErrLeaseExpired, why: "expired at " + l.localExpiry.Format(time.RFC3339Nano)}
 		}
-		l.expiresAt = now.Add(ttl)
+		l.expiresAt = l.expiresAt.Add(now.Add(ttl).Sub(l.localExpiry))
+		l.localExpiry = now.Add(ttl)
 		return nil
 	}
 	exp, err := l.c.st.Extend(ctx, store.ExtendRequest{Now: now, ID: l.id, TTL: ttl, Hint: l.items[0].Dimension})
@@ -211,7 +248,7 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if err != nil {
 		return err
 	}
-	l.expiresAt = exp
+	l.expiresAt, l.localExpiry = exp, now.Add(ttl)
 	return nil
 }
 

@@ -123,10 +123,9 @@ func (h *SlotHandle) Context() context.Context { return h.ctx }
 // with ErrLeaseLost; transient store errors are retried on the next tick.
 func (h *SlotHandle) renew(c *Client) {
 	defer close(h.done)
-	ttl := h.lease.ExpiresAt().Sub(h.lease.CreatedAt())
-	if ttl <= 0 {
-		ttl = c.cfg.LeaseTTL
-	}
+	// The granted TTL, not ExpiresAt-CreatedAt: those come from different
+	// clocks when the store keeps its own.
+	ttl := h.lease.TTL()
 	every := max(ttl/3, time.Millisecond)
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -137,7 +136,11 @@ func (h *SlotHandle) renew(c *Client) {
 		case <-h.ctx.Done():
 			return
 		case <-t.C:
-			err := h.lease.Extend(h.ctx, ttl)
+			// Bound each renewal by the renewal period: one that takes
+			// longer is failing anyway, and Release must never wait on it.
+			ectx, cancel := context.WithTimeout(h.ctx, every)
+			err := h.lease.Extend(ectx, ttl)
+			cancel()
 			switch {
 			case err == nil:
 			case errors.Is(err, ErrLeaseExpired):
@@ -158,11 +161,11 @@ func (h *SlotHandle) renew(c *Client) {
 func (h *SlotHandle) Release(ctx context.Context) error {
 	h.once.Do(func() {
 		close(h.stop)
+		h.cancel(context.Canceled) // also interrupts a renewal in flight
 		<-h.done
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 		defer cancel()
 		h.err = h.lease.Release(rctx)
-		h.cancel(context.Canceled)
 	})
 	return h.err
 }
