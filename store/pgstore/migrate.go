@@ -76,6 +76,11 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if s.closed.Load() {
 		return store.ErrClosed
 	}
+	// New has checked the name already; checked again because it is spliced
+	// into every migration's text, function bodies included.
+	if err := validSchema(s.schema); err != nil {
+		return err
+	}
 	ms, err := migrations()
 	if err != nil {
 		return err

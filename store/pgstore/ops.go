@@ -19,11 +19,13 @@ type queries struct {
 
 func newQueries(sch string) queries {
 	// bucketCols are the columns bucketState scans, followed by the lease
-	// count and earliest expiry of each bucket.
+	// count and earliest expiry of each bucket. Only leases granted on this
+	// incarnation of the bucket count: those of a deleted bucket re-created
+	// under the same name are orphans.
 	const bucketCols = `b.name, b.limit_type, b.capacity, b.refill_amount, b.refill_period_ms, b.cost_per_call,
 		b.max_debt, b.tokens, b.last_refill_ms, x.n, x.next`
 	leaseAgg := `LEFT JOIN LATERAL (SELECT count(*) AS n, min(l.expires_ms) AS next FROM ` + sch +
-		`.leases l WHERE l.dims @> ARRAY[b.name]) x ON b.name IS NOT NULL`
+		`.leases l WHERE l.dims @> ARRAY[b.name] AND l.incs[array_position(l.dims, b.name)] = b.incarnation) x ON b.name IS NOT NULL`
 	now := `(SELECT coalesce($1::bigint, ` + sch + `.now_ms()) AS ms) t`
 	return queries{
 		acquire:   `SELECT * FROM ` + sch + `.acquire($1::text[], $2::bigint[], $3::bigint, $4::bigint, $5::uuid, $6::text, $7::boolean, $8::bigint)`,

@@ -29,6 +29,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"sync/atomic"
 	"time"
 
@@ -36,6 +37,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/ontopix/sluice/bucket"
 	"github.com/ontopix/sluice/store"
 )
 
@@ -150,15 +152,18 @@ func fail(op string, err error) error {
 	return store.Unavailable(op, err)
 }
 
-// validSchema checks a schema name: 1..63 bytes, no NUL.
+// schemaPattern is what WithSchema accepts: an unquoted-style identifier of
+// at most 63 bytes (PostgreSQL's NAMEDATALEN-1).
+var schemaPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
+
+// validSchema checks a schema name against schemaPattern. The name is
+// spliced (quoted) into SQL text, including the migrations' function
+// bodies, so nothing outside this plain alphabet is ever let through: no
+// quotes, dollar signs, whitespace, comment markers or non-ASCII.
 func validSchema(name string) error {
-	if name == "" || len(name) > 63 {
-		return errors.New("pgstore: the schema name must be 1 to 63 bytes")
-	}
-	for i := 0; i < len(name); i++ {
-		if name[i] == 0 {
-			return errors.New("pgstore: the schema name must not contain NUL")
-		}
+	if !schemaPattern.MatchString(name) {
+		return &bucket.FieldError{Field: "pgstore.WithSchema", Value: name,
+			Reason: "must be 1 to 63 ASCII letters, digits or underscores, not starting with a digit"}
 	}
 	return nil
 }

@@ -1,0 +1,154 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/internal/pgtest"
+	"github.com/ontopix/sluice/store"
+)
+
+// TestSchemaNameInjection: a schema name is spliced into SQL text (the
+// migrations' function bodies included), so New rejects anything but a
+// plain identifier before any SQL runs, and Migrate checks again.
+func TestSchemaNameInjection(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.Pool(t, nil)
+	canary := fmt.Sprintf("canary_%d", os.Getpid())
+	if _, err := pool.Exec(ctx, "CREATE TABLE public."+canary+" (x int)"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pool.Exec(context.Background(), "DROP TABLE IF EXISTS public."+canary) })
+	bad := []string{
+		"x\nDROP TABLE public." + canary + ";\n--",
+		"x\rDROP TABLE public." + canary + ";\r--",
+		"x$$; DROP TABLE public." + canary + "; --",
+		"$$",
+		`x"; DROP TABLE public.` + canary + `; --`,
+		"x'; DROP TABLE public." + canary + "; --",
+		"x -- comment",
+		"x/*",
+		"x.y",
+		"x y",
+		"x\ty",
+		"x\x00y",
+		"sch\u00e9ma",
+		"1abc",
+		"",
+		strings.Repeat("a", 64),
+	}
+	for _, name := range bad {
+		s, err := New(pool, WithSchema(name))
+		if err == nil || s != nil {
+			t.Errorf("New(WithSchema(%q)) = %v, %v; want an error", name, s, err)
+			continue
+		}
+		if !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("New(WithSchema(%q)): %v does not match store.ErrInvalid", name, err)
+		}
+		var fe *bucket.FieldError
+		if !errors.As(err, &fe) || !strings.Contains(fe.Field, "WithSchema") || fe.Value != name {
+			t.Errorf("New(WithSchema(%q)): %#v, want a FieldError naming WithSchema and the value", name, err)
+		}
+		// Even a Store built around New is refused by Migrate.
+		raw := &Store{pool: pool, schema: name}
+		if err := raw.Migrate(ctx); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("Migrate with schema %q: %v, want store.ErrInvalid", name, err)
+		}
+	}
+	var exists bool
+	if err := pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", "public."+canary).Scan(&exists); err != nil {
+		t.Fatal(err)
+	}
+	if !exists {
+		t.Fatal("the canary table was dropped")
+	}
+	for _, good := range []string{"sluice", "_x", "Sluice_2", strings.Repeat("a", 63)} {
+		if _, err := New(pool, WithSchema(good)); err != nil {
+			t.Errorf("New(WithSchema(%q)): %v", good, err)
+		}
+	}
+}
+
+// TestMigrateFromVersion2 upgrades a schema holding buckets and a lease at
+// version 2: the lease is attributed to its bucket's incarnation, releases
+// into it, and a re-created bucket is a new incarnation.
+func TestMigrateFromVersion2(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.Pool(t, nil)
+	schema := pgtest.Schema()
+	sch := pgx.Identifier{schema}.Sanitize()
+	ms, err := migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range []string{
+		"CREATE SCHEMA " + sch,
+		"CREATE TABLE " + sch + ".schema_migrations (version int PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())",
+	} {
+		if _, err := pool.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, m := range ms[:2] {
+		if _, err := pool.Exec(ctx, strings.ReplaceAll(m.sql, "__SCHEMA__", sch)); err != nil {
+			t.Fatal(m.name, err)
+		}
+		if _, err := pool.Exec(ctx, "INSERT INTO "+sch+".schema_migrations (version, name) VALUES ($1, $2)", m.version, m.name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := New(pool, WithSchema(schema), WithCallerClock())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Written by version 2's functions.
+	slots := store.Bucket{Name: "a#concurrent", Config: bucket.Config{Type: bucket.Concurrent, Capacity: 2}}
+	if _, err := pool.Exec(ctx, s.q.put, slots.Name, int16(3), int64(2), int64(0), int64(0), int64(0), int64(0), t0.UnixMilli(), false); err != nil {
+		t.Fatal(err)
+	}
+	id := store.NewLeaseID()
+	if _, err := pool.Exec(ctx, s.q.acquire, []string{slots.Name}, []int64{1}, t0.UnixMilli(), int64(60000), uuidOf(id),
+		"c", false, int64(1000)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := s.Version(ctx); err != nil || v != SchemaVersion() {
+		t.Fatalf("Version = %d, %v; want %d", v, err, SchemaVersion())
+	}
+	st, err := s.Peek(ctx, t0, []string{slots.Name})
+	if err != nil || st[0].Tokens != 1000 || st[0].ActiveLeases != 1 {
+		t.Fatalf("Peek after upgrade = %+v, %v; want 1000 tokens, 1 lease", st, err)
+	}
+	rr, err := s.Release(ctx, store.ReleaseRequest{Now: t0, ID: id})
+	if err != nil || !rr.Released || len(rr.Restored) != 1 {
+		t.Fatalf("Release of a version-2 lease = %+v, %v; want it restored", rr, err)
+	}
+
+	// A lease on a bucket since re-created is not counted on the new one.
+	res := &store.AcquireResult{}
+	req := &store.AcquireRequest{Now: t0, Items: []store.Item{{Dimension: slots.Name, Cost: 1}}, ID: store.NewLeaseID(), TTL: time.Minute}
+	if err := s.Acquire(ctx, req, res); err != nil || !res.Granted {
+		t.Fatalf("Acquire = %+v, %v", res, err)
+	}
+	if err := s.DeleteBucket(ctx, slots.Name); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutBucket(ctx, t0, slots, false); err != nil {
+		t.Fatal(err)
+	}
+	st, err = s.Peek(ctx, t0, []string{slots.Name})
+	if err != nil || st[0].Tokens != 2000 || st[0].ActiveLeases != 0 {
+		t.Fatalf("Peek after re-create = %+v, %v; want 2000 tokens, no lease", st, err)
+	}
+}
