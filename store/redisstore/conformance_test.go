@@ -39,23 +39,21 @@ func TestConformanceClusterPerVendor(t *testing.T) {
 	})
 }
 
-// TestConformanceBatched runs the suite on a standalone server with
-// acquisitions auto-pipelined (WithBatching).
-func TestConformanceBatched(t *testing.T) {
+// TestConformanceUnbatched runs the suite on a standalone server with
+// batching off (WithBatching(1)); the tests above run with the default
+// batching.
+func TestConformanceUnbatched(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
-		NewStore:   func(tb testing.TB) store.Store { return newStore(tb, WithBatching(DefaultMaxBatch)) },
+		NewStore:   func(tb testing.TB) store.Store { return newStore(tb, WithBatching(1)) },
 		Goroutines: 32,
 	})
 }
 
-// TestConformanceClusterBatched runs the suite on the real Cluster, one
-// slot per vendor, with acquisitions auto-pipelined (go-redis splits each
-// pipeline by node).
-func TestConformanceClusterBatched(t *testing.T) {
+// TestConformanceClusterUnbatched runs the suite on the real Cluster, one
+// slot per vendor, with batching off.
+func TestConformanceClusterUnbatched(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
-		NewStore: func(tb testing.TB) store.Store {
-			return newStoreOn(tb, newClusterClient(tb), WithBatching(DefaultMaxBatch))
-		},
+		NewStore:            func(tb testing.TB) store.Store { return newStoreOn(tb, newClusterClient(tb), WithBatching(1)) },
 		Goroutines:          32,
 		SingleVendorAcquire: true,
 	})

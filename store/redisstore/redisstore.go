@@ -122,14 +122,21 @@ func WithSlotCheck(on bool) Option { return func(s *Store) { s.slotCheck = on } 
 // non-empty and contain no braces.
 func WithHashTag(tag string) Option { return func(s *Store) { s.tag = tag } }
 
-// WithBatching auto-pipelines concurrent acquisitions: when several
-// goroutines acquire through one Store at once, their script calls go to
-// the server as one pipeline of at most maxBatch commands (one write, one
-// read) instead of one round trip each. Each acquisition is still exactly
-// one command; there is no artificial wait, and an acquisition that finds
-// no other in progress is sent at once by its caller, as without batching.
-// maxBatch 0 means DefaultMaxBatch; 1 turns batching off. The dispatcher
-// goroutine starts on first use and Close stops it. On a ClusterClient
+// WithBatching sets how concurrent acquisitions are auto-pipelined. By
+// default (DefaultMaxBatch) when several goroutines acquire through one
+// Store at once, their script calls go to the server as pipelines of at
+// most maxBatch commands (one write, one read) instead of one round trip
+// each. Each acquisition is still exactly one command; there is no
+// artificial wait, and an acquisition that finds no other in progress is
+// sent at once by its caller, exactly as without batching, so serial latency
+// is unchanged. maxBatch 0 means DefaultMaxBatch; 1 turns batching off.
+//
+// With batching, two dispatcher goroutines start on the first contended
+// acquisition and Close stops them: close the Store. A batched command runs
+// under the latest deadline of the acquisitions in its pipeline, without
+// their contexts' values, so go-redis hooks (tracing) see a pipeline and
+// not the caller's context; a caller whose context ends returns at once,
+// and its command is not sent unless it already was. On a ClusterClient
 // go-redis splits each pipeline by node.
 func WithBatching(maxBatch int) Option {
 	return func(s *Store) {
@@ -144,7 +151,7 @@ func WithBatching(maxBatch int) Option {
 // open.
 func New(rdb redis.UniversalClient, opts ...Option) (*Store, error) {
 	_, cluster := rdb.(*redis.ClusterClient)
-	s := &Store{rdb: rdb, prefix: DefaultPrefix, slotCheck: cluster, maxBatch: 1,
+	s := &Store{rdb: rdb, prefix: DefaultPrefix, slotCheck: cluster, maxBatch: DefaultMaxBatch,
 		keys: map[string]*dimKeys{}, tags: map[store.LeaseID]string{}}
 	for _, o := range opts {
 		o(s)
