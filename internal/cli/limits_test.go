@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 const example = "../../docs/examples/limits.yaml"
@@ -26,6 +27,7 @@ func testLimits(t *testing.T, e *testEnv) {
 	if out := e.ok("limits", "diff", "-f", example, "--exit-code"); out != "no differences\n" {
 		t.Errorf("diff:\n%s", out)
 	}
+	drained := time.Now()
 	e.ok("acquire", "anthropic#rpm:50")
 	e.ok("bucket", "put", "extra#rpm", "--type", "requests", "--capacity", "1")
 
@@ -46,8 +48,12 @@ func testLimits(t *testing.T, e *testEnv) {
 		t.Errorf("apply change:\n%s", out)
 	}
 	var s bucketView
-	if err := json.Unmarshal([]byte(e.ok("bucket", "get", "anthropic#rpm", "-o", "json")), &s); err != nil || s.Capacity != 60 || s.Tokens > 1 {
-		t.Errorf("the live balance was not kept: %v %+v", err, s)
+	// The commands run on the wall clock, so the drained bucket refills
+	// while they run: at most 60/min (the new rate) since it was drained,
+	// plus one token of rounding. A reset would show 60.
+	refilled := time.Since(drained).Seconds() + 1
+	if err := json.Unmarshal([]byte(e.ok("bucket", "get", "anthropic#rpm", "-o", "json")), &s); err != nil || s.Capacity != 60 || s.Tokens > refilled {
+		t.Errorf("the live balance was not kept: %v %+v (at most %.3f tokens could have refilled)", err, s, refilled)
 	}
 	out = e.ok("limits", "apply", "-f", changed, "--reset", "--prune", "-o", "json")
 	var applied struct {
