@@ -74,10 +74,19 @@ func (s *Store) PutBucket(ctx context.Context, now time.Time, b store.Bucket, re
 			return err
 		}
 		st := bucket.Refill(old.lim, old.st, ms)
-		if reset {
+		switch {
+		case reset:
 			st = bucket.State{Tokens: lim.Capacity, Last: ms}
+		case old.b.Type == bucket.Concurrent && b.Type == bucket.Concurrent:
+			// The balance is capacity minus what is held: move it by the
+			// change of capacity. It may go below zero when the capacity
+			// drops under the held count; releases bring it back. (A
+			// write applied twice by an SDK retry is harmless: the second
+			// one reads the new capacity, so the change is zero.)
+			st.Tokens = min(st.Tokens+lim.Capacity-old.lim.Capacity, lim.Capacity)
+		default:
+			st.Tokens = min(max(st.Tokens, lim.Floor), lim.Capacity)
 		}
-		st.Tokens = min(max(st.Tokens, lim.Floor), lim.Capacity)
 		full := encodeBucket(b, st, 0, "", nil)
 		names := map[string]string{"#ver": attrVersion, "#inc": attrInc}
 		vals := map[string]types.AttributeValue{":v": numInt(old.version), ":one": numInt(1)}
@@ -281,16 +290,41 @@ func (s *Store) Penalize(ctx context.Context, req store.PenalizeRequest) (store.
 
 // writeState writes st to bi's row conditioned on its version; false means
 // the condition failed (a concurrent write), and the row is forgotten.
+//
+// The callers apply a delta to the state they read (a refund, a penalty),
+// so the write must take effect at most once per call. An UpdateItem has no
+// idempotency token: when one is applied but its response is lost (or a 5xx
+// comes back), the SDK sends it again and the version condition fails. Each
+// attempt therefore records a token of its own in last_op and asks for the
+// row on a failed condition: a row at version+1 carrying that token is this
+// very write, already applied, and counts as success rather than as a lost
+// race (which would read again and apply the delta a second time).
 func (s *Store) writeState(ctx context.Context, bi *bucketItem, st bucket.State, op string) (bool, error) {
 	defer s.forget(bi.b.Name)
-	up := s.bucketUpdate(bi, st, op, "", holder{})
+	tok := opToken(op)
+	up := s.bucketUpdate(bi, st, tok, "", holder{})
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: up.TableName, Key: up.Key, UpdateExpression: up.UpdateExpression,
 		ConditionExpression: up.ConditionExpression, ExpressionAttributeNames: up.ExpressionAttributeNames,
-		ExpressionAttributeValues: up.ExpressionAttributeValues,
+		ExpressionAttributeValues:           up.ExpressionAttributeValues,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
-	if isCCF(err) {
-		return false, nil
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		if ccf.Item == nil {
+			return false, nil // deleted: the next read reports it
+		}
+		cur, derr := decodeBucket(ccf.Item)
+		if derr != nil {
+			return false, derr
+		}
+		return cur.lastOp == tok && cur.version == bi.version+1 && cur.inc == bi.inc, nil
 	}
 	return err == nil, classify(op, err)
+}
+
+// opToken returns a token unique to one write attempt of operation op, for
+// last_op.
+func opToken(op string) string {
+	return op + ":" + store.NewLeaseID().String()
 }

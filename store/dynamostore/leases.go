@@ -308,7 +308,12 @@ func (s *Store) Release(ctx context.Context, req store.ReleaseRequest) (store.Re
 }
 
 // Extend implements store.Store: the lease items' expiry and the buckets'
-// holder entries move together, in one transaction.
+// holder entries move together, in one transaction. One consistent read
+// fetches the lease items and their buckets; each bucket write is
+// conditioned on the version read (and bumps it, like every other write of
+// a bucket row) and on the entry existing. A bucket that no longer lists
+// the lease (deleted, or re-created under the same name) is left alone and
+// the records alone are extended.
 func (s *Store) Extend(ctx context.Context, req store.ExtendRequest) (time.Time, error) {
 	ctx, cancel, err := s.begin(ctx)
 	defer cancel()
@@ -328,13 +333,30 @@ func (s *Store) Extend(ctx context.Context, req store.ExtendRequest) (time.Time,
 	}
 	uuid := req.ID.String()
 	exp := now + req.TTL.Milliseconds()
+	pks := make([]string, 0, 2*len(dims))
+	for _, d := range dims {
+		pks = append(pks, store.LeasePrefix+d+"#"+uuid)
+	}
+	for _, d := range dims {
+		if !slices.Contains(pks, d) {
+			pks = append(pks, d)
+		}
+	}
 	for n := 0; n < maxAdminAttempts; n++ {
 		if err := backoff(ctx, n); err != nil {
 			return time.Time{}, err
 		}
-		lis, err := s.loadLease(ctx, uuid, dims)
+		items, err := s.getItems(ctx, pks)
 		if err != nil {
 			return time.Time{}, err
+		}
+		var lis []*leaseItem
+		for _, pk := range pks[:len(dims)] {
+			if it := items[pk]; it != nil {
+				if li, ok := decodeLease(it); ok {
+					lis = append(lis, li)
+				}
+			}
 		}
 		if len(lis) == 0 {
 			return time.Time{}, store.ErrUnknownLease
@@ -353,38 +375,45 @@ func (s *Store) Extend(ctx context.Context, req store.ExtendRequest) (time.Time,
 					":e": numInt(exp), ":ttl": numInt((exp + 999) / 1000), ":old": numInt(li.expires)},
 			}})
 		}
+		parts := []int64{-3, s.nonce, int64(rand.Uint64() >> 1)}
 		for _, li := range lis {
+			row := items[li.dim]
+			if row == nil {
+				continue // deleted: the records alone
+			}
+			bi, err := decodeBucket(row)
+			if err != nil {
+				return time.Time{}, err
+			}
+			if _, holds := bi.holders[uuid]; !holds || li.hasInc && bi.inc != li.inc {
+				continue // not this lease's bucket any more
+			}
 			// The whole entry is rewritten: a concurrent one keeps its cost
 			// (fixed: concurrent items cannot be adjusted).
 			h := holder{exp: exp, cost: li.cost, hasCost: li.typ == bucket.Concurrent.String()}
+			names := map[string]string{"#h": attrHolders, "#id": uuid, "#ver": attrVersion, "#inc": attrInc}
+			vals := map[string]types.AttributeValue{":e": h.value(), ":v": numInt(bi.version), ":one": numInt(1)}
 			tx = append(tx, types.TransactWriteItem{Update: &types.Update{
 				TableName: aws.String(s.table), Key: key(li.dim),
-				UpdateExpression:          aws.String("SET #h.#id = :e"),
-				ConditionExpression:       aws.String("attribute_exists(#h.#id)"),
-				ExpressionAttributeNames:  map[string]string{"#h": attrHolders, "#id": uuid},
-				ExpressionAttributeValues: map[string]types.AttributeValue{":e": h.value()},
+				UpdateExpression:          aws.String("SET #h.#id = :e ADD #ver :one"),
+				ConditionExpression:       aws.String(versionCond(bi, vals) + " AND attribute_exists(#h.#id)"),
+				ExpressionAttributeNames:  names,
+				ExpressionAttributeValues: vals,
 			}})
+			parts = append(parts, bi.version)
 		}
-		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx})
+		// A fresh nonce per attempt: an SDK retry of this attempt is
+		// idempotent; a new attempt, after a lost race, is a new request.
+		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
+			TransactItems: tx, ClientRequestToken: aws.String(requestToken(req.ID, parts...)),
+		})
+		for _, li := range lis {
+			s.forget(li.dim)
+		}
 		if err == nil {
 			return time.UnixMilli(exp), nil
 		}
-		rs := reasons(err)
-		retry := false
-		for i, c := range rs {
-			if reasonIs(c, "ConditionalCheckFailed") {
-				if i >= len(lis) {
-					// The bucket no longer lists the lease (deleted or
-					// re-created): extend the records alone.
-					tx = tx[:len(lis)]
-					if _, err2 := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx}); err2 == nil {
-						return time.UnixMilli(exp), nil
-					}
-				}
-				retry = true
-			}
-		}
-		if !retry {
+		if !anyCCF(err) {
 			return time.Time{}, classify("extend", err)
 		}
 	}
