@@ -32,6 +32,7 @@ type Store struct {
 }
 
 type entry struct {
+	name    string // immutable copy of b.Name, read without the lock
 	mu      sync.Mutex
 	b       store.Bucket
 	lim     bucket.Limits
@@ -98,7 +99,7 @@ func lockSorted(es []*entry, order []uint8) {
 		order[i] = uint8(i)
 	}
 	for i := 1; i < len(es); i++ { // insertion sort: at most MaxItems
-		for j := i; j > 0 && es[order[j]].b.Name < es[order[j-1]].b.Name; j-- {
+		for j := i; j > 0 && es[order[j]].name < es[order[j-1]].name; j-- {
 			order[j], order[j-1] = order[j-1], order[j]
 		}
 	}

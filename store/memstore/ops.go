@@ -231,10 +231,17 @@ func (s *Store) PutBucket(ctx context.Context, now time.Time, b store.Bucket, re
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		st := bucket.Refill(e.lim, e.st, ms)
-		if reset {
+		switch {
+		case reset:
 			st = bucket.State{Tokens: lim.Capacity, Last: ms}
+		case e.b.Type == bucket.Concurrent && b.Type == bucket.Concurrent:
+			// The balance is capacity minus what is held: keep it so. It
+			// may go below zero when the capacity drops under the held
+			// count; releases bring it back.
+			st.Tokens = min(st.Tokens+lim.Capacity-e.lim.Capacity, lim.Capacity)
+		default:
+			st.Tokens = min(max(st.Tokens, lim.Floor), lim.Capacity)
 		}
-		st.Tokens = min(max(st.Tokens, lim.Floor), lim.Capacity)
 		e.b, e.lim, e.st = b, lim, st
 		return nil
 	}
@@ -243,7 +250,7 @@ func (s *Store) PutBucket(ctx context.Context, now time.Time, b store.Bucket, re
 	for k, v := range old {
 		m[k] = v
 	}
-	m[b.Name] = &entry{b: b, lim: lim, st: bucket.State{Tokens: lim.Capacity, Last: ms}}
+	m[b.Name] = &entry{name: b.Name, b: b, lim: lim, st: bucket.State{Tokens: lim.Capacity, Last: ms}}
 	s.buckets.Store(&m)
 	return nil
 }

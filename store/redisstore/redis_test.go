@@ -94,10 +94,10 @@ func TestKeyLayout(t *testing.T) {
 	slices.Sort(got)
 	want := []string{
 		"layout:vendors",
-		"layout:{#}#rpm", "layout:{#}:buckets",
-		"layout:{eleven}#concurrent", "layout:{eleven}:buckets", "layout:{eleven}:dz#concurrent",
+		"layout:{#}#rpm", "layout:{#}:buckets", "layout:{#}:gen",
+		"layout:{eleven}#concurrent", "layout:{eleven}:buckets", "layout:{eleven}:dz#concurrent", "layout:{eleven}:gen",
 		"layout:{eleven}:lease:" + id.String(), "layout:{eleven}:leases",
-		"layout:{openai}#gpt-4o#tpm", "layout:{openai}:buckets",
+		"layout:{openai}#gpt-4o#tpm", "layout:{openai}:buckets", "layout:{openai}:gen",
 	}
 	slices.Sort(want)
 	if !slices.Equal(got, want) {

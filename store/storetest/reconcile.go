@@ -84,18 +84,20 @@ func testReconcile(t *testing.T, h Harness) {
 		e.wantTokens(1000, "a#concurrent", 2000)
 	})
 
-	t.Run("CapacityGuardPartial", func(t *testing.T) {
+	t.Run("ShrinkUnderHeldLeases", func(t *testing.T) {
 		e := newEnv(t, h)
 		e.put(0, slots("a#concurrent", 3))
 		lease(e, false, item("a#concurrent", 2))
 		lease(e, false, item("a#concurrent", 1))
-		// Shrink to 2 slots: the balance of 0 stays 0; restoring 3 caps at 2.
+		// Shrink to 2 slots with 3 held: the balance goes to -1 slot, and
+		// reclaiming the 3 held slots brings it to exactly 2, uncapped.
 		if err := e.s.PutBucket(e.ctx, At(0), slots("a#concurrent", 2), false); err != nil {
 			t.Fatal(err)
 		}
+		e.wantTokens(0, "a#concurrent", -1000)
 		got, err := e.s.Reconcile(e.ctx, store.ReconcileRequest{Now: At(1000)})
-		if err != nil || got.Restored != 2 || got.Reclaimed != 2 || got.AlreadyCapped != 1 {
-			t.Errorf("Reconcile = %+v, %v; want 2 restored, 2 reclaimed, 1 already capped", got, err)
+		if err != nil || got.Restored != 2 || got.Reclaimed != 2 || got.AlreadyCapped != 0 {
+			t.Errorf("Reconcile = %+v, %v; want 2 restored, 2 reclaimed, none capped", got, err)
 		}
 		e.wantTokens(1000, "a#concurrent", 2000)
 	})

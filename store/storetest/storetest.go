@@ -90,6 +90,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Leases", func(t *testing.T) { testLeaseOps(t, h) })
 	t.Run("Admin", func(t *testing.T) { testAdmin(t, h) })
 	t.Run("Reconcile", func(t *testing.T) { testReconcile(t, h) })
+	t.Run("Lifecycle", func(t *testing.T) { testLifecycle(t, h) })
 	t.Run("BadInput", func(t *testing.T) { testBadInput(t, h) })
 	t.Run("Concurrency", func(t *testing.T) { testConcurrency(t, h) })
 	t.Run("Vectors", func(t *testing.T) { testVectors(t, h) })

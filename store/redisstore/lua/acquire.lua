@@ -152,6 +152,12 @@ if record then
     h[4 * i + 8] = fmt(S[8 * i - 3])
     call('ZADD', KEYS[2 * i], e, id)
   end
+  -- The buckets' incarnations (put.lua), so that a release never restores
+  -- into a bucket deleted and re-created under the same name.
+  for i = 1, n do
+    h[#h + 1] = 'g' .. i
+    h[#h + 1] = call('HGET', KEYS[2 * i - 1], 'g') or '0'
+  end
   call('HSET', lkey, unpack(h))
   call('ZADD', ARGV[7] .. ':leases', e, id)
   out[1] = 2

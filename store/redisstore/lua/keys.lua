@@ -37,7 +37,7 @@ local function dimIndexKey(prefix, dim)
   return prefix .. '{' .. v .. '}:dz' .. rest
 end
 
--- readLease returns the items ({dim, cost} pairs), caller, created and
+-- readLease returns the items ({dim, cost, incarnation}), caller, created and
 -- expiry of the lease hash at key, or nil.
 local function readLease(key)
   local h = redis.call('HGETALL', key)
@@ -51,7 +51,7 @@ local function readLease(key)
   local n = tonumber(m['n'])
   local items = {}
   for i = 1, n do
-    items[i] = { m['d' .. i], tonumber(m['c' .. i]) }
+    items[i] = { m['d' .. i], tonumber(m['c' .. i]), m['g' .. i] or '0' }
   end
   return items, m['by'], tonumber(m['t0']), tonumber(m['exp'])
 end
@@ -67,6 +67,11 @@ local function removeLease(prefix, key, vkey, id, items)
     redis.call('ZREM', dimIndexKey(prefix, dim), id)
     local bk = bucketKey(prefix, dim)
     local L, tok, last = loadBucket(bk)
+    -- A bucket re-created under the same name is another bucket: the
+    -- lease's cost is not its to get back.
+    if L and (redis.call('HGET', bk, 'g') or '0') ~= (it[3] or '0') then
+      L = nil
+    end
     if L then
       live = live + 1
       if L.t == 3 then

@@ -8,8 +8,11 @@ if L then
   tok, last = refill(L, tok, last, now)
   if ARGV[10] == '1' then
     tok, last = N.cap, now
-  end
-  if tok < N.floor then
+  elseif L.t == 3 and N.t == 3 then
+    -- A concurrent balance is capacity minus what is held: the capacity
+    -- change moves it, possibly below zero until holders release.
+    tok = tok + N.cap - L.cap
+  elseif tok < N.floor then
     tok = N.floor
   end
   if tok > N.cap then
@@ -17,6 +20,10 @@ if L then
   end
 else
   tok, last = N.cap, now
+  -- A new incarnation: leases of an earlier bucket of this name never
+  -- restore into this one (keys.lua removeLease). The counter shares the
+  -- vendor's slot (KEYS[2] is prefix{vendor}:buckets).
+  redis.call('HSET', KEYS[1], 'g', redis.call('INCR', string.sub(KEYS[2], 1, -9) .. ':gen'))
 end
 redis.call('HSET', KEYS[1], 't', ARGV[3], 'c', ARGV[4], 'a', ARGV[5], 'p', ARGV[6], 'f', ARGV[7],
   'k', ARGV[8], 'd', ARGV[9], 'v', fmt(tok), 'l', fmt(last))
