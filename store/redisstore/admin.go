@@ -264,8 +264,12 @@ func (s *Store) Leases(ctx context.Context, q store.LeaseQuery) ([]store.Lease, 
 	return out, nil
 }
 
+// reconcileChunk bounds the leases one reconcile script call processes.
+const reconcileChunk = 500
+
 // Reconcile implements store.Store: vendor by vendor, each vendor's expired
-// records in one script call, never more than req.Limit records in all.
+// records in script calls of at most reconcileChunk, never more than
+// req.Limit records in all.
 func (s *Store) Reconcile(ctx context.Context, req store.ReconcileRequest) (store.ReconcileResult, error) {
 	ctx, cancel, err := s.begin(ctx)
 	if err != nil {
@@ -285,27 +289,41 @@ func (s *Store) Reconcile(ctx context.Context, req store.ReconcileRequest) (stor
 		return store.ReconcileResult{}, fail("reconcile", err)
 	}
 	var res store.ReconcileResult
-	for _, v := range vs {
-		left := limit - res.Restored
-		v, err := s.run(ctx, "reconcile", reconcileScript, []string{s.leaseIndex(v)}, s.keyspace, now, left)
-		if err != nil {
-			return res, err
-		}
-		r := reply{v: v}
-		more := r.int() == 1
-		res.Restored += int(r.int())
-		res.Reclaimed += int(r.int())
-		res.AlreadyCapped += int(r.int())
-		res.Orphans += int(r.int())
-		for r.more() && r.err == nil {
-			res.Dimensions = append(res.Dimensions, r.str())
-		}
-		if r.err != nil {
-			return res, r.err
-		}
-		if more {
-			res.More = true
-			break
+vendors:
+	for _, vendor := range vs {
+		for {
+			left := limit - res.Restored
+			if left <= 0 {
+				res.More = true // there may be more; the next batch will tell
+				break vendors
+			}
+			// One script call handles at most reconcileChunk leases, so a
+			// large Limit never blocks the server for long.
+			n := min(left, reconcileChunk)
+			v, err := s.run(ctx, "reconcile", reconcileScript, []string{s.leaseIndex(vendor)}, s.keyspace, now, n)
+			if err != nil {
+				return res, err
+			}
+			r := reply{v: v}
+			more := r.int() == 1
+			done := int(r.int())
+			res.Restored += done
+			res.Reclaimed += int(r.int())
+			res.AlreadyCapped += int(r.int())
+			res.Orphans += int(r.int())
+			for r.more() && r.err == nil {
+				res.Dimensions = append(res.Dimensions, r.str())
+			}
+			if r.err != nil {
+				return res, r.err
+			}
+			if !more {
+				break // this vendor is done
+			}
+			if done == 0 {
+				res.More = true
+				break vendors
+			}
 		}
 	}
 	slices.Sort(res.Dimensions)

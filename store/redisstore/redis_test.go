@@ -279,3 +279,31 @@ func TestHintedReleaseFromAnotherProcess(t *testing.T) {
 		t.Errorf("hinted release from another process took %d round trips, want 1", n)
 	}
 }
+
+// TestReconcileChunks: a batch larger than one script call's chunk is
+// worked through in several calls, and the limit still bounds the batch.
+func TestReconcileChunks(t *testing.T) {
+	s := newStoreOn(t, newClient(t))
+	put(t, s, t0, store.Bucket{Name: "chunk#concurrent", Config: bucket.ConcurrentSlots(2000)})
+	const n = 2*reconcileChunk + 100
+	for range n {
+		req := &store.AcquireRequest{Now: t0, Items: []store.Item{{Dimension: "chunk#concurrent", Cost: 1}}, ID: store.NewLeaseID(), TTL: time.Second}
+		var res store.AcquireResult
+		if err := s.Acquire(context.Background(), req, &res); err != nil || !res.Granted {
+			t.Fatalf("acquire: %+v %v", res, err)
+		}
+	}
+	later := t0.Add(2 * time.Second)
+	got, err := s.Reconcile(context.Background(), store.ReconcileRequest{Now: later, Limit: 2*reconcileChunk + 50})
+	if err != nil || got.Restored != 2*reconcileChunk+50 || got.Reclaimed != got.Restored || !got.More {
+		t.Fatalf("first batch = %+v, %v; want %d restored and more", got, err, 2*reconcileChunk+50)
+	}
+	got, err = s.Reconcile(context.Background(), store.ReconcileRequest{Now: later, Limit: n})
+	if err != nil || got.Restored != 50 || got.More {
+		t.Fatalf("second batch = %+v, %v; want the last 50 and no more", got, err)
+	}
+	st, err := s.Peek(context.Background(), later, []string{"chunk#concurrent"})
+	if err != nil || st[0].Tokens != 2000*1000 || st[0].ActiveLeases != 0 {
+		t.Fatalf("after reconcile: %+v %v; want full and no leases", st, err)
+	}
+}
