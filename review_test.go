@@ -18,7 +18,8 @@ import (
 func TestSettleDegradedLeaseChargesActual(t *testing.T) {
 	ctx := context.Background()
 	fs := &faultStore{Store: memstore.New(), err: store.Unavailable("acquire", errors.New("down")), n: 1}
-	c, err := sluice.New(fs, sluice.WithFailurePolicy(sluice.FailOpen))
+	clk := &manualClock{t: t0} // a fixed clock: no refill between the steps
+	c, err := sluice.New(fs, sluice.WithFailurePolicy(sluice.FailOpen), sluice.WithClock(clk))
 	if err != nil {
 		t.Fatal(err)
 	}
