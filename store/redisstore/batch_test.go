@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"slices"
 	"strings"
@@ -256,11 +257,12 @@ func TestBatchedCancel(t *testing.T) {
 	if cmds := h.cmds.Load(); cmds != sent {
 		t.Errorf("%d commands sent, want %d (the queued cancelled request is not sent)", cmds, sent)
 	}
-	// y's script ran although its caller gave up.
-	st, err := s.Peek(context.Background(), t0, []string{"x#rpm"})
-	if err != nil || st[0].Tokens != 1000*(9-sent) {
-		t.Fatalf("peek: %+v %v; want %d millitokens left", st, err, 1000*(9-sent))
-	}
+	// y's script runs although its caller gave up; its caller returned at
+	// once, so the command may still be on its way: wait for it.
+	waitFor(t, fmt.Sprintf("%d millitokens left", 1000*(9-sent)), func() bool {
+		st, err := s.Peek(context.Background(), t0, []string{"x#rpm"})
+		return err == nil && st[0].Tokens == 1000*(9-sent)
+	})
 }
 
 // TestBatchedScriptFlush: when the server has lost the script, a pipeline
@@ -287,10 +289,20 @@ func TestBatchedScriptFlush(t *testing.T) {
 			h := &gateHook{}
 			c.AddHook(h)
 			var flushErr error
-			flush := func() { flushErr = tc.flush(context.Background(), other) }
+			// The flush waits until the held single commands have finished:
+			// one still in flight after it would reload the script with its
+			// EVAL fallback and let the pipeline's EVALSHAs succeed.
+			var heldDone sync.WaitGroup
+			flush := func() { heldDone.Wait(); flushErr = tc.flush(context.Background(), other) }
 			h.beforePipeline.Store(&flush)
 			const n = 6
 			held, rest, open := stage(t, s, h, n, store.Item{Dimension: "f#rpm"})
+			for i, ch := range held {
+				heldDone.Add(1)
+				fwd := make(chan outcome, 1)
+				go func(ch <-chan outcome) { o := <-ch; heldDone.Done(); fwd <- o }(ch)
+				held[i] = fwd
+			}
 			open()
 			outs := collect(held, rest)
 			if flushErr != nil {
