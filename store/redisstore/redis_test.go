@@ -307,3 +307,25 @@ func TestReconcileChunks(t *testing.T) {
 		t.Fatalf("after reconcile: %+v %v; want full and no leases", st, err)
 	}
 }
+
+// TestReplayedRecordedAcquire: go-redis retries a command whose reply was
+// lost; a recorded acquisition that already ran must then be answered as
+// granted again, not debited twice and not refused.
+func TestReplayedRecordedAcquire(t *testing.T) {
+	s := newStoreOn(t, newClient(t))
+	put(t, s, t0, store.Bucket{Name: "replay#concurrent", Config: bucket.ConcurrentSlots(2)})
+	req := &store.AcquireRequest{Now: t0, Items: []store.Item{{Dimension: "replay#concurrent", Cost: 1}}, ID: store.NewLeaseID(), TTL: time.Minute}
+	for i := range 2 {
+		var res store.AcquireResult
+		if err := s.Acquire(context.Background(), req, &res); err != nil || !res.Granted || !res.Recorded || !res.ExpiresAt.Equal(t0.Add(time.Minute)) {
+			t.Fatalf("run %d: %+v %v; want granted and recorded, expiring at +1m", i+1, res, err)
+		}
+		if got := res.Items[0].Remaining; got != 1000 {
+			t.Errorf("run %d: remaining %d, want 1000 (one slot taken once)", i+1, got)
+		}
+	}
+	st, err := s.Peek(context.Background(), t0, []string{"replay#concurrent"})
+	if err != nil || st[0].Tokens != 1000 || st[0].ActiveLeases != 1 {
+		t.Fatalf("after a replay: %+v %v; want one slot taken, one lease", st, err)
+	}
+}

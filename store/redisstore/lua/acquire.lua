@@ -18,10 +18,11 @@
 --       tag:lease:<id> and the vendor lease index tag:leases, in the same
 --       slot), then per item: dimension, cost (0: cost per call).
 -- Returns {-1, i} unknown dimension i; {-2, i, cost, capacity} cost above
--- capacity; {-3} lease id in use; {0, retry, items...} denied, items being
+-- capacity; {0, retry, items...} denied, items being
 -- 5 numbers each: type, cost, capacity millitokens, remaining, retry;
 -- {1, expires, items...} granted without a lease record and {2, expires,
--- items...} granted with one, items being 4 numbers each: type, cost,
+-- items...} granted with one (also the answer to a retry of a recorded
+-- acquisition that already ran), items being 4 numbers each: type, cost,
 -- capacity millitokens, remaining.
 local call = redis.call
 local refillRaw, retryInRaw -- from core(), on first use
@@ -72,6 +73,20 @@ end
 if bad > 0 then
   local b = 8 * (bad - 1)
   return { -2, bad, S[b + 5], S[b + 2] }
+end
+if record then
+  -- Lease ids are random UUIDs: a record under this id means this call is a
+  -- client retry (go-redis retries after a lost reply) of an acquisition
+  -- that already ran. Answer it as the grant it was, without debiting again.
+  local e = call('HGET', ARGV[7] .. ':lease:' .. ARGV[5], 'exp')
+  if e then
+    local again = { 2, e + 0 }
+    for i = 1, n do
+      local b, q = 8 * (i - 1), 4 * i - 1
+      again[q], again[q + 1], again[q + 2], again[q + 3] = S[b + 1], S[b + 5], S[b + 2], S[b + 6]
+    end
+    return again
+  end
 end
 -- Take every item: bucket.Take. The reply holds each item's balance after
 -- refill (what a denial reports); on a grant S[b+6], S[b+8] become the
@@ -140,9 +155,6 @@ local exp = now + ARGV[2]
 if record then
   local id = ARGV[5]
   local lkey = ARGV[7] .. ':lease:' .. id
-  if call('EXISTS', lkey) == 1 then
-    return { -3 }
-  end
   local e = fmt(exp)
   local h = { 'n', n, 'by', ARGV[6], 't0', fmt(now), 'exp', e }
   for i = 1, n do
