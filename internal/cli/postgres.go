@@ -67,14 +67,10 @@ this binary is an error (exit 1).`,
 				return err
 			}
 			return g.withPostgres(cmd.Context(), func(st *pgstore.Store) error {
-				before, err := st.Version(cmd.Context())
-				if err != nil {
-					return err
-				}
-				if err := st.Migrate(cmd.Context()); err != nil {
-					return err
-				}
-				after, err := st.Version(cmd.Context())
+				// Both versions are read under the migration lock, so of
+				// several processes migrating at once only the one that
+				// applied the change reports it.
+				before, after, err := st.MigrateReport(cmd.Context())
 				if err != nil {
 					return err
 				}

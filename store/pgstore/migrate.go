@@ -73,54 +73,67 @@ func lockKey(schema string) int64 {
 // missing migrations, the others wait and then find nothing to do. It never
 // downgrades: a schema newer than this code is an error.
 func (s *Store) Migrate(ctx context.Context) error {
+	_, _, err := s.MigrateReport(ctx)
+	return err
+}
+
+// MigrateReport is Migrate that also returns the schema's version before
+// and after, both read while holding the migration lock: of several
+// processes migrating at once, exactly one reports the change it applied.
+func (s *Store) MigrateReport(ctx context.Context) (from, to int, err error) {
 	if s.closed.Load() {
-		return store.ErrClosed
+		return 0, 0, store.ErrClosed
 	}
 	// New has checked the name already; checked again because it is spliced
 	// into every migration's text, function bodies included.
 	if err := validSchema(s.schema); err != nil {
-		return err
+		return 0, 0, err
 	}
 	ms, err := migrations()
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
 	sch := pgx.Identifier{s.schema}.Sanitize()
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
-		return fail("migrate", err)
+		return 0, 0, fail("migrate", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey(s.schema)); err != nil {
-		return fail("migrate", err)
+		return 0, 0, fail("migrate", err)
 	}
 	for _, stmt := range []string{
 		"CREATE SCHEMA IF NOT EXISTS " + sch,
 		"CREATE TABLE IF NOT EXISTS " + sch + ".schema_migrations (version int PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())",
 	} {
 		if _, err := tx.Exec(ctx, stmt); err != nil {
-			return fail("migrate", err)
+			return 0, 0, fail("migrate", err)
 		}
 	}
 	var current int
 	if err := tx.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM "+sch+".schema_migrations").Scan(&current); err != nil {
-		return fail("migrate", err)
+		return 0, 0, fail("migrate", err)
 	}
 	if latest := ms[len(ms)-1].version; current > latest {
-		return fmt.Errorf("pgstore: schema %s is at version %d, newer than this code's %d", s.schema, current, latest)
+		return current, current, fmt.Errorf("pgstore: schema %s is at version %d, newer than this code's %d", s.schema, current, latest)
 	}
+	to = current
 	for _, m := range ms {
 		if m.version <= current {
 			continue
 		}
 		if _, err := tx.Exec(ctx, strings.ReplaceAll(m.sql, "__SCHEMA__", sch)); err != nil {
-			return fmt.Errorf("pgstore: migration %s: %w", m.name, fail("migrate", err))
+			return current, current, fmt.Errorf("pgstore: migration %s: %w", m.name, fail("migrate", err))
 		}
 		if _, err := tx.Exec(ctx, "INSERT INTO "+sch+".schema_migrations (version, name) VALUES ($1, $2)", m.version, m.name); err != nil {
-			return fail("migrate", err)
+			return current, current, fail("migrate", err)
 		}
+		to = m.version
 	}
-	return fail("migrate", tx.Commit(ctx))
+	if err := tx.Commit(ctx); err != nil {
+		return current, current, fail("migrate", err)
+	}
+	return current, to, nil
 }
 
 // Version returns the schema's current migration version (0 when it has
