@@ -226,3 +226,22 @@ func ConcurrentRetry(now, earliestExpiry, poll int64) int64 {
 	}
 	return w
 }
+
+// Reconfigure returns the state of a bucket whose limits change from old to
+// next at now. A reset fills it to the new capacity. A concurrent bucket
+// kept concurrent holds capacity minus what is held, so its balance moves
+// by the change of capacity, possibly below zero until holders release.
+// Any other change refills under the old limits and clamps to the new
+// floor and capacity.
+func Reconfigure(old, next Limits, s State, now int64, reset bool) State {
+	r := Refill(old, s, now)
+	switch {
+	case reset:
+		return State{Tokens: next.Capacity, Last: now}
+	case old.Type == Concurrent && next.Type == Concurrent:
+		r.Tokens = min(r.Tokens+next.Capacity-old.Capacity, next.Capacity)
+	default:
+		r.Tokens = min(max(r.Tokens, next.Floor), next.Capacity)
+	}
+	return r
+}

@@ -218,3 +218,28 @@ func BenchmarkTake(b *testing.B) {
 		}
 	}
 }
+
+func TestReconfigure(t *testing.T) {
+	c5, c10 := ConcurrentSlots(5).Limits(), ConcurrentSlots(10).Limits()
+	rpm100, rpm50 := perMinute(100), perMinute(50)
+	tests := []struct {
+		name      string
+		old, next Limits
+		s         State
+		now       int64
+		reset     bool
+		want      State
+	}{
+		{"concurrent raise frees the new slots", c5, c10, State{0, 0}, 9, false, State{5000, 0}},
+		{"concurrent lower goes below zero", c10, c5, State{2000, 0}, 9, false, State{-3000, 0}},
+		{"reset fills whatever is held", c10, c5, State{0, 0}, 9, true, State{5000, 9}},
+		{"time-based keeps the refilled balance", rpm100, rpm50, State{30_000, 0}, 600, false, State{31_000, 600}},
+		{"time-based clamps to the new capacity", rpm100, rpm50, State{90_000, 0}, 0, false, State{50_000, 0}},
+		{"concurrent to time-based clamps", c10, rpm50, State{-1000, 0}, 0, false, State{-1000, 0}},
+	}
+	for _, tt := range tests {
+		if got := Reconfigure(tt.old, tt.next, tt.s, tt.now, tt.reset); got != tt.want {
+			t.Errorf("%s: Reconfigure(%+v) = %+v, want %+v", tt.name, tt.s, got, tt.want)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"github.com/ontopix/sluice/internal/limitsfile"
 	"io"
 	"text/tabwriter"
 	"time"
@@ -134,7 +135,7 @@ func (f *bucketFlags) config() (bucket.Config, error) {
 	}
 	c := bucket.Config{Type: t, Capacity: f.capacity, CostPerCall: f.cost, MaxDebt: f.maxDebt}
 	if t != bucket.Concurrent {
-		p, err := parsePeriod(f.per)
+		p, err := limitsfile.ParsePeriod(f.per)
 		if err != nil {
 			return c, usagef("--per %q: %v", f.per, err)
 		}
@@ -240,26 +241,6 @@ reclaim is capped at capacity (counted as already_capped).`,
 			})
 		},
 	}
-}
-
-// parsePeriod accepts 1s, 1m, 1h, 1d, second, minute, hour, day or a Go
-// duration of whole milliseconds.
-func parsePeriod(s string) (time.Duration, error) {
-	switch s {
-	case "second", "s", "sec":
-		return time.Second, nil
-	case "minute", "m", "min":
-		return time.Minute, nil
-	case "hour", "h":
-		return time.Hour, nil
-	case "day", "d", "1d":
-		return 24 * time.Hour, nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d < time.Millisecond || d%time.Millisecond != 0 {
-		return 0, fmt.Errorf("must be 1s, 1m, 1h, 1d, or a duration of whole milliseconds")
-	}
-	return d, nil
 }
 
 // exactArgs and minArgs are cobra's validators as usage errors.

@@ -73,20 +73,9 @@ func (s *Store) PutBucket(ctx context.Context, now time.Time, b store.Bucket, re
 		if err != nil {
 			return err
 		}
-		st := bucket.Refill(old.lim, old.st, ms)
-		switch {
-		case reset:
-			st = bucket.State{Tokens: lim.Capacity, Last: ms}
-		case old.b.Type == bucket.Concurrent && b.Type == bucket.Concurrent:
-			// The balance is capacity minus what is held: move it by the
-			// change of capacity. It may go below zero when the capacity
-			// drops under the held count; releases bring it back. (A
-			// write applied twice by an SDK retry is harmless: the second
-			// one reads the new capacity, so the change is zero.)
-			st.Tokens = min(st.Tokens+lim.Capacity-old.lim.Capacity, lim.Capacity)
-		default:
-			st.Tokens = min(max(st.Tokens, lim.Floor), lim.Capacity)
-		}
+		// (A concurrent reconfigure applied twice by an SDK retry is
+		// harmless: the second read sees the new capacity, a zero change.)
+		st := bucket.Reconfigure(old.lim, lim, old.st, ms, reset)
 		full := encodeBucket(b, st, 0, "", nil)
 		names := map[string]string{"#ver": attrVersion, "#inc": attrInc}
 		vals := map[string]types.AttributeValue{":v": numInt(old.version), ":one": numInt(1)}

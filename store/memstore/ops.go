@@ -230,19 +230,7 @@ func (s *Store) PutBucket(ctx context.Context, now time.Time, b store.Bucket, re
 	if e := s.lookup(b.Name); e != nil {
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		st := bucket.Refill(e.lim, e.st, ms)
-		switch {
-		case reset:
-			st = bucket.State{Tokens: lim.Capacity, Last: ms}
-		case e.b.Type == bucket.Concurrent && b.Type == bucket.Concurrent:
-			// The balance is capacity minus what is held: keep it so. It
-			// may go below zero when the capacity drops under the held
-			// count; releases bring it back.
-			st.Tokens = min(st.Tokens+lim.Capacity-e.lim.Capacity, lim.Capacity)
-		default:
-			st.Tokens = min(max(st.Tokens, lim.Floor), lim.Capacity)
-		}
-		e.b, e.lim, e.st = b, lim, st
+		e.b, e.lim, e.st = b, lim, bucket.Reconfigure(e.lim, lim, e.st, ms, reset)
 		return nil
 	}
 	old := *s.buckets.Load()

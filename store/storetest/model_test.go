@@ -52,18 +52,7 @@ func (m *model) apply(st Step) Expect {
 		}
 		lim := b.Config.Limits()
 		if old := m.buckets[b.Name]; old != nil {
-			s := bucket.Refill(old.lim, old.st, now)
-			switch {
-			case st.Reset:
-				s = bucket.State{Tokens: lim.Capacity, Last: now}
-			case old.b.Type == bucket.Concurrent && b.Type == bucket.Concurrent:
-				// Capacity minus what is held stays true: the change in
-				// capacity moves the balance, possibly below zero.
-				s.Tokens = min(s.Tokens+lim.Capacity-old.lim.Capacity, lim.Capacity)
-			default:
-				s.Tokens = min(max(s.Tokens, lim.Floor), lim.Capacity)
-			}
-			*old = mBucket{b, lim, s}
+			*old = mBucket{b, lim, bucket.Reconfigure(old.lim, lim, old.st, now, st.Reset)}
 		} else {
 			m.buckets[b.Name] = &mBucket{b, lim, bucket.State{Tokens: lim.Capacity, Last: now}}
 		}
