@@ -22,6 +22,9 @@ type model struct {
 	inc     int   // incarnations handed out so far
 	buckets map[string]*mBucket
 	leases  map[string]*mLease // by label; granted leases only
+	// replayed reports that the last step was an acquisition answered as
+	// the grant it was (a retry), which debits nothing.
+	replayed bool
 }
 
 type mBucket struct {
@@ -62,6 +65,7 @@ func fail(err error) Expect { return Expect{Error: ErrName(err)} }
 // apply runs one step and returns its outcome.
 func (m *model) apply(st Step) Expect {
 	now := m.base + st.AtMs
+	m.replayed = false
 	switch st.Op {
 	case "put_bucket":
 		return m.put(st, now)
@@ -232,7 +236,8 @@ func (m *model) acquire(st Step, now int64) Expect {
 		if !store.SameItems(old.items, resolved) {
 			return fail(store.LeaseInUse(req.ID))
 		}
-		return m.replayed(old, bs, resolved, now)
+		m.replayed = true
+		return m.retried(old, bs, resolved, now)
 	}
 	poll := st.PollMs
 	if poll == 0 {
@@ -281,9 +286,9 @@ func (m *model) acquire(st Step, now int64) Expect {
 	return e
 }
 
-// replayed is the answer to a retried acquisition: the grant it was, with
+// retried is the answer to a retried acquisition: the grant it was, with
 // the balances available now, changing nothing.
-func (m *model) replayed(l *mLease, bs []*mBucket, items []store.Item, now int64) Expect {
+func (m *model) retried(l *mLease, bs []*mBucket, items []store.Item, now int64) Expect {
 	e := Expect{Granted: true, Recorded: true, ExpiresAtMs: l.expires - m.base}
 	for i, b := range bs {
 		s, at := m.aligned(b, now)

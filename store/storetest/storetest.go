@@ -57,6 +57,11 @@ type Harness struct {
 	// lease having no record.
 	AlwaysRecords bool
 
+	// ModelSequences is the number of random sequences the model-based
+	// test runs; 0 means DefaultModelSequences. The -sluice.sequences flag
+	// and the SLUICE_MODEL_SEQUENCES environment variable override it.
+	ModelSequences int
+
 	// Goroutines is the number of goroutines the concurrency tests use;
 	// 0 means 64.
 	Goroutines int
@@ -94,6 +99,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("BadInput", func(t *testing.T) { testBadInput(t, h) })
 	t.Run("Concurrency", func(t *testing.T) { testConcurrency(t, h) })
 	t.Run("Vectors", func(t *testing.T) { testVectors(t, h) })
+	t.Run("Model", func(t *testing.T) { testModel(t, h) })
 }
 
 // env is one test's store plus helpers that fail the test on error.
