@@ -321,7 +321,10 @@ func (m *model) adjust(st Step, now int64) Expect {
 		return fail(store.ErrUnknownLease)
 	}
 	if i < 0 {
-		panic("model: adjust of a dimension the lease does not hold")
+		if !l.recorded {
+			panic("model: adjust of a dimension an unrecorded lease does not hold is store-dependent")
+		}
+		return fail(&bucket.FieldError{Field: "dimension", Value: st.Dimension, Reason: "is not part of the lease"})
 	}
 	if st.Delta < 0 && l.expires <= now {
 		return fail(store.ErrLeaseExpired)
@@ -383,4 +386,22 @@ func (m *model) reconcile(st Step, now int64) Expect {
 	}
 	slices.Sort(e.Dimensions)
 	return e
+}
+
+// clone returns a deep copy of m, for checkers that explore several
+// orders of the same operations.
+func (m *model) clone() *model {
+	c := *m
+	c.buckets = make(map[string]*mBucket, len(m.buckets))
+	for k, b := range m.buckets {
+		nb := *b
+		c.buckets[k] = &nb
+	}
+	c.leases = make(map[string]*mLease, len(m.leases))
+	for k, l := range m.leases {
+		nl := *l
+		nl.items, nl.incs = slices.Clone(l.items), slices.Clone(l.incs)
+		c.leases[k] = &nl
+	}
+	return &c
 }
