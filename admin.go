@@ -120,14 +120,16 @@ func TimeUntil(s BucketState, n int64) time.Duration {
 	return time.Duration(ms) * time.Millisecond
 }
 
-// Penalize multiplies dimension's available tokens by factor (0..1; use
-// DefaultPenaltyFactor after a vendor 429) in one atomic, versioned write.
+// Penalize multiplies dimension's available tokens by factor (0..1, in
+// steps of 0.001; use DefaultPenaltyFactor after a vendor 429) in one
+// atomic, versioned write.
 func (c *Client) Penalize(ctx context.Context, dimension string, factor float64) (Penalty, error) {
-	if math.IsNaN(factor) || factor < 0 || factor > 1 {
-		return Penalty{}, invalid("factor", factor, "must be between 0 and 1")
+	fm, err := factorMilli(factor)
+	if err != nil {
+		return Penalty{}, err
 	}
 	res, err := c.st.Penalize(ctx, store.PenalizeRequest{
-		Now: c.clock.Now(), Dimension: dimension, FactorMilli: int64(math.Round(factor * 1000)),
+		Now: c.clock.Now(), Dimension: dimension, FactorMilli: fm,
 	})
 	if err != nil {
 		return Penalty{}, err
@@ -137,4 +139,19 @@ func (c *Client) Penalize(ctx context.Context, dimension string, factor float64)
 			slog.Float64("factor", factor), slog.Int64("tokens_before_milli", res.Before), slog.Int64("tokens_after_milli", res.After))
 	}
 	return res, nil
+}
+
+// factorMilli converts a penalty factor to the thousandths the store
+// applies. A factor finer than 0.001 is rejected rather than rounded, so
+// that what is applied is what was asked for.
+func factorMilli(factor float64) (int64, error) {
+	if math.IsNaN(factor) || factor < 0 || factor > 1 {
+		return 0, invalid("factor", factor, "must be between 0 and 1")
+	}
+	m := factor * 1000
+	r := math.Round(m)
+	if math.Abs(m-r) > 1e-6 {
+		return 0, invalid("factor", factor, "must be a multiple of 0.001 (factors are applied in thousandths)")
+	}
+	return int64(r), nil
 }

@@ -118,6 +118,8 @@ func TestUsageErrors(t *testing.T) {
 		{nil, []string{"acquire", "a#b:0"}, "the cost after ':'"},
 		{nil, []string{"release", "not-a-uuid"}, "must be a UUID"},
 		{nil, []string{"penalize", "a#b", "--factor", "2"}, "--factor 2"},
+		{nil, []string{"penalize", "a#b", "--factor", "0.0005"}, "--factor 0.0005: must be a multiple of 0.001"},
+		{nil, []string{"penalize", "a#b", "--factor", "0.1234"}, "--factor 0.1234: must be a multiple of 0.001"},
 		{nil, []string{"completion", "fish"}, "bash or zsh"},
 		{nil, []string{"reconcile", "--every", "1ms"}, "--every 1ms"},
 		{nil, []string{"status", "-o", "yaml"}, `--output "yaml"`},
