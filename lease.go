@@ -77,6 +77,13 @@ func (l *Lease) ExpiresAt() time.Time {
 	return l.expiresAt
 }
 
+// holderExpiry returns the lease's expiry by the client's clock.
+func (l *Lease) holderExpiry() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.localExpiry
+}
+
 // TTL returns the lifetime the lease was granted (and is renewed) with.
 func (l *Lease) TTL() time.Duration { return l.ttl }
 
