@@ -123,7 +123,10 @@ func (l *Lease) Release(ctx context.Context) error {
 		l.c.leaseEvent(ctx, "release.ok", l)
 		return nil
 	}
-	res, err := l.c.st.Release(ctx, store.ReleaseRequest{Now: l.c.clock.Now(), ID: l.id, Hint: l.items[0].Dimension})
+	req := store.ReleaseRequest{Now: l.c.clock.Now(), ID: l.id, Hint: l.items[0].Dimension}
+	res, err := storeCall(ctx, l.c, "release", func(ctx context.Context) (store.ReleaseResult, error) {
+		return l.c.st.Release(ctx, req)
+	})
 	if err != nil {
 		return err
 	}
@@ -210,9 +213,12 @@ func (l *Lease) adjustLocked(ctx context.Context, i int, delta int64) (Settlemen
 			return Settlement{}, &leaseError{id: l.id, op: "adjust", err: store.ErrLeaseExpired, why: "expired at " + l.localExpiry.Format(time.RFC3339Nano)}
 		}
 	}
-	res, err := l.c.st.Adjust(ctx, store.AdjustRequest{
+	req := store.AdjustRequest{
 		Now: now, ID: l.id, Recorded: l.recorded && !l.degraded,
 		Dimension: l.items[i].Dimension, Delta: delta, Held: held,
+	}
+	res, err := storeCall(ctx, l.c, "adjust", func(ctx context.Context) (store.AdjustResult, error) {
+		return l.c.st.Adjust(ctx, req)
 	})
 	if errors.Is(err, store.ErrUnknownLease) {
 		return Settlement{}, &leaseError{id: l.id, op: "adjust", err: store.ErrLeaseExpired, why: "was reclaimed by the reconciler"}
@@ -248,7 +254,10 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 		l.localExpiry = now.Add(ttl)
 		return nil
 	}
-	exp, err := l.c.st.Extend(ctx, store.ExtendRequest{Now: now, ID: l.id, TTL: ttl, Hint: l.items[0].Dimension})
+	req := store.ExtendRequest{Now: now, ID: l.id, TTL: ttl, Hint: l.items[0].Dimension}
+	exp, err := storeCall(ctx, l.c, "extend", func(ctx context.Context) (time.Time, error) {
+		return l.c.st.Extend(ctx, req)
+	})
 	if errors.Is(err, store.ErrUnknownLease) {
 		return &leaseError{id: l.id, op: "extend", err: store.ErrLeaseExpired, why: "was reclaimed by the reconciler"}
 	}
