@@ -149,6 +149,11 @@ type Settlement = store.AdjustResult
 // charges more (the balance may go into debt down to the bucket's floor),
 // negative refunds (at most what the lease holds on it). Concurrent
 // dimensions cannot be adjusted.
+//
+// Usage reported after the lease expired still counts at the vendor, so a
+// charge is applied whenever it comes, even once the reconciler has
+// deleted the lease's record; a refund after expiry fails with
+// ErrLeaseExpired.
 func (l *Lease) Adjust(ctx context.Context, dimension string, delta int64) (Settlement, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -208,18 +213,25 @@ func (l *Lease) adjustLocked(ctx context.Context, i int, delta int64) (Settlemen
 		}
 		held, delta = 0, cost
 	}
-	if !l.recorded || l.degraded {
-		if !now.Before(l.localExpiry) {
-			return Settlement{}, &leaseError{id: l.id, op: "adjust", err: store.ErrLeaseExpired, why: "expired at " + l.localExpiry.Format(time.RFC3339Nano)}
-		}
+	recorded := l.recorded && !l.degraded
+	if !recorded && delta < 0 && !now.Before(l.localExpiry) {
+		return Settlement{}, &leaseError{id: l.id, op: "adjust", err: store.ErrLeaseExpired, why: "expired at " + l.localExpiry.Format(time.RFC3339Nano) + "; a refund after expiry is refused"}
 	}
 	req := store.AdjustRequest{
-		Now: now, ID: l.id, Recorded: l.recorded && !l.degraded,
+		Now: now, ID: l.id, Recorded: recorded,
 		Dimension: l.items[i].Dimension, Delta: delta, Held: held,
 	}
-	res, err := storeCall(ctx, l.c, "adjust", func(ctx context.Context) (store.AdjustResult, error) {
-		return l.c.st.Adjust(ctx, req)
-	})
+	if !recorded {
+		req.ExpiresAt = l.expiresAt
+	}
+	res, err := l.storeAdjust(ctx, req)
+	if recorded && delta > 0 && (errors.Is(err, store.ErrUnknownLease) || errors.Is(err, store.ErrLeaseExpired)) {
+		// Usage reported late still counts at the vendor: charge it even
+		// though the lease expired or the reconciler deleted its record,
+		// bounded by the cost this holder knows it held.
+		req.Recorded, req.ExpiresAt = false, l.expiresAt
+		res, err = l.storeAdjust(ctx, req)
+	}
 	if errors.Is(err, store.ErrUnknownLease) {
 		return Settlement{}, &leaseError{id: l.id, op: "adjust", err: store.ErrLeaseExpired, why: "was reclaimed by the reconciler"}
 	}
@@ -231,6 +243,12 @@ func (l *Lease) adjustLocked(ctx context.Context, i int, delta int64) (Settlemen
 		l.charged[i] = true
 	}
 	return res, nil
+}
+
+func (l *Lease) storeAdjust(ctx context.Context, req store.AdjustRequest) (store.AdjustResult, error) {
+	return storeCall(ctx, l.c, "adjust", func(ctx context.Context) (store.AdjustResult, error) {
+		return l.c.st.Adjust(ctx, req)
+	})
 }
 
 // Extend keeps the lease alive for ttl from now (the heartbeat for a long
