@@ -22,6 +22,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -120,20 +121,9 @@ func Schemes() []string {
 // stores: an unreachable server shows up as store.ErrUnavailable on the
 // first operation, not here.
 func Open(ctx context.Context, raw string, o Options) (*Opened, error) {
-	if raw == "" {
-		return nil, badf("empty store URL (try memory:// or redis://127.0.0.1:6379)")
-	}
-	u, err := url.Parse(raw)
-	if err != nil || u.Scheme == "" {
-		return nil, badf("%q is not a store URL (try memory:// or redis://127.0.0.1:6379)", redactRaw(raw))
-	}
-	if _, set := u.User.Password(); set {
-		return nil, badf("%s: the URL contains a password; pass it in %s or --password-file instead, never on the command line",
-			redact(u), passwordEnv(u.Scheme))
-	}
-	if k := secretParam(u); k != "" {
-		return nil, badf("%s: the URL contains a password (%s=); pass it in %s or --password-file instead, never on the command line",
-			redact(u), k, passwordEnv(u.Scheme))
+	u, err := parse(raw)
+	if err != nil {
+		return nil, err
 	}
 	switch u.Scheme {
 	case "memory":
@@ -153,6 +143,30 @@ func Open(ctx context.Context, raw string, o Options) (*Opened, error) {
 		return openDynamo(ctx, u, o)
 	}
 	return nil, badf("scheme %q is not supported (supported: %s)", u.Scheme, strings.Join(Schemes(), ", "))
+}
+
+// parse checks what every store URL must satisfy: a URL with a scheme
+// Open understands and no password in it.
+func parse(raw string) (*url.URL, error) {
+	if raw == "" {
+		return nil, badf("empty store URL (try memory:// or redis://127.0.0.1:6379)")
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme == "" {
+		return nil, badf("%q is not a store URL (try memory:// or redis://127.0.0.1:6379)", redactRaw(raw))
+	}
+	if _, set := u.User.Password(); set {
+		return nil, badf("%s: the URL contains a password; pass it in %s or --password-file instead, never on the command line",
+			redact(u), passwordEnv(u.Scheme))
+	}
+	if k := secretParam(u); k != "" {
+		return nil, badf("%s: the URL contains a password (%s=); pass it in %s or --password-file instead, never on the command line",
+			redact(u), k, passwordEnv(u.Scheme))
+	}
+	if !slices.Contains(Schemes(), u.Scheme) {
+		return nil, badf("scheme %q is not supported (supported: %s)", u.Scheme, strings.Join(Schemes(), ", "))
+	}
+	return u, nil
 }
 
 // passwordEnv names the variable a scheme reads its password from.
