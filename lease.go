@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ontopix/sluice/store"
@@ -29,6 +30,9 @@ type Lease struct {
 	// localExpiry is the expiry by the client's clock, which decides for
 	// unrecorded and degraded leases (the store's clock may differ).
 	localExpiry time.Time
+	// expiryNano is localExpiry in Unix nanoseconds, readable without mu
+	// (a SlotHandle watches it while an operation holds mu).
+	expiryNano atomic.Int64
 	// charged marks, for a degraded lease, the items whose cost the store
 	// has since been charged (by Adjust or Settle); nil otherwise.
 	charged  []bool
@@ -39,7 +43,8 @@ type Lease struct {
 func (l *Lease) init(c *Client, req *store.AcquireRequest, res *store.AcquireResult) {
 	l.c, l.id, l.recorded, l.caller = c, req.ID, res.Recorded, req.Caller
 	l.createdAt, l.expiresAt = req.Now, res.ExpiresAt
-	l.ttl, l.localExpiry = req.TTL, req.Now.Add(req.TTL)
+	l.ttl = req.TTL
+	l.setLocalExpiry(req.Now.Add(req.TTL))
 	if len(req.Items) <= len(l.buf) {
 		l.items = l.buf[:len(req.Items)]
 	} else {
@@ -77,11 +82,17 @@ func (l *Lease) ExpiresAt() time.Time {
 	return l.expiresAt
 }
 
-// holderExpiry returns the lease's expiry by the client's clock.
+// holderExpiry returns the lease's expiry by the client's clock. It does
+// not wait for an operation in flight on the lease.
 func (l *Lease) holderExpiry() time.Time {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.localExpiry
+	return time.Unix(0, l.expiryNano.Load())
+}
+
+// setLocalExpiry sets localExpiry (and its copy, expiryNano); mu is held
+// or the lease is not shared yet.
+func (l *Lease) setLocalExpiry(t time.Time) {
+	l.localExpiry = t
+	l.expiryNano.Store(t.UnixNano())
 }
 
 // TTL returns the lifetime the lease was granted (and is renewed) with.
@@ -269,7 +280,7 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 			return &leaseError{id: l.id, op: "extend", err: store.ErrLeaseExpired, why: "expired at " + l.localExpiry.Format(time.RFC3339Nano)}
 		}
 		l.expiresAt = l.expiresAt.Add(now.Add(ttl).Sub(l.localExpiry))
-		l.localExpiry = now.Add(ttl)
+		l.setLocalExpiry(now.Add(ttl))
 		return nil
 	}
 	req := store.ExtendRequest{Now: now, ID: l.id, TTL: ttl, Hint: l.items[0].Dimension}
@@ -282,7 +293,8 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if err != nil {
 		return err
 	}
-	l.expiresAt, l.localExpiry = exp, now.Add(ttl)
+	l.expiresAt = exp
+	l.setLocalExpiry(now.Add(ttl))
 	return nil
 }
 

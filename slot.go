@@ -137,48 +137,29 @@ func LossMargin(ttl time.Duration) time.Duration {
 
 // renew extends the lease every third of its TTL until Release. A lease
 // that turns out expired or reclaimed cancels the handle's context with
-// ErrLeaseLost at once; other errors are retried on the next tick, but the
-// context is cancelled with ErrLeaseLost LossMargin before the expiry
-// that the last successful renewal (or the grant) set.
+// ErrLeaseLost at once; other errors are retried on the next tick, while
+// watch cancels the context LossMargin before the expiry that the last
+// successful renewal (or the grant) set.
 func (h *SlotHandle) renew(c *Client) {
 	defer close(h.done)
 	// The granted TTL, not ExpiresAt-CreatedAt: those come from different
 	// clocks when the store keeps its own.
 	ttl := h.lease.TTL()
 	every := max(ttl/3, time.Millisecond)
-	margin := LossMargin(ttl)
-	// untilLost is the time left before the lease must be given up, by
-	// the client's clock.
-	untilLost := func() time.Duration {
-		return h.lease.holderExpiry().Add(-margin).Sub(c.clock.Now())
-	}
+	stopWatch := h.watch(c, ttl)
+	defer stopWatch()
 	t := time.NewTicker(every)
 	defer t.Stop()
-	lost := time.NewTimer(untilLost())
-	defer lost.Stop()
 	for {
 		select {
 		case <-h.stop:
 			return
 		case <-h.ctx.Done():
 			return
-		case <-lost.C:
-			if left := untilLost(); left > 0 {
-				lost.Reset(left)
-				continue
-			}
-			h.lose(c, errors.New("not renewed within "+(ttl-margin).String()))
-			return
 		case <-t.C:
-			left := untilLost()
-			if left <= 0 {
-				h.lose(c, errors.New("not renewed within "+(ttl-margin).String()))
-				return
-			}
-			// Bound each renewal by the renewal period and by the time
-			// left: one that takes longer is failing anyway, and neither
-			// Release nor giving the lease up must wait on it.
-			ectx, cancel := context.WithTimeout(h.ctx, min(every, left))
+			// Bound each renewal by the renewal period: one that takes
+			// longer is failing anyway, and Release must never wait on it.
+			ectx, cancel := context.WithTimeout(h.ctx, every)
 			err := h.lease.Extend(ectx, ttl)
 			cancel()
 			switch {
@@ -191,13 +172,44 @@ func (h *SlotHandle) renew(c *Client) {
 			default:
 				c.log.LogAttrs(h.ctx, slog.LevelWarn, "slot.renew_failed", slog.String("lease", h.lease.ID()), slog.String("error", err.Error()))
 			}
-			if left := untilLost(); left > 0 {
-				lost.Reset(left)
-			} else {
-				h.lose(c, errors.New("not renewed within "+(ttl-margin).String()))
-				return
-			}
 		}
+	}
+}
+
+// watch cancels the handle's context with ErrLeaseLost once the lease's
+// expiry, by the client's clock, is less than LossMargin away. It runs on
+// its own timer, so that a renewal or another operation stuck on the
+// lease cannot delay it. The returned func stops it.
+func (h *SlotHandle) watch(c *Client, ttl time.Duration) (stop func()) {
+	margin := LossMargin(ttl)
+	untilLost := func() time.Duration {
+		return h.lease.holderExpiry().Add(-margin).Sub(c.clock.Now())
+	}
+	var (
+		mu      sync.Mutex
+		timer   *time.Timer
+		stopped bool
+	)
+	check := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped || h.ctx.Err() != nil {
+			return
+		}
+		if left := untilLost(); left > 0 {
+			timer.Reset(left)
+			return
+		}
+		h.lose(c, errors.New("not renewed within "+(ttl-margin).String()+" of its last renewal"))
+	}
+	mu.Lock()
+	timer = time.AfterFunc(untilLost(), check)
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		timer.Stop()
 	}
 }
 
