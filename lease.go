@@ -177,7 +177,9 @@ func (l *Lease) Adjust(ctx context.Context, dimension string, delta int64) (Sett
 
 // Settle sets the lease's cost on dimension to actual tokens, charging or
 // refunding the difference from the current cost: reserve an estimate,
-// then Settle with the usage the vendor reported.
+// then Settle with the usage the vendor reported. As with Adjust, a Settle
+// that charges more is applied even after the lease expired; one that
+// refunds then fails with ErrLeaseExpired.
 func (l *Lease) Settle(ctx context.Context, dimension string, actual int64) (Settlement, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
