@@ -230,3 +230,43 @@ func TestSlotReleaseOfReclaimedLeaseNotRetried(t *testing.T) {
 		}
 	})
 }
+
+// stuckAdjustStore's Adjust blocks, ignoring its context, until release is
+// closed: an operation stuck in the store while it holds the lease.
+type stuckAdjustStore struct {
+	store.Store
+	entered, release chan struct{}
+}
+
+func (s *stuckAdjustStore) Adjust(ctx context.Context, req store.AdjustRequest) (store.AdjustResult, error) {
+	close(s.entered)
+	<-s.release
+	return store.AdjustResult{}, store.Unavailable("adjust", errors.New("stuck"))
+}
+
+// An operation stuck on the lease (here an Adjust, with no OpTimeout)
+// blocks the renewals too, on the lease's lock; the lease is still given
+// up. (Real time, not synctest: a goroutine waiting on a mutex does not let
+// a bubble's clock advance. Nothing is asserted about durations.)
+func TestWithSlotLossNotDelayedByStuckOperation(t *testing.T) {
+	ss := &stuckAdjustStore{Store: memstore.New(), entered: make(chan struct{}), release: make(chan struct{})}
+	c, err := sluice.New(ss, sluice.WithLeaseTTL(60*time.Millisecond), sluice.WithOpTimeout(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	putSeedBuckets(t, c)
+	err = c.WithSlot(context.Background(), "openai#tpm", 0, func(ctx context.Context, l *sluice.Lease) error {
+		go func() { _, _ = l.Adjust(context.Background(), "openai#tpm", 1) }()
+		<-ss.entered
+		defer close(ss.release)
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Minute):
+			return errNotCancelled
+		}
+		return context.Cause(ctx)
+	}, sluice.WithCost(10), sluice.WithRecord())
+	if !errors.Is(err, sluice.ErrLeaseLost) {
+		t.Fatalf("WithSlot = %v, want ErrLeaseLost", err)
+	}
+}
