@@ -1,0 +1,74 @@
+package prometheus_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/ontopix/sluice"
+	sluiceprom "github.com/ontopix/sluice/observe/prometheus"
+	prom "github.com/prometheus/client_golang/prometheus"
+)
+
+func benchObserver(b *testing.B) *sluice.Observer {
+	b.Helper()
+	obs, err := sluiceprom.New(prom.NewRegistry())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return obs
+}
+
+// BenchmarkPrometheusAcquired measures one granted acquisition of two
+// dimensions.
+func BenchmarkPrometheusAcquired(b *testing.B) {
+	obs, ctx := benchObserver(b), context.Background()
+	e := sluice.AcquireEvent{Dimensions: both, Outcome: sluice.Granted, Duration: time.Millisecond}
+	b.ReportAllocs()
+	for b.Loop() {
+		obs.Acquired(ctx, e)
+	}
+}
+
+// BenchmarkPrometheusAcquiredParallel measures the same from every
+// processor at once.
+func BenchmarkPrometheusAcquiredParallel(b *testing.B) {
+	obs, ctx := benchObserver(b), context.Background()
+	e := sluice.AcquireEvent{Dimensions: both, Outcome: sluice.Granted, Duration: time.Millisecond}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			obs.Acquired(ctx, e)
+		}
+	})
+}
+
+// BenchmarkPrometheusSettled measures one settlement.
+func BenchmarkPrometheusSettled(b *testing.B) {
+	obs, ctx := benchObserver(b), context.Background()
+	e := sluice.SettleEvent{Dimension: "openai#tpm", Estimate: 500, Actual: 420, Applied: -80000}
+	b.ReportAllocs()
+	for b.Loop() {
+		obs.Settled(ctx, e)
+	}
+}
+
+// BenchmarkPrometheusReleased measures one release.
+func BenchmarkPrometheusReleased(b *testing.B) {
+	obs, ctx := benchObserver(b), context.Background()
+	e := sluice.ReleaseEvent{Lease: "l", Held: time.Second, Released: true}
+	b.ReportAllocs()
+	for b.Loop() {
+		obs.Released(ctx, e)
+	}
+}
+
+// BenchmarkPrometheusStoreError measures one store error.
+func BenchmarkPrometheusStoreError(b *testing.B) {
+	obs, ctx := benchObserver(b), context.Background()
+	e := sluice.StoreErrorEvent{Op: "acquire", Kind: sluice.KindUnavailable, Err: sluice.ErrUnavailable}
+	b.ReportAllocs()
+	for b.Loop() {
+		obs.StoreError(ctx, e)
+	}
+}
