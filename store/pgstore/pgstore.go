@@ -45,6 +45,12 @@ import (
 // otherwise.
 const DefaultSchema = "sluice"
 
+// DefaultTimeout bounds every operation unless WithTimeout says otherwise.
+// PostgreSQL itself puts no bound on a statement, so without one a hung
+// server (or a network that drops packets silently) would block callers
+// for as long as their contexts allow, possibly forever.
+const DefaultTimeout = 2 * time.Second
+
 // Store is the PostgreSQL store. It is safe for concurrent use.
 type Store struct {
 	pool        *pgxpool.Pool
@@ -66,9 +72,11 @@ func WithSchema(name string) Option { return func(s *Store) { s.schema = name } 
 // the server's clock_timestamp().
 func WithCallerClock() Option { return func(s *Store) { s.callerClock = true } }
 
-// WithTimeout bounds every operation, including waiting for a pooled
-// connection; running out of time is reported as store.ErrUnavailable.
-// Zero, the default, relies on the caller's context alone.
+// WithTimeout bounds every operation, Migrate, MigrateReport, Version and
+// Ping included, and covers waiting for a pooled connection, dialling and
+// the statement itself (default DefaultTimeout). Running out of time, or
+// out of the caller's deadline when that comes first, is reported as
+// store.ErrUnavailable. d must be positive.
 func WithTimeout(d time.Duration) Option { return func(s *Store) { s.timeout = d } }
 
 // New returns a store over pool. The store does not own pool: Close leaves
@@ -78,15 +86,15 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 	if pool == nil {
 		return nil, errors.New("pgstore: nil pool")
 	}
-	s := &Store{pool: pool, schema: DefaultSchema}
+	s := &Store{pool: pool, schema: DefaultSchema, timeout: DefaultTimeout}
 	for _, o := range opts {
 		o(s)
 	}
 	if err := validSchema(s.schema); err != nil {
 		return nil, err
 	}
-	if s.timeout < 0 {
-		return nil, errors.New("pgstore: negative timeout")
+	if s.timeout <= 0 {
+		return nil, &bucket.FieldError{Field: "pgstore.WithTimeout", Value: s.timeout.String(), Reason: "must be positive"}
 	}
 	s.q = newQueries(pgx.Identifier{s.schema}.Sanitize())
 	return s, nil
@@ -104,16 +112,32 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// begin checks that the store is open and applies the timeout.
+// Timeout returns the bound on each operation (see WithTimeout).
+func (s *Store) Timeout() time.Duration { return s.timeout }
+
+// begin checks that the store is open and applies the timeout. pgx
+// watches the context: when it is done, the connection's deadline is set
+// and the call returns at once, whatever state the server is in; the
+// connection is then closed and leaves the pool.
 func (s *Store) begin(ctx context.Context) (context.Context, context.CancelFunc, error) {
 	if s.closed.Load() {
 		return ctx, func() {}, store.ErrClosed
 	}
-	if s.timeout > 0 {
-		ctx, cancel := context.WithTimeout(ctx, s.timeout)
-		return ctx, cancel, nil
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	return ctx, cancel, nil
+}
+
+// Ping checks that the server answers (one "SELECT 1" through the pool),
+// within the store's timeout: nil, or an error matching
+// store.ErrUnavailable.
+func (s *Store) Ping(ctx context.Context) error {
+	ctx, cancel, err := s.begin(ctx)
+	defer cancel()
+	if err != nil {
+		return err
 	}
-	return ctx, func() {}, nil
+	var one int
+	return fail("ping", s.pool.QueryRow(ctx, "SELECT 1").Scan(&one))
 }
 
 // now returns the decision time to pass to SQL: nil (NULL, the server
