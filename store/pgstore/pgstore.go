@@ -57,6 +57,7 @@ type Store struct {
 	schema      string
 	callerClock bool
 	timeout     time.Duration
+	maxSkew     time.Duration
 	closed      atomic.Bool
 	q           queries
 }
@@ -72,6 +73,14 @@ func WithSchema(name string) Option { return func(s *Store) { s.schema = name } 
 // the server's clock_timestamp().
 func WithCallerClock() Option { return func(s *Store) { s.callerClock = true } }
 
+// WithMaxSkew sets the largest disagreement between callers' clocks the
+// store tolerates (default store.DefaultMaxSkew; 1 ms to 1 h), as
+// bucket.Align defines it: a caller behind a bucket's last write by at most
+// d decides at that write's time, one further behind rebases the bucket to
+// its own clock. It matters with WithCallerClock; with the server's clock it
+// only absorbs a step back of that clock.
+func WithMaxSkew(d time.Duration) Option { return func(s *Store) { s.maxSkew = d } }
+
 // WithTimeout bounds every operation, Migrate, MigrateReport, Version and
 // Ping included, and covers waiting for a pooled connection, dialling and
 // the statement itself (default DefaultTimeout). Running out of time, or
@@ -86,7 +95,7 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 	if pool == nil {
 		return nil, errors.New("pgstore: nil pool")
 	}
-	s := &Store{pool: pool, schema: DefaultSchema, timeout: DefaultTimeout}
+	s := &Store{pool: pool, schema: DefaultSchema, timeout: DefaultTimeout, maxSkew: store.DefaultMaxSkew}
 	for _, o := range opts {
 		o(s)
 	}
@@ -95,6 +104,9 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 	}
 	if s.timeout <= 0 {
 		return nil, &bucket.FieldError{Field: "pgstore.WithTimeout", Value: s.timeout.String(), Reason: "must be positive"}
+	}
+	if err := store.ValidateMaxSkew(s.maxSkew); err != nil {
+		return nil, err
 	}
 	s.q = newQueries(pgx.Identifier{s.schema}.Sanitize())
 	return s, nil
@@ -111,6 +123,10 @@ func (s *Store) Close() error {
 	s.closed.Store(true)
 	return nil
 }
+
+// skewMs is the maximum clock skew in milliseconds, as the SQL functions
+// take it.
+func (s *Store) skewMs() int64 { return s.maxSkew.Milliseconds() }
 
 // Timeout returns the bound on each operation (see WithTimeout).
 func (s *Store) Timeout() time.Duration { return s.timeout }

@@ -110,13 +110,15 @@ func TestMigrateFromVersion2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Written by version 2's functions.
+	// Written by version 2's functions, called as version 2's code did.
+	v2put := `SELECT ` + sch + `.put_bucket($1::text, $2::smallint, $3::bigint, $4::bigint, $5::bigint, $6::bigint, $7::bigint, $8::bigint, $9::boolean)`
+	v2acquire := `SELECT * FROM ` + sch + `.acquire($1::text[], $2::bigint[], $3::bigint, $4::bigint, $5::uuid, $6::text, $7::boolean, $8::bigint)`
 	slots := store.Bucket{Name: "a#concurrent", Config: bucket.Config{Type: bucket.Concurrent, Capacity: 2}}
-	if _, err := pool.Exec(ctx, s.q.put, slots.Name, int16(3), int64(2), int64(0), int64(0), int64(0), int64(0), t0.UnixMilli(), false); err != nil {
+	if _, err := pool.Exec(ctx, v2put, slots.Name, int16(3), int64(2), int64(0), int64(0), int64(0), int64(0), t0.UnixMilli(), false); err != nil {
 		t.Fatal(err)
 	}
 	id := store.NewLeaseID()
-	if _, err := pool.Exec(ctx, s.q.acquire, []string{slots.Name}, []int64{1}, t0.UnixMilli(), int64(60000), uuidOf(id),
+	if _, err := pool.Exec(ctx, v2acquire, []string{slots.Name}, []int64{1}, t0.UnixMilli(), int64(60000), uuidOf(id),
 		"c", false, int64(1000)); err != nil {
 		t.Fatal(err)
 	}
@@ -129,6 +131,12 @@ func TestMigrateFromVersion2(t *testing.T) {
 	st, err := s.Peek(ctx, t0, []string{slots.Name})
 	if err != nil || st[0].Tokens != 1000 || st[0].ActiveLeases != 1 {
 		t.Fatalf("Peek after upgrade = %+v, %v; want 1000 tokens, 1 lease", st, err)
+	}
+	// A process still running the previous code keeps working after the
+	// upgrade (rolling upgrade): version 2's signatures are still there.
+	if _, err := pool.Exec(ctx, v2acquire, []string{slots.Name}, []int64{1}, t0.UnixMilli(), int64(60000), uuidOf(store.NewLeaseID()),
+		"old", false, int64(1000)); err != nil {
+		t.Fatalf("version 2 acquire after the upgrade: %v", err)
 	}
 	rr, err := s.Release(ctx, store.ReleaseRequest{Now: t0, ID: id})
 	if err != nil || !rr.Released || len(rr.Restored) != 1 {
