@@ -18,11 +18,7 @@ import (
 // store's timeout, which bounds them), and after a restart the same pool
 // recovers with every committed balance and lease intact.
 func TestOutage(t *testing.T) {
-	srv, err := pgtest.Start()
-	if err != nil {
-		t.Fatalf("a PostgreSQL of its own is required: %v", err)
-	}
-	t.Cleanup(func() { srv.Close() })
+	srv := ownServer(t)
 	pool := pgtest.PoolAt(t, srv.URL, func(c *pgxpool.Config) {
 		c.MaxConns = 4
 		c.ConnConfig.ConnectTimeout = time.Second
