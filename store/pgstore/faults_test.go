@@ -297,7 +297,8 @@ func TestFaultsUnderLoad(t *testing.T) {
 // store.ErrUnavailable within the operation timeout; the other process
 // keeps being granted slots, including those the cut-off one held once the
 // reconciler has reclaimed them; after the heal the cut-off process is
-// granted again. The same invariants as TestFaultsUnderLoad hold.
+// granted again, and releasing a lease it held across the partition
+// returns ErrLeaseExpired (reclaimed, nothing restored). The same invariants as TestFaultsUnderLoad hold.
 func TestPartitionedClient(t *testing.T) {
 	srv := ownServer(t)
 	proxy, err := pgtest.NewProxy(srv)
@@ -306,6 +307,12 @@ func TestPartitionedClient(t *testing.T) {
 	}
 	t.Cleanup(func() { proxy.Close() })
 	r := newFaultRig(t, proxy.URL, srv.URL)
+	// A slot the cut-off process holds across the partition, renewed in the
+	// background until the partition makes renewals fail.
+	h, err := r.clients[0].Slot(context.Background(), faultSlots, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
 	rec, stop := r.start()
 	time.Sleep(1500 * time.Millisecond)
 	cut := time.Now()
@@ -322,6 +329,13 @@ func TestPartitionedClient(t *testing.T) {
 	took := r.recovered(0, healed)
 	t.Logf("partition of %v: the connected process ran %d callbacks meanwhile; the cut-off one's last grant came %v after the cut; first grant %v after the heal",
 		cutFor.Round(time.Millisecond), r.granted[1].Load()-before, time.Duration(afterCut).Round(time.Millisecond), took.Round(time.Millisecond))
+	// The held lease expired during the partition and was reclaimed: its
+	// late release restores nothing and says so.
+	if err := h.Release(context.Background()); !errors.Is(err, store.ErrLeaseExpired) {
+		t.Errorf("release after the heal of a lease reclaimed during the partition: %v, want ErrLeaseExpired", err)
+	} else {
+		t.Logf("release after the heal: %v", err)
+	}
 	time.Sleep(time.Second)
 	stop()
 	r.finish(rec)
