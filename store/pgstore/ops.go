@@ -91,6 +91,9 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 	if errCode != nil {
 		return acquireError(req, *errCode, deref(errDim), rcosts, caps)
 	}
+	if len(types) != n || len(rcosts) != n || len(caps) != n || len(remain) != n || len(waits) != n || granted == nil || recorded == nil {
+		return fmt.Errorf("pgstore: acquire: malformed result for %d items (schema older than this code? run Migrate)", n)
+	}
 	if cap(res.Items) >= n {
 		res.Items = res.Items[:n]
 	} else {

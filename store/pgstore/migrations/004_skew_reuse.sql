@@ -61,7 +61,105 @@ DECLARE
     v_incs bigint[] := array_fill(0::bigint, ARRAY[n]);
     avail bigint[] := array_fill(0::bigint, ARRAY[n]);
     conc boolean := false;
+    v_type smallint;
+    v_cap bigint;
+    v_amt bigint;
+    v_per bigint;
+    v_tok bigint;
+    v_last bigint;
+    v_alast bigint;
+    v_at bigint;
+    v_inc bigint;
+    v_t bigint;
+    v_l bigint;
+    a bigint;
 BEGIN
+    IF n = 1 THEN
+        -- The common case, with scalars only: one bucket, bucket.Align and
+        -- bucket.Take inline.
+        SELECT bk.limit_type, bk.capacity, bk.refill_amount * 1000, bk.refill_period_ms,
+               CASE WHEN p_costs[1] <> 0 THEN p_costs[1] WHEN bk.cost_per_call = 0 THEN 1 ELSE bk.cost_per_call END,
+               bk.tokens, bk.last_refill_ms, bk.incarnation
+        INTO v_type, v_cap, v_amt, v_per, c, v_tok, v_last, v_inc
+        FROM __SCHEMA__.buckets bk WHERE bk.name = p_dims[1] FOR UPDATE;
+        IF NOT FOUND THEN
+            o_err := 'unknown'; o_dim := p_dims[1];
+            RETURN;
+        END IF;
+        o_types := ARRAY[v_type]; o_costs := ARRAY[c]; o_caps := ARRAY[v_cap]; o_waits := ARRAY[0::bigint];
+        IF c > v_cap THEN
+            o_err := 'cost'; o_dim := p_dims[1];
+            RETURN;
+        END IF;
+        o_now := coalesce(p_now, __SCHEMA__.now_ms());
+        -- bucket.Align
+        v_alast := v_last; v_at := o_now;
+        IF v_amt > 0 AND o_now < v_last THEN
+            IF v_last - o_now <= p_skew THEN
+                v_at := v_last;
+            ELSE
+                v_alast := o_now;
+            END IF;
+        END IF;
+        SELECT dims, costs, expires_ms INTO l FROM __SCHEMA__.leases WHERE id = p_id;
+        IF FOUND THEN
+            SELECT * INTO o_err, o_granted, o_recorded, o_retry, o_remaining, o_expires
+            FROM __SCHEMA__.replay(l.dims, l.costs, l.expires_ms, p_dims, o_costs, o_caps,
+                                   ARRAY[v_amt], ARRAY[v_per], ARRAY[v_tok], ARRAY[v_alast], ARRAY[v_at]);
+            RETURN;
+        END IF;
+        -- bucket.Refill
+        IF v_amt > 0 AND v_at > v_alast THEN
+            IF v_tok >= v_cap * 1000 OR NOT __SCHEMA__.prod_less(v_at - v_alast, v_amt, v_cap * 1000 - v_tok, v_per) THEN
+                v_t := v_cap * 1000; v_l := v_at;
+            ELSE
+                a := __SCHEMA__.mul_div(v_at - v_alast, v_amt, v_per);
+                IF a = 0 THEN
+                    v_t := v_tok; v_l := v_alast;
+                ELSE
+                    v_t := v_tok + a; v_l := v_alast + __SCHEMA__.ceil_mul_div(a, v_per, v_amt);
+                END IF;
+            END IF;
+        ELSE
+            v_t := v_tok; v_l := v_alast;
+        END IF;
+        IF v_t < c * 1000 THEN
+            o_granted := false; o_recorded := false;
+            IF v_type = 3 THEN
+                SELECT min(expires_ms) INTO w FROM __SCHEMA__.leases
+                WHERE dims @> p_dims AND incs[array_position(dims, p_dims[1])] = v_inc;
+                w := greatest(CASE WHEN w > o_now AND w - o_now < p_poll THEN w - o_now ELSE p_poll END, 1);
+            ELSE
+                w := __SCHEMA__.retry_in(v_cap * 1000, v_amt, v_per, v_tok, v_alast, v_at, c * 1000);
+            END IF;
+            o_retry := w; o_waits := ARRAY[w]; o_remaining := ARRAY[v_t];
+            IF v_alast <> v_last THEN
+                -- Rebased: a denial writes that, and only that.
+                UPDATE __SCHEMA__.buckets SET last_refill_ms = v_alast, version = version + 1 WHERE name = p_dims[1];
+            END IF;
+            RETURN;
+        END IF;
+        o_granted := true; o_retry := 0;
+        o_remaining := ARRAY[v_t - c * 1000];
+        o_recorded := p_record OR v_type = 3;
+        IF o_recorded THEN
+            INSERT INTO __SCHEMA__.leases (id, caller, created_ms, expires_ms, dims, costs, incs)
+            VALUES (p_id, p_caller, o_now, o_now + p_ttl, p_dims, o_costs, ARRAY[v_inc])
+            ON CONFLICT (id) DO NOTHING;
+            IF NOT FOUND THEN
+                -- A concurrent acquisition with the same id committed first.
+                SELECT dims, costs, expires_ms INTO l FROM __SCHEMA__.leases WHERE id = p_id;
+                SELECT * INTO o_err, o_granted, o_recorded, o_retry, o_remaining, o_expires
+                FROM __SCHEMA__.replay(l.dims, l.costs, l.expires_ms, p_dims, o_costs, o_caps,
+                                       ARRAY[v_amt], ARRAY[v_per], ARRAY[v_tok], ARRAY[v_alast], ARRAY[v_at]);
+                RETURN;
+            END IF;
+        END IF;
+        o_expires := o_now + p_ttl;
+        UPDATE __SCHEMA__.buckets SET tokens = v_t - c * 1000, last_refill_ms = v_l, version = version + 1
+        WHERE name = p_dims[1];
+        RETURN;
+    END IF;
     o_types := array_fill(0::smallint, ARRAY[n]);
     o_costs := array_fill(0::bigint, ARRAY[n]);
     o_caps := array_fill(0::bigint, ARRAY[n]);
