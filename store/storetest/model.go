@@ -1,6 +1,8 @@
 package storetest
 
 import (
+	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -404,4 +406,18 @@ func (m *model) clone() *model {
 		c.leases[k] = &nl
 	}
 	return &c
+}
+
+// key renders m's whole state canonically: equal states have equal keys.
+func (m *model) key() string {
+	var b strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(m.buckets)) {
+		x := m.buckets[name]
+		fmt.Fprintf(&b, "%s %+v %d %d %d;", name, x.b.Config, x.inc, x.st.Tokens, x.st.Last)
+	}
+	for _, label := range slices.Sorted(maps.Keys(m.leases)) {
+		l := m.leases[label]
+		fmt.Fprintf(&b, "%s %v %v %t %t %d %d;", label, l.items, l.incs, l.record, l.recorded, l.created, l.expires)
+	}
+	return b.String()
 }
