@@ -17,7 +17,16 @@
 // read after the rows are locked, so the whole fleet shares one clock and
 // the Now fields of requests are ignored (not even validated).
 // WithCallerClock uses each request's Now instead; the conformance suite and
-// the golden vectors need it.
+// the golden vectors need it. Either way every bucket computation first
+// aligns the stored state with the decision time (bucket.Align) within
+// WithMaxSkew.
+//
+// # Timeouts
+//
+// Every operation, Migrate included, is bounded by WithTimeout (default
+// DefaultTimeout) or the caller's deadline, whichever comes first, and
+// reports running out of time as store.ErrUnavailable: a hung server never
+// blocks a caller.
 //
 // # Schema
 //
