@@ -23,10 +23,12 @@ import (
 // faultRig is the fault suite's fleet: "processes" (each its own pool,
 // store and sluice.Client, on its own URL) running workers that hold a slot
 // of a concurrent bucket and tokens of a tokens bucket through
-// WithSlotMany. The last process reaches the server directly: it runs the
-// reconciler and reads the balances.
+// WithSlotMany. The last process reaches the server directly and runs the
+// reconciler; admin, on the same URL with a long timeout, sets up, reads
+// the balances and checks the end state.
 type faultRig struct {
 	t        *testing.T
+	admin    *Store
 	stores   []*Store
 	clients  []*sluice.Client
 	holders  atomic.Int64    // callbacks running now
@@ -44,17 +46,15 @@ const (
 	faultOpTO  = 500 * time.Millisecond
 )
 
-// newFaultRig builds one process per URL (two at most) on a fresh schema.
-func newFaultRig(t *testing.T, urls ...string) *faultRig {
+// newFaultRig builds one process per URL (two at most) on a fresh schema,
+// each bounding its operations by opTimeout.
+func newFaultRig(t *testing.T, opTimeout time.Duration, urls ...string) *faultRig {
 	r := &faultRig{t: t}
-	schema := pgtest.Schema()
+	r.admin = newStoreOn(t, pgtest.PoolAt(t, urls[len(urls)-1], nil))
 	for _, u := range urls {
 		pool := pgtest.PoolAt(t, u, func(c *pgxpool.Config) { c.MaxConns = 6 })
-		s, err := New(pool, WithSchema(schema), WithTimeout(faultOpTO))
+		s, err := New(pool, WithSchema(r.admin.Schema()), WithTimeout(opTimeout))
 		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Migrate(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		c, err := sluice.New(s, sluice.WithLeaseTTL(faultTTL), sluice.WithLogger(slog.New(slog.DiscardHandler)))
@@ -64,7 +64,7 @@ func newFaultRig(t *testing.T, urls ...string) *faultRig {
 		r.stores, r.clients = append(r.stores, s), append(r.clients, c)
 	}
 	ctx := context.Background()
-	s := r.direct()
+	s := r.admin
 	if err := s.PutBucket(ctx, time.Now(), store.Bucket{Name: faultSlots, Config: bucket.ConcurrentSlots(faultCap)}, false); err != nil {
 		t.Fatal(err)
 	}
@@ -130,8 +130,8 @@ func (r *faultRig) work(ctx context.Context, p int) {
 // balance reads, in one statement (one snapshot), the concurrent bucket's
 // balance and the slots its lease records hold, in millitokens.
 func (r *faultRig) balance(ctx context.Context) (tokens, held int64, err error) {
-	sch := pgx.Identifier{r.direct().Schema()}.Sanitize()
-	err = r.direct().pool.QueryRow(ctx, `SELECT b.tokens, coalesce((SELECT sum(l.costs[array_position(l.dims, b.name)]) FROM `+sch+
+	sch := pgx.Identifier{r.admin.Schema()}.Sanitize()
+	err = r.admin.pool.QueryRow(ctx, `SELECT b.tokens, coalesce((SELECT sum(l.costs[array_position(l.dims, b.name)]) FROM `+sch+
 		`.leases l WHERE l.dims @> ARRAY[b.name]), 0) * 1000 FROM `+sch+`.buckets b WHERE b.name = $1`, faultSlots).Scan(&tokens, &held)
 	return tokens, held, err
 }
@@ -166,7 +166,7 @@ func (r *faultRig) recovered(p int, since time.Time) time.Duration {
 
 // start runs three workers per process, the reconciler (every 250 ms, on
 // the direct process) and the balance monitor until stop is called.
-func (r *faultRig) start() (rec *reconcile.Reconciler, stop func()) {
+func (r *faultRig) start() (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for p := range r.clients {
@@ -180,13 +180,13 @@ func (r *faultRig) start() (rec *reconcile.Reconciler, stop func()) {
 	}
 	wg.Go(func() { rec.Run(ctx, 250*time.Millisecond) })
 	wg.Go(func() { r.monitor(ctx) })
-	return rec, func() { cancel(); wg.Wait() }
+	return func() { cancel(); wg.Wait() }
 }
 
 // finish checks the end of a run: never more callbacks at once than the
 // capacity, and, one reconcile past the TTL after the load stopped, every
 // slot back (no record left, balance == capacity, nothing capped).
-func (r *faultRig) finish(rec *reconcile.Reconciler) {
+func (r *faultRig) finish() {
 	t := r.t
 	ended := time.Now()
 	if m := r.maxHeld.Load(); m > faultCap {
@@ -200,12 +200,16 @@ func (r *faultRig) finish(rec *reconcile.Reconciler) {
 	// Every lease still recorded expires within the TTL (leases are renewed
 	// only while a callback runs); one reconcile then returns its slot.
 	bg := context.Background()
-	leases, err := r.direct().Leases(bg, store.LeaseQuery{Now: time.Now()})
+	leases, err := r.admin.Leases(bg, store.LeaseQuery{Now: time.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("lease records left when the load stopped: %d", len(leases))
 	time.Sleep(time.Until(ended.Add(faultTTL + 100*time.Millisecond)))
+	rec, err := reconcile.New(r.admin, reconcile.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
 	rep, err := rec.RunOnce(bg)
 	if err != nil {
 		t.Fatal(err)
@@ -221,7 +225,7 @@ func (r *faultRig) finish(rec *reconcile.Reconciler) {
 	if tokens != faultCap*bucket.Milli || held != 0 {
 		t.Errorf("after TTL + one reconcile: balance %d, held %d millitokens; want %d, 0", tokens, held, faultCap*bucket.Milli)
 	}
-	if left, err := r.direct().Leases(bg, store.LeaseQuery{Now: time.Now()}); err != nil || len(left) != 0 {
+	if left, err := r.admin.Leases(bg, store.LeaseQuery{Now: time.Now()}); err != nil || len(left) != 0 {
 		t.Errorf("after TTL + one reconcile: %d lease records left (%v)", len(left), err)
 	}
 }
@@ -241,8 +245,8 @@ func (r *faultRig) finish(rec *reconcile.Reconciler) {
 // the three faults ten times over (about two and a half minutes).
 func TestFaultsUnderLoad(t *testing.T) {
 	srv := ownServer(t)
-	r := newFaultRig(t, srv.URL, srv.URL)
-	rec, stop := r.start()
+	r := newFaultRig(t, faultOpTO, srv.URL, srv.URL)
+	stop := r.start()
 	settle := func() { time.Sleep(1500 * time.Millisecond) }
 	settle()
 	faults := []struct {
@@ -288,7 +292,7 @@ func TestFaultsUnderLoad(t *testing.T) {
 		settle()
 	}
 	stop()
-	r.finish(rec)
+	r.finish()
 }
 
 // TestPartitionedClient cuts one process off the server (a proxy holds its
@@ -306,14 +310,14 @@ func TestPartitionedClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { proxy.Close() })
-	r := newFaultRig(t, proxy.URL, srv.URL)
+	r := newFaultRig(t, faultOpTO, proxy.URL, srv.URL)
 	// A slot the cut-off process holds across the partition, renewed in the
 	// background until the partition makes renewals fail.
 	h, err := r.clients[0].Slot(context.Background(), faultSlots, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, stop := r.start()
+	stop := r.start()
 	time.Sleep(1500 * time.Millisecond)
 	cut := time.Now()
 	before := r.granted[1].Load()
@@ -338,7 +342,7 @@ func TestPartitionedClient(t *testing.T) {
 	}
 	time.Sleep(time.Second)
 	stop()
-	r.finish(rec)
+	r.finish()
 }
 
 // TestCrashedHolder is a process that dies between grant and release: it
@@ -347,7 +351,7 @@ func TestPartitionedClient(t *testing.T) {
 // the reconciler ran: within TTL + one reconcile interval + one poll
 // interval (bounded generously here; the figure is logged).
 func TestCrashedHolder(t *testing.T) {
-	r := newFaultRig(t, pgtest.URL())
+	r := newFaultRig(t, testTimeout, pgtest.URL())
 	const every = 250 * time.Millisecond
 	rctx, rstop := context.WithCancel(context.Background())
 	defer rstop()

@@ -133,15 +133,15 @@ func TestHungServer(t *testing.T) {
 	}
 	fixtures := map[string]fixture{}
 	for name, pool := range pools {
-		s := newStoreOn(t, pool, WithCallerClock(), WithTimeout(timeout))
-		put(t, s, store.Bucket{Name: "r", Config: bucket.PerPeriod(bucket.Requests, 100, time.Minute)})
-		put(t, s, store.Bucket{Name: "c", Config: bucket.ConcurrentSlots(5)})
+		setup := newStoreOn(t, pool, WithCallerClock())
+		put(t, setup, store.Bucket{Name: "r", Config: bucket.PerPeriod(bucket.Requests, 100, time.Minute)})
+		put(t, setup, store.Bucket{Name: "c", Config: bucket.ConcurrentSlots(5)})
 		held := store.NewLeaseID()
 		var res store.AcquireResult
-		if err := s.Acquire(ctx, &store.AcquireRequest{Now: t0, Items: []store.Item{{Dimension: "c"}}, ID: held, TTL: time.Hour}, &res); err != nil || !res.Granted {
+		if err := setup.Acquire(ctx, &store.AcquireRequest{Now: t0, Items: []store.Item{{Dimension: "c"}}, ID: held, TTL: time.Hour}, &res); err != nil || !res.Granted {
 			t.Fatalf("acquire: %v %+v", err, res)
 		}
-		fixtures[name] = fixture{s, held}
+		fixtures[name] = fixture{reopen(t, setup, WithTimeout(timeout)), held}
 	}
 	defaultStore, err := New(pools["default pool"], WithSchema(fixtures["default pool"].s.Schema()))
 	if err != nil {
@@ -202,7 +202,7 @@ func TestHungServer(t *testing.T) {
 			time.Sleep(50 * time.Millisecond) // polling for recovery
 		}
 		t.Logf("%s: all %d connections serve again %v after SIGCONT", name, n, time.Since(resumed).Round(time.Millisecond))
-		if _, err := f.s.Release(ctx, store.ReleaseRequest{Now: t0, ID: f.held}); err != nil {
+		if _, err := reopen(t, f.s, WithTimeout(testTimeout)).Release(ctx, store.ReleaseRequest{Now: t0, ID: f.held}); err != nil {
 			t.Fatalf("%s: release after SIGCONT: %v", name, err)
 		}
 	}
