@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"errors"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -206,4 +207,71 @@ func TestHungServer(t *testing.T) {
 			t.Fatalf("%s: release after SIGCONT: %v", name, err)
 		}
 	}
+}
+
+// TestHungServerLong freezes the server for 20 s, longer than the 15 s pgx
+// gives the cancel request of a connection abandoned at a deadline: calls
+// that abandon every pooled connection end with ErrUnavailable at the
+// timeout, and then, with the server still frozen, the pool's slots come
+// back (connections are not stuck forever); after SIGCONT the pool serves
+// again. It takes about 25 s, so it runs only with SLUICE_LONG=1.
+func TestHungServerLong(t *testing.T) {
+	if os.Getenv("SLUICE_LONG") == "" {
+		t.Skip("SLUICE_LONG=1 runs it (about 25 s)")
+	}
+	srv := ownServer(t)
+	pool := pgtest.PoolAt(t, srv.URL, func(c *pgxpool.Config) { c.MaxConns = 2 })
+	s := reopen(t, newStoreOn(t, pool), WithTimeout(500*time.Millisecond))
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for range 2 { // two pooled connections, idle
+		wg.Go(func() {
+			if err := s.Ping(ctx); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	paused := time.Now()
+	for range 2 { // both abandoned at the deadline
+		wg.Go(func() {
+			if err := s.Ping(ctx); !errors.Is(err, store.ErrUnavailable) {
+				t.Errorf("ping on a frozen server: %v, want ErrUnavailable", err)
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("after the timeouts: %d connections in the pool (%d idle)", pool.Stat().TotalConns(), pool.Stat().IdleConns())
+	var freed time.Duration
+	for time.Since(paused) < 20*time.Second {
+		if pool.Stat().TotalConns() == 0 {
+			freed = time.Since(paused)
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if freed == 0 {
+		t.Errorf("pool slots still taken after 20 s of freeze: %d connections", pool.Stat().TotalConns())
+	} else {
+		t.Logf("every pool slot free again %v into the freeze", freed.Round(time.Millisecond))
+	}
+	start := time.Now()
+	if err := s.Ping(ctx); !errors.Is(err, store.ErrUnavailable) {
+		t.Errorf("ping on a frozen server: %v, want ErrUnavailable", err)
+	}
+	t.Logf("a call after that: ErrUnavailable after %v", time.Since(start).Round(time.Millisecond))
+	if err := srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	resumed := time.Now()
+	for s.Ping(ctx) != nil {
+		if time.Since(resumed) > 30*time.Second {
+			t.Fatal("not serving 30 s after SIGCONT")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("serving again %v after SIGCONT", time.Since(resumed).Round(time.Millisecond))
 }
