@@ -242,7 +242,7 @@ func (r *faultRig) finish() {
 // hold whether or not the client retries a failed release in the
 // background; only how soon slots come back (logged) depends on it.
 // Recovery times are logged for docs/reliability-pg.md. SLUICE_LONG=1 runs
-// the three faults ten times over (about two and a half minutes).
+// the three faults ten times over (about two minutes).
 func TestFaultsUnderLoad(t *testing.T) {
 	srv := ownServer(t)
 	r := newFaultRig(t, faultOpTO, srv.URL, srv.URL)
