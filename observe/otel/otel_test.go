@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -282,5 +283,38 @@ func TestWithoutSpans(t *testing.T) {
 	h := &harness{reader: reader}
 	if got, want := h.points(t)["sluice.releases{sluice.result=released}"], "1"; got != want {
 		t.Errorf("releases = %q, want %q", got, want)
+	}
+}
+
+// TestConcurrentHooks feeds the same events from several goroutines, with
+// spans recorded, and checks the totals (run with -race).
+func TestConcurrentHooks(t *testing.T) {
+	h := newHarness(t)
+	const goroutines, rounds = 8, 50
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Go(func() {
+			for range rounds {
+				feed(context.Background(), h.obs)
+			}
+		})
+	}
+	wg.Wait()
+	got := h.points(t)
+	n := fmt.Sprint(goroutines * rounds)
+	tests := []struct{ point, want string }{
+		{"sluice.acquisitions{sluice.dimension=openai#rpm,sluice.outcome=granted}", fmt.Sprint(2 * goroutines * rounds)},
+		{"sluice.settlements{sluice.dimension=openai#tpm,sluice.result=error}", n},
+		{"sluice.releases{sluice.result=gone}", n},
+	}
+	for _, tt := range tests {
+		if g := got[tt.point]; g != tt.want {
+			t.Errorf("%s = %q, want %q", tt.point, g, tt.want)
+		}
+	}
+	// Five acquisitions, two waits, three settlements and one reconcile
+	// per feed.
+	if got, want := len(h.spans.Ended()), 11*goroutines*rounds; got != want {
+		t.Errorf("%d spans, want %d", got, want)
 	}
 }

@@ -3,10 +3,12 @@ package prometheus_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -273,6 +275,37 @@ func TestRegisterRollback(t *testing.T) {
 		}
 		if got := len(reg.live); got != 0 {
 			t.Errorf("refusing collector %d: %d collectors left registered, want 0", n, got)
+		}
+	}
+}
+
+// TestConcurrentHooks feeds the same events from several goroutines, new
+// dimensions appearing meanwhile, and checks the totals (run with -race).
+func TestConcurrentHooks(t *testing.T) {
+	obs, reg := newObserver(t)
+	const goroutines, rounds = 8, 50
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for i := range rounds {
+				feed(context.Background(), obs)
+				dim := sluice.Request{Dimension: fmt.Sprintf("d%d", (g+i)%5), Cost: 1}
+				obs.Acquired(context.Background(), sluice.AcquireEvent{Dimensions: []sluice.Request{dim}, Outcome: sluice.Granted})
+			}
+		})
+	}
+	wg.Wait()
+	got := series(scrape(t, reg))
+	n := fmt.Sprint(goroutines * rounds)
+	tests := []struct{ series, want string }{
+		{`sluice_acquire_total{dimension="openai#rpm",outcome="granted"}`, fmt.Sprint(2 * goroutines * rounds)},
+		{`sluice_settlements_total{dimension="openai#tpm",result="error"}`, n},
+		{`sluice_releases_total{result="gone"}`, n},
+		{`sluice_acquire_total{dimension="d0",outcome="granted"}`, fmt.Sprint(goroutines * rounds / 5)},
+	}
+	for _, tt := range tests {
+		if g := got[tt.series]; g != tt.want {
+			t.Errorf("%s = %q, want %q", tt.series, g, tt.want)
 		}
 	}
 }
