@@ -2,7 +2,9 @@
 // and spans. New creates the instruments and returns the sluice.Observer
 // that records them; pass it to the Client with sluice.WithObserver.
 //
-//	obs, err := otel.New(meterProvider, tracerProvider)
+//	import sluiceotel "github.com/ontopix/sluice/observe/otel"
+//
+//	obs, err := sluiceotel.New(meterProvider, tracerProvider)
 //	if err != nil { ... }
 //	client, err := sluice.New(st, sluice.WithObserver(obs))
 //

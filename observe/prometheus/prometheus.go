@@ -2,7 +2,9 @@
 // metrics. New registers the metrics and returns the sluice.Observer that
 // feeds them; pass it to the Client with sluice.WithObserver.
 //
-//	obs, err := prometheus.New(prom.DefaultRegisterer)
+//	import sluiceprom "github.com/ontopix/sluice/observe/prometheus"
+//
+//	obs, err := sluiceprom.New(prometheus.DefaultRegisterer)
 //	if err != nil { ... }
 //	client, err := sluice.New(st, sluice.WithObserver(obs))
 //
@@ -11,25 +13,25 @@
 // Every name carries its unit. An acquisition of several dimensions counts
 // once in each metric labelled by dimension and once in the others.
 //
-//	sluice_acquire_total                counter    dimension, outcome  acquisitions (granted, retry_in, degraded, error)
-//	sluice_acquire_duration_seconds     histogram  outcome             time to decide, store round trips included
-//	sluice_retry_in_seconds             histogram  dimension           the wait a denial asked for
-//	sluice_degraded_grants_total        counter    dimension           grants made without the store (fail open)
-//	sluice_wait_seconds                 histogram  result              time Wait, WithSlot or Slot waited (granted, timeout, error)
-//	sluice_wait_attempts                histogram  result              acquisitions one wait made
-//	sluice_settlements_total            counter    dimension, result   settlements (ok, late, error)
-//	sluice_settle_estimated_tokens_total counter   dimension           estimates settled, in tokens
-//	sluice_settle_actual_tokens_total   counter    dimension           actual usage settled, in tokens
-//	sluice_settle_delta_tokens          histogram  dimension           actual minus estimate per settlement, in tokens
-//	sluice_settle_clamped_total         counter    dimension           settlements the debt floor or the capacity limited
-//	sluice_penalties_total              counter    dimension, result   Penalize calls (ok, error)
-//	sluice_releases_total               counter    result              releases (released, gone, error)
-//	sluice_lease_held_seconds           histogram  -                   how long released leases were held
-//	sluice_leases_lost_total            counter    cause               leases a SlotHandle gave up (expired, unknown_lease, unavailable, other)
-//	sluice_reconcile_runs_total         counter    result              reconcile batches (ok, error)
-//	sluice_reconcile_duration_seconds   histogram  -                   time a batch took
-//	sluice_reconcile_restored_total     counter    result              expired leases processed (reclaimed, already_capped, cleaned, orphan)
-//	sluice_store_errors_total           counter    op, kind            failed store calls, by operation and kind (unavailable, contention, closed, invalid, other)
+//	sluice_acquire_total                  counter    dimension, outcome  acquisitions (granted, retry_in, degraded, error)
+//	sluice_acquire_duration_seconds       histogram  outcome             time to decide, store round trips included
+//	sluice_retry_in_seconds               histogram  dimension           the wait a denial asked for
+//	sluice_degraded_grants_total          counter    dimension           grants made without the store (fail open)
+//	sluice_wait_seconds                   histogram  result              time Wait, WithSlot or Slot waited (granted, timeout, error)
+//	sluice_wait_attempts                  histogram  result              acquisitions one wait made
+//	sluice_settlements_total              counter    dimension, result   settlements (ok, late, error)
+//	sluice_settle_estimated_tokens_total  counter    dimension           estimates settled, in tokens
+//	sluice_settle_actual_tokens_total     counter    dimension           actual usage settled, in tokens
+//	sluice_settle_delta_tokens            histogram  dimension           actual minus estimate per settlement, in tokens
+//	sluice_settle_clamped_total           counter    dimension           settlements the debt floor or the capacity limited
+//	sluice_penalties_total                counter    dimension, result   Penalize calls (ok, error)
+//	sluice_releases_total                 counter    result              releases (released, gone, error)
+//	sluice_lease_held_seconds             histogram  -                   how long released leases were held
+//	sluice_leases_lost_total              counter    cause               leases a SlotHandle gave up (expired, unknown_lease, unavailable, other)
+//	sluice_reconcile_runs_total           counter    result              reconcile batches (ok, error)
+//	sluice_reconcile_duration_seconds     histogram  -                   time a batch took
+//	sluice_reconcile_restored_total       counter    result              expired leases processed (reclaimed, already_capped, cleaned, orphan)
+//	sluice_store_errors_total             counter    op, kind            failed store calls, by operation and kind (unavailable, contention, closed, invalid, other)
 //
 // Settled tokens are counted only for settlements that succeeded. The four
 // results of sluice_reconcile_restored_total are disjoint and add up to the
