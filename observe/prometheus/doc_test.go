@@ -48,3 +48,34 @@ func readFile(t *testing.T, path string) string {
 	}
 	return string(b)
 }
+
+// TestQueriesChecked checks that every query in the promql block of
+// docs/observability.md is one that testdata/queries.yml evaluates with
+// promtool.
+func TestQueriesChecked(t *testing.T) {
+	userDoc := readFile(t, "../../docs/observability.md")
+	_, block, ok := strings.Cut(userDoc, "```promql\n")
+	if !ok {
+		t.Fatal("docs/observability.md has no promql block")
+	}
+	block, _, _ = strings.Cut(block, "```")
+	checked := strings.Join(strings.Fields(readFile(t, "testdata/queries.yml")), " ")
+	var query []string
+	flush := func() {
+		if q := strings.Join(query, " "); q != "" && !strings.Contains(checked, q) {
+			t.Errorf("query %q is not in testdata/queries.yml", q)
+		}
+		query = query[:0]
+	}
+	// A query starts at the margin and continues on indented lines.
+	for _, line := range strings.Split(block, "\n") {
+		if !strings.HasPrefix(line, " ") {
+			flush()
+			if strings.HasPrefix(line, "#") {
+				continue
+			}
+		}
+		query = append(query, strings.Fields(line)...)
+	}
+	flush()
+}
