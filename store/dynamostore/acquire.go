@@ -49,7 +49,7 @@ func (s *Store) acquireSeeds(ctx context.Context, req *store.AcquireRequest, now
 		return err
 	}
 	in := s.acquireTx(bis, d, req, now, true)
-	_, err = s.db.TransactWriteItems(ctx, in)
+	_, err = s.db.TransactWriteItems(ctx, in, opts)
 	if err != nil {
 		rs := reasons(err)
 		for i, r := range rs {
@@ -163,7 +163,7 @@ func (s *Store) writeFast(ctx context.Context, bis []*bucketItem, fresh []bool, 
 			ConditionExpression: up.ConditionExpression, ExpressionAttributeNames: up.ExpressionAttributeNames,
 			ExpressionAttributeValues:           up.ExpressionAttributeValues,
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		})
+		}, opts)
 		var ccf *types.ConditionalCheckFailedException
 		if errors.As(err, &ccf) {
 			if ccf.Item == nil {
@@ -185,7 +185,7 @@ func (s *Store) writeFast(ctx context.Context, bis []*bucketItem, fresh []bool, 
 		return err == nil, classify("acquire", err)
 	}
 	in := s.acquireTx(bis, d, req, now, true)
-	_, err := s.db.TransactWriteItems(ctx, in)
+	_, err := s.db.TransactWriteItems(ctx, in, opts)
 	if err == nil {
 		return true, nil
 	}

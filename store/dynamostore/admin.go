@@ -63,7 +63,7 @@ func (s *Store) PutBucket(ctx context.Context, now time.Time, b store.Bucket, re
 				TableName: aws.String(s.table), Item: item,
 				ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
 				ExpressionAttributeNames: map[string]string{"#pk": attrPK},
-			})
+			}, opts)
 			if isCCF(err) {
 				continue
 			}
@@ -95,7 +95,7 @@ func (s *Store) PutBucket(ctx context.Context, now time.Time, b store.Bucket, re
 			ConditionExpression:       aws.String(versionCond(old, vals)),
 			ExpressionAttributeNames:  names,
 			ExpressionAttributeValues: vals,
-		})
+		}, opts)
 		if isCCF(err) {
 			continue
 		}
@@ -124,7 +124,7 @@ func (s *Store) DeleteBucket(ctx context.Context, name string) error {
 		TableName: aws.String(s.table), Key: key(name),
 		ConditionExpression:      aws.String("attribute_exists(#pk)"),
 		ExpressionAttributeNames: map[string]string{"#pk": attrPK},
-	})
+	}, opts)
 	if isCCF(err) {
 		return &store.ConfigurationError{Dimension: name}
 	}
@@ -222,7 +222,7 @@ func (s *Store) scan(ctx context.Context, filter string, names map[string]string
 	}
 	p := dynamodb.NewScanPaginator(s.db, in)
 	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
+		page, err := p.NextPage(ctx, opts)
 		if err != nil {
 			return classify("scan", err)
 		}
@@ -297,7 +297,7 @@ func (s *Store) writeState(ctx context.Context, bi *bucketItem, st bucket.State,
 		ConditionExpression: up.ConditionExpression, ExpressionAttributeNames: up.ExpressionAttributeNames,
 		ExpressionAttributeValues:           up.ExpressionAttributeValues,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
+	}, opts)
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
 		if ccf.Item == nil {

@@ -128,6 +128,9 @@ func New(db *dynamodb.Client, table string, opts ...Option) (*Store, error) {
 	if len(table) < 3 || len(table) > 255 {
 		return nil, fmt.Errorf("dynamostore: table name %q must be 3 to 255 characters", table)
 	}
+	if err := checkEndpoint(db); err != nil {
+		return nil, fmt.Errorf("dynamostore: %w", err)
+	}
 	s := &Store{db: db, table: table, timeout: DefaultTimeout, attempts: DefaultAttempts,
 		cache: map[string]*bucketItem{}, leases: map[store.LeaseID][]string{}, nonce: int64(rand.Uint64() >> 1)}
 	for _, o := range opts {
@@ -209,11 +212,16 @@ func requestToken(id store.LeaseID, parts ...int64) string {
 
 // classify maps an SDK error: throttling, 5xx, timeouts and transport
 // errors become store.ErrUnavailable; a TransactionConflict cancellation
-// becomes store.ErrContention; anything else (validation, a missing table)
-// is returned wrapped.
+// becomes store.ErrContention; anything else (validation, a missing table,
+// credentials that could not be obtained: configuration errors) is
+// returned wrapped, never as store.ErrUnavailable.
 func classify(op string, err error) error {
 	if err == nil {
 		return nil
+	}
+	var ce *credentialsError
+	if errors.As(err, &ce) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("dynamostore: %s: %w", op, err)
 	}
 	var tc *types.TransactionCanceledException
 	if errors.As(err, &tc) {

@@ -246,7 +246,7 @@ func (s *Store) remove(ctx context.Context, uuid string, dims []string, lis []*l
 		}
 		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
 			TransactItems: tx, ClientRequestToken: aws.String(requestToken(id, parts...)),
-		})
+		}, opts)
 		for _, d := range r.live {
 			s.forget(d)
 		}
@@ -406,7 +406,7 @@ func (s *Store) Extend(ctx context.Context, req store.ExtendRequest) (time.Time,
 		// idempotent; a new attempt, after a lost race, is a new request.
 		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
 			TransactItems: tx, ClientRequestToken: aws.String(requestToken(req.ID, parts...)),
-		})
+		}, opts)
 		for _, li := range lis {
 			s.forget(li.dim)
 		}

@@ -36,7 +36,7 @@ func (s *Store) readBuckets(ctx context.Context, names []string) ([]*bucketItem,
 func (s *Store) getItems(ctx context.Context, pks []string) (map[string]map[string]types.AttributeValue, error) {
 	out := make(map[string]map[string]types.AttributeValue, len(pks))
 	if len(pks) == 1 {
-		r, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), Key: key(pks[0]), ConsistentRead: aws.Bool(true)})
+		r, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), Key: key(pks[0]), ConsistentRead: aws.Bool(true)}, opts)
 		if err != nil {
 			return nil, classify("get", err)
 		}
@@ -52,7 +52,7 @@ func (s *Store) getItems(ctx context.Context, pks []string) (map[string]map[stri
 		}
 		req := map[string]types.KeysAndAttributes{s.table: {Keys: keys, ConsistentRead: aws.Bool(true)}}
 		for backoff := 10 * time.Millisecond; len(req) > 0; backoff = min(2*backoff, 500*time.Millisecond) {
-			r, err := s.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
+			r, err := s.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req}, opts)
 			if err != nil {
 				return nil, classify("batch get", err)
 			}

@@ -102,7 +102,7 @@ func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.Adju
 				ExpressionAttributeValues: map[string]types.AttributeValue{":c": numInt(newHeld), ":old": numInt(li.cost), ":now": numInt(now)},
 			}},
 		}
-		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx, ClientRequestToken: aws.String(tok)})
+		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx, ClientRequestToken: aws.String(tok)}, opts)
 		if err == nil {
 			return out, nil
 		}
