@@ -228,6 +228,7 @@ func (s *Store) granted(bis []*bucketItem, d *decision, req *store.AcquireReques
 		}
 		nb := *bi
 		nb.st, nb.version, nb.lastOp = d.next[i], bi.version+1, s.token(bis, req)
+		nb.rawTok = formatMilli(d.next[i].Tokens)
 		if d.hold {
 			nb.holders = maps.Clone(bi.holders)
 			if nb.holders == nil {

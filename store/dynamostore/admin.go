@@ -3,6 +3,8 @@ package dynamostore
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
@@ -16,19 +18,36 @@ import (
 )
 
 // maxAdminAttempts bounds the read-modify-write loops of administrative
-// operations and lease settlement under contention.
-const maxAdminAttempts = 50
+// operations and lease settlement under contention; each loop is also
+// bounded by the operation's timeout.
+const maxAdminAttempts = 1000
 
-// backoff waits a little before attempt n of a read-modify-write loop.
+// Backoff between attempts of a read-modify-write loop: full jitter,
+// uniformly random in [0, min(backoffCap, backoffBase·2^n)).
+const (
+	backoffBase = 5 * time.Millisecond
+	backoffCap  = 200 * time.Millisecond
+)
+
+// backoff waits before attempt n of a read-modify-write loop (not before
+// the first). The wait is random (full jitter): writers that lost a race on
+// one bucket row do not come back in lockstep to lose it again. Attempts
+// come after a lost race, so when ctx ends first the outcome is
+// store.ErrContention (the table is answering), wrapping ctx's error.
 func backoff(ctx context.Context, n int) error {
 	if n == 0 {
 		return nil
 	}
-	d := time.Duration(min(n, 8)) * 5 * time.Millisecond
+	ceil := backoffCap
+	if n < 6 {
+		ceil = min(backoffCap, backoffBase<<n)
+	}
+	t := time.NewTimer(rand.N(ceil))
+	defer t.Stop()
 	select {
 	case <-ctx.Done():
-		return store.Unavailable("dynamostore: retry", ctx.Err())
-	case <-time.After(d):
+		return fmt.Errorf("%w: dynamostore: %d attempts lost a race: %w", store.ErrContention, n, ctx.Err())
+	case <-t.C:
 		return nil
 	}
 }
@@ -92,7 +111,7 @@ func (s *Store) PutBucket(ctx context.Context, now time.Time, b store.Bucket, re
 		_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName: aws.String(s.table), Key: key(b.Name),
 			UpdateExpression:          aws.String("SET " + strings.Join(set, ", ") + " ADD #ver :one"),
-			ConditionExpression:       aws.String(versionCond(old, vals)),
+			ConditionExpression:       aws.String(versionCond(old, names, vals)),
 			ExpressionAttributeNames:  names,
 			ExpressionAttributeValues: vals,
 		}, opts)
