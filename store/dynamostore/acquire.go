@@ -9,7 +9,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/ontopix/sluice/bucket"
 	"github.com/ontopix/sluice/store"
 )
 
@@ -40,25 +39,41 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 // acquireSeeds is seed 000's algorithm: consistent pre-read, no write on
 // denial, then one version-conditioned transaction with the lease records.
 func (s *Store) acquireSeeds(ctx context.Context, req *store.AcquireRequest, now int64, names []string, res *store.AcquireResult) error {
-	bis, err := s.readBuckets(ctx, names)
+	// One read fetches the rows and the lease id's index item, if any.
+	items, err := s.getItems(ctx, append(names[:len(names):len(names)], indexPK(req.ID)))
 	if err != nil {
 		return err
 	}
-	d, err := decide(bis, req, now, true, res)
-	if err != nil || !d.granted {
+	bis, err := decodeRows(items, names)
+	if err != nil {
+		return err
+	}
+	d, err := decide(bis, req, now, s.skew, true, res)
+	if err != nil {
+		return err
+	}
+	if items[indexPK(req.ID)] != nil {
+		if err := s.replay(ctx, req, d.costs[:len(bis)], now, res); err != errRetry {
+			return err
+		}
+		return store.ErrContention
+	}
+	if !d.granted {
+		again, err := s.deny(ctx, req, bis, d, now, res, false)
+		if again {
+			return store.ErrContention
+		}
 		return err
 	}
 	in := s.acquireTx(bis, d, req, now, true)
 	_, err = s.db.TransactWriteItems(ctx, in, opts)
 	if err != nil {
 		rs := reasons(err)
-		for i, r := range rs {
-			if !reasonIs(r, "ConditionalCheckFailed") {
-				continue
+		if inUse(rs, bis, d, req.ID) {
+			if err := s.replay(ctx, req, d.costs[:len(bis)], now, res); err != errRetry {
+				return err
 			}
-			if i >= len(bis) || d.hold && holds(r.Item, req.ID) {
-				return leaseInUse(req.ID)
-			}
+			return store.ErrContention
 		}
 		for _, r := range rs {
 			if reasonIs(r, "ConditionalCheckFailed") {
@@ -89,24 +104,37 @@ func (s *Store) acquireFast(ctx context.Context, req *store.AcquireRequest, now 
 		}
 	}
 	for attempt := 0; attempt < s.attempts; attempt++ {
-		d, err := decide(bis, req, now, false, res)
+		d, err := decide(bis, req, now, s.skew, false, res)
 		if err != nil {
 			return err
 		}
-		if !d.granted {
-			if allTrue(fresh) {
-				return nil
-			}
+		if !d.granted && !allTrue(fresh) {
 			// A remembered row may be stale: a release or refund could have
 			// added tokens. Deny only on what the table says now.
 			if err := s.refresh(ctx, names, bis, fresh, true); err != nil {
 				return err
 			}
-			if d, err = decide(bis, req, now, false, res); err != nil || !d.granted {
+			if d, err = decide(bis, req, now, s.skew, false, res); err != nil {
 				return err
 			}
 		}
-		ok, err := s.writeFast(ctx, bis, fresh, d, req, now)
+		if !d.granted {
+			again, err := s.deny(ctx, req, bis, d, now, res, d.record)
+			if err != nil || !again {
+				return err
+			}
+			if err := s.refresh(ctx, names, bis, fresh, true); err != nil {
+				return err
+			}
+			continue
+		}
+		ok, err := s.writeFast(ctx, bis, fresh, d, req, now, res)
+		if err == errRetry {
+			continue
+		}
+		if err == errReplayed {
+			return nil
+		}
 		if err != nil {
 			return err
 		}
@@ -154,7 +182,7 @@ func (s *Store) refresh(ctx context.Context, names []string, bis []*bucketItem, 
 // writeFast performs one conditional write. It returns false, having
 // replaced the stale rows in bis with the ones DynamoDB returned, when a
 // condition failed.
-func (s *Store) writeFast(ctx context.Context, bis []*bucketItem, fresh []bool, d *decision, req *store.AcquireRequest, now int64) (bool, error) {
+func (s *Store) writeFast(ctx context.Context, bis []*bucketItem, fresh []bool, d *decision, req *store.AcquireRequest, now int64, res *store.AcquireResult) (bool, error) {
 	tok := s.token(bis, req)
 	if len(bis) == 1 && !d.record {
 		up := s.bucketUpdate(bis[0], d.next[0], tok, "", holder{})
@@ -190,13 +218,16 @@ func (s *Store) writeFast(ctx context.Context, bis []*bucketItem, fresh []bool, 
 		return true, nil
 	}
 	rs := reasons(err)
+	if inUse(rs, bis, d, req.ID) {
+		if err := s.replay(ctx, req, d.costs[:len(bis)], now, res); err != nil {
+			return false, err
+		}
+		return false, errReplayed
+	}
 	lost := false
 	for i, r := range rs {
 		if !reasonIs(r, "ConditionalCheckFailed") {
 			continue
-		}
-		if i >= len(bis) || d.hold && holds(r.Item, req.ID) {
-			return false, leaseInUse(req.ID)
 		}
 		if r.Item == nil {
 			s.forget(bis[i].b.Name)
@@ -251,8 +282,49 @@ func namesOf(bis []*bucketItem) []string {
 	return out
 }
 
-func leaseInUse(id store.LeaseID) error {
-	return &bucket.FieldError{Field: "lease_id", Value: id.String(), Reason: "is already in use"}
+// errReplayed tells acquireFast that replay answered the request.
+var errReplayed = errors.New("dynamostore: replayed")
+
+// inUse reports whether a cancelled acquisition failed because its lease id
+// is in use: its index or lease item exists, or a bucket lists it.
+func inUse(rs []types.CancellationReason, bis []*bucketItem, d *decision, id store.LeaseID) bool {
+	for i, r := range rs {
+		if reasonIs(r, "ConditionalCheckFailed") && (i >= len(bis) || d.hold && holds(r.Item, id)) {
+			return true
+		}
+	}
+	return false
+}
+
+// deny settles a denial: a request that asks for a record whose id already
+// has one is answered by replay; otherwise the rows whose clock was more
+// than the maximum skew ahead are written rebased (bucket.Align), the
+// denial's only write. again reports a lost race: the caller reads again
+// and decides again.
+//
+// check asks deny to look for the lease id's record first (false when the
+// caller already knows there is none).
+func (s *Store) deny(ctx context.Context, req *store.AcquireRequest, bis []*bucketItem, d *decision, now int64, res *store.AcquireResult, check bool) (again bool, err error) {
+	if check {
+		ok, err := s.recorded(ctx, req.ID)
+		if err != nil {
+			return false, err
+		}
+		if ok {
+			err := s.replay(ctx, req, d.costs[:len(bis)], now, res)
+			return err == errRetry, err
+		}
+	}
+	for i, bi := range bis {
+		if !d.rebased[i] {
+			continue
+		}
+		ok, err := s.writeState(ctx, bi, d.aligned[i], "rebase")
+		if err != nil || !ok {
+			return err == nil, err
+		}
+	}
+	return false, nil
 }
 
 // holds reports whether a bucket row returned by a failed condition lists

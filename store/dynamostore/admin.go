@@ -92,9 +92,13 @@ func (s *Store) PutBucket(ctx context.Context, now time.Time, b store.Bucket, re
 		if err != nil {
 			return err
 		}
+		if err := store.CheckTypeChange(old.b, b); err != nil {
+			return err
+		}
 		// (A concurrent reconfigure applied twice by an SDK retry is
 		// harmless: the second read sees the new capacity, a zero change.)
-		st := bucket.Reconfigure(old.lim, lim, old.st, ms, reset)
+		al, at := bucket.Align(old.lim, old.st, ms, s.skew)
+		st := bucket.Reconfigure(old.lim, lim, al, at, reset)
 		full := encodeBucket(b, st, 0, "", nil)
 		names := map[string]string{"#ver": attrVersion, "#inc": attrInc}
 		vals := map[string]types.AttributeValue{":v": numInt(old.version), ":one": numInt(1)}
@@ -150,9 +154,11 @@ func (s *Store) DeleteBucket(ctx context.Context, name string) error {
 	return classify("delete bucket", err)
 }
 
-// state is a row's state at now.
-func (bi *bucketItem) state(now int64) store.BucketState {
-	r := bucket.Refill(bi.lim, bi.st, now)
+// state is a row's state at now, aligned with maximum skew skew (see
+// bucket.Align).
+func (bi *bucketItem) state(now, skew int64) store.BucketState {
+	al, at := bucket.Align(bi.lim, bi.st, now, skew)
+	r := bucket.Refill(bi.lim, al, at)
 	bs := store.BucketState{Bucket: bi.b, Tokens: r.Tokens, LastRefill: r.Last, ActiveLeases: len(bi.holders), Now: time.UnixMilli(now)}
 	if x := bi.earliest(); x != 0 {
 		bs.NextExpiry = time.UnixMilli(x)
@@ -186,7 +192,7 @@ func (s *Store) Peek(ctx context.Context, now time.Time, dimensions []string) ([
 	}
 	out := make([]store.BucketState, len(bis))
 	for i, bi := range bis {
-		out[i] = bi.state(ms)
+		out[i] = bi.state(ms, s.skew)
 	}
 	return out, nil
 }
@@ -209,7 +215,7 @@ func (s *Store) ListBuckets(ctx context.Context, now time.Time) ([]store.BucketS
 		if err != nil {
 			return false, err
 		}
-		out = append(out, bi.state(ms))
+		out = append(out, bi.state(ms, s.skew))
 		return true, nil
 	})
 	if err != nil {
@@ -283,8 +289,9 @@ func (s *Store) Penalize(ctx context.Context, req store.PenalizeRequest) (store.
 		if err := store.CheckPenalizable(&bi.b); err != nil {
 			return store.PenalizeResult{}, err
 		}
-		before := bucket.Available(bi.lim, bi.st, now)
-		st := bucket.Penalize(bi.lim, bi.st, now, req.FactorMilli)
+		al, at := bucket.Align(bi.lim, bi.st, now, s.skew)
+		before := bucket.Available(bi.lim, al, at)
+		st := bucket.Penalize(bi.lim, al, at, req.FactorMilli)
 		ok, err := s.writeState(ctx, bi, st, "penalize")
 		if err != nil {
 			return store.PenalizeResult{}, err

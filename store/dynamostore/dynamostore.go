@@ -96,6 +96,8 @@ type Store struct {
 	seeds    bool
 	timeout  time.Duration
 	attempts int
+	skew     int64 // maximum clock skew, ms (see bucket.Align)
+	skewSet  time.Duration
 	nonce    int64 // random per Store: part of every ClientRequestToken
 	closed   atomic.Bool
 
@@ -119,6 +121,13 @@ func WithTimeout(d time.Duration) Option { return func(s *Store) { s.timeout = d
 // answers store.ErrContention. Minimum 1.
 func WithAttempts(n int) Option { return func(s *Store) { s.attempts = max(n, 1) } }
 
+// WithMaxSkew sets the largest disagreement between callers' clocks that
+// the store absorbs (see bucket.Align): a caller behind a bucket's last
+// write by at most d decides at that write's time; one further behind
+// rebases the bucket to its own clock. Default store.DefaultMaxSkew (1 s);
+// 1 ms to 1 h.
+func WithMaxSkew(d time.Duration) Option { return func(s *Store) { s.skew = d.Milliseconds(); s.skewSet = d } }
+
 // New returns a store on table through db. It does not create the table
 // (see CreateTable) and does not close db.
 func New(db *dynamodb.Client, table string, opts ...Option) (*Store, error) {
@@ -132,9 +141,13 @@ func New(db *dynamodb.Client, table string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("dynamostore: %w", err)
 	}
 	s := &Store{db: db, table: table, timeout: DefaultTimeout, attempts: DefaultAttempts,
+		skew: store.DefaultMaxSkew.Milliseconds(), skewSet: store.DefaultMaxSkew,
 		cache: map[string]*bucketItem{}, leases: map[store.LeaseID][]string{}, nonce: int64(rand.Uint64() >> 1)}
 	for _, o := range opts {
 		o(s)
+	}
+	if err := store.ValidateMaxSkew(s.skewSet); err != nil {
+		return nil, fmt.Errorf("dynamostore: %w", err)
 	}
 	return s, nil
 }

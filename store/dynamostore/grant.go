@@ -71,6 +71,9 @@ func (s *Store) acquireTx(bis []*bucketItem, d *decision, req *store.AcquireRequ
 			}})
 		}
 	}
+	if d.record {
+		items = append(items, s.indexPut(req.ID, namesOf(bis), expires))
+	}
 	return &dynamodb.TransactWriteItemsInput{TransactItems: items, ClientRequestToken: aws.String(tok)}
 }
 

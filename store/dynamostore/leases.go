@@ -26,6 +26,7 @@ type leaseItem struct {
 	hasInc        bool   // written by Sluice on a bucket with an incarnation
 	typ           string // limit_type, when Sluice wrote the item
 	dims          []string
+	index         bool // an index item (see indexPK), not a lease item
 }
 
 // decodeLease reads a lease item written by Sluice or by the seeds' SDKs
@@ -76,15 +77,25 @@ func decodeLease(item map[string]types.AttributeValue) (*leaseItem, bool) {
 }
 
 // findDims returns a lease's dimensions: from this process's cache, else
-// from a consistent Scan for its items (a lease acquired by another process
-// and released here; the table has no index by lease id).
+// from its index item (one read), else, for a lease written before index
+// items existed, from a consistent Scan for its items.
 func (s *Store) findDims(ctx context.Context, id store.LeaseID) ([]string, error) {
 	if d := s.leaseDims(id); d != nil {
 		return d, nil
 	}
+	items, err := s.getItems(ctx, []string{indexPK(id)})
+	if err != nil {
+		return nil, err
+	}
+	if it := items[indexPK(id)]; it != nil {
+		if li, ok := decodeIndex(it); ok {
+			return li.dims, nil
+		}
+	}
+	// A lease written before index items existed.
 	uuid := id.String()
 	var dims []string
-	err := s.scan(ctx, "begins_with(#pk, :p) AND #id = :id", map[string]string{"#id": attrLeaseID},
+	err = s.scan(ctx, "begins_with(#pk, :p) AND #id = :id", map[string]string{"#id": attrLeaseID},
 		map[string]types.AttributeValue{":id": str(uuid)}, func(item map[string]types.AttributeValue) (bool, error) {
 			if li, ok := decodeLease(item); ok {
 				dims = li.dims
@@ -184,6 +195,7 @@ func (s *Store) Extend(ctx context.Context, req store.ExtendRequest) (time.Time,
 			pks = append(pks, d)
 		}
 	}
+	pks = append(pks, indexPK(req.ID))
 	for n := 0; n < maxAdminAttempts; n++ {
 		if err := backoff(ctx, n); err != nil {
 			return time.Time{}, err
@@ -217,6 +229,15 @@ func (s *Store) Extend(ctx context.Context, req store.ExtendRequest) (time.Time,
 					":e": numInt(exp), ":ttl": numInt((exp + 999) / 1000), ":old": numInt(li.expires)},
 			}})
 		}
+		if items[indexPK(req.ID)] != nil {
+			tx = append(tx, types.TransactWriteItem{Update: &types.Update{
+				TableName: aws.String(s.table), Key: key(indexPK(req.ID)),
+				UpdateExpression:          aws.String("SET #exp = :e"),
+				ConditionExpression:       aws.String("attribute_exists(#pk)"),
+				ExpressionAttributeNames:  map[string]string{"#pk": attrPK, "#exp": attrExpiresMs},
+				ExpressionAttributeValues: map[string]types.AttributeValue{":e": numInt(exp)},
+			}})
+		}
 		parts := []int64{-3, s.nonce, int64(rand.Uint64() >> 1)}
 		for _, li := range lis {
 			row := items[li.dim]
@@ -231,14 +252,18 @@ func (s *Store) Extend(ctx context.Context, req store.ExtendRequest) (time.Time,
 				continue // not this lease's bucket any more
 			}
 			// The whole entry is rewritten: a concurrent one keeps its cost
-			// (fixed: concurrent items cannot be adjusted).
+			// (fixed: concurrent items cannot be adjusted). The write
+			// touches this lease's entry alone, so it is conditioned on the
+			// entry and the incarnation, not on the version: renewals do not
+			// race the bucket's other writers (it still bumps the version,
+			// like every write of a bucket row).
 			h := holder{exp: exp, cost: li.cost, hasCost: li.typ == bucket.Concurrent.String()}
 			names := map[string]string{"#h": attrHolders, "#id": uuid, "#ver": attrVersion, "#inc": attrInc}
-			vals := map[string]types.AttributeValue{":e": h.value(), ":v": numInt(bi.version), ":one": numInt(1)}
+			vals := map[string]types.AttributeValue{":e": h.value(), ":one": numInt(1)}
 			tx = append(tx, types.TransactWriteItem{Update: &types.Update{
 				TableName: aws.String(s.table), Key: key(li.dim),
 				UpdateExpression:          aws.String("SET #h.#id = :e ADD #ver :one"),
-				ConditionExpression:       aws.String(versionCond(bi, names, vals) + " AND attribute_exists(#h.#id)"),
+				ConditionExpression:       aws.String(incCond(bi, vals) + " AND attribute_exists(#h.#id)"),
 				ExpressionAttributeNames:  names,
 				ExpressionAttributeValues: vals,
 			}})

@@ -14,11 +14,18 @@ import (
 // readBuckets reads rows consistently, in the order of names. A missing
 // row is a *store.ConfigurationError (or a validation error for a bad name).
 func (s *Store) readBuckets(ctx context.Context, names []string) ([]*bucketItem, error) {
-	out := make([]*bucketItem, len(names))
 	items, err := s.getItems(ctx, names)
 	if err != nil {
 		return nil, err
 	}
+	return decodeRows(items, names)
+}
+
+// decodeRows decodes the rows of names from items, in order. A missing row
+// is a *store.ConfigurationError.
+func decodeRows(items map[string]map[string]types.AttributeValue, names []string) ([]*bucketItem, error) {
+	out := make([]*bucketItem, len(names))
+	var err error
 	for i, name := range names {
 		it := items[name]
 		if it == nil {

@@ -28,6 +28,7 @@ const (
 	txDelete = iota // a lease item, conditioned on existing
 	txGone          // a check that a lease item no longer exists
 	txBucket        // a bucket update
+	txIndex         // the lease's index item, deleted unconditionally
 )
 
 // removeTx is one attempt's transaction and what it would report.
@@ -84,8 +85,13 @@ func (s *Store) remove(ctx context.Context, uuid string, dims []string, lis []*l
 			return removal{}, err
 		}
 		if len(lis) == 0 && len(t.items) == 0 {
-			return removal{}, nil // no record and no holder entry left
+			// No record and no holder entry left; an index item alone
+			// (its items deleted by another SDK) goes too.
+			_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(s.table), Key: key(store.LeasePrefix + uuid)}, opts)
+			return removal{}, classify("remove lease index", err)
 		}
+		t.items = append(t.items, s.indexDelete(uuid))
+		t.kinds = append(t.kinds, txIndex)
 		err = s.transact(ctx, "remove lease", &dynamodb.TransactWriteItemsInput{
 			TransactItems: t.items, ClientRequestToken: aws.String(requestToken(id, t.parts...)),
 		})
