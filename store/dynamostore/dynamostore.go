@@ -126,7 +126,9 @@ func WithAttempts(n int) Option { return func(s *Store) { s.attempts = max(n, 1)
 // write by at most d decides at that write's time; one further behind
 // rebases the bucket to its own clock. Default store.DefaultMaxSkew (1 s);
 // 1 ms to 1 h.
-func WithMaxSkew(d time.Duration) Option { return func(s *Store) { s.skew = d.Milliseconds(); s.skewSet = d } }
+func WithMaxSkew(d time.Duration) Option {
+	return func(s *Store) { s.skew = d.Milliseconds(); s.skewSet = d }
+}
 
 // New returns a store on table through db. It does not create the table
 // (see CreateTable) and does not close db.

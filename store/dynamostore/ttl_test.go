@@ -2,9 +2,9 @@ package dynamostore
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"slices"
-	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
