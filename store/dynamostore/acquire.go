@@ -65,6 +65,9 @@ func (s *Store) acquireSeeds(ctx context.Context, req *store.AcquireRequest, now
 		}
 		return err
 	}
+	if err := s.full(bis, d); err != nil {
+		return err
+	}
 	in := s.acquireTx(bis, d, req, now, true)
 	_, err = s.db.TransactWriteItems(ctx, in, opts)
 	if err != nil {
@@ -121,6 +124,15 @@ func (s *Store) acquireFast(ctx context.Context, req *store.AcquireRequest, now 
 		if !d.granted {
 			again, err := s.deny(ctx, req, bis, d, now, res, d.record)
 			if err != nil || !again {
+				return err
+			}
+			if err := s.refresh(ctx, names, bis, fresh, true); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := s.full(bis, d); err != nil {
+			if allTrue(fresh) {
 				return err
 			}
 			if err := s.refresh(ctx, names, bis, fresh, true); err != nil {

@@ -91,15 +91,16 @@ const (
 
 // Store is the DynamoDB store. It is safe for concurrent use.
 type Store struct {
-	db       *dynamodb.Client
-	table    string
-	seeds    bool
-	timeout  time.Duration
-	attempts int
-	skew     int64 // maximum clock skew, ms (see bucket.Align)
-	skewSet  time.Duration
-	nonce    int64 // random per Store: part of every ClientRequestToken
-	closed   atomic.Bool
+	db        *dynamodb.Client
+	table     string
+	seeds     bool
+	timeout   time.Duration
+	attempts  int
+	skew      int64 // maximum clock skew, ms (see bucket.Align)
+	skewSet   time.Duration
+	maxLeases int   // recorded leases one bucket row may list
+	nonce     int64 // random per Store: part of every ClientRequestToken
+	closed    atomic.Bool
 
 	mu     sync.Mutex
 	cache  map[string]*bucketItem     // fast path: last seen row per dimension
@@ -143,12 +144,15 @@ func New(db *dynamodb.Client, table string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("dynamostore: %w", err)
 	}
 	s := &Store{db: db, table: table, timeout: DefaultTimeout, attempts: DefaultAttempts,
-		skew: store.DefaultMaxSkew.Milliseconds(), skewSet: store.DefaultMaxSkew,
+		skew: store.DefaultMaxSkew.Milliseconds(), skewSet: store.DefaultMaxSkew, maxLeases: DefaultMaxLeasesPerBucket,
 		cache: map[string]*bucketItem{}, leases: map[store.LeaseID][]string{}, nonce: int64(rand.Uint64() >> 1)}
 	for _, o := range opts {
 		o(s)
 	}
 	if err := store.ValidateMaxSkew(s.skewSet); err != nil {
+		return nil, fmt.Errorf("dynamostore: %w", err)
+	}
+	if err := validateMaxLeases(s.maxLeases); err != nil {
 		return nil, fmt.Errorf("dynamostore: %w", err)
 	}
 	return s, nil

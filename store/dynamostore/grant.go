@@ -116,7 +116,8 @@ func (s *Store) bucketUpdate(bi *bucketItem, st bucket.State, tok string, id str
 		if bi.hasMap {
 			names["#hid"], vals[":h"] = id, h.value()
 			set += ", #h.#hid = :h"
-			cond += " AND attribute_not_exists(#h.#hid)"
+			cond += " AND attribute_not_exists(#h.#hid) AND size(#h) < :maxh"
+			vals[":maxh"] = numInt(int64(s.maxLeases))
 		} else {
 			vals[":hm"] = &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{id: h.value()}}
 			set += ", #h = :hm"
