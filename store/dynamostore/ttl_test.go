@@ -398,10 +398,3 @@ func TestPartlySwept(t *testing.T) {
 		})
 	}
 }
-
-func errString(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
-}
