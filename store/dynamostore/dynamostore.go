@@ -26,8 +26,12 @@
 // the seeds' dimension, cost, created_at, ttl (whole seconds, rounded up)
 // and caller, plus lease_id, dims (all the lease's dimensions), expires_ms
 // and created_ms. A multi-dimension lease's items share the uuid and are
-// written and deleted in the same transaction, so the seeds' reconciler,
-// which reads one item at a time, restores each dimension correctly.
+// written and deleted in the same transaction. On a concurrent dimension
+// the item's cost is 0 and slot_cost holds it: the seeds' reconciler, which
+// restores an item's cost, must not restore a slot that Sluice restores
+// from the bucket's holders. A recorded lease also has an index item,
+// lease#{uuid} (see reuse.go), which makes lease ids unique across
+// dimensions and finds a lease's dimensions in one read.
 //
 // # Paths
 //
@@ -41,21 +45,28 @@
 // again without another read. Pure requests/tokens acquisitions that do not
 // ask for a record write no lease item. Either way a lost race ends, after
 // the store's internal attempts, in store.ErrContention, which the client
-// backs off from (25–200 ms) and retries.
+// backs off from (25–200 ms) and retries. Every write of an absolute
+// balance is conditioned on the version and on tokens as read, so that an
+// increment written by the seeds' SDKs (which leave the version alone) is
+// never erased; releases return slots as increments.
 //
 // # Clock
 //
 // DynamoDB has no server clock usable in expressions: every decision uses
-// the Now of the request, i.e. the caller's clock. Callers whose clocks are
-// skewed see a skewed refill: a clock running ahead credits tokens early (a
-// later write from a correct clock then credits nothing until it catches
-// up, because time never runs backwards in the math). Keep hosts on NTP.
+// the Now of the request, i.e. the caller's clock, after aligning the row
+// with it (bucket.Align, WithMaxSkew): a caller slightly behind the last
+// write decides at that write's time, one far behind rebases the row to
+// its own clock. Keep hosts on NTP.
 //
 // # Errors
 //
 // Throttling, 5xx, timeouts and network errors, after the SDK's own retries,
 // are returned as store.ErrUnavailable (the client's failure policy
 // applies); a TransactionConflict cancellation is store.ErrContention.
+// Configuration errors never match ErrUnavailable: a malformed endpoint
+// (New), credentials that cannot be obtained (ErrCredentials), a missing
+// table. A bucket row listing WithMaxLeasesPerBucket recorded leases
+// refuses more with a *LeaseLimitError (ErrTooManyLeases).
 package dynamostore
 
 import (
