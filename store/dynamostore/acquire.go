@@ -89,58 +89,69 @@ func (s *Store) acquireSeeds(ctx context.Context, req *store.AcquireRequest, now
 	return nil
 }
 
+// fastRows is what acquireFast knows: the rows (remembered or read), which
+// of them were read by this call, and whether the lease id's index item
+// was read with them.
+type fastRows struct {
+	names    []string
+	bis      []*bucketItem
+	fresh    []bool
+	id       store.LeaseID
+	known    bool // the index item was read
+	recorded bool // and exists
+}
+
 // acquireFast writes against remembered rows and decides again from the
 // rows a lost condition returns.
 func (s *Store) acquireFast(ctx context.Context, req *store.AcquireRequest, now int64, names []string, res *store.AcquireResult) error {
-	n := len(names)
-	bis := make([]*bucketItem, n)
-	fresh := make([]bool, n)
-	var missing []string
+	f := &fastRows{names: names, bis: make([]*bucketItem, len(names)), fresh: make([]bool, len(names)), id: req.ID}
+	missing := false
 	for i, name := range names {
-		if bis[i] = s.cached(name); bis[i] == nil {
-			missing = append(missing, name)
+		if f.bis[i] = s.cached(name); f.bis[i] == nil {
+			missing = true
 		}
 	}
-	if len(missing) > 0 {
-		if err := s.refresh(ctx, names, bis, fresh, false); err != nil {
+	if missing {
+		if err := s.refresh(ctx, f, false); err != nil {
 			return err
 		}
 	}
 	for attempt := 0; attempt < s.attempts; attempt++ {
-		d, err := decide(bis, req, now, s.skew, false, res)
+		d, err := decide(f.bis, req, now, s.skew, false, res)
 		if err != nil {
 			return err
 		}
-		if !d.granted && !allTrue(fresh) {
+		if !d.granted && !allTrue(f.fresh) {
 			// A remembered row may be stale: a release or refund could have
 			// added tokens. Deny only on what the table says now.
-			if err := s.refresh(ctx, names, bis, fresh, true); err != nil {
+			if err := s.refresh(ctx, f, true); err != nil {
 				return err
 			}
-			if d, err = decide(bis, req, now, s.skew, false, res); err != nil {
+			if d, err = decide(f.bis, req, now, s.skew, false, res); err != nil {
 				return err
 			}
 		}
 		if !d.granted {
-			again, err := s.deny(ctx, req, bis, d, now, res, d.record)
+			check := (d.record || !s.unchecked) && !(f.known && !f.recorded)
+			again, err := s.deny(ctx, req, f.bis, d, now, res, check)
 			if err != nil || !again {
 				return err
 			}
-			if err := s.refresh(ctx, names, bis, fresh, true); err != nil {
+			if err := s.refresh(ctx, f, true); err != nil {
 				return err
 			}
 			continue
 		}
-		if err := s.full(bis, d); err != nil {
-			if allTrue(fresh) {
+		if err := s.full(f.bis, d); err != nil {
+			if allTrue(f.fresh) {
 				return err
 			}
-			if err := s.refresh(ctx, names, bis, fresh, true); err != nil {
+			if err := s.refresh(ctx, f, true); err != nil {
 				return err
 			}
 			continue
 		}
-		ok, err := s.writeFast(ctx, bis, fresh, d, req, now, res)
+		ok, err := s.writeFast(ctx, f.bis, f.fresh, d, req, now, res)
 		if err == errRetry {
 			continue
 		}
@@ -151,7 +162,7 @@ func (s *Store) acquireFast(ctx context.Context, req *store.AcquireRequest, now 
 			return err
 		}
 		if ok {
-			s.granted(bis, d, req, now, res, true)
+			s.granted(f.bis, d, req, now, res, true)
 			return nil
 		}
 	}
@@ -167,23 +178,34 @@ func allTrue(b []bool) bool {
 	return true
 }
 
-// refresh reads rows consistently: those missing from bis, or all when all
-// is set, marking them fresh.
-func (s *Store) refresh(ctx context.Context, names []string, bis []*bucketItem, fresh []bool, all bool) error {
+// refresh reads rows consistently — those missing from f, or all when all
+// is set — marking them fresh, and with them the lease id's index item.
+func (s *Store) refresh(ctx context.Context, f *fastRows, all bool) error {
 	var want []string
-	for i, name := range names {
-		if all || bis[i] == nil {
+	for i, name := range f.names {
+		if all || f.bis[i] == nil {
 			want = append(want, name)
 		}
 	}
-	got, err := s.readBuckets(ctx, want)
+	keys := want
+	if !s.unchecked {
+		keys = append(want[:len(want):len(want)], indexPK(f.id))
+	}
+	items, err := s.getItems(ctx, keys)
 	if err != nil {
 		return err
 	}
+	got, err := decodeRows(items, want)
+	if err != nil {
+		return err
+	}
+	if !s.unchecked {
+		f.known, f.recorded = true, items[indexPK(f.id)] != nil
+	}
 	j := 0
-	for i := range names {
-		if all || bis[i] == nil {
-			bis[i], fresh[i] = got[j], true
+	for i := range f.names {
+		if all || f.bis[i] == nil {
+			f.bis[i], f.fresh[i] = got[j], true
 			s.remember(got[j])
 			j++
 		}
@@ -196,7 +218,7 @@ func (s *Store) refresh(ctx context.Context, names []string, bis []*bucketItem, 
 // condition failed.
 func (s *Store) writeFast(ctx context.Context, bis []*bucketItem, fresh []bool, d *decision, req *store.AcquireRequest, now int64, res *store.AcquireResult) (bool, error) {
 	tok := s.token(bis, req)
-	if len(bis) == 1 && !d.record {
+	if len(bis) == 1 && !d.record && s.unchecked {
 		up := s.bucketUpdate(bis[0], d.next[0], tok, "", holder{})
 		_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName: up.TableName, Key: up.Key, UpdateExpression: up.UpdateExpression,

@@ -24,7 +24,7 @@ type decision struct {
 // the decision is made at the aligned time, and d.rebased marks rows whose
 // clock was more than skew ahead, whose rebased state a denial writes.
 func decide(bis []*bucketItem, req *store.AcquireRequest, now, skew int64, alwaysRecord bool, res *store.AcquireResult) (*decision, error) {
-	d := &decision{hold: req.Record}
+	d := &decision{hold: req.Record || alwaysRecord}
 	n := len(bis)
 	for i, bi := range bis {
 		c, err := store.ResolveCost(&bi.b, req.Items[i])

@@ -110,6 +110,7 @@ type Store struct {
 	skew      int64 // maximum clock skew, ms (see bucket.Align)
 	skewSet   time.Duration
 	maxLeases int   // recorded leases one bucket row may list
+	unchecked bool  // WithUncheckedLeaseIDs
 	nonce     int64 // random per Store: part of every ClientRequestToken
 	closed    atomic.Bool
 
@@ -141,6 +142,17 @@ func WithAttempts(n int) Option { return func(s *Store) { s.attempts = max(n, 1)
 func WithMaxSkew(d time.Duration) Option {
 	return func(s *Store) { s.skew = d.Milliseconds(); s.skewSet = d }
 }
+
+// WithUncheckedLeaseIDs lets an acquisition that writes no lease record (a
+// single requests or tokens dimension without AcquireRequest.Record, on the
+// fast path) skip the check that its lease id has no record. It is then one
+// UpdateItem (1 write unit) instead of a transaction of the update and a
+// ConditionCheck (4), and a denial of it reads no more than the rows; but a
+// lease id reused from a recorded lease takes a second grant instead of
+// being answered as the grant it was (or ErrLeaseInUse). Lease ids the
+// client generates are never reused, so only a caller that chooses its own
+// ids needs the check.
+func WithUncheckedLeaseIDs() Option { return func(s *Store) { s.unchecked = true } }
 
 // New returns a store on table through db. It does not create the table
 // (see CreateTable) and does not close db.

@@ -73,6 +73,8 @@ func (s *Store) acquireTx(bis []*bucketItem, d *decision, req *store.AcquireRequ
 	}
 	if d.record {
 		items = append(items, s.indexPut(req.ID, namesOf(bis), expires))
+	} else if !s.unchecked {
+		items = append(items, s.indexAbsent(req.ID))
 	}
 	return &dynamodb.TransactWriteItemsInput{TransactItems: items, ClientRequestToken: aws.String(tok)}
 }

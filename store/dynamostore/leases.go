@@ -149,7 +149,7 @@ func (s *Store) Release(ctx context.Context, req store.ReleaseRequest) (store.Re
 	if err != nil {
 		return store.ReleaseResult{}, err
 	}
-	r, err := s.remove(ctx, req.ID.String(), dims, lis)
+	r, err := s.remove(ctx, req.ID.String(), dims, lis, 0)
 	if err != nil {
 		return store.ReleaseResult{}, err
 	}

@@ -150,7 +150,7 @@ func (s *Store) Reconcile(ctx context.Context, req store.ReconcileRequest) (stor
 		if !allExpired(lis, now) {
 			continue // extended since the index was read
 		}
-		r, err := s.remove(ctx, li.uuid, li.dims, lis)
+		r, err := s.remove(ctx, li.uuid, li.dims, lis, now)
 		if err != nil {
 			return res, err
 		}
@@ -172,7 +172,7 @@ func (s *Store) Reconcile(ctx context.Context, req store.ReconcileRequest) (stor
 			break
 		}
 		budget--
-		r, err := s.remove(ctx, uuid, holderDims[uuid], nil)
+		r, err := s.remove(ctx, uuid, holderDims[uuid], nil, now)
 		if err != nil {
 			return res, err
 		}

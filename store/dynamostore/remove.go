@@ -64,7 +64,12 @@ type removeTx struct {
 // restored and is left.
 //
 // A lost race reads again after a jittered backoff, until ctx ends.
-func (s *Store) remove(ctx context.Context, uuid string, dims []string, lis []*leaseItem) (removal, error) {
+//
+// expiredAt, when not zero, is the reconciler's time: the lease is removed
+// only if it is still expired then (each item delete and holder entry
+// removal is also conditioned on its expiry), so that a lease extended
+// after the reconciler found it expired keeps its slot.
+func (s *Store) remove(ctx context.Context, uuid string, dims []string, lis []*leaseItem, expiredAt int64) (removal, error) {
 	names := append([]string(nil), dims...)
 	for _, li := range lis {
 		if !slices.Contains(names, li.dim) {
@@ -80,7 +85,7 @@ func (s *Store) remove(ctx context.Context, uuid string, dims []string, lis []*l
 		if err != nil {
 			return removal{}, err
 		}
-		t, err := s.removeTx(uuid, names, lis, rows)
+		t, err := s.removeTx(uuid, names, lis, rows, expiredAt)
 		if err != nil {
 			return removal{}, err
 		}
@@ -129,7 +134,7 @@ func (s *Store) remove(ctx context.Context, uuid string, dims []string, lis []*l
 }
 
 // removeTx builds one attempt of remove from the rows read.
-func (s *Store) removeTx(uuid string, names []string, lis []*leaseItem, rows map[string]map[string]types.AttributeValue) (*removeTx, error) {
+func (s *Store) removeTx(uuid string, names []string, lis []*leaseItem, rows map[string]map[string]types.AttributeValue, expiredAt int64) (*removeTx, error) {
 	present := make(map[string]*leaseItem, len(lis))
 	t := &removeTx{
 		items: make([]types.TransactWriteItem, 0, 2*len(names)),
@@ -140,11 +145,17 @@ func (s *Store) removeTx(uuid string, names []string, lis []*leaseItem, rows map
 	}
 	for _, li := range lis {
 		present[li.dim] = li
-		t.items = append(t.items, types.TransactWriteItem{Delete: &types.Delete{
+		del := &types.Delete{
 			TableName: aws.String(s.table), Key: key(li.pk),
 			ConditionExpression:      aws.String("attribute_exists(#pk)"),
 			ExpressionAttributeNames: map[string]string{"#pk": attrPK},
-		}})
+		}
+		if expiredAt != 0 {
+			del.ConditionExpression = aws.String("attribute_exists(#pk) AND (#exp <= :now OR (attribute_not_exists(#exp) AND #ttl < :nows))")
+			del.ExpressionAttributeNames["#exp"], del.ExpressionAttributeNames["#ttl"] = attrExpiresMs, attrTTL
+			del.ExpressionAttributeValues = map[string]types.AttributeValue{":now": numInt(expiredAt), ":nows": numInt(expiredAt / 1000)}
+		}
+		t.items = append(t.items, types.TransactWriteItem{Delete: del})
 		t.kinds = append(t.kinds, txDelete)
 	}
 	for _, dim := range names {
@@ -177,6 +188,9 @@ func (s *Store) removeTx(uuid string, names []string, lis []*leaseItem, rows map
 			continue
 		}
 		up, rest := restoreUpdate(bi, uuid, holds, cost)
+		if holds && expiredAt != 0 {
+			expiredEntry(up, h, expiredAt)
+		}
 		up.TableName = aws.String(s.table)
 		if rest != nil {
 			t.r.restored = append(t.r.restored, *rest)
@@ -231,6 +245,17 @@ func restoreUpdate(bi *bucketItem, uuid string, holds bool, cost int64) (*types.
 		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: vals,
 	}, rest
+}
+
+// expiredEntry adds to up the condition that the holder entry's expiry
+// (up's #h.#id) is at most now.
+func expiredEntry(up *types.Update, h holder, now int64) {
+	path := "#h.#id"
+	if h.hasCost {
+		path, up.ExpressionAttributeNames["#e"] = "#h.#id.#e", holderExp
+	}
+	up.ConditionExpression = aws.String(*up.ConditionExpression + " AND " + path + " <= :now")
+	up.ExpressionAttributeValues[":now"] = numInt(now)
 }
 
 // incCond conditions a write on bi's incarnation: a re-created bucket of

@@ -45,6 +45,17 @@ func (s *Store) indexPut(id store.LeaseID, dims []string, expires int64) types.T
 	}}
 }
 
+// indexAbsent is the transaction item of an acquisition that writes no
+// record: a check that the lease id has no record (see WithUncheckedLeaseIDs).
+func (s *Store) indexAbsent(id store.LeaseID) types.TransactWriteItem {
+	return types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
+		TableName: aws.String(s.table), Key: key(indexPK(id)),
+		ConditionExpression:                 aws.String("attribute_not_exists(#pk)"),
+		ExpressionAttributeNames:            map[string]string{"#pk": attrPK},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}}
+}
+
 // indexDelete is the transaction item that deletes lease uuid's index
 // item, if any.
 func (s *Store) indexDelete(uuid string) types.TransactWriteItem {
