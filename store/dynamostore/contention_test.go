@@ -3,10 +3,13 @@ package dynamostore
 import (
 	"context"
 	"errors"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/bucket"
@@ -112,5 +115,36 @@ func TestLeaseLimit(t *testing.T) {
 	}
 	if _, err := New(newClient(), "sluice-x", WithMaxLeasesPerBucket(MaxLeasesPerBucket+1)); !errors.Is(err, store.ErrInvalid) {
 		t.Errorf("New with too large a limit = %v; want ErrInvalid", err)
+	}
+}
+
+// TestReleaseUnknownOutcome applies a Release's transaction but loses every
+// answer the SDK gets for it (a 500 or a reset connection after the write,
+// SDKMaxAttempts times): the outcome is unknown, not an outage. The store
+// sends the same request again (same ClientRequestToken, so DynamoDB
+// answers success without applying it twice) and reports the release; the
+// slot comes back once. It used to report ErrUnavailable for a release
+// that had happened.
+func TestReleaseUnknownOutcome(t *testing.T) {
+	for _, reset := range []bool{false, true} {
+		t.Run(map[bool]string{false: "500", true: "reset"}[reset], func(t *testing.T) {
+			l := &lossy{base: http.DefaultTransport}
+			db := newClient(func(o *dynamodb.Options) { o.HTTPClient = &http.Client{Transport: l} })
+			s := openStore(t, db, newTable(t, db))
+			put(t, s, t0, store.Bucket{Name: "v#concurrent", Config: bucket.ConcurrentSlots(3)})
+			acquireAt(t, s, t0, time.Hour, false, store.Item{Dimension: "v#concurrent"}) // keeps the balance below capacity
+			id := acquireAt(t, s, t0, time.Hour, false, store.Item{Dimension: "v#concurrent"})
+			l.arm("TransactWriteItems", SDKMaxAttempts, reset)
+			r, err := s.Release(context.Background(), store.ReleaseRequest{Now: t0, ID: id})
+			if err != nil || !r.Released || len(r.Restored) != 1 {
+				t.Fatalf("release = %+v, %v; want released, one slot restored", r, err)
+			}
+			if n := l.sent("TransactWriteItems"); n <= SDKMaxAttempts {
+				t.Fatalf("TransactWriteItems sent %d times; the fault did not exhaust the SDK's attempts", n)
+			}
+			if st := peekOne(t, s, "v#concurrent"); st.Tokens != 2000 || st.ActiveLeases != 1 {
+				t.Errorf("after: %+v; want 2000 millitokens (one slot back, once) and one lease", st)
+			}
+		})
 	}
 }

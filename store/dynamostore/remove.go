@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/ontopix/sluice/bucket"
 	"github.com/ontopix/sluice/store"
@@ -269,7 +270,8 @@ func incCond(bi *bucketItem, vals map[string]types.AttributeValue) string {
 }
 
 // transact sends in. When its outcome is unknown — a 5xx, a timeout or a
-// broken connection after the SDK's own retries — it sends the same request
+// broken connection after the SDK's own retries, not throttling, which is a
+// refusal — it sends the same request
 // again, with the same ClientRequestToken, after a jittered backoff and
 // until ctx ends: DynamoDB applies it at most once and answers the repeat
 // of an applied request with success, so the outcome is settled instead of
@@ -283,13 +285,27 @@ func (s *Store) transact(ctx context.Context, op string, in *dynamodb.TransactWr
 			return err
 		}
 		cerr := classify(op, err)
-		if !errors.Is(cerr, store.ErrUnavailable) || ctx.Err() != nil {
-			return cerr
+		if !errors.Is(cerr, store.ErrUnavailable) || throttled(err) || ctx.Err() != nil {
+			return cerr // throttling is an answer: the request was refused
 		}
 		if werr := backoff(ctx, n+1); werr != nil {
 			return cerr
 		}
 	}
+}
+
+// throttled reports a request DynamoDB refused for throughput.
+func throttled(err error) bool {
+	var ae smithy.APIError
+	if errors.As(err, &ae) && throttle(ae.ErrorCode()) {
+		return true
+	}
+	for _, r := range reasons(err) {
+		if reasonIs(r, "ThrottlingError") || reasonIs(r, "ProvisionedThroughputExceeded") {
+			return true
+		}
+	}
+	return false
 }
 
 // conflict reports a transaction cancelled by a TransactionConflict only.
