@@ -1,6 +1,9 @@
 package dynamostore
 
 import (
+	"hash/fnv"
+	"strconv"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -12,11 +15,26 @@ import (
 // token identifies one write attempt: the store instance (tokens are
 // account-wide, and lease ids may repeat across tables), the lease id, the
 // decision time and the versions it expects.
+//
+// The request's dimensions, costs, TTL and Record flag and the buckets'
+// incarnations are part of it too:
+// two different acquisitions with one lease id (a reuse, answered by
+// replay) must not share a token, or DynamoDB would refuse the second with
+// IdempotentParameterMismatch instead of evaluating its conditions.
 func (s *Store) token(bis []*bucketItem, req *store.AcquireRequest) string {
-	parts := make([]int64, len(bis)+2)
-	parts[0], parts[1] = s.nonce, req.Now.UnixMilli()
+	h := fnv.New64a()
+	for i, it := range req.Items {
+		h.Write([]byte(it.Dimension + "\x00" + strconv.FormatInt(it.Cost, 10) + "\x00" + bis[i].inc + "\x00"))
+	}
+	rec := int64(0)
+	if req.Record {
+		rec = 1
+	}
+	parts := make([]int64, len(bis)+5)
+	parts[0], parts[1], parts[2] = s.nonce, req.Now.UnixMilli(), int64(h.Sum64()>>1)
+	parts[3], parts[4] = req.TTL.Milliseconds(), rec
 	for i, bi := range bis {
-		parts[i+2] = bi.version
+		parts[i+5] = bi.version
 	}
 	return requestToken(req.ID, parts...)
 }

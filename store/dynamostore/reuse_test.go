@@ -114,3 +114,38 @@ func TestLeaseIDRace(t *testing.T) {
 		t.Errorf("after: %+v; want one slot taken", st)
 	}
 }
+
+// TestLeaseIDReuseSameInstant reuses a lease id at the same instant on
+// buckets at the same version as the first grant's: the second request is
+// a different one and must be refused as ErrLeaseInUse. Its transaction
+// used to carry the first one's ClientRequestToken (derived from the id,
+// the time and the versions only), and DynamoDB refused it with
+// IdempotentParameterMismatch.
+func TestLeaseIDReuseSameInstant(t *testing.T) {
+	s := newStore(t)
+	for _, b := range []store.Bucket{
+		{Name: "a#tpm", Config: bucket.PerPeriod(bucket.Tokens, 1000, time.Minute)},
+		{Name: "b#tpm", Config: bucket.PerPeriod(bucket.Tokens, 1000, time.Minute)},
+		{Name: "c#concurrent", Config: bucket.ConcurrentSlots(2)},
+		{Name: "d#rpm", Config: bucket.PerPeriod(bucket.Requests, 5, time.Second)},
+	} {
+		put(t, s, t0, b)
+	}
+	id := store.NewLeaseID()
+	var res store.AcquireResult
+	first := &store.AcquireRequest{Now: t0, Items: []store.Item{{Dimension: "a#tpm", Cost: 274}, {Dimension: "b#tpm", Cost: 365}}, ID: id, TTL: time.Minute}
+	if err := s.Acquire(context.Background(), first, &res); err != nil || !res.Granted {
+		t.Fatalf("first = %+v, %v", res, err)
+	}
+	second := &store.AcquireRequest{Now: t0, Items: []store.Item{{Dimension: "c#concurrent"}, {Dimension: "d#rpm", Cost: 3}}, ID: id, TTL: time.Minute}
+	err := s.Acquire(context.Background(), second, &res)
+	if err != nil || !res.Granted {
+		// The first was unrecorded: the id has no record, so the second
+		// is a new lease.
+		t.Fatalf("second = %+v, %v; want granted (the first left no record)", res, err)
+	}
+	third := &store.AcquireRequest{Now: t0, Items: []store.Item{{Dimension: "a#tpm", Cost: 1}, {Dimension: "c#concurrent"}}, ID: id, TTL: time.Minute}
+	if err := s.Acquire(context.Background(), third, &res); !errors.Is(err, store.ErrLeaseInUse) {
+		t.Fatalf("third = %+v, %v; want ErrLeaseInUse", res, err)
+	}
+}
