@@ -40,7 +40,7 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 // denial, then one version-conditioned transaction with the lease records.
 func (s *Store) acquireSeeds(ctx context.Context, req *store.AcquireRequest, now int64, names []string, res *store.AcquireResult) error {
 	// One read fetches the rows and the lease id's index item, if any.
-	items, err := s.getItems(ctx, append(names[:len(names):len(names)], indexPK(req.ID)))
+	items, err := s.snapshot(ctx, append(names[:len(names):len(names)], indexPK(req.ID)))
 	if err != nil {
 		return err
 	}
@@ -191,7 +191,7 @@ func (s *Store) refresh(ctx context.Context, f *fastRows, all bool) error {
 	if !s.unchecked {
 		keys = append(want[:len(want):len(want)], indexPK(f.id))
 	}
-	items, err := s.getItems(ctx, keys)
+	items, err := s.snapshot(ctx, keys)
 	if err != nil {
 		return err
 	}

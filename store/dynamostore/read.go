@@ -11,10 +11,11 @@ import (
 	"github.com/ontopix/sluice/store"
 )
 
-// readBuckets reads rows consistently, in the order of names. A missing
+// readBuckets reads rows consistently, as one snapshot (see snapshot), in
+// the order of names. A missing
 // row is a *store.ConfigurationError (or a validation error for a bad name).
 func (s *Store) readBuckets(ctx context.Context, names []string) ([]*bucketItem, error) {
-	items, err := s.getItems(ctx, names)
+	items, err := s.snapshot(ctx, names)
 	if err != nil {
 		return nil, err
 	}
@@ -79,4 +80,38 @@ func (s *Store) getItems(ctx context.Context, pks []string) (map[string]map[stri
 		}
 	}
 	return out, nil
+}
+
+// snapshot reads items by key as of one instant: GetItem for one key,
+// TransactGetItems for more. (BatchGetItem reads each item at its own
+// moment: an acquisition decided on rows read across another transaction
+// could report one bucket before it and another after it.) A read that a
+// concurrent transaction cancels is retried after a jittered backoff.
+func (s *Store) snapshot(ctx context.Context, pks []string) (map[string]map[string]types.AttributeValue, error) {
+	if len(pks) <= 1 {
+		return s.getItems(ctx, pks)
+	}
+	in := &dynamodb.TransactGetItemsInput{TransactItems: make([]types.TransactGetItem, len(pks))}
+	for i, pk := range pks {
+		in.TransactItems[i] = types.TransactGetItem{Get: &types.Get{TableName: aws.String(s.table), Key: key(pk)}}
+	}
+	for n := 0; ; n++ {
+		if err := backoff(ctx, n); err != nil {
+			return nil, err
+		}
+		r, err := s.db.TransactGetItems(ctx, in, opts)
+		if err != nil {
+			if conflict(err) {
+				continue
+			}
+			return nil, classify("transact get", err)
+		}
+		out := make(map[string]map[string]types.AttributeValue, len(pks))
+		for i, ir := range r.Responses {
+			if i < len(pks) && ir.Item != nil {
+				out[pks[i]] = ir.Item
+			}
+		}
+		return out, nil
+	}
 }
