@@ -59,7 +59,7 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 	if s.batch != nil {
 		v, err = s.batch.run(ctx, c)
 	} else {
-		v, err = c.run(ctx, s.rdb)
+		v, err = c.run(ctx, s.rdb, s.honours)
 	}
 	if err != nil {
 		return err

@@ -135,7 +135,8 @@ func (s *Store) PutBucket(ctx context.Context, now time.Time, b store.Bucket, re
 		return err
 	}
 	k := s.dim(b.Name)
-	if err := s.rdb.SAdd(ctx, s.registry(), k.vendor).Err(); err != nil {
+	err = bounded(ctx, s.honours, func() error { return s.rdb.SAdd(ctx, s.registry(), k.vendor).Err() })
+	if err != nil {
 		return fail("put bucket", err)
 	}
 	l := b.Config.Limits()
@@ -143,12 +144,9 @@ func (s *Store) PutBucket(ctx context.Context, now time.Time, b store.Bucket, re
 	if reset {
 		rs = 1
 	}
-	_, err = putScript.Run(ctx, s.rdb, []string{k.bucket, s.bucketSet(k.vendor)}, ms, b.Name,
-		int64(l.Type), l.Capacity, l.Amount, l.Period, l.Floor, b.CostPerCall, b.MaxDebt, rs).Result()
-	if err != nil {
-		return fail("put bucket", err)
-	}
-	return nil
+	_, err = s.run(ctx, "put bucket", putScript, []string{k.bucket, s.bucketSet(k.vendor)}, ms, b.Name,
+		int64(l.Type), l.Capacity, l.Amount, l.Period, l.Floor, b.CostPerCall, b.MaxDebt, rs)
+	return err
 }
 
 // DeleteBucket implements store.Store.
@@ -162,7 +160,11 @@ func (s *Store) DeleteBucket(ctx context.Context, name string) error {
 		return err
 	}
 	k := s.dim(name)
-	n, err := deleteScript.Run(ctx, s.rdb, []string{k.bucket, k.index, s.bucketSet(k.vendor)}, name).Int64()
+	var n int64
+	err = bounded(ctx, s.honours, func() (err error) {
+		n, err = deleteScript.Run(ctx, s.rdb, []string{k.bucket, k.index, s.bucketSet(k.vendor)}, name).Int64()
+		return err
+	})
 	if err != nil {
 		return fail("delete bucket", err)
 	}

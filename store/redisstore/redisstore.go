@@ -65,6 +65,7 @@ type Store struct {
 	prefix      string
 	callerClock bool
 	timeout     time.Duration
+	honours     bool // the client bounds commands by their context (honoursContext)
 	slotCheck   bool
 	tag         string // WithHashTag; "" means one tag per vendor
 	keyspace    string // prefix + "\n" + tag, the scripts' key space argument
@@ -106,9 +107,18 @@ func WithPrefix(p string) Option { return func(s *Store) { s.prefix = p } }
 // the Redis server's TIME.
 func WithCallerClock() Option { return func(s *Store) { s.callerClock = true } }
 
-// WithTimeout bounds every operation (including its retries inside
-// go-redis); a timeout is reported as store.ErrUnavailable. Zero, the
-// default, relies on the client's own dial, read and write timeouts.
+// WithTimeout bounds every operation, including its retries inside
+// go-redis (default DefaultTimeout): an operation that has no answer in
+// time, or whose caller's context ends first, fails with
+// store.ErrUnavailable, whatever timeouts the client was built with. A
+// timed-out write may still have been applied by the server (its reply was
+// lost). Zero leaves operations bounded by the caller's context only.
+//
+// A client built with ContextTimeoutEnabled bounds its own commands by the
+// deadline; with any other client the store waits for each command on a
+// goroutine it abandons when the context ends, which costs that goroutine
+// per operation and leaves the abandoned command to the client's own
+// timeouts.
 func WithTimeout(d time.Duration) Option { return func(s *Store) { s.timeout = d } }
 
 // WithSlotCheck forces the cross-slot check on or off. By default it is on
@@ -152,7 +162,7 @@ func WithBatching(maxBatch int) Option {
 func New(rdb redis.UniversalClient, opts ...Option) (*Store, error) {
 	_, cluster := rdb.(*redis.ClusterClient)
 	s := &Store{rdb: rdb, prefix: DefaultPrefix, slotCheck: cluster, maxBatch: DefaultMaxBatch,
-		keys: map[string]*dimKeys{}, tags: map[store.LeaseID]string{}}
+		timeout: DefaultTimeout, honours: honoursContext(rdb), keys: map[string]*dimKeys{}, tags: map[store.LeaseID]string{}}
 	for _, o := range opts {
 		o(s)
 	}
@@ -164,13 +174,13 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Store, error) {
 	}
 	s.keyspace = s.prefix + "\n" + s.tag
 	if s.timeout < 0 {
-		return nil, fmt.Errorf("%w: redisstore: negative timeout %s", store.ErrInvalid, s.timeout)
+		return nil, fmt.Errorf("%w: redisstore: timeout %s must not be negative", store.ErrInvalid, s.timeout)
 	}
 	if s.maxBatch < 0 {
 		return nil, fmt.Errorf("%w: redisstore: negative batch size %d", store.ErrInvalid, s.maxBatch)
 	}
 	if s.maxBatch > 1 {
-		s.batch = newBatcher(rdb, s.maxBatch)
+		s.batch = newBatcher(rdb, s.maxBatch, s.honours)
 	}
 	return s, nil
 }
@@ -284,7 +294,11 @@ func (s *Store) forgetLease(id store.LeaseID) {
 
 // vendors returns the registered vendors, sorted.
 func (s *Store) vendors(ctx context.Context) ([]string, error) {
-	vs, err := s.rdb.SMembers(ctx, s.registry()).Result()
+	var vs []string
+	err := bounded(ctx, s.honours, func() (err error) {
+		vs, err = s.rdb.SMembers(ctx, s.registry()).Result()
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}

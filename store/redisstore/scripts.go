@@ -77,7 +77,11 @@ var (
 // run runs a script (EVALSHA, then EVAL on NOSCRIPT) and returns its array
 // reply.
 func (s *Store) run(ctx context.Context, op string, sc *redis.Script, keys []string, args ...any) ([]any, error) {
-	v, err := sc.Run(ctx, s.rdb, keys, args...).Slice()
+	var v []any
+	err := bounded(ctx, s.honours, func() (err error) {
+		v, err = sc.Run(ctx, s.rdb, keys, args...).Slice()
+		return err
+	})
 	if err != nil {
 		return nil, fail(op, err)
 	}
@@ -171,14 +175,18 @@ func (c *acquireCall) toEval(ctx context.Context) {
 }
 
 // run sends the command (EVALSHA, then EVAL when the server has not cached
-// the script, as redis.Script.Run does) and returns the integer reply.
-func (c *acquireCall) run(ctx context.Context, rdb redis.UniversalClient) ([]int64, error) {
-	c.newCmd(ctx)
-	err := rdb.Process(ctx, c.cmd)
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		c.toEval(ctx)
-		err = rdb.Process(ctx, c.cmd)
-	}
+// the script, as redis.Script.Run does) and returns the integer reply,
+// bounded by ctx (see bounded; honours says whether rdb bounds itself).
+func (c *acquireCall) run(ctx context.Context, rdb redis.UniversalClient, honours bool) ([]int64, error) {
+	err := bounded(ctx, honours, func() error {
+		c.newCmd(ctx)
+		err := rdb.Process(ctx, c.cmd)
+		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			c.toEval(ctx)
+			err = rdb.Process(ctx, c.cmd)
+		}
+		return err
+	})
 	if err != nil {
 		return nil, fail("acquire", err)
 	}

@@ -1,5 +1,6 @@
 -- put.lua: create or reconfigure a bucket.
 -- KEYS: bucket, vendor bucket set. ARGV: now, name, t, c, a, p, f, k, d, reset.
+-- Returns {now}.
 local now = clock(ARGV[1])
 local N = { t = tonumber(ARGV[3]), cap = tonumber(ARGV[4]), amt = tonumber(ARGV[5]), per = tonumber(ARGV[6]),
   floor = tonumber(ARGV[7]) }
@@ -28,4 +29,4 @@ end
 redis.call('HSET', KEYS[1], 't', ARGV[3], 'c', ARGV[4], 'a', ARGV[5], 'p', ARGV[6], 'f', ARGV[7],
   'k', ARGV[8], 'd', ARGV[9], 'v', fmt(tok), 'l', fmt(last))
 redis.call('SADD', KEYS[2], ARGV[2])
-return now
+return { now }
