@@ -25,6 +25,9 @@ var (
 	ErrLeaseExpired = store.ErrLeaseExpired
 	// ErrUnknownLease reports a lease id the store has no record of.
 	ErrUnknownLease = store.ErrUnknownLease
+	// ErrLeaseInUse reports an acquisition that reuses a lease id held by a
+	// different request (other dimensions or costs).
+	ErrLeaseInUse = store.ErrLeaseInUse
 	// ErrUnavailable is matched when the store cannot be reached and the
 	// client fails closed.
 	ErrUnavailable = store.ErrUnavailable

@@ -245,3 +245,30 @@ func Reconfigure(old, next Limits, s State, now int64, reset bool) State {
 	}
 	return r
 }
+
+// Align returns the state and the decision time to use when a caller whose
+// clock reads now works on a time-based bucket last written at s.Last, so
+// that clocks that disagree by a little or by a lot both stay harmless. All
+// three times are in Unix milliseconds; maxSkew is the largest disagreement
+// tolerated. A concurrent bucket (Amount 0) never refills, so for it Align
+// returns s and now unchanged.
+//
+// A caller at or after s.Last decides at now. A caller behind s.Last by at
+// most maxSkew decides at s.Last, so a host whose clock runs slightly slow
+// gets the same balance and the same exact wait as a host on time instead of
+// waiting out its lag on every call. A caller behind by more than maxSkew
+// rebases the bucket to its own clock (Last = now, tokens kept): the state
+// was written by a clock far ahead, and honouring it would block every
+// correct host until that clock's time came. A clock far off can still earn
+// its bucket the refill of the difference once per disagreement, bounded by
+// the capacity; that is the price of never blocking the others for longer
+// than maxSkew.
+func Align(l Limits, s State, now, maxSkew int64) (State, int64) {
+	switch {
+	case l.Amount <= 0 || now >= s.Last:
+		return s, now
+	case s.Last-now <= maxSkew:
+		return s, s.Last
+	}
+	return State{Tokens: s.Tokens, Last: now}, now
+}

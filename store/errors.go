@@ -74,3 +74,14 @@ func (e *CostError) Is(target error) bool { return target == ErrCostExceedsCapac
 func Unavailable(op string, err error) error {
 	return fmt.Errorf("%w: %s: %w", ErrUnavailable, op, err)
 }
+
+// ErrLeaseInUse reports an acquisition whose lease id already has a record
+// for a different request (other dimensions or costs). A retry of the same
+// request is answered as the grant it was and is not an error.
+var ErrLeaseInUse = errors.New("sluice: lease id in use")
+
+// LeaseInUse returns the error for an acquisition that reuses lease id for
+// a different request. It matches ErrLeaseInUse.
+func LeaseInUse(id LeaseID) error {
+	return fmt.Errorf("%w: lease_id %s already holds a lease with other dimensions or costs; use a fresh id for a new acquisition", ErrLeaseInUse, id)
+}

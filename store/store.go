@@ -5,7 +5,9 @@
 // method is one atomic operation on the store, and the caller passes the time
 // (Now) so that decisions are deterministic in tests. A store that keeps its
 // own clock (Redis TIME, PostgreSQL clock_timestamp()) documents when it
-// ignores Now. Costs and deltas are whole tokens; balances are millitokens.
+// ignores Now. Callers' clocks may disagree: every bucket computation first
+// aligns the stored state with Now (bucket.Align, with the store's maximum
+// skew, DefaultMaxSkew unless configured). Costs and deltas are whole tokens; balances are millitokens.
 //
 // The conformance suite in store/storetest is the definition of correct:
 // every implementation must pass it against its real server.
@@ -25,11 +27,21 @@ type Store interface {
 	// Acquire debits every item of req or none of them (all-or-nothing).
 	// A grant fills res with Granted and, when the store wrote a lease record
 	// (see AcquireRequest.Record), Recorded. A denial fills res.RetryIn with
-	// the longest wait among the denied items and changes nothing. Validation
+	// the longest wait among the denied items and changes nothing, except
+	// that a bucket whose last write is more than the store's maximum clock
+	// skew ahead of Now is rebased to Now (see bucket.Align). Validation
 	// errors (*bucket.FieldError), an unknown dimension
 	// (*ConfigurationError) and a cost above capacity (*CostError) are
-	// returned before anything changes. res is owned by the caller and is
-	// overwritten; its Items slice is reused when large enough.
+	// returned before anything changes.
+	//
+	// When req.ID already has a lease record (expired or not), the store
+	// changes nothing: if the record holds the same dimensions at the same
+	// resolved costs (SameItems), the request is a retry and res is the
+	// grant it was (Recorded, the record's ExpiresAt, the balances
+	// available now); otherwise the error matches ErrLeaseInUse.
+	//
+	// res is owned by the caller and is overwritten; its Items slice is
+	// reused when large enough.
 	Acquire(ctx context.Context, req *AcquireRequest, res *AcquireResult) error
 
 	// Release deletes a lease record and returns the cost of its concurrent
@@ -63,8 +75,9 @@ type Store interface {
 	Reconcile(ctx context.Context, req ReconcileRequest) (ReconcileResult, error)
 
 	// PutBucket creates or reconfigures a bucket. An existing bucket keeps
-	// its balance (clamped to the new capacity and floor) unless reset is
-	// true, which fills it to capacity. A new bucket starts full.
+	// its balance (see bucket.Reconfigure) unless reset is true, which
+	// fills it to capacity. A new bucket starts full. An existing bucket's
+	// limit type cannot change to or from concurrent (CheckTypeChange).
 	PutBucket(ctx context.Context, now time.Time, b Bucket, reset bool) error
 
 	// DeleteBucket removes a bucket. Its lease records become orphans that
@@ -189,11 +202,14 @@ type Restored struct {
 // AdjustRequest is the input of Store.Adjust.
 //
 // A positive Delta charges more tokens (the balance may go into debt, down
-// to the floor); a negative one refunds, at most the lease's cost for that
-// dimension. When the lease has a record, the record's cost is the bound and
-// is updated, and an expired lease fails with ErrLeaseExpired. When the lease
-// was never recorded (Recorded false), Held, the cost the caller holds, is
-// the bound. Concurrent items cannot be adjusted, and a dimension the lease
+// to the floor), and the lease's cost grows by the whole tokens actually
+// charged (HeldAfter); it is applied even after the lease expired, since
+// usage reported late still counted at the vendor. A negative one refunds,
+// at most the lease's cost for that dimension, and fails with
+// ErrLeaseExpired once the lease has expired. When the lease has a record,
+// the record's cost is the bound and is updated. When the lease was never
+// recorded (Recorded false), Held, the cost the caller holds, is the bound
+// and ExpiresAt its expiry. Concurrent items cannot be adjusted, and a dimension the lease
 // does not hold is a *bucket.FieldError (ErrInvalid).
 type AdjustRequest struct {
 	// Now is the time of the adjustment.

@@ -22,6 +22,11 @@ import (
 
 const leaseShards = 32
 
+// skewMs is the largest clock disagreement the store tolerates (see
+// bucket.Align). One process has one clock, so only a clock stepped back,
+// as a test clock may be, ever meets it.
+const skewMs = int64(store.DefaultMaxSkew / time.Millisecond)
+
 // Store is the in-memory store. The zero value is not usable; call New.
 // It is safe for concurrent use.
 type Store struct {
@@ -163,10 +168,16 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 	if poll == 0 {
 		poll = store.DefaultPoll
 	}
+	if l := s.leaseByID(req.ID); l != nil {
+		return s.replay(req, res, l, es, costs[:n], now)
+	}
 	granted := true
 	var retry int64
+	var aligned [store.MaxItems]bucket.State
+	var ats [store.MaxItems]int64
 	for i, e := range es {
-		st, wait, ok := bucket.Take(e.lim, e.st, now, costs[i]*bucket.Milli)
+		aligned[i], ats[i] = bucket.Align(e.lim, e.st, now, skewMs)
+		st, wait, ok := bucket.Take(e.lim, aligned[i], ats[i], costs[i]*bucket.Milli)
 		next[i] = st
 		ir := &res.Items[i]
 		*ir = store.ItemResult{Dimension: e.b.Name, Type: e.b.Type, Cost: costs[i], Capacity: e.b.Capacity}
@@ -178,7 +189,7 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 		if e.lim.Type == bucket.Concurrent {
 			wait = bucket.ConcurrentRetry(now, e.earliestExpiry(), poll.Milliseconds())
 		}
-		ir.Remaining = bucket.Available(e.lim, e.st, now)
+		ir.Remaining = bucket.Available(e.lim, aligned[i], ats[i])
 		ir.RetryIn = time.Duration(wait) * time.Millisecond
 		retry = max(retry, wait)
 	}
@@ -186,10 +197,13 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 	res.RetryIn, res.ExpiresAt = 0, time.Time{}
 	if !granted {
 		res.RetryIn = time.Duration(retry) * time.Millisecond
-		for i := range es { // granted-looking items report what they have now
-			if res.Items[i].RetryIn == 0 {
-				res.Items[i].Remaining = bucket.Available(es[i].lim, es[i].st, now)
+		for i, e := range es {
+			if res.Items[i].RetryIn == 0 { // granted-looking items report what they have now
+				res.Items[i].Remaining = bucket.Available(e.lim, aligned[i], ats[i])
 			}
+			// A bucket whose clock ran more than the maximum skew ahead is
+			// rebased even on a denial, or its refill would never start.
+			e.st = aligned[i]
 		}
 		return nil
 	}
@@ -208,9 +222,9 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 		}
 		sh := s.shard(req.ID)
 		sh.mu.Lock()
-		if _, dup := sh.m[req.ID]; dup {
+		if dup := sh.m[req.ID]; dup != nil { // a concurrent acquisition with the same id won
 			sh.mu.Unlock()
-			return &bucket.FieldError{Field: "lease_id", Value: req.ID.String(), Reason: "is already in use"}
+			return s.replay(req, res, dup, es, costs[:n], now)
 		}
 		sh.m[req.ID] = l
 		sh.mu.Unlock()

@@ -44,9 +44,6 @@ func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.Adju
 		if l == nil {
 			return store.AdjustResult{}, store.ErrUnknownLease
 		}
-		if l.expires.Load() <= now {
-			return store.AdjustResult{}, store.ErrLeaseExpired
-		}
 		for i := range l.items {
 			if l.items[i].Dimension == req.Dimension {
 				rec = &l.items[i]
@@ -56,19 +53,23 @@ func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.Adju
 			return store.AdjustResult{}, &bucket.FieldError{Field: "dimension", Value: req.Dimension, Reason: "is not part of lease " + req.ID.String()}
 		}
 		held = rec.Cost
-	} else if !req.ExpiresAt.IsZero() && req.ExpiresAt.UnixMilli() <= now {
+		if req.Delta < 0 && l.expires.Load() <= now {
+			return store.AdjustResult{}, store.ErrLeaseExpired
+		}
+	} else if req.Delta < 0 && !req.ExpiresAt.IsZero() && req.ExpiresAt.UnixMilli() <= now {
 		return store.AdjustResult{}, store.ErrLeaseExpired
 	}
-	newHeld, err := store.AdjustHeld(req.Dimension, held, req.Delta)
-	if err != nil {
+	if _, err := store.AdjustHeld(req.Dimension, held, req.Delta); err != nil {
 		return store.AdjustResult{}, err
 	}
+	st, at := bucket.Align(e.lim, e.st, now, skewMs)
 	var applied int64
-	e.st, applied = bucket.Adjust(e.lim, e.st, now, req.Delta*bucket.Milli)
+	e.st, applied = bucket.Adjust(e.lim, st, at, req.Delta*bucket.Milli)
+	held = store.HeldAfter(held, req.Delta, applied)
 	if rec != nil {
-		rec.Cost = newHeld
+		rec.Cost = held
 	}
-	return store.AdjustResult{Held: newHeld, Applied: applied, Remaining: e.st.Tokens}, nil
+	return store.AdjustResult{Held: held, Applied: applied, Remaining: e.st.Tokens}, nil
 }
 
 // Penalize implements store.Store.
@@ -95,8 +96,9 @@ func (s *Store) Penalize(ctx context.Context, req store.PenalizeRequest) (store.
 	if err := store.CheckPenalizable(&e.b); err != nil {
 		return store.PenalizeResult{}, err
 	}
-	before := bucket.Available(e.lim, e.st, now)
-	e.st = bucket.Penalize(e.lim, e.st, now, req.FactorMilli)
+	st, at := bucket.Align(e.lim, e.st, now, skewMs)
+	before := bucket.Available(e.lim, st, at)
+	e.st = bucket.Penalize(e.lim, st, at, req.FactorMilli)
 	return store.PenalizeResult{Before: before, After: e.st.Tokens}, nil
 }
 
@@ -128,7 +130,8 @@ func (s *Store) Peek(ctx context.Context, now time.Time, dimensions []string) ([
 
 // state snapshots e at now; the caller holds e.mu.
 func (e *entry) state(now int64) store.BucketState {
-	r := bucket.Refill(e.lim, e.st, now)
+	st, at := bucket.Align(e.lim, e.st, now, skewMs)
+	r := bucket.Refill(e.lim, st, at)
 	bs := store.BucketState{
 		Bucket:       e.b,
 		Tokens:       r.Tokens,
@@ -230,7 +233,11 @@ func (s *Store) PutBucket(ctx context.Context, now time.Time, b store.Bucket, re
 	if e := s.lookup(b.Name); e != nil {
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		e.b, e.lim, e.st = b, lim, bucket.Reconfigure(e.lim, lim, e.st, ms, reset)
+		if err := store.CheckTypeChange(e.b, b); err != nil {
+			return err
+		}
+		st, at := bucket.Align(e.lim, e.st, ms, skewMs)
+		e.b, e.lim, e.st = b, lim, bucket.Reconfigure(e.lim, lim, st, at, reset)
 		return nil
 	}
 	old := *s.buckets.Load()

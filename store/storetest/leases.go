@@ -40,14 +40,23 @@ func testLeaseOps(t *testing.T, h Harness) {
 			{0, -2001, 0, 0, 0, store.ErrInvalid},
 			{0, -2000, 0, -2_000_000, 10_000_000, nil},
 		}, 0, 10_000_000},
-		{"charge clamped at the default floor (-capacity)", perMin(1000), 1000, []adjStep{{0, 1500, 2500, 1_000_000, -1_000_000, nil}}, 60_000, 0},
-		{"no debt allowed", withDebt(perMin(1000), bucket.NoDebt), 1000, []adjStep{{0, 600, 1600, 0, 0, nil}}, 0, 0},
-		{"custom debt floor", withDebt(perMin(1000), 200), 1000, []adjStep{{0, 600, 1600, 200_000, -200_000, nil}}, 0, -200_000},
+		// A charge the floor clamps raises the held cost only by what it
+		// took, so a later refund can never return tokens never charged.
+		{"charge clamped at the default floor (-capacity)", perMin(1000), 1000, []adjStep{{0, 1500, 2000, 1_000_000, -1_000_000, nil}}, 60_000, 0},
+		{"no debt allowed", withDebt(perMin(1000), bucket.NoDebt), 1000, []adjStep{{0, 600, 1000, 0, 0, nil}}, 0, 0},
+		{"custom debt floor", withDebt(perMin(1000), 200), 1000, []adjStep{{0, 600, 1200, 200_000, -200_000, nil}}, 0, -200_000},
+		{"refund after a clamped charge returns only what was charged", withDebt(perMin(1000), 1000), 900, []adjStep{
+			{0, 1500, 2000, 1_100_000, -1_000_000, nil},
+			{0, -2001, 0, 0, 0, store.ErrInvalid},
+			{0, -2000, 0, -2_000_000, 1_000_000, nil},
+		}, 0, 1_000_000},
 		{"refund clamped at capacity", perMin(1000), 500, []adjStep{{59_000, -500, 0, 0, 1_000_000, nil}}, 59_000, 1_000_000},
+		// Usage reported after expiry still counts; only refunds are refused.
 		{"expired lease", perMin(1000), 500, []adjStep{
 			{59_999, 100, 600, 100_000, 900_000, nil}, // refilled to full first
 			{60_000, -100, 0, 0, 0, store.ErrLeaseExpired},
-		}, 60_000, 900_016},
+			{60_000, 300, 900, 300_000, 600_016, nil},
+		}, 60_000, 600_016},
 	}
 	for _, tt := range tests {
 		for _, recorded := range []bool{true, false} {

@@ -131,6 +131,7 @@ var Sentinels = map[string]error{
 	"ErrCostExceedsCapacity": store.ErrCostExceedsCapacity,
 	"ErrUnknownLease":        store.ErrUnknownLease,
 	"ErrLeaseExpired":        store.ErrLeaseExpired,
+	"ErrLeaseInUse":          store.ErrLeaseInUse,
 }
 
 // ErrName returns the vector name of the sentinel err matches, or "" for nil.
@@ -138,7 +139,7 @@ func ErrName(err error) string {
 	if err == nil {
 		return ""
 	}
-	for _, n := range []string{"ErrCostExceedsCapacity", "ErrUnknownDimension", "ErrUnknownLease", "ErrLeaseExpired", "ErrInvalid"} {
+	for _, n := range []string{"ErrCostExceedsCapacity", "ErrUnknownDimension", "ErrUnknownLease", "ErrLeaseExpired", "ErrLeaseInUse", "ErrInvalid"} {
 		if errors.Is(err, Sentinels[n]) {
 			return n
 		}

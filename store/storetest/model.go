@@ -1,0 +1,381 @@
+package storetest
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/store"
+)
+
+// model is the reference model of the whole store.Store contract: the
+// golden vectors are generated from it, and the model-based test runs it
+// side by side with a store. It is written directly on the bucket functions
+// and the store validation helpers (the contract), independently of any
+// store implementation, and keeps everything in plain maps with no
+// concurrency.
+type model struct {
+	base    int64
+	skew    int64 // maximum clock skew in ms (store.DefaultMaxSkew)
+	always  bool  // the store records every grant (Harness.AlwaysRecords)
+	inc     int   // incarnations handed out so far
+	buckets map[string]*mBucket
+	leases  map[string]*mLease // by label; granted leases only
+}
+
+type mBucket struct {
+	b   store.Bucket
+	lim bucket.Limits
+	st  bucket.State
+	inc int // incarnation: a re-created bucket gets a new one
+}
+
+type mLease struct {
+	items    []store.Item // costs in tokens, updated by Adjust
+	incs     []int        // the incarnation of each item's bucket at the grant
+	record   bool         // a record exists in the store
+	recorded bool         // the grant wrote a record
+	created  int64
+	expires  int64
+}
+
+func newModel(base int64) *model {
+	return &model{base: base, skew: store.DefaultMaxSkew.Milliseconds(), buckets: map[string]*mBucket{}, leases: map[string]*mLease{}}
+}
+
+// aligned returns b's state and the decision time for a caller at now
+// (see bucket.Align).
+func (m *model) aligned(b *mBucket, now int64) (bucket.State, int64) {
+	return bucket.Align(b.lim, b.st, now, m.skew)
+}
+
+// live reports whether item i of l still belongs to the bucket of its
+// name (the bucket was not deleted, or re-created, since the grant).
+func (m *model) live(l *mLease, i int) (*mBucket, bool) {
+	b := m.buckets[l.items[i].Dimension]
+	return b, b != nil && b.inc == l.incs[i]
+}
+
+func fail(err error) Expect { return Expect{Error: ErrName(err)} }
+
+// apply runs one step and returns its outcome.
+func (m *model) apply(st Step) Expect {
+	now := m.base + st.AtMs
+	switch st.Op {
+	case "put_bucket":
+		return m.put(st, now)
+	case "delete_bucket":
+		if m.buckets[st.Name] == nil {
+			return fail(store.UnknownDimension(st.Name))
+		}
+		delete(m.buckets, st.Name)
+		return Expect{}
+	case "acquire":
+		return m.acquire(st, now)
+	case "release":
+		return m.release(st)
+	case "adjust":
+		return m.adjust(st, now)
+	case "extend":
+		return m.extend(st, now)
+	case "penalize":
+		return m.penalize(st, now)
+	case "peek":
+		var e Expect
+		for _, d := range st.Dimensions {
+			b := m.buckets[d]
+			if b == nil {
+				return fail(store.UnknownDimension(d))
+			}
+			e.Buckets = append(e.Buckets, m.state(b, now))
+		}
+		return e
+	case "reconcile":
+		return m.reconcile(st, now)
+	}
+	panic("model: unknown op " + st.Op)
+}
+
+func (m *model) put(st Step, now int64) Expect {
+	b, err := st.Bucket.Config()
+	if err == nil {
+		err = store.ValidateBucket(b)
+	}
+	if err != nil {
+		return fail(err)
+	}
+	lim := b.Config.Limits()
+	old := m.buckets[b.Name]
+	if old == nil {
+		m.inc++
+		m.buckets[b.Name] = &mBucket{b, lim, bucket.State{Tokens: lim.Capacity, Last: now}, m.inc}
+		return Expect{}
+	}
+	if err := store.CheckTypeChange(old.b, b); err != nil {
+		return fail(err)
+	}
+	s, at := m.aligned(old, now)
+	*old = mBucket{b, lim, bucket.Reconfigure(old.lim, lim, s, at, st.Reset), old.inc}
+	return Expect{}
+}
+
+// state is a bucket's state at now, as Peek reports it.
+func (m *model) state(b *mBucket, now int64) BucketExpect {
+	s, at := m.aligned(b, now)
+	r := bucket.Refill(b.lim, s, at)
+	be := BucketExpect{Name: b.b.Name, Tokens: r.Tokens, LastRefillMs: r.Last - m.base}
+	if n, next := m.records(b.b.Name); n > 0 {
+		x := next - m.base
+		be.ActiveLeases, be.NextExpiryMs = n, &x
+	}
+	return be
+}
+
+// records counts the lease records holding dimension d in its current
+// bucket (not in one deleted since) and returns the earliest expiry among
+// them.
+func (m *model) records(d string) (n int, earliest int64) {
+	for _, l := range m.leases {
+		if !l.record {
+			continue
+		}
+		for i, it := range l.items {
+			if _, ok := m.live(l, i); ok && it.Dimension == d {
+				n++
+				if earliest == 0 || l.expires < earliest {
+					earliest = l.expires
+				}
+			}
+		}
+	}
+	return n, earliest
+}
+
+func (m *model) release(st Step) Expect {
+	l := m.leases[st.Lease]
+	if l == nil || !l.record {
+		return Expect{}
+	}
+	l.record = false
+	e := Expect{Released: true}
+	for i, it := range l.items {
+		if b, ok := m.live(l, i); ok && b.b.Type == bucket.Concurrent {
+			var capped bool
+			b.st, capped = bucket.Restore(b.lim, b.st, it.Cost*bucket.Milli)
+			e.RestoredItems = append(e.RestoredItems, RestoredExpect{it.Dimension, it.Cost, capped})
+		}
+	}
+	slices.SortFunc(e.RestoredItems, func(a, b RestoredExpect) int { return strings.Compare(a.Dimension, b.Dimension) })
+	return e
+}
+
+func (m *model) extend(st Step, now int64) Expect {
+	if err := store.ValidateTTL(time.Duration(st.TTLMs) * time.Millisecond); err != nil {
+		return fail(err)
+	}
+	l := m.leases[st.Lease]
+	switch {
+	case l == nil || !l.record:
+		return fail(store.ErrUnknownLease)
+	case l.expires <= now:
+		return fail(store.ErrLeaseExpired)
+	}
+	l.expires = now + st.TTLMs
+	return Expect{ExpiresAtMs: l.expires - m.base}
+}
+
+func (m *model) penalize(st Step, now int64) Expect {
+	req := store.PenalizeRequest{Dimension: st.Dimension, FactorMilli: st.FactorMilli}
+	if err := store.ValidatePenalize(req); err != nil {
+		return fail(err)
+	}
+	b := m.buckets[st.Dimension]
+	if b == nil {
+		return fail(store.UnknownDimension(st.Dimension))
+	}
+	if err := store.CheckPenalizable(&b.b); err != nil {
+		return fail(err)
+	}
+	s, at := m.aligned(b, now)
+	before := bucket.Available(b.lim, s, at)
+	b.st = bucket.Penalize(b.lim, s, at, st.FactorMilli)
+	return Expect{Before: before, After: b.st.Tokens}
+}
+
+func (m *model) acquire(st Step, now int64) Expect {
+	req := &store.AcquireRequest{ID: idFor(st.Lease), TTL: time.Duration(st.TTLMs) * time.Millisecond,
+		Poll: time.Duration(st.PollMs) * time.Millisecond}
+	for _, it := range st.Items {
+		req.Items = append(req.Items, store.Item{Dimension: it.Dimension, Cost: it.Cost})
+	}
+	if err := store.ValidateAcquire(req); err != nil {
+		return fail(err)
+	}
+	bs := make([]*mBucket, len(req.Items))
+	resolved := make([]store.Item, len(req.Items))
+	record := st.Record || m.always
+	for i, it := range req.Items {
+		if bs[i] = m.buckets[it.Dimension]; bs[i] == nil {
+			return fail(store.UnknownDimension(it.Dimension))
+		}
+	}
+	for i, it := range req.Items {
+		c, err := store.ResolveCost(&bs[i].b, it)
+		if err != nil {
+			return fail(err)
+		}
+		resolved[i] = store.Item{Dimension: it.Dimension, Cost: c}
+		record = record || bs[i].b.Type == bucket.Concurrent
+	}
+	if old := m.leases[st.Lease]; old != nil && old.record {
+		if !store.SameItems(old.items, resolved) {
+			return fail(store.LeaseInUse(req.ID))
+		}
+		return m.replayed(old, bs, resolved, now)
+	}
+	poll := st.PollMs
+	if poll == 0 {
+		poll = store.DefaultPoll.Milliseconds()
+	}
+	e := Expect{Granted: true}
+	next := make([]bucket.State, len(bs))
+	for i, b := range bs {
+		s, at := m.aligned(b, now)
+		took, wait, ok := bucket.Take(b.lim, s, at, resolved[i].Cost*bucket.Milli)
+		next[i] = took
+		ie := ItemExpect{Dimension: b.b.Name, Cost: resolved[i].Cost, Remaining: took.Tokens}
+		if !ok {
+			e.Granted = false
+			if b.b.Type == bucket.Concurrent {
+				_, earliest := m.records(b.b.Name)
+				wait = bucket.ConcurrentRetry(now, earliest, poll)
+			}
+			ie.RetryInMs = wait
+			e.RetryInMs = max(e.RetryInMs, wait)
+			ie.Remaining = bucket.Available(b.lim, s, at)
+		}
+		e.Items = append(e.Items, ie)
+	}
+	if !e.Granted {
+		for i, b := range bs {
+			s, at := m.aligned(b, now)
+			e.Items[i].Remaining = bucket.Available(b.lim, s, at)
+			if s.Last != b.st.Last {
+				// The bucket's clock was more than the maximum skew ahead:
+				// the denial writes the rebased state (its only write), or
+				// refill would never start for callers on time.
+				b.st = s
+			}
+		}
+		return e
+	}
+	l := &mLease{record: record, recorded: record, created: now, expires: now + st.TTLMs}
+	for i, b := range bs {
+		b.st = next[i]
+		l.items = append(l.items, resolved[i])
+		l.incs = append(l.incs, b.inc)
+	}
+	m.leases[st.Lease] = l
+	e.Recorded, e.ExpiresAtMs = record, l.expires-m.base
+	return e
+}
+
+// replayed is the answer to a retried acquisition: the grant it was, with
+// the balances available now, changing nothing.
+func (m *model) replayed(l *mLease, bs []*mBucket, items []store.Item, now int64) Expect {
+	e := Expect{Granted: true, Recorded: true, ExpiresAtMs: l.expires - m.base}
+	for i, b := range bs {
+		s, at := m.aligned(b, now)
+		e.Items = append(e.Items, ItemExpect{Dimension: b.b.Name, Cost: items[i].Cost, Remaining: bucket.Available(b.lim, s, at)})
+	}
+	return e
+}
+
+func (m *model) adjust(st Step, now int64) Expect {
+	l := m.leases[st.Lease]
+	req := store.AdjustRequest{Dimension: st.Dimension, Delta: st.Delta, Recorded: l == nil || l.recorded}
+	i := -1
+	if l != nil {
+		i = slices.IndexFunc(l.items, func(it store.Item) bool { return it.Dimension == st.Dimension })
+		if i >= 0 && !l.recorded {
+			req.Held = l.items[i].Cost
+		}
+	}
+	if err := store.ValidateAdjust(req); err != nil {
+		return fail(err)
+	}
+	b := m.buckets[st.Dimension]
+	if b == nil {
+		return fail(store.UnknownDimension(st.Dimension))
+	}
+	if err := store.CheckAdjustable(&b.b); err != nil {
+		return fail(err)
+	}
+	if req.Recorded && (l == nil || !l.record) {
+		return fail(store.ErrUnknownLease)
+	}
+	if i < 0 {
+		panic("model: adjust of a dimension the lease does not hold")
+	}
+	if st.Delta < 0 && l.expires <= now {
+		return fail(store.ErrLeaseExpired)
+	}
+	if _, err := store.AdjustHeld(st.Dimension, l.items[i].Cost, st.Delta); err != nil {
+		return fail(err)
+	}
+	s, at := m.aligned(b, now)
+	var applied int64
+	b.st, applied = bucket.Adjust(b.lim, s, at, st.Delta*bucket.Milli)
+	l.items[i].Cost = store.HeldAfter(l.items[i].Cost, st.Delta, applied)
+	return Expect{Held: l.items[i].Cost, Applied: applied, Remaining: b.st.Tokens}
+}
+
+func (m *model) reconcile(st Step, now int64) Expect {
+	limit := st.Limit
+	if limit == 0 {
+		limit = store.DefaultReconcileLimit
+	}
+	var expired []*mLease
+	for _, l := range m.leases {
+		if l.record && l.expires <= now {
+			expired = append(expired, l)
+		}
+	}
+	if len(expired) > limit {
+		panic("model: a reconcile batch smaller than the expired leases is store-dependent; raise its limit")
+	}
+	var e Expect
+	dims := map[string]bool{}
+	for _, l := range expired {
+		l.record = false
+		e.Restored++
+		live, reclaimed, capped := false, false, false
+		for i, it := range l.items {
+			b, ok := m.live(l, i)
+			if !ok {
+				continue
+			}
+			live, dims[it.Dimension] = true, true
+			if b.b.Type == bucket.Concurrent {
+				var c bool
+				b.st, c = bucket.Restore(b.lim, b.st, it.Cost*bucket.Milli)
+				reclaimed, capped = true, capped || c
+			}
+		}
+		switch {
+		case !live:
+			e.Orphans++
+		case reclaimed:
+			e.Reclaimed++
+			if capped {
+				e.AlreadyCapped++
+			}
+		}
+	}
+	for d := range dims {
+		e.Dimensions = append(e.Dimensions, d)
+	}
+	slices.Sort(e.Dimensions)
+	return e
+}
