@@ -42,7 +42,7 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 				req.Items[0].Dimension, first.slot, it.Dimension, k.slot)
 		}
 		keys[2*i], keys[2*i+1] = k.bucketArg, k.indexArg
-		args[7+2*i], args[8+2*i] = k.nameArg, &it.Cost
+		args[acquireArgs+2*i], args[acquireArgs+1+2*i] = k.nameArg, &it.Cost
 	}
 	poll := req.Poll
 	if poll == 0 {
@@ -51,6 +51,7 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 	c.now, c.ttl, c.poll = now, req.TTL.Milliseconds(), poll.Milliseconds()
 	c.id.set(req.ID)
 	args[0], args[1], args[3], args[4], args[5], args[6] = &c.now, &c.ttl, &c.poll, &c.id, &req.Caller, first.tagArg
+	args[7], args[8] = s.idsArg, &s.skewMs
 	args[2] = 0
 	if req.Record {
 		args[2] = 1
@@ -77,15 +78,15 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 			return &store.CostError{Dimension: req.Items[i-1].Dimension, Cost: cost, Capacity: capm / bucket.Milli}
 		}
 	case -3:
-		return &bucket.FieldError{Field: "lease_id", Value: req.ID.String(), Reason: "is already in use"}
-	case 0, 1, 2:
+		return store.LeaseInUse(req.ID)
+	case 0, 1, 2, 3:
 	default:
 		return fmt.Errorf("redisstore: acquire: unexpected status %d", status)
 	}
 	if r.err != nil || status < 0 {
 		return fmt.Errorf("redisstore: acquire: malformed script reply %v", v)
 	}
-	res.Granted, res.Recorded = status > 0, status == 2
+	res.Granted, res.Recorded = status > 0, status >= 2
 	x := r.int()
 	res.RetryIn, res.ExpiresAt = 0, time.Time{}
 	if res.Granted {
@@ -109,7 +110,7 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 	if r.err != nil || r.more() {
 		return fmt.Errorf("redisstore: acquire: malformed script reply %v", v)
 	}
-	if res.Recorded {
+	if status == 2 { // a replay (3) may name the record's items in another order
 		s.rememberLease(req.ID, first.vendor)
 	}
 	return nil
@@ -260,7 +261,7 @@ func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.Adju
 			return true, nil
 		}
 		v, err := s.run(ctx, "adjust", adjustScript, []string{k.bucket, s.vendorTag(vendor) + ":lease:" + id},
-			now, recorded, req.Dimension, req.Delta, req.Held, exp)
+			now, recorded, req.Dimension, req.Delta, req.Held, exp, s.skewMs)
 		if err != nil {
 			return false, err
 		}

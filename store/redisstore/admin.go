@@ -24,7 +24,7 @@ func (s *Store) Penalize(ctx context.Context, req store.PenalizeRequest) (store.
 	if err := store.ValidatePenalize(req); err != nil {
 		return store.PenalizeResult{}, err
 	}
-	v, err := s.run(ctx, "penalize", penalizeScript, []string{s.dim(req.Dimension).bucket}, now, req.FactorMilli)
+	v, err := s.run(ctx, "penalize", penalizeScript, []string{s.dim(req.Dimension).bucket}, now, req.FactorMilli, s.skewMs)
 	if err != nil {
 		return store.PenalizeResult{}, err
 	}
@@ -96,7 +96,7 @@ func (s *Store) Peek(ctx context.Context, now time.Time, dimensions []string) ([
 			k := s.dim(dimensions[i])
 			keys = append(keys, k.bucket, k.index)
 		}
-		v, err := s.run(ctx, "peek", peekScript, keys, ms)
+		v, err := s.run(ctx, "peek", peekScript, keys, ms, s.skewMs)
 		if err != nil {
 			return nil, err
 		}
@@ -144,9 +144,19 @@ func (s *Store) PutBucket(ctx context.Context, now time.Time, b store.Bucket, re
 	if reset {
 		rs = 1
 	}
-	_, err = s.run(ctx, "put bucket", putScript, []string{k.bucket, s.bucketSet(k.vendor)}, ms, b.Name,
-		int64(l.Type), l.Capacity, l.Amount, l.Period, l.Floor, b.CostPerCall, b.MaxDebt, rs)
-	return err
+	v, err := s.run(ctx, "put bucket", putScript, []string{k.bucket, s.bucketSet(k.vendor)}, ms, b.Name,
+		int64(l.Type), l.Capacity, l.Amount, l.Period, l.Floor, b.CostPerCall, b.MaxDebt, rs, s.skewMs)
+	if err != nil {
+		return err
+	}
+	r := reply{v: v}
+	if r.int() == -1 {
+		old := store.Bucket{Name: b.Name, Config: bucket.Config{Type: bucket.Type(r.int())}}
+		if err := store.CheckTypeChange(old, b); err != nil {
+			return err
+		}
+	}
+	return r.err
 }
 
 // DeleteBucket implements store.Store.
@@ -191,7 +201,7 @@ func (s *Store) ListBuckets(ctx context.Context, now time.Time) ([]store.BucketS
 	}
 	out := []store.BucketState{}
 	for _, v := range vs {
-		res, err := s.run(ctx, "list buckets", listScript, []string{s.bucketSet(v)}, s.keyspace, ms)
+		res, err := s.run(ctx, "list buckets", listScript, []string{s.bucketSet(v)}, s.keyspace, ms, s.skewMs)
 		if err != nil {
 			return nil, err
 		}

@@ -93,7 +93,7 @@ func TestKeyLayout(t *testing.T) {
 	got := mustKeys(t, c, "layout:*")
 	slices.Sort(got)
 	want := []string{
-		"layout:vendors",
+		"layout:vendors", "layout:ids",
 		"layout:{#}#rpm", "layout:{#}:buckets", "layout:{#}:gen",
 		"layout:{eleven}#concurrent", "layout:{eleven}:buckets", "layout:{eleven}:dz#concurrent", "layout:{eleven}:gen",
 		"layout:{eleven}:lease:" + id.String(), "layout:{eleven}:leases",
@@ -327,5 +327,84 @@ func TestReplayedRecordedAcquire(t *testing.T) {
 	st, err := s.Peek(context.Background(), t0, []string{"replay#concurrent"})
 	if err != nil || st[0].Tokens != 1000 || st[0].ActiveLeases != 1 {
 		t.Fatalf("after a replay: %+v %v; want one slot taken, one lease", st, err)
+	}
+}
+
+// TestLeaseIDReuse: an acquisition under the id of a lease record is a
+// retry only when it names the same items at the same resolved costs (in
+// any order); any other reuse, whatever dimensions or vendor it names,
+// fails with ErrLeaseInUse and changes nothing. Once the lease is released
+// the id is free again (and the live-id hash forgets it).
+func TestLeaseIDReuse(t *testing.T) {
+	c := newClient(t)
+	s := newStoreOn(t, c)
+	ctx := context.Background()
+	for _, b := range []store.Bucket{
+		{Name: "ra#concurrent", Config: bucket.ConcurrentSlots(5)},
+		{Name: "ra#rpm", Config: bucket.PerPeriod(bucket.Requests, 10, time.Minute)},
+		{Name: "ra#tpm", Config: bucket.PerPeriod(bucket.Tokens, 1000, time.Minute)},
+		{Name: "rb#rpm", Config: bucket.PerPeriod(bucket.Requests, 10, time.Minute)},
+	} {
+		put(t, s, t0, b)
+	}
+	id := store.NewLeaseID()
+	first := []store.Item{{Dimension: "ra#concurrent"}, {Dimension: "ra#tpm", Cost: 100}}
+	var res store.AcquireResult
+	if err := s.Acquire(ctx, &store.AcquireRequest{Now: t0, Items: first, ID: id, TTL: time.Minute}, &res); err != nil || !res.Granted {
+		t.Fatalf("first acquisition: %+v %v", res, err)
+	}
+	before, err := s.Peek(ctx, t0, []string{"ra#concurrent", "ra#rpm", "ra#tpm", "rb#rpm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := newStoreOn(t, c, WithPrefix(s.prefix)) // another process: no lease cache
+	for _, tc := range []struct {
+		name  string
+		items []store.Item
+	}{
+		{"another dimension of the vendor", []store.Item{{Dimension: "ra#rpm"}}},
+		{"a subset", []store.Item{{Dimension: "ra#concurrent"}}},
+		{"another cost", []store.Item{{Dimension: "ra#concurrent"}, {Dimension: "ra#tpm", Cost: 101}}},
+		{"a superset", []store.Item{{Dimension: "ra#concurrent"}, {Dimension: "ra#tpm", Cost: 100}, {Dimension: "ra#rpm"}}},
+		{"another vendor", []store.Item{{Dimension: "rb#rpm"}}},
+		{"another vendor first", []store.Item{{Dimension: "rb#rpm"}, {Dimension: "ra#concurrent"}}},
+	} {
+		for _, st := range []*Store{s, other} {
+			for _, record := range []bool{false, true} {
+				var got store.AcquireResult
+				err := st.Acquire(ctx, &store.AcquireRequest{Now: t0, Items: tc.items, ID: id, TTL: time.Minute, Record: record}, &got)
+				if !errors.Is(err, store.ErrLeaseInUse) {
+					t.Errorf("%s (record %v): %+v %v, want ErrLeaseInUse", tc.name, record, got, err)
+				}
+			}
+		}
+	}
+	// The same items in another order, from another process, a second
+	// later: the grant it was, changing nothing, with the balances of now
+	// (ra#tpm refilled 1000 tokens/min × 1s = 16666 millitokens).
+	var again store.AcquireResult
+	retry := []store.Item{{Dimension: "ra#tpm", Cost: 100}, {Dimension: "ra#concurrent", Cost: 1}}
+	if err := other.Acquire(ctx, &store.AcquireRequest{Now: t0.Add(time.Second), Items: retry, ID: id, TTL: time.Hour}, &again); err != nil {
+		t.Fatal(err)
+	}
+	if !again.Granted || !again.Recorded || !again.ExpiresAt.Equal(res.ExpiresAt) || again.Items[0].Dimension != "ra#tpm" ||
+		again.Items[0].Remaining != before[2].Tokens+16666 || again.Items[1].Remaining != before[0].Tokens {
+		t.Errorf("retry: %+v, want the grant expiring at %v with the balances of now", again, res.ExpiresAt)
+	}
+	after, err := s.Peek(ctx, t0, []string{"ra#concurrent", "ra#rpm", "ra#tpm", "rb#rpm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(after, before) {
+		t.Errorf("reuse changed the buckets:\n got %+v\nwant %+v", after, before)
+	}
+	if rel, err := other.Release(ctx, store.ReleaseRequest{Now: t0, ID: id}); err != nil || !rel.Released {
+		t.Fatalf("release: %+v %v", rel, err)
+	}
+	if n, err := c.HLen(ctx, s.prefix+"ids").Result(); err != nil || n != 0 {
+		t.Errorf("live ids after the release: %d %v, want 0", n, err)
+	}
+	if err := s.Acquire(ctx, &store.AcquireRequest{Now: t0, Items: []store.Item{{Dimension: "rb#rpm"}}, ID: id, TTL: time.Minute}, &res); err != nil || !res.Granted {
+		t.Errorf("the id once released: %+v %v, want a fresh grant", res, err)
 	}
 }

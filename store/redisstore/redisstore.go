@@ -68,7 +68,11 @@ type Store struct {
 	honours     bool // the client bounds commands by their context (honoursContext)
 	slotCheck   bool
 	tag         string // WithHashTag; "" means one tag per vendor
-	keyspace    string // prefix + "\n" + tag, the scripts' key space argument
+	keyspace    string // prefix + "\n" + tag + "\n" + ids, the scripts' key space argument
+	ids         string // the hash of live lease ids (keys.lua), "" when the layout keeps none
+	idsArg      any    // ids, boxed once
+	maxSkew     time.Duration
+	skewMs      int64 // maxSkew in ms, the scripts' argument
 	closed      atomic.Bool
 	maxBatch    int      // WithBatching; < 2 means no batching
 	batch       *batcher // nil without batching
@@ -121,6 +125,14 @@ func WithCallerClock() Option { return func(s *Store) { s.callerClock = true } }
 // timeouts.
 func WithTimeout(d time.Duration) Option { return func(s *Store) { s.timeout = d } }
 
+// WithMaxSkew sets the largest disagreement between the clocks of the
+// store's callers that it tolerates (default store.DefaultMaxSkew, at most
+// store.MaxMaxSkew): a caller behind a bucket's last write by at most d
+// decides at that write's time, one further behind rebases the bucket to
+// its own clock (bucket.Align). It matters with WithCallerClock; on the
+// server clock every script reads one clock.
+func WithMaxSkew(d time.Duration) Option { return func(s *Store) { s.maxSkew = d } }
+
 // WithSlotCheck forces the cross-slot check on or off. By default it is on
 // exactly when the client is a *redis.ClusterClient; turning it on for a
 // standalone server makes a test environment reject what a Cluster would.
@@ -162,7 +174,7 @@ func WithBatching(maxBatch int) Option {
 func New(rdb redis.UniversalClient, opts ...Option) (*Store, error) {
 	_, cluster := rdb.(*redis.ClusterClient)
 	s := &Store{rdb: rdb, prefix: DefaultPrefix, slotCheck: cluster, maxBatch: DefaultMaxBatch,
-		timeout: DefaultTimeout, honours: honoursContext(rdb), keys: map[string]*dimKeys{}, tags: map[store.LeaseID]string{}}
+		timeout: DefaultTimeout, honours: honoursContext(rdb), maxSkew: store.DefaultMaxSkew, keys: map[string]*dimKeys{}, tags: map[store.LeaseID]string{}}
 	for _, o := range opts {
 		o(s)
 	}
@@ -172,7 +184,18 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Store, error) {
 	if s.tag != "" && strings.ContainsAny(s.tag, "{}\n") {
 		return nil, fmt.Errorf("%w: redisstore: hash tag %q must not contain braces or newlines", store.ErrInvalid, s.tag)
 	}
-	s.keyspace = s.prefix + "\n" + s.tag
+	if err := store.ValidateMaxSkew(s.maxSkew); err != nil {
+		return nil, fmt.Errorf("redisstore: %w", err)
+	}
+	s.skewMs = s.maxSkew.Milliseconds()
+	if !cluster && s.tag == "" {
+		// Lease records live in their vendor's slot; on a standalone server
+		// a script may read any key, so one hash maps every live lease id to
+		// its vendor and an acquisition finds a reused id under any vendor.
+		s.ids = s.prefix + "ids"
+	}
+	s.idsArg = s.ids
+	s.keyspace = s.prefix + "\n" + s.tag + "\n" + s.ids
 	if s.timeout < 0 {
 		return nil, fmt.Errorf("%w: redisstore: timeout %s must not be negative", store.ErrInvalid, s.timeout)
 	}

@@ -127,6 +127,9 @@ func (r *reply) more() bool { return r.i < len(r.v) }
 // allocation.
 const acquireInline = 3
 
+// acquireArgs is how many ARGV the acquire script takes before its items.
+const acquireArgs = 9
+
 // The acquire script's hash and source, boxed once.
 var (
 	acquireSHAArg any = acquireScript.Hash()
@@ -142,7 +145,7 @@ type acquireCall struct {
 	now, ttl, poll int64
 	id             idText
 	args           []any
-	inline         [3 + 2*acquireInline + 7 + 2*acquireInline]any
+	inline         [3 + 2*acquireInline + acquireArgs + 2*acquireInline]any
 	cmd            *redis.IntSliceCmd
 
 	// Set when the call goes through the batcher.
@@ -152,7 +155,7 @@ type acquireCall struct {
 
 func newAcquireCall(n int) *acquireCall {
 	c := &acquireCall{}
-	if m := 3 + 4*n + 7; m <= len(c.inline) {
+	if m := 3 + 4*n + acquireArgs; m <= len(c.inline) {
 		c.args = c.inline[:m]
 	} else {
 		c.args = make([]any, m)

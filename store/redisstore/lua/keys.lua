@@ -1,13 +1,17 @@
 -- keys.lua: key names and lease records, for the scripts that derive keys
 -- from dimension names (appended after lib.lua).
--- Key helpers. The key space argument is "prefix\ntag": with an empty tag
--- a dimension "vendor#rest" has the bucket key prefix{vendor}#rest and the
--- lease index prefix{vendor}:dz#rest; with a tag T (WithHashTag) every
--- dimension d has prefix{T}#d and prefix{T}:dz#d.
-local TAG = ''
+-- Key helpers. The key space argument is "prefix\ntag\nids": with an
+-- empty tag a dimension "vendor#rest" has the bucket key prefix{vendor}#rest
+-- and the lease index prefix{vendor}:dz#rest; with a tag T (WithHashTag)
+-- every dimension d has prefix{T}#d and prefix{T}:dz#d. ids, when not
+-- empty, is the hash of live lease ids (id -> the key tag of its record)
+-- that a standalone server with one tag per vendor keeps, so that an
+-- acquisition finds a record under another vendor.
+local TAG, IDS = '', ''
 local function keyspace(arg)
   local i = string.find(arg, '\n', 1, true)
-  TAG = string.sub(arg, i + 1)
+  local j = string.find(arg, '\n', i + 1, true)
+  TAG, IDS = string.sub(arg, i + 1, j - 1), string.sub(arg, j + 1)
   return string.sub(arg, 1, i - 1)
 end
 
@@ -83,5 +87,8 @@ local function removeLease(prefix, key, vkey, id, items)
   end
   redis.call('DEL', key)
   redis.call('ZREM', vkey, id)
+  if IDS ~= '' then
+    redis.call('HDEL', IDS, id)
+  end
   return restored, live
 end

@@ -1,15 +1,23 @@
--- put.lua: create or reconfigure a bucket.
--- KEYS: bucket, vendor bucket set. ARGV: now, name, t, c, a, p, f, k, d, reset.
--- Returns {now}.
+-- put.lua: create or reconfigure a bucket (bucket.Reconfigure at the
+-- aligned time).
+-- KEYS: bucket, vendor bucket set. ARGV: now, name, t, c, a, p, f, k, d,
+-- reset, max skew ms.
+-- Returns {-1, old type} when the type would change to or from concurrent
+-- (nothing changes), else {now}.
 local now = clock(ARGV[1])
 local N = { t = tonumber(ARGV[3]), cap = tonumber(ARGV[4]), amt = tonumber(ARGV[5]), per = tonumber(ARGV[6]),
   floor = tonumber(ARGV[7]) }
 local L, tok, last = loadBucket(KEYS[1])
 if L then
-  tok, last = refill(L, tok, last, now)
+  if (L.t == 3) ~= (N.t == 3) then
+    return { -1, L.t }
+  end
+  local at
+  tok, last, at = align(L, tok, last, now, tonumber(ARGV[11]))
+  tok, last = refill(L, tok, last, at)
   if ARGV[10] == '1' then
-    tok, last = N.cap, now
-  elseif L.t == 3 and N.t == 3 then
+    tok, last = N.cap, at
+  elseif L.t == 3 then
     -- A concurrent balance is capacity minus what is held: the capacity
     -- change moves it, possibly below zero until holders release.
     tok = tok + N.cap - L.cap

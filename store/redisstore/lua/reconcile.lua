@@ -19,6 +19,9 @@ for i = 1, math.min(#ids, limit) do
   local items = readLease(key)
   if not items then
     redis.call('ZREM', KEYS[1], id)
+    if IDS ~= '' then
+      redis.call('HDEL', IDS, id)
+    end
   else
     local restored, live = removeLease(PREFIX, key, KEYS[1], id, items)
     restoredN = restoredN + 1
