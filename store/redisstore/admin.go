@@ -219,7 +219,13 @@ func (s *Store) ListBuckets(ctx context.Context, now time.Time) ([]store.BucketS
 	return out, nil
 }
 
-// Leases implements store.Store: one script call per vendor.
+// leasePage bounds the index entries one leases script call reads.
+const leasePage = 500
+
+// Leases implements store.Store: vendor by vendor, each vendor's index in
+// script calls that read at most leasePage entries (so a listing of many
+// records never blocks the server for long), until the vendor has given
+// q.Limit matching records or none are left; then sorted by expiry.
 func (s *Store) Leases(ctx context.Context, q store.LeaseQuery) ([]store.Lease, error) {
 	ctx, cancel, err := s.begin(ctx)
 	if err != nil {
@@ -234,34 +240,10 @@ func (s *Store) Leases(ctx context.Context, q store.LeaseQuery) ([]store.Lease, 
 	if err != nil {
 		return nil, fail("leases", err)
 	}
-	expired := 0
-	if q.ExpiredOnly {
-		expired = 1
-	}
 	var out []store.Lease
 	for _, v := range vs {
-		res, err := s.run(ctx, "leases", leasesScript, []string{s.leaseIndex(v)}, s.prefix, ms, expired, q.Dimension, q.Limit)
-		if err != nil {
+		if out, err = s.vendorLeases(ctx, v, q, ms, out); err != nil {
 			return nil, err
-		}
-		r := reply{v: res}
-		r.int()
-		for r.more() && r.err == nil {
-			idStr := r.str()
-			id, err := store.ParseLeaseID(idStr)
-			if err != nil {
-				return nil, err
-			}
-			l := store.Lease{ID: id, Caller: r.str(), CreatedAt: time.UnixMilli(r.int()), ExpiresAt: time.UnixMilli(r.int())}
-			n := int(r.int())
-			l.Items = make([]store.Item, n)
-			for i := range l.Items {
-				l.Items[i] = store.Item{Dimension: r.str(), Cost: r.int()}
-			}
-			out = append(out, l)
-		}
-		if r.err != nil {
-			return nil, r.err
 		}
 	}
 	slices.SortFunc(out, func(a, b store.Lease) int {
@@ -274,6 +256,64 @@ func (s *Store) Leases(ctx context.Context, q store.LeaseQuery) ([]store.Lease, 
 		out = out[:q.Limit]
 	}
 	return out, nil
+}
+
+// vendorLeases appends to out the records of one vendor that q selects, in
+// pages, at most q.Limit of them when it is positive.
+func (s *Store) vendorLeases(ctx context.Context, vendor string, q store.LeaseQuery, now int64, out []store.Lease) ([]store.Lease, error) {
+	expired := 0
+	if q.ExpiredOnly {
+		expired = 1
+	}
+	page := s.leasePage
+	if page <= 0 {
+		page = leasePage
+	}
+	var cursor, cursorID string
+	var skip int64
+	for found := 0; ; {
+		want := page
+		if q.Limit > 0 {
+			want = min(want, q.Limit-found)
+		}
+		res, err := s.run(ctx, "leases", leasesScript, []string{s.leaseIndex(vendor)},
+			s.prefix, now, expired, q.Dimension, want, page, cursor, cursorID, skip)
+		if err != nil {
+			return nil, err
+		}
+		r := reply{v: res}
+		r.int()
+		more := r.int() == 1
+		cursor, cursorID, skip = r.str(), r.str(), r.int()
+		for r.more() && r.err == nil {
+			l, err := readLease(&r)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, l)
+			found++
+		}
+		if r.err != nil {
+			return nil, r.err
+		}
+		if !more || (q.Limit > 0 && found >= q.Limit) {
+			return out, nil
+		}
+	}
+}
+
+// readLease reads one lease of the leases script's reply.
+func readLease(r *reply) (store.Lease, error) {
+	id, err := store.ParseLeaseID(r.str())
+	if err != nil {
+		return store.Lease{}, err
+	}
+	l := store.Lease{ID: id, Caller: r.str(), CreatedAt: time.UnixMilli(r.int()), ExpiresAt: time.UnixMilli(r.int())}
+	l.Items = make([]store.Item, r.int())
+	for i := range l.Items {
+		l.Items[i] = store.Item{Dimension: r.str(), Cost: r.int()}
+	}
+	return l, nil
 }
 
 // reconcileChunk bounds the leases one reconcile script call processes.

@@ -74,6 +74,7 @@ type Store struct {
 	maxSkew     time.Duration
 	skewMs      int64 // maxSkew in ms, the scripts' argument
 	closed      atomic.Bool
+	leasePage   int      // index entries per leases script call; 0 means leasePage (tests set it)
 	maxBatch    int      // WithBatching; < 2 means no batching
 	batch       *batcher // nil without batching
 
