@@ -57,9 +57,12 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 		args[2] = 1
 	}
 	var v []int64
-	if s.batch != nil {
+	switch {
+	case s.ackReplicas > 0:
+		v, err = s.runAcked(ctx, c, first.bucket)
+	case s.batch != nil:
 		v, err = s.batch.run(ctx, c)
-	} else {
+	default:
 		v, err = c.run(ctx, s.rdb, s.honours)
 	}
 	if err != nil {
@@ -167,7 +170,7 @@ func (s *Store) Release(ctx context.Context, req store.ReleaseRequest) (store.Re
 	var res store.ReleaseResult
 	id := req.ID.String()
 	_, err = s.onLease(ctx, req.ID, s.hint(req.Hint), func(vendor string) (bool, error) {
-		v, err := s.run(ctx, "release", releaseScript,
+		v, err := s.runW(ctx, "release", releaseScript,
 			[]string{s.vendorTag(vendor) + ":lease:" + id, s.leaseIndex(vendor)}, s.keyspace, id)
 		if err != nil {
 			return false, err
@@ -206,7 +209,7 @@ func (s *Store) Extend(ctx context.Context, req store.ExtendRequest) (time.Time,
 	id := req.ID.String()
 	var exp time.Time
 	found, err := s.onLease(ctx, req.ID, s.hint(req.Hint), func(vendor string) (bool, error) {
-		v, err := s.run(ctx, "extend", extendScript,
+		v, err := s.runW(ctx, "extend", extendScript,
 			[]string{s.vendorTag(vendor) + ":lease:" + id, s.leaseIndex(vendor)},
 			s.keyspace, id, now, req.TTL.Milliseconds())
 		if err != nil {
@@ -260,7 +263,7 @@ func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.Adju
 			opErr = &bucket.FieldError{Field: "dimension", Value: req.Dimension, Reason: "is not part of lease " + id}
 			return true, nil
 		}
-		v, err := s.run(ctx, "adjust", adjustScript, []string{k.bucket, s.vendorTag(vendor) + ":lease:" + id},
+		v, err := s.runW(ctx, "adjust", adjustScript, []string{k.bucket, s.vendorTag(vendor) + ":lease:" + id},
 			now, recorded, req.Dimension, req.Delta, req.Held, exp, s.skewMs)
 		if err != nil {
 			return false, err

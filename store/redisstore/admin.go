@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/ontopix/sluice/bucket"
 	"github.com/ontopix/sluice/store"
 )
@@ -24,7 +26,7 @@ func (s *Store) Penalize(ctx context.Context, req store.PenalizeRequest) (store.
 	if err := store.ValidatePenalize(req); err != nil {
 		return store.PenalizeResult{}, err
 	}
-	v, err := s.run(ctx, "penalize", penalizeScript, []string{s.dim(req.Dimension).bucket}, now, req.FactorMilli, s.skewMs)
+	v, err := s.runW(ctx, "penalize", penalizeScript, []string{s.dim(req.Dimension).bucket}, now, req.FactorMilli, s.skewMs)
 	if err != nil {
 		return store.PenalizeResult{}, err
 	}
@@ -135,8 +137,7 @@ func (s *Store) PutBucket(ctx context.Context, now time.Time, b store.Bucket, re
 		return err
 	}
 	k := s.dim(b.Name)
-	err = bounded(ctx, s.honours, func() error { return s.rdb.SAdd(ctx, s.registry(), k.vendor).Err() })
-	if err != nil {
+	if err := s.register(ctx, k.vendor); err != nil {
 		return fail("put bucket", err)
 	}
 	l := b.Config.Limits()
@@ -144,7 +145,7 @@ func (s *Store) PutBucket(ctx context.Context, now time.Time, b store.Bucket, re
 	if reset {
 		rs = 1
 	}
-	v, err := s.run(ctx, "put bucket", putScript, []string{k.bucket, s.bucketSet(k.vendor)}, ms, b.Name,
+	v, err := s.runW(ctx, "put bucket", putScript, []string{k.bucket, s.bucketSet(k.vendor)}, ms, b.Name,
 		int64(l.Type), l.Capacity, l.Amount, l.Period, l.Floor, b.CostPerCall, b.MaxDebt, rs, s.skewMs)
 	if err != nil {
 		return err
@@ -159,6 +160,15 @@ func (s *Store) PutBucket(ctx context.Context, now time.Time, b store.Bucket, re
 	return r.err
 }
 
+// register adds a vendor to the registry (acknowledged by replicas with
+// WithReplicaAck).
+func (s *Store) register(ctx context.Context, vendor string) error {
+	if s.ackReplicas > 0 {
+		return s.acked(ctx, s.registry(), redis.NewIntCmd(ctx, "sadd", s.registry(), vendor))
+	}
+	return bounded(ctx, s.honours, func() error { return s.rdb.SAdd(ctx, s.registry(), vendor).Err() })
+}
+
 // DeleteBucket implements store.Store.
 func (s *Store) DeleteBucket(ctx context.Context, name string) error {
 	ctx, cancel, err := s.begin(ctx)
@@ -170,11 +180,11 @@ func (s *Store) DeleteBucket(ctx context.Context, name string) error {
 		return err
 	}
 	k := s.dim(name)
-	var n int64
-	err = bounded(ctx, s.honours, func() (err error) {
-		n, err = deleteScript.Run(ctx, s.rdb, []string{k.bucket, k.index, s.bucketSet(k.vendor)}, name).Int64()
+	cmd, err := s.write(ctx, "delete bucket", deleteScript, []string{k.bucket, k.index, s.bucketSet(k.vendor)}, name)
+	if err != nil {
 		return err
-	})
+	}
+	n, err := cmd.Int64()
 	if err != nil {
 		return fail("delete bucket", err)
 	}
@@ -352,7 +362,7 @@ vendors:
 			// One script call handles at most reconcileChunk leases, so a
 			// large Limit never blocks the server for long.
 			n := min(left, reconcileChunk)
-			v, err := s.run(ctx, "reconcile", reconcileScript, []string{s.leaseIndex(vendor)}, s.keyspace, now, n)
+			v, err := s.runW(ctx, "reconcile", reconcileScript, []string{s.leaseIndex(vendor)}, s.keyspace, now, n)
 			if err != nil {
 				return res, err
 			}

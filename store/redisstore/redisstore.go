@@ -74,9 +74,11 @@ type Store struct {
 	maxSkew     time.Duration
 	skewMs      int64 // maxSkew in ms, the scripts' argument
 	closed      atomic.Bool
-	leasePage   int      // index entries per leases script call; 0 means leasePage (tests set it)
-	maxBatch    int      // WithBatching; < 2 means no batching
-	batch       *batcher // nil without batching
+	leasePage   int           // index entries per leases script call; 0 means leasePage (tests set it)
+	ackReplicas int           // WithReplicaAck; 0 sends no WAIT
+	ackTimeout  time.Duration // WithReplicaAck
+	maxBatch    int           // WithBatching; < 2 means no batching
+	batch       *batcher      // nil without batching
 
 	keysMu sync.RWMutex
 	keys   map[string]*dimKeys // dimension → its keys (bounded cache)
@@ -203,7 +205,10 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Store, error) {
 	if s.maxBatch < 0 {
 		return nil, fmt.Errorf("%w: redisstore: negative batch size %d", store.ErrInvalid, s.maxBatch)
 	}
-	if s.maxBatch > 1 {
+	if err := s.validateReplicaAck(); err != nil {
+		return nil, fmt.Errorf("%w: %w", store.ErrInvalid, err)
+	}
+	if s.maxBatch > 1 && s.ackReplicas == 0 {
 		s.batch = newBatcher(rdb, s.maxBatch, s.honours)
 	}
 	return s, nil

@@ -88,6 +88,19 @@ func (s *Store) run(ctx context.Context, op string, sc *redis.Script, keys []str
 	return v, nil
 }
 
+// runW runs a script that writes and returns its array reply (see write).
+func (s *Store) runW(ctx context.Context, op string, sc *redis.Script, keys []string, args ...any) ([]any, error) {
+	cmd, err := s.write(ctx, op, sc, keys, args...)
+	if err != nil {
+		return nil, err
+	}
+	v, err := cmd.Slice()
+	if err != nil {
+		return nil, fail(op, err)
+	}
+	return v, nil
+}
+
 // reply reads a script's array reply.
 type reply struct {
 	v   []any
