@@ -95,6 +95,16 @@ func runFailover(t *testing.T, lag time.Duration, opts ...Option) failoverResult
 	for _, b := range failoverBuckets {
 		put(t, setup, t0, b)
 	}
+	// The buckets are on the replica before the load starts.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if n, err := r.Do("EXISTS", s.prefix+"{fo}#concurrent", s.prefix+"{fo}#tpm"); err == nil && n == "2" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the buckets did not reach the replica within 10s")
+		}
+		time.Sleep(10 * time.Millisecond) // polling for replication
+	}
 	stop := make(chan struct{})
 	var res failoverResult
 	var acked map[store.LeaseID]bool
