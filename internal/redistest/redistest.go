@@ -174,6 +174,15 @@ func (s *Server) kill() {
 // with persistence (see Persistent).
 func (s *Server) Stop() { s.kill() }
 
+// Terminate shuts the server down cleanly (SIGTERM: a persistent server
+// writes its files first) and waits for it to exit.
+func (s *Server) Terminate() {
+	if s.cmd != nil && s.cmd.Process != nil {
+		_ = s.cmd.Process.Signal(syscall.SIGTERM)
+		<-s.exit
+	}
+}
+
 // Restart starts a stopped server again on the same port, with the same
 // arguments and directory.
 func (s *Server) Restart() error { return s.start() }
