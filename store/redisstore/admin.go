@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -156,6 +157,7 @@ func (s *Store) PutBucket(ctx context.Context, now time.Time, b store.Bucket, re
 		if err := store.CheckTypeChange(old, b); err != nil {
 			return err
 		}
+		return fmt.Errorf("redisstore: put bucket: the script refused a change from %s to %s", old.Type, b.Type)
 	}
 	return r.err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -406,5 +407,28 @@ func TestLeaseIDReuse(t *testing.T) {
 	}
 	if err := s.Acquire(ctx, &store.AcquireRequest{Now: t0, Items: []store.Item{{Dimension: "rb#rpm"}}, ID: id, TTL: time.Minute}, &res); err != nil || !res.Granted {
 		t.Errorf("the id once released: %+v %v, want a fresh grant", res, err)
+	}
+}
+
+// TestBadOptions: each bad option value is a configuration error matching
+// ErrInvalid (never ErrUnavailable) that names the value.
+func TestBadOptions(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opt  Option
+		want string
+	}{
+		{"negative timeout", WithTimeout(-time.Second), "-1s"},
+		{"zero max skew", WithMaxSkew(0), "0s"},
+		{"max skew above 1h", WithMaxSkew(2 * time.Hour), "2h0m0s"},
+		{"negative replica count", WithReplicaAck(-1, time.Second), "-1"},
+		{"replica ack without a timeout", WithReplicaAck(1, 0), "0s"},
+		{"negative batch", WithBatching(-2), "-2"},
+		{"prefix with braces", WithPrefix("a{b}"), "a{b}"},
+	} {
+		_, err := New(newClient(t), tc.opt)
+		if !errors.Is(err, store.ErrInvalid) || errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want ErrInvalid naming %q", tc.name, err, tc.want)
+		}
 	}
 }
