@@ -64,14 +64,18 @@ type Store interface {
 	Penalize(ctx context.Context, req PenalizeRequest) (PenalizeResult, error)
 
 	// Peek returns the state of the named buckets at now without changing
-	// them, in the order asked.
+	// them, in the order asked. Each bucket's state is read atomically;
+	// several buckets are not promised to be one snapshot.
 	Peek(ctx context.Context, now time.Time, dimensions []string) ([]BucketState, error)
 
 	// Reconcile processes up to req.Limit expired lease records: it returns
 	// the cost of concurrent ones (capacity-guarded), deletes them all, and
 	// deletes expired records whose bucket is gone (orphans; an unexpired
 	// orphan is left until it expires, so its holder can still release it).
-	// It is idempotent.
+	// It is idempotent. Each lease is reclaimed atomically, exactly once;
+	// concurrent reconcilers share the expired leases between them, so a
+	// batch is not one atomic step, and a lease extended or released
+	// while the batch runs is left alone.
 	Reconcile(ctx context.Context, req ReconcileRequest) (ReconcileResult, error)
 
 	// PutBucket creates or reconfigures a bucket. An existing bucket keeps

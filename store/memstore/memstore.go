@@ -270,7 +270,7 @@ func (s *Store) Release(ctx context.Context, req store.ReleaseRequest) (store.Re
 	if l == nil {
 		return store.ReleaseResult{}, nil
 	}
-	restored, ok, _ := s.remove(l)
+	restored, ok, _ := s.remove(l, 0)
 	if !ok {
 		return store.ReleaseResult{}, nil
 	}
@@ -278,20 +278,22 @@ func (s *Store) Release(ctx context.Context, req store.ReleaseRequest) (store.Re
 }
 
 // remove deletes lease l exactly once and restores its concurrent costs. It
-// reports ok false when someone else removed it first, and orphan when none
-// of its buckets exist any more.
+// reports ok false when someone else removed it first or, when expiredBy is
+// not zero, when the lease no longer expires by then (it was extended since
+// the reconciler found it), and orphan when none of its buckets exist any
+// more.
 //
 // It works on the very buckets the lease was granted on: a bucket deleted
 // and re-created under the same name is a different bucket, and the old
 // lease's cost must not flow into it.
-func (s *Store) remove(l *lease) (restored []store.Restored, ok, orphan bool) {
+func (s *Store) remove(l *lease, expiredBy int64) (restored []store.Restored, ok, orphan bool) {
 	var order [store.MaxItems]uint8
 	es := l.ents
 	lockSorted(es, order[:])
 	defer unlockAll(es)
 	sh := s.shard(l.id)
 	sh.mu.Lock()
-	if sh.m[l.id] != l {
+	if sh.m[l.id] != l || (expiredBy != 0 && l.expires.Load() > expiredBy) {
 		sh.mu.Unlock()
 		return nil, false, false
 	}

@@ -10,6 +10,8 @@ import (
 
 func harness() storetest.Harness {
 	return storetest.Harness{
+		ModelSequences:  3000, // about 2 s; -args -sluice.sequences=N runs more
+		LinearizeRounds: 50,
 		NewStore: func(tb testing.TB) store.Store {
 			s := memstore.New()
 			tb.Cleanup(func() { _ = s.Close() })

@@ -182,9 +182,9 @@ func (s *Store) Reconcile(ctx context.Context, req store.ReconcileRequest) (stor
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
-		restored, ok, orphan := s.remove(l)
+		restored, ok, orphan := s.remove(l, now)
 		if !ok {
-			continue // released or reconciled concurrently
+			continue // released, reconciled or extended concurrently
 		}
 		res.Restored++
 		if orphan {

@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -160,6 +161,60 @@ func testConcurrency(t *testing.T, h Harness) {
 			if st.Tokens != int64(n)*1000 || st.ActiveLeases != 0 {
 				t.Errorf("%s after the race: %d millitokens, %d leases; want %d, 0", d, st.Tokens, st.ActiveLeases, n*1000)
 			}
+		}
+	})
+
+	// A lease extended just before its expiry must not be reclaimed by a
+	// reconciler that found it expired a moment earlier: the holder was
+	// told it still holds the slot. Every lease is either extended (and
+	// keeps its record) or reclaimed, never both.
+	t.Run("ExtendReconcileRace", func(t *testing.T) {
+		e := newEnv(t, h)
+		e.put(0, slots("renew#concurrent", int64(n)))
+		ids := make([]store.LeaseID, n)
+		for i := range ids {
+			r := e.req(0, item("renew#concurrent", 1))
+			r.TTL = time.Second
+			e.grant(r)
+			ids[i] = r.ID
+		}
+		extended := make([]atomic.Bool, n)
+		var reconciled atomic.Int64
+		race(t, func(g int) error {
+			if g%4 == 1 {
+				r, err := e.s.Reconcile(e.ctx, store.ReconcileRequest{Now: At(1000)})
+				if err != nil && !errors.Is(err, store.ErrContention) {
+					return err
+				}
+				reconciled.Add(int64(r.Reclaimed))
+			}
+			for range g { // spread the extensions over the reconcilers' run
+				runtime.Gosched()
+			}
+			_, err := e.s.Extend(e.ctx, store.ExtendRequest{Now: At(999), ID: ids[g], TTL: time.Minute, Hint: "renew#concurrent"})
+			switch {
+			case err == nil:
+				extended[g].Store(true)
+			case !errors.Is(err, store.ErrUnknownLease):
+				return err
+			}
+			return nil
+		})
+		var kept int64
+		for g := range n {
+			_, err := e.s.Extend(e.ctx, store.ExtendRequest{Now: At(1000), ID: ids[g], TTL: time.Minute, Hint: "renew#concurrent"})
+			has := err == nil
+			if extended[g].Load() && !has {
+				t.Errorf("lease %d: Extend succeeded, then the reconciler reclaimed it (%v)", g, err)
+			}
+			if has {
+				kept++
+			}
+		}
+		st := e.peek(1000, "renew#concurrent")
+		if want := (int64(n) - kept) * 1000; st.Tokens != want || int64(st.ActiveLeases) != kept {
+			t.Errorf("after the race: %d millitokens and %d leases; want %d and %d (%d kept, %d reclaimed)",
+				st.Tokens, st.ActiveLeases, want, kept, kept, reconciled.Load())
 		}
 	})
 }

@@ -1,6 +1,8 @@
 package storetest
 
 import (
+	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -22,6 +24,9 @@ type model struct {
 	inc     int   // incarnations handed out so far
 	buckets map[string]*mBucket
 	leases  map[string]*mLease // by label; granted leases only
+	// replayed reports that the last step was an acquisition answered as
+	// the grant it was (a retry), which debits nothing.
+	replayed bool
 }
 
 type mBucket struct {
@@ -62,6 +67,7 @@ func fail(err error) Expect { return Expect{Error: ErrName(err)} }
 // apply runs one step and returns its outcome.
 func (m *model) apply(st Step) Expect {
 	now := m.base + st.AtMs
+	m.replayed = false
 	switch st.Op {
 	case "put_bucket":
 		return m.put(st, now)
@@ -232,7 +238,8 @@ func (m *model) acquire(st Step, now int64) Expect {
 		if !store.SameItems(old.items, resolved) {
 			return fail(store.LeaseInUse(req.ID))
 		}
-		return m.replayed(old, bs, resolved, now)
+		m.replayed = true
+		return m.retried(old, bs, resolved, now)
 	}
 	poll := st.PollMs
 	if poll == 0 {
@@ -281,9 +288,9 @@ func (m *model) acquire(st Step, now int64) Expect {
 	return e
 }
 
-// replayed is the answer to a retried acquisition: the grant it was, with
+// retried is the answer to a retried acquisition: the grant it was, with
 // the balances available now, changing nothing.
-func (m *model) replayed(l *mLease, bs []*mBucket, items []store.Item, now int64) Expect {
+func (m *model) retried(l *mLease, bs []*mBucket, items []store.Item, now int64) Expect {
 	e := Expect{Granted: true, Recorded: true, ExpiresAtMs: l.expires - m.base}
 	for i, b := range bs {
 		s, at := m.aligned(b, now)
@@ -316,7 +323,10 @@ func (m *model) adjust(st Step, now int64) Expect {
 		return fail(store.ErrUnknownLease)
 	}
 	if i < 0 {
-		panic("model: adjust of a dimension the lease does not hold")
+		if !l.recorded {
+			panic("model: adjust of a dimension an unrecorded lease does not hold is store-dependent")
+		}
+		return fail(&bucket.FieldError{Field: "dimension", Value: st.Dimension, Reason: "is not part of the lease"})
 	}
 	if st.Delta < 0 && l.expires <= now {
 		return fail(store.ErrLeaseExpired)
@@ -378,4 +388,36 @@ func (m *model) reconcile(st Step, now int64) Expect {
 	}
 	slices.Sort(e.Dimensions)
 	return e
+}
+
+// clone returns a deep copy of m, for checkers that explore several
+// orders of the same operations.
+func (m *model) clone() *model {
+	c := *m
+	c.buckets = make(map[string]*mBucket, len(m.buckets))
+	for k, b := range m.buckets {
+		nb := *b
+		c.buckets[k] = &nb
+	}
+	c.leases = make(map[string]*mLease, len(m.leases))
+	for k, l := range m.leases {
+		nl := *l
+		nl.items, nl.incs = slices.Clone(l.items), slices.Clone(l.incs)
+		c.leases[k] = &nl
+	}
+	return &c
+}
+
+// key renders m's whole state canonically: equal states have equal keys.
+func (m *model) key() string {
+	var b strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(m.buckets)) {
+		x := m.buckets[name]
+		fmt.Fprintf(&b, "%s %+v %d %d %d;", name, x.b.Config, x.inc, x.st.Tokens, x.st.Last)
+	}
+	for _, label := range slices.Sorted(maps.Keys(m.leases)) {
+		l := m.leases[label]
+		fmt.Fprintf(&b, "%s %v %v %t %t %d %d;", label, l.items, l.incs, l.record, l.recorded, l.created, l.expires)
+	}
+	return b.String()
 }

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -21,104 +22,14 @@ type replayLease struct {
 
 // replay runs v's steps through a fresh store and compares every result.
 func replay(t *testing.T, h Harness, v Vector) {
-	s := h.NewStore(t)
-	ctx := context.Background()
-	base := time.UnixMilli(v.BaseMs).UTC()
-	at := func(ms int64) time.Time { return base.Add(time.Duration(ms) * time.Millisecond) }
-	rel := func(tm time.Time) int64 {
-		if tm.IsZero() {
-			return 0
-		}
-		return tm.UnixMilli() - v.BaseMs
-	}
-	leases := map[string]*replayLease{}
-	var res store.AcquireResult
+	r := newRunner(h.NewStore(t), v.BaseMs, v.Name+"/")
 	for i, st := range v.Steps {
-		now := at(st.AtMs)
-		var got Expect
-		var err error
-		switch st.Op {
-		case "put_bucket":
-			var b store.Bucket
-			if b, err = st.Bucket.Config(); err == nil {
-				err = s.PutBucket(ctx, now, b, st.Reset)
-			}
-		case "delete_bucket":
-			err = s.DeleteBucket(ctx, st.Name)
-		case "acquire":
-			req := &store.AcquireRequest{Now: now, ID: idFor(v.Name + "/" + st.Lease), Caller: "vectors",
-				TTL: time.Duration(st.TTLMs) * time.Millisecond, Record: st.Record, Poll: time.Duration(st.PollMs) * time.Millisecond}
-			for _, it := range st.Items {
-				req.Items = append(req.Items, store.Item{Dimension: it.Dimension, Cost: it.Cost})
-			}
-			if err = s.Acquire(ctx, req, &res); err != nil {
-				break
-			}
-			got.Granted, got.RetryInMs, got.Recorded = res.Granted, res.RetryIn.Milliseconds(), res.Recorded
-			got.ExpiresAtMs = rel(res.ExpiresAt)
-			for _, ir := range res.Items {
-				got.Items = append(got.Items, ItemExpect{Dimension: ir.Dimension, Cost: ir.Cost, Remaining: ir.Remaining, RetryInMs: ir.RetryIn.Milliseconds()})
-			}
-			if res.Granted {
-				l := &replayLease{id: req.ID, recorded: res.Recorded, expiresAt: res.ExpiresAt, held: map[string]int64{}}
-				for _, ir := range res.Items {
-					l.held[ir.Dimension] = ir.Cost
-				}
-				leases[st.Lease] = l
-			}
-			if h.AlwaysRecords && res.Granted && !st.Expect.Recorded {
-				got.Recorded = false // the store records more than it must
-			}
-		case "release":
-			var r store.ReleaseResult
-			r, err = s.Release(ctx, store.ReleaseRequest{Now: now, ID: lease(t, leases, st.Lease).id})
-			got.Released = r.Released
-			for _, x := range r.Restored {
-				got.RestoredItems = append(got.RestoredItems, RestoredExpect(x))
-			}
-			slices.SortFunc(got.RestoredItems, func(a, b RestoredExpect) int { return strings.Compare(a.Dimension, b.Dimension) })
-		case "adjust":
-			l := lease(t, leases, st.Lease)
-			var r store.AdjustResult
-			r, err = s.Adjust(ctx, store.AdjustRequest{Now: now, ID: l.id, Recorded: l.recorded, Dimension: st.Dimension,
-				Delta: st.Delta, Held: l.held[st.Dimension], ExpiresAt: l.expiresAt})
-			if err == nil {
-				l.held[st.Dimension] = r.Held
-				got.Held, got.Applied, got.Remaining = r.Held, r.Applied, r.Remaining
-			}
-		case "extend":
-			l := lease(t, leases, st.Lease)
-			var exp time.Time
-			exp, err = s.Extend(ctx, store.ExtendRequest{Now: now, ID: l.id, TTL: time.Duration(st.TTLMs) * time.Millisecond})
-			if err == nil {
-				l.expiresAt = exp
-				got.ExpiresAtMs = rel(exp)
-			}
-		case "penalize":
-			var r store.PenalizeResult
-			r, err = s.Penalize(ctx, store.PenalizeRequest{Now: now, Dimension: st.Dimension, FactorMilli: st.FactorMilli})
-			got.Before, got.After = r.Before, r.After
-		case "peek":
-			var bs []store.BucketState
-			bs, err = s.Peek(ctx, now, st.Dimensions)
-			for _, b := range bs {
-				be := BucketExpect{Name: b.Name, Tokens: b.Tokens, LastRefillMs: b.LastRefill - v.BaseMs, ActiveLeases: b.ActiveLeases}
-				if !b.NextExpiry.IsZero() {
-					x := rel(b.NextExpiry)
-					be.NextExpiryMs = &x
-				}
-				got.Buckets = append(got.Buckets, be)
-			}
-		case "reconcile":
-			var r store.ReconcileResult
-			r, err = s.Reconcile(ctx, store.ReconcileRequest{Now: now, Limit: st.Limit})
-			got.Restored, got.Reclaimed, got.AlreadyCapped, got.Orphans, got.More = r.Restored, r.Reclaimed, r.AlreadyCapped, r.Orphans, r.More
-			got.Dimensions = r.Dimensions
-		default:
-			t.Fatalf("step %d: unknown op %q", i, st.Op)
-		}
+		got, err := r.exec(st)
 		if err != nil {
-			got = Expect{Error: ErrName(err)}
+			t.Fatalf("step %d: %v", i, err)
+		}
+		if h.AlwaysRecords && st.Op == "acquire" && got.Granted && !st.Expect.Recorded {
+			got.Recorded = false // the store records more than it must
 		}
 		if !sameExpect(got, st.Expect) {
 			t.Fatalf("step %d (+%dms %s %s%s%v):\n got  %s\n want %s", i, st.AtMs, st.Op, st.Lease, st.Dimension, st.Items, jsonString(got), jsonString(st.Expect))
@@ -126,13 +37,136 @@ func replay(t *testing.T, h Harness, v Vector) {
 	}
 }
 
-func lease(t *testing.T, m map[string]*replayLease, label string) *replayLease {
-	t.Helper()
-	l := m[label]
+// runner executes steps against a store, remembering what a client would
+// know of each granted lease.
+type runner struct {
+	s      store.Store
+	ctx    context.Context
+	baseMs int64
+	prefix string // lease labels are ids idFor(prefix+label)
+	leases map[string]*replayLease
+	res    store.AcquireResult
+}
+
+func newRunner(s store.Store, baseMs int64, prefix string) *runner {
+	return &runner{s: s, ctx: context.Background(), baseMs: baseMs, prefix: prefix, leases: map[string]*replayLease{}}
+}
+
+func (r *runner) at(ms int64) time.Time { return time.UnixMilli(r.baseMs + ms).UTC() }
+
+func (r *runner) rel(tm time.Time) int64 {
+	if tm.IsZero() {
+		return 0
+	}
+	return tm.UnixMilli() - r.baseMs
+}
+
+// exec runs one step and returns its outcome in vector form; a store error
+// becomes Expect.Error. Only a malformed step is an error.
+func (r *runner) exec(st Step) (Expect, error) {
+	now := r.at(st.AtMs)
+	var got Expect
+	var err error
+	switch st.Op {
+	case "put_bucket":
+		var b store.Bucket
+		if b, err = st.Bucket.Config(); err == nil {
+			err = r.s.PutBucket(r.ctx, now, b, st.Reset)
+		}
+	case "delete_bucket":
+		err = r.s.DeleteBucket(r.ctx, st.Name)
+	case "acquire":
+		got, err = r.acquire(st, now)
+	case "release":
+		var rr store.ReleaseResult
+		rr, err = r.s.Release(r.ctx, store.ReleaseRequest{Now: now, ID: r.lease(st.Lease).id})
+		got.Released = rr.Released
+		for _, x := range rr.Restored {
+			got.RestoredItems = append(got.RestoredItems, RestoredExpect(x))
+		}
+		slices.SortFunc(got.RestoredItems, func(a, b RestoredExpect) int { return strings.Compare(a.Dimension, b.Dimension) })
+	case "adjust":
+		l := r.lease(st.Lease)
+		var ar store.AdjustResult
+		ar, err = r.s.Adjust(r.ctx, store.AdjustRequest{Now: now, ID: l.id, Recorded: l.recorded, Dimension: st.Dimension,
+			Delta: st.Delta, Held: l.held[st.Dimension], ExpiresAt: l.expiresAt})
+		if err == nil {
+			l.held[st.Dimension] = ar.Held
+			got.Held, got.Applied, got.Remaining = ar.Held, ar.Applied, ar.Remaining
+		}
+	case "extend":
+		l := r.lease(st.Lease)
+		var exp time.Time
+		exp, err = r.s.Extend(r.ctx, store.ExtendRequest{Now: now, ID: l.id, TTL: time.Duration(st.TTLMs) * time.Millisecond})
+		if err == nil {
+			l.expiresAt = exp
+			got.ExpiresAtMs = r.rel(exp)
+		}
+	case "penalize":
+		var pr store.PenalizeResult
+		pr, err = r.s.Penalize(r.ctx, store.PenalizeRequest{Now: now, Dimension: st.Dimension, FactorMilli: st.FactorMilli})
+		got.Before, got.After = pr.Before, pr.After
+	case "peek":
+		var bs []store.BucketState
+		bs, err = r.s.Peek(r.ctx, now, st.Dimensions)
+		for _, b := range bs {
+			got.Buckets = append(got.Buckets, r.bucketExpect(b))
+		}
+	case "reconcile":
+		var rr store.ReconcileResult
+		rr, err = r.s.Reconcile(r.ctx, store.ReconcileRequest{Now: now, Limit: st.Limit})
+		got.Restored, got.Reclaimed, got.AlreadyCapped, got.Orphans, got.More = rr.Restored, rr.Reclaimed, rr.AlreadyCapped, rr.Orphans, rr.More
+		got.Dimensions = rr.Dimensions
+	default:
+		return Expect{}, fmt.Errorf("unknown op %q", st.Op)
+	}
+	if err != nil {
+		got = Expect{Error: ErrName(err)}
+	}
+	return got, nil
+}
+
+func (r *runner) acquire(st Step, now time.Time) (Expect, error) {
+	req := &store.AcquireRequest{Now: now, ID: idFor(r.prefix + st.Lease), Caller: "vectors",
+		TTL: time.Duration(st.TTLMs) * time.Millisecond, Record: st.Record, Poll: time.Duration(st.PollMs) * time.Millisecond}
+	for _, it := range st.Items {
+		req.Items = append(req.Items, store.Item{Dimension: it.Dimension, Cost: it.Cost})
+	}
+	if err := r.s.Acquire(r.ctx, req, &r.res); err != nil {
+		return Expect{}, err
+	}
+	res := &r.res
+	got := Expect{Granted: res.Granted, RetryInMs: res.RetryIn.Milliseconds(), Recorded: res.Recorded, ExpiresAtMs: r.rel(res.ExpiresAt)}
+	for _, ir := range res.Items {
+		got.Items = append(got.Items, ItemExpect{Dimension: ir.Dimension, Cost: ir.Cost, Remaining: ir.Remaining, RetryInMs: ir.RetryIn.Milliseconds()})
+	}
+	if res.Granted {
+		l := &replayLease{id: req.ID, recorded: res.Recorded, expiresAt: res.ExpiresAt, held: map[string]int64{}}
+		for _, ir := range res.Items {
+			l.held[ir.Dimension] = ir.Cost
+		}
+		r.leases[st.Lease] = l
+	}
+	return got, nil
+}
+
+func (r *runner) bucketExpect(b store.BucketState) BucketExpect {
+	be := BucketExpect{Name: b.Name, Tokens: b.Tokens, LastRefillMs: b.LastRefill - r.baseMs, ActiveLeases: b.ActiveLeases}
+	if !b.NextExpiry.IsZero() {
+		x := r.rel(b.NextExpiry)
+		be.NextExpiryMs = &x
+	}
+	return be
+}
+
+// lease returns what the runner knows of the lease labelled label. A lease
+// that was never granted gets an id of its own: operations on it find no
+// record.
+func (r *runner) lease(label string) *replayLease {
+	l := r.leases[label]
 	if l == nil {
-		// A lease that was never granted: operations on it find no record.
-		l = &replayLease{id: idFor("never-granted/" + label), recorded: true, held: map[string]int64{}}
-		m[label] = l
+		l = &replayLease{id: idFor("never-granted/" + r.prefix + label), recorded: true, held: map[string]int64{}}
+		r.leases[label] = l
 	}
 	return l
 }

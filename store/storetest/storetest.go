@@ -57,6 +57,21 @@ type Harness struct {
 	// lease having no record.
 	AlwaysRecords bool
 
+	// ModelSequences is the number of random sequences the model-based
+	// test runs; 0 means DefaultModelSequences. The -sluice.sequences flag
+	// and the SLUICE_MODEL_SEQUENCES environment variable override it.
+	ModelSequences int
+
+	// OpenHandle, when set, opens another handle on the same backend as s
+	// (its own connections, as another process would have). The
+	// linearizability test gives each concurrent client its own handle;
+	// without it they share s.
+	OpenHandle func(tb testing.TB, s store.Store) store.Store
+
+	// LinearizeRounds is the number of concurrent histories the
+	// linearizability test records and checks; 0 means 5.
+	LinearizeRounds int
+
 	// Goroutines is the number of goroutines the concurrency tests use;
 	// 0 means 64.
 	Goroutines int
@@ -94,6 +109,8 @@ func Run(t *testing.T, h Harness) {
 	t.Run("BadInput", func(t *testing.T) { testBadInput(t, h) })
 	t.Run("Concurrency", func(t *testing.T) { testConcurrency(t, h) })
 	t.Run("Vectors", func(t *testing.T) { testVectors(t, h) })
+	t.Run("Model", func(t *testing.T) { testModel(t, h) })
+	t.Run("Linearizable", func(t *testing.T) { testLinearizable(t, h) })
 }
 
 // env is one test's store plus helpers that fail the test on error.

@@ -1,0 +1,109 @@
+package storetest
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/ontopix/sluice/bucket"
+)
+
+// invariants checks, after every step of a model-based sequence, what must
+// hold whatever the operations were: no balance above capacity; for a
+// concurrent bucket, balance plus the slots its live records hold equals
+// capacity; and for a time-based bucket, over any run of consecutive
+// steps, the net debits (grants plus settled charges minus refunds) never
+// exceed capacity minus the floor plus what the bucket can earn over that
+// run. The window resets when the bucket is reconfigured, re-created or
+// rebased by a far-off clock.
+type invariants struct {
+	win map[string]*window
+}
+
+// window is one time-based bucket's events since its last reset.
+type window struct {
+	lasts  []int64 // the bucket's refill timestamp before each event
+	debits []int64 // millitokens debited by each event
+	end    int64   // refill timestamp after the latest event
+	inc    int
+}
+
+func newInvariants() *invariants { return &invariants{win: map[string]*window{}} }
+
+func (v *invariants) check(m *model, st Step, e Expect) string {
+	for _, name := range slices.Sorted(maps.Keys(m.buckets)) {
+		b := m.buckets[name]
+		if b.st.Tokens > b.lim.Capacity {
+			return fmt.Sprintf("%s holds %d millitokens, above its capacity %d", name, b.st.Tokens, b.lim.Capacity)
+		}
+		if b.b.Type == bucket.Concurrent {
+			if what := concurrentHeld(m, b); what != "" {
+				return what
+			}
+			continue
+		}
+		if what := v.windowCheck(m, b, st, e); what != "" {
+			return what
+		}
+	}
+	return ""
+}
+
+func concurrentHeld(m *model, b *mBucket) string {
+	var held int64
+	for _, l := range m.leases {
+		for i, it := range l.items {
+			if _, ok := m.live(l, i); ok && l.record && it.Dimension == b.b.Name {
+				held += it.Cost * bucket.Milli
+			}
+		}
+	}
+	if b.st.Tokens+held != b.lim.Capacity {
+		return fmt.Sprintf("%s: balance %d + held %d != capacity %d", b.b.Name, b.st.Tokens, held, b.lim.Capacity)
+	}
+	return ""
+}
+
+// debit returns the millitokens step st debited from bucket name.
+func debit(st Step, e Expect, name string) int64 {
+	switch {
+	case e.Error != "":
+		return 0
+	case st.Op == "acquire" && e.Granted:
+		for _, it := range e.Items {
+			if it.Dimension == name {
+				return it.Cost * bucket.Milli
+			}
+		}
+	case st.Op == "adjust" && st.Dimension == name:
+		return e.Applied
+	}
+	return 0
+}
+
+func (v *invariants) windowCheck(m *model, b *mBucket, st Step, e Expect) string {
+	name := b.b.Name
+	w := v.win[name]
+	reset := w == nil || w.inc != b.inc || b.st.Last < w.end ||
+		(st.Op == "put_bucket" && st.Bucket != nil && st.Bucket.Name == name && e.Error == "")
+	if reset {
+		v.win[name] = &window{end: b.st.Last, inc: b.inc}
+		return ""
+	}
+	if m.replayed {
+		return "" // a retry answered as the grant it was debits nothing
+	}
+	w.lasts = append(w.lasts, w.end)
+	w.debits = append(w.debits, debit(st, e, name))
+	w.end = b.st.Last
+	var sum int64
+	for i := len(w.debits) - 1; i >= 0; i-- {
+		sum += w.debits[i]
+		earned := (w.end - w.lasts[i]) * b.lim.Amount / b.lim.Period
+		if allowed := b.lim.Capacity - b.lim.Floor + earned; sum > allowed {
+			return fmt.Sprintf("%s: %d millitokens debited over the last %d steps, more than capacity - floor + earned = %d",
+				name, sum, len(w.debits)-i, allowed)
+		}
+	}
+	return ""
+}

@@ -1,0 +1,226 @@
+package storetest
+
+import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/ontopix/sluice/bucket"
+)
+
+// gen builds a random sequence step by step, steering by a shadow model so
+// that most steps are meaningful: adjustments name dimensions their lease
+// holds, retries repeat a real grant, and so on.
+type gen struct {
+	rng    *rand.Rand
+	v1, v2 string // vendors
+	m      *model
+	now    int64
+	labels int
+	steps  []Step
+}
+
+// dims returns the sequence's four buckets: requests and tokens of the
+// first vendor, a concurrent and a fast tokens bucket of the second.
+func (g *gen) dims() (rpm, tpm, conc, fast string) {
+	return g.v1 + "#rpm", g.v1 + "#tpm", g.v2 + "#conc", g.v2 + "#tpm2"
+}
+
+func (g *gen) spec(name string) BucketSpec {
+	rpm, tpm, conc, _ := g.dims()
+	r := g.rng
+	switch name {
+	case rpm:
+		n := int64(2 + r.IntN(10))
+		return BucketSpec{Name: name, LimitType: "requests", Capacity: n, RefillAmount: n, RefillPeriodMs: pick(r, int64(1000), 10_000, 60_000)}
+	case tpm:
+		return BucketSpec{Name: name, LimitType: "tokens", Capacity: 1000, RefillAmount: pick(r, int64(100), 1000), RefillPeriodMs: 60_000,
+			MaxDebt: pick(r, int64(0), 0, 500, bucket.NoDebt)}
+	case conc:
+		return BucketSpec{Name: name, LimitType: "concurrent", Capacity: int64(1 + r.IntN(3))}
+	}
+	return BucketSpec{Name: name, LimitType: "tokens", Capacity: 10_000, RefillAmount: pick(r, int64(7), 10_000, 1_000_000), RefillPeriodMs: pick(r, int64(1000), 60_000)}
+}
+
+func (g *gen) add(st Step) {
+	st.AtMs = g.now
+	g.m.apply(st)
+	g.steps = append(g.steps, st)
+}
+
+func (g *gen) sequence(n int) []Step {
+	g.m = newModel(0)
+	rpm, tpm, conc, fast := g.dims()
+	for _, d := range []string{rpm, tpm, conc, fast} {
+		b := g.spec(d)
+		g.add(Step{Op: "put_bucket", Bucket: &b})
+	}
+	for len(g.steps) < n {
+		g.tick()
+		g.step()
+	}
+	return g.steps
+}
+
+// tick moves the clock: mostly forward, sometimes not at all, sometimes
+// back within the maximum skew, rarely back beyond it or far forward.
+func (g *gen) tick() {
+	r := g.rng.IntN(100)
+	switch {
+	case r < 45:
+		g.now += int64(1 + g.rng.IntN(3000))
+	case r < 70:
+	case r < 88:
+		g.now -= int64(1 + g.rng.IntN(1000))
+	case r < 94:
+		g.now -= int64(1001 + g.rng.IntN(4000))
+	default:
+		g.now += int64(30_000 + g.rng.IntN(90_000))
+	}
+	g.now = max(g.now, 0)
+}
+
+func (g *gen) step() {
+	rpm, tpm, conc, fast := g.dims()
+	all := []string{rpm, tpm, conc, fast}
+	r := g.rng.IntN(100)
+	switch {
+	case r < 38:
+		g.acquire(all)
+	case r < 48:
+		g.add(Step{Op: "release", Lease: g.oldLabel()})
+	case r < 63:
+		g.adjust()
+	case r < 68:
+		g.add(Step{Op: "extend", Lease: g.oldLabel(), TTLMs: int64(500 + g.rng.IntN(60_000))})
+	case r < 73:
+		g.add(Step{Op: "penalize", Dimension: pick(g.rng, rpm, tpm, fast, fast, conc), FactorMilli: int64(g.rng.IntN(1001))})
+	case r < 78:
+		g.add(Step{Op: "peek", Dimensions: g.subset(all)})
+	case r < 86:
+		g.add(Step{Op: "reconcile"})
+	case r < 95:
+		g.reconfigure(all)
+	default:
+		d := pick(g.rng, all...)
+		g.add(Step{Op: "delete_bucket", Name: d})
+		b := g.spec(d)
+		g.add(Step{Op: "put_bucket", Bucket: &b})
+	}
+}
+
+func (g *gen) subset(all []string) []string {
+	var out []string
+	for len(out) == 0 {
+		for _, d := range all {
+			if g.rng.IntN(2) == 0 {
+				out = append(out, d)
+			}
+		}
+	}
+	g.rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
+}
+
+// oldLabel returns a label used before (or, rarely, one never used).
+func (g *gen) oldLabel() string {
+	if g.labels == 0 || g.rng.IntN(20) == 0 {
+		return "never"
+	}
+	return fmt.Sprintf("L%d", g.rng.IntN(g.labels))
+}
+
+func (g *gen) acquire(all []string) {
+	st := Step{Op: "acquire", TTLMs: int64(500 + g.rng.IntN(60_000)), Record: g.rng.IntN(10) < 3}
+	st.Lease = fmt.Sprintf("L%d", g.labels)
+	if g.labels > 0 && g.rng.IntN(10) < 3 { // reuse a lease id
+		st.Lease = g.oldLabel()
+		if l := g.m.leases[st.Lease]; l != nil && g.rng.IntN(2) == 0 { // a retry
+			for _, it := range l.items {
+				st.Items = append(st.Items, ItemSpec{it.Dimension, it.Cost})
+			}
+			g.rng.Shuffle(len(st.Items), func(i, j int) { st.Items[i], st.Items[j] = st.Items[j], st.Items[i] })
+			g.add(st)
+			return
+		}
+	} else {
+		g.labels++
+	}
+	for _, d := range g.subset(all) {
+		st.Items = append(st.Items, ItemSpec{d, g.cost(d)})
+	}
+	if g.rng.IntN(50) == 0 {
+		st.Items = append(st.Items, ItemSpec{g.v1 + "#missing", 1})
+	}
+	g.add(st)
+}
+
+// cost returns a random cost for dimension d: usually within capacity,
+// sometimes the bucket's default (0), rarely above capacity.
+func (g *gen) cost(d string) int64 {
+	b := g.m.buckets[d]
+	if b == nil {
+		return 1
+	}
+	capacity := b.b.Capacity
+	switch r := g.rng.IntN(50); {
+	case r == 0:
+		return capacity + 1
+	case r < 8:
+		return 0
+	}
+	return 1 + g.rng.Int64N(max(1, capacity*2/3))
+}
+
+// adjust settles a time-based item of a live lease: a charge, a refund
+// within what it holds, or a refund beyond it.
+func (g *gen) adjust() {
+	type cand struct {
+		label, dim string
+		held       int64
+	}
+	var cs []cand
+	for _, label := range slices.Sorted(maps.Keys(g.m.leases)) {
+		l := g.m.leases[label]
+		for i, it := range l.items {
+			if b, ok := g.m.live(l, i); ok && b.b.Type != bucket.Concurrent {
+				cs = append(cs, cand{label, it.Dimension, it.Cost})
+			}
+		}
+	}
+	if len(cs) == 0 {
+		return
+	}
+	c := pick(g.rng, cs...)
+	var delta int64
+	switch r := g.rng.IntN(10); {
+	case r < 5:
+		delta = 1 + g.rng.Int64N(1500)
+	case r < 9 && c.held > 0:
+		delta = -(1 + g.rng.Int64N(c.held))
+	default:
+		delta = -(c.held + 1)
+	}
+	g.add(Step{Op: "adjust", Lease: c.label, Dimension: c.dim, Delta: delta})
+}
+
+// reconfigure changes a bucket's limits, rarely with a reset (never of a
+// concurrent bucket, which would break balance + held = capacity by
+// design) and rarely to or from concurrent (refused).
+func (g *gen) reconfigure(all []string) {
+	d := pick(g.rng, all...)
+	b := g.spec(d)
+	st := Step{Op: "put_bucket", Bucket: &b}
+	if g.rng.IntN(10) == 0 {
+		if b.LimitType == "concurrent" {
+			b = BucketSpec{Name: d, LimitType: "requests", Capacity: 3, RefillAmount: 3, RefillPeriodMs: 1000}
+		} else {
+			b = BucketSpec{Name: d, LimitType: "concurrent", Capacity: 2}
+		}
+	}
+	if g.m.buckets[d] != nil && g.m.buckets[d].b.Type != bucket.Concurrent {
+		st.Reset = g.rng.IntN(5) == 0
+	}
+	g.add(st)
+}
