@@ -138,8 +138,10 @@ func (s *Store) PutBucket(ctx context.Context, now time.Time, b store.Bucket, re
 		return err
 	}
 	k := s.dim(b.Name)
-	if err := s.register(ctx, k.vendor); err != nil {
-		return fail("put bucket", err)
+	if s.pruned() == "" { // else the put script registers the vendor
+		if err := s.register(ctx, k.vendor); err != nil {
+			return fail("put bucket", err)
+		}
 	}
 	l := b.Config.Limits()
 	rs := 0
@@ -147,7 +149,8 @@ func (s *Store) PutBucket(ctx context.Context, now time.Time, b store.Bucket, re
 		rs = 1
 	}
 	v, err := s.runW(ctx, "put bucket", putScript, []string{k.bucket, s.bucketSet(k.vendor)}, ms, b.Name,
-		int64(l.Type), l.Capacity, l.Amount, l.Period, l.Floor, b.CostPerCall, b.MaxDebt, rs, s.skewMs)
+		int64(l.Type), l.Capacity, l.Amount, l.Period, l.Floor, b.CostPerCall, b.MaxDebt, rs, s.skewMs,
+		s.pruned(), k.vendor)
 	if err != nil {
 		return err
 	}
@@ -160,6 +163,17 @@ func (s *Store) PutBucket(ctx context.Context, now time.Time, b store.Bucket, re
 		return fmt.Errorf("redisstore: put bucket: the script refused a change from %s to %s", old.Type, b.Type)
 	}
 	return r.err
+}
+
+// pruned returns the registry key when the scripts keep the registry
+// themselves (a standalone server with one tag per vendor: every key is
+// reachable from one script, so a vendor without buckets or leases is
+// dropped atomically), else "".
+func (s *Store) pruned() string {
+	if s.ids == "" {
+		return ""
+	}
+	return s.registry()
 }
 
 // register adds a vendor to the registry (acknowledged by replicas with
@@ -182,7 +196,8 @@ func (s *Store) DeleteBucket(ctx context.Context, name string) error {
 		return err
 	}
 	k := s.dim(name)
-	cmd, err := s.write(ctx, "delete bucket", deleteScript, []string{k.bucket, k.index, s.bucketSet(k.vendor)}, name)
+	cmd, err := s.write(ctx, "delete bucket", deleteScript, []string{k.bucket, k.index, s.bucketSet(k.vendor)},
+		name, s.pruned(), k.vendor, s.leaseIndex(k.vendor))
 	if err != nil {
 		return err
 	}

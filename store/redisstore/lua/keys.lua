@@ -60,12 +60,25 @@ local function readLease(key)
   return items, m['by'], tonumber(m['t0']), tonumber(m['exp'])
 end
 
+-- pruneVendor drops a vendor with no bucket and no lease record from the
+-- registry (a standalone server only: the registry is in another slot).
+-- vkey is the vendor's lease index, prefix{vendor}:leases.
+local function pruneVendor(prefix, vkey)
+  if redis.call('ZCARD', vkey) > 0 then
+    return
+  end
+  local tag = string.sub(vkey, 1, -8) -- prefix{vendor}
+  if redis.call('SCARD', tag .. ':buckets') == 0 then
+    redis.call('SREM', prefix .. 'vendors', string.sub(tag, #prefix + 2, -2))
+  end
+end
+
 -- removeLease deletes the lease at key (id in the vendor index vkey) and
 -- restores its concurrent costs. It returns the restored entries
--- ({dim, cost, capped}) and how many of its buckets still exist.
+-- ({dim, cost, capped}) and the dimensions whose bucket is still the one
+-- the lease was granted (same incarnation).
 local function removeLease(prefix, key, vkey, id, items)
-  local restored = {}
-  local live = 0
+  local restored, live = {}, {}
   for _, it in ipairs(items) do
     local dim, cost = it[1], it[2]
     redis.call('ZREM', dimIndexKey(prefix, dim), id)
@@ -77,7 +90,7 @@ local function removeLease(prefix, key, vkey, id, items)
       L = nil
     end
     if L then
-      live = live + 1
+      live[#live + 1] = dim
       if L.t == 3 then
         local t, capped = restore(L, tok, cost * 1000)
         saveState(bk, t, last)
@@ -89,6 +102,7 @@ local function removeLease(prefix, key, vkey, id, items)
   redis.call('ZREM', vkey, id)
   if IDS ~= '' then
     redis.call('HDEL', IDS, id)
+    pruneVendor(prefix, vkey)
   end
   return restored, live
 end

@@ -1,7 +1,8 @@
 -- put.lua: create or reconfigure a bucket (bucket.Reconfigure at the
 -- aligned time).
 -- KEYS: bucket, vendor bucket set. ARGV: now, name, t, c, a, p, f, k, d,
--- reset, max skew ms.
+-- reset, max skew ms, registry ('' none: the caller registered the vendor),
+-- vendor.
 -- Returns {-1, old type} when the type would change to or from concurrent
 -- (nothing changes), else {now}.
 local now = clock(ARGV[1])
@@ -37,4 +38,7 @@ end
 redis.call('HSET', KEYS[1], 't', ARGV[3], 'c', ARGV[4], 'a', ARGV[5], 'p', ARGV[6], 'f', ARGV[7],
   'k', ARGV[8], 'd', ARGV[9], 'v', fmt(tok), 'l', fmt(last))
 redis.call('SADD', KEYS[2], ARGV[2])
+if ARGV[12] ~= '' then
+  redis.call('SADD', ARGV[12], ARGV[13]) -- with the bucket: delete.lua may prune
+end
 return { now }
