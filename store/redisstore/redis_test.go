@@ -432,3 +432,59 @@ func TestBadOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestVendorPruned: on a standalone server a vendor whose last bucket is
+// deleted and whose last lease record is released or reconciled leaves the
+// registry, so listings and reconcile do not walk it; putting a bucket
+// registers it again, atomically with the bucket.
+func TestVendorPruned(t *testing.T) {
+	c := newClient(t)
+	s := newStoreOn(t, c)
+	ctx := context.Background()
+	vendors := func() []string {
+		t.Helper()
+		v, err := c.SMembers(ctx, s.registry()).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(v)
+		return v
+	}
+	put(t, s, t0, store.Bucket{Name: "pr#concurrent", Config: bucket.ConcurrentSlots(2)})
+	put(t, s, t0, store.Bucket{Name: "keep#rpm", Config: bucket.PerPeriod(bucket.Requests, 10, time.Minute)})
+	held := acquire(t, s, t0, store.Item{Dimension: "pr#concurrent"})
+	gone := acquire(t, s, t0, store.Item{Dimension: "pr#concurrent"})
+	if err := s.DeleteBucket(ctx, "pr#concurrent"); err != nil {
+		t.Fatal(err)
+	}
+	if got := vendors(); !slices.Equal(got, []string{"keep", "pr"}) {
+		t.Fatalf("with lease records left: vendors %q", got)
+	}
+	var ids []store.LeaseID
+	ls, err := s.Leases(ctx, store.LeaseQuery{Now: t0})
+	if err != nil || len(ls) != 2 || !held.Recorded || !gone.Recorded {
+		t.Fatalf("leases %+v %v", ls, err)
+	}
+	for _, l := range ls {
+		ids = append(ids, l.ID)
+	}
+	if _, err := s.Release(ctx, store.ReleaseRequest{Now: t0, ID: ids[0]}); err != nil {
+		t.Fatal(err)
+	}
+	if got := vendors(); !slices.Equal(got, []string{"keep", "pr"}) {
+		t.Fatalf("with one lease record left: vendors %q", got)
+	}
+	if r, err := s.Reconcile(ctx, store.ReconcileRequest{Now: t0.Add(2 * time.Minute)}); err != nil || r.Orphans != 1 {
+		t.Fatalf("reconcile: %+v %v", r, err)
+	}
+	if got := vendors(); !slices.Equal(got, []string{"keep"}) {
+		t.Fatalf("after the last record: vendors %q, want only keep", got)
+	}
+	put(t, s, t0, store.Bucket{Name: "pr#rpm", Config: bucket.PerPeriod(bucket.Requests, 10, time.Minute)})
+	if got := vendors(); !slices.Equal(got, []string{"keep", "pr"}) {
+		t.Fatalf("after a new bucket: vendors %q", got)
+	}
+	if bs, err := s.ListBuckets(ctx, t0); err != nil || len(bs) != 2 {
+		t.Fatalf("list: %+v %v", bs, err)
+	}
+}
