@@ -61,12 +61,19 @@ func (c *Client) PutBucket(ctx context.Context, b Bucket, opts ...PutOption) err
 	for _, o := range opts {
 		o(&reset)
 	}
-	return c.st.PutBucket(ctx, c.clock.Now(), b, reset)
+	now := c.clock.Now()
+	_, err := storeCall(ctx, c, "put bucket", func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, c.st.PutBucket(ctx, now, b, reset)
+	})
+	return err
 }
 
 // GetBucket returns one bucket's state.
 func (c *Client) GetBucket(ctx context.Context, name string) (BucketState, error) {
-	s, err := c.st.Peek(ctx, c.clock.Now(), []string{name})
+	now := c.clock.Now()
+	s, err := storeCall(ctx, c, "peek", func(ctx context.Context) ([]BucketState, error) {
+		return c.st.Peek(ctx, now, []string{name})
+	})
 	if err != nil {
 		return BucketState{}, err
 	}
@@ -75,13 +82,19 @@ func (c *Client) GetBucket(ctx context.Context, name string) (BucketState, error
 
 // ListBuckets returns every bucket's state, sorted by name.
 func (c *Client) ListBuckets(ctx context.Context) ([]BucketState, error) {
-	return c.st.ListBuckets(ctx, c.clock.Now())
+	now := c.clock.Now()
+	return storeCall(ctx, c, "list buckets", func(ctx context.Context) ([]BucketState, error) {
+		return c.st.ListBuckets(ctx, now)
+	})
 }
 
 // DeleteBucket removes a bucket; its outstanding leases are cleaned up by
 // the reconciler.
 func (c *Client) DeleteBucket(ctx context.Context, name string) error {
-	return c.st.DeleteBucket(ctx, name)
+	_, err := storeCall(ctx, c, "delete bucket", func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, c.st.DeleteBucket(ctx, name)
+	})
+	return err
 }
 
 // Leases lists lease records; q.Now defaults to the client's clock.
@@ -89,7 +102,9 @@ func (c *Client) Leases(ctx context.Context, q LeaseQuery) ([]LeaseRecord, error
 	if q.Now.IsZero() {
 		q.Now = c.clock.Now()
 	}
-	return c.st.Leases(ctx, q)
+	return storeCall(ctx, c, "leases", func(ctx context.Context) ([]LeaseRecord, error) {
+		return c.st.Leases(ctx, q)
+	})
 }
 
 // Peek returns the current state of dimensions without consuming anything.
@@ -97,7 +112,10 @@ func (c *Client) Peek(ctx context.Context, dimensions ...string) ([]BucketState,
 	if len(dimensions) == 0 {
 		return nil, invalid("dimensions", 0, "name at least one dimension")
 	}
-	return c.st.Peek(ctx, c.clock.Now(), dimensions)
+	now := c.clock.Now()
+	return storeCall(ctx, c, "peek", func(ctx context.Context) ([]BucketState, error) {
+		return c.st.Peek(ctx, now, dimensions)
+	})
 }
 
 // TimeUntil returns how long after s.Now the bucket will hold n tokens if
@@ -120,14 +138,17 @@ func TimeUntil(s BucketState, n int64) time.Duration {
 	return time.Duration(ms) * time.Millisecond
 }
 
-// Penalize multiplies dimension's available tokens by factor (0..1; use
-// DefaultPenaltyFactor after a vendor 429) in one atomic, versioned write.
+// Penalize multiplies dimension's available tokens by factor (0..1, in
+// steps of 0.001; use DefaultPenaltyFactor after a vendor 429) in one
+// atomic, versioned write.
 func (c *Client) Penalize(ctx context.Context, dimension string, factor float64) (Penalty, error) {
-	if math.IsNaN(factor) || factor < 0 || factor > 1 {
-		return Penalty{}, invalid("factor", factor, "must be between 0 and 1")
+	fm, err := factorMilli(factor)
+	if err != nil {
+		return Penalty{}, err
 	}
-	res, err := c.st.Penalize(ctx, store.PenalizeRequest{
-		Now: c.clock.Now(), Dimension: dimension, FactorMilli: int64(math.Round(factor * 1000)),
+	req := store.PenalizeRequest{Now: c.clock.Now(), Dimension: dimension, FactorMilli: fm}
+	res, err := storeCall(ctx, c, "penalize", func(ctx context.Context) (Penalty, error) {
+		return c.st.Penalize(ctx, req)
 	})
 	if err != nil {
 		return Penalty{}, err
@@ -137,4 +158,19 @@ func (c *Client) Penalize(ctx context.Context, dimension string, factor float64)
 			slog.Float64("factor", factor), slog.Int64("tokens_before_milli", res.Before), slog.Int64("tokens_after_milli", res.After))
 	}
 	return res, nil
+}
+
+// factorMilli converts a penalty factor to the thousandths the store
+// applies. A factor finer than 0.001 is rejected rather than rounded, so
+// that what is applied is what was asked for.
+func factorMilli(factor float64) (int64, error) {
+	if math.IsNaN(factor) || factor < 0 || factor > 1 {
+		return 0, invalid("factor", factor, "must be between 0 and 1")
+	}
+	m := factor * 1000
+	r := math.Round(m)
+	if math.Abs(m-r) > 1e-6 {
+		return 0, invalid("factor", factor, "must be a multiple of 0.001 (factors are applied in thousandths)")
+	}
+	return int64(r), nil
 }

@@ -127,7 +127,10 @@ func (c *Client) acquire(ctx context.Context, a *acquisition, items []store.Item
 	req, res := &a.req, &a.res
 	for attempt := 0; ; attempt++ {
 		req.Now = c.clock.Now()
-		err := c.st.Acquire(ctx, req, res)
+		octx, cancel, bound := c.opContext(ctx)
+		err := c.st.Acquire(octx, req, res)
+		cancel()
+		err = c.opError(ctx, "acquire", bound, err)
 		switch {
 		case err == nil:
 		case errors.Is(err, store.ErrContention):
@@ -143,13 +146,13 @@ func (c *Client) acquire(ctx context.Context, a *acquisition, items []store.Item
 				return Result{}, err
 			}
 			continue
-		case errors.Is(err, store.ErrUnavailable) && c.cfg.FailurePolicy == FailOpen && ctx.Err() == nil:
+		case errors.Is(err, store.ErrUnavailable) && c.cfg.FailurePolicy == FailOpen && !callerDone(ctx):
 			// Fail open only for the store's own failure: a caller whose
 			// deadline passed or who cancelled gets that error, never an
 			// uncounted grant.
 			return c.degraded(ctx, a, err), nil
-		case ctx.Err() != nil:
-			return Result{}, fmt.Errorf("sluice: acquire: %w (store: %w)", context.Cause(ctx), err)
+		case callerDone(ctx):
+			return Result{}, fmt.Errorf("sluice: acquire: %w (store: %w)", callerCause(ctx), err)
 		default:
 			return Result{}, err
 		}
@@ -162,6 +165,71 @@ func (c *Client) acquire(ctx context.Context, a *acquisition, items []store.Item
 		c.event(ctx, slog.LevelDebug, "acquire.granted", items, slog.Bool("recorded", res.Recorded))
 		return Result{Outcome: Granted, Lease: l, Dimensions: res.Items}, nil
 	}
+}
+
+// errOpTimeout is the cause of a store call's context when
+// Config.OpTimeout passed.
+var errOpTimeout = errors.New("sluice: operation timeout")
+
+// opContext bounds one store call by Config.OpTimeout. bound is the time
+// the client cuts the call at, zero when the caller's own deadline comes
+// first (or OpTimeout is 0): then the caller's deadline applies, and is
+// reported as the caller's.
+func (c *Client) opContext(ctx context.Context) (octx context.Context, cancel context.CancelFunc, bound time.Time) {
+	if c.cfg.OpTimeout <= 0 {
+		return ctx, noCancel, time.Time{}
+	}
+	bound = time.Now().Add(c.cfg.OpTimeout)
+	if d, ok := ctx.Deadline(); ok && !bound.Before(d) {
+		return ctx, noCancel, time.Time{}
+	}
+	octx, cancel = context.WithDeadlineCause(ctx, bound, errOpTimeout)
+	return octx, cancel, bound
+}
+
+func noCancel() {}
+
+// opError returns err, the outcome of a store call bounded by opContext,
+// as an error matching ErrUnavailable, and no longer matching
+// context.DeadlineExceeded, if the client's bound cut the call. A store's
+// definitive answer (a validation error, say) and a cut by the caller's
+// own context are returned as they are.
+func (c *Client) opError(ctx context.Context, op string, bound time.Time, err error) error {
+	if err == nil || bound.IsZero() || ctx.Err() != nil || time.Now().Before(bound) {
+		return err
+	}
+	if !errors.Is(err, store.ErrUnavailable) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, errOpTimeout) {
+		return err
+	}
+	return fmt.Errorf("%w: %s: no answer within %s (OpTimeout): %v", store.ErrUnavailable, op, c.cfg.OpTimeout, err)
+}
+
+// storeCall runs one store operation bounded by Config.OpTimeout (see
+// opContext and opError).
+func storeCall[T any](ctx context.Context, c *Client, op string, f func(context.Context) (T, error)) (T, error) {
+	octx, cancel, bound := c.opContext(ctx)
+	defer cancel()
+	v, err := f(octx)
+	return v, c.opError(ctx, op, bound, err)
+}
+
+// callerDone reports that the caller's context is done, or that its
+// deadline passed even if its timer has not fired yet (a store may report
+// the deadline first).
+func callerDone(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
+}
+
+// callerCause returns why the caller's context is done (see callerDone).
+func callerCause(ctx context.Context) error {
+	if err := context.Cause(ctx); err != nil {
+		return err
+	}
+	return context.DeadlineExceeded
 }
 
 // degraded grants without the store under FailOpen.

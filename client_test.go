@@ -87,6 +87,7 @@ func TestAcquireErrors(t *testing.T) {
 		{"control character", func() error { _, err := c.Acquire(ctx, "openai\n#rpm"); return err }, sluice.ErrInvalid},
 		{"bad ttl", func() error { _, err := c.Acquire(ctx, "openai#rpm", sluice.WithTTL(-time.Second)); return err }, sluice.ErrInvalid},
 		{"bad penalize factor", func() error { _, err := c.Penalize(ctx, "openai#rpm", 1.5); return err }, sluice.ErrInvalid},
+		{"penalize factor finer than 0.001", func() error { _, err := c.Penalize(ctx, "openai#rpm", 0.0005); return err }, sluice.ErrInvalid},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

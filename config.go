@@ -64,6 +64,14 @@ type Config struct {
 	// PollInterval caps the RETRY_IN hint of a denied concurrent dimension
 	// (SLUICE_POLL_INTERVAL). Default 1 s.
 	PollInterval time.Duration
+	// OpTimeout bounds every store call the Client makes (SLUICE_OP_TIMEOUT,
+	// seconds or a Go duration): a call still unanswered after it fails with
+	// an error matching ErrUnavailable, to which FailurePolicy applies. A
+	// caller's own deadline that comes first applies instead, and is
+	// reported as the caller's (context.DeadlineExceeded), never as the
+	// store's. 0 disables it, leaving only the store's own timeouts.
+	// Default 2 s.
+	OpTimeout time.Duration
 }
 
 // DefaultConfig returns the documented defaults.
@@ -75,6 +83,7 @@ func DefaultConfig() Config {
 		DefaultSlotTimeout: 30 * time.Second,
 		LogLevel:           slog.LevelInfo,
 		PollInterval:       time.Second,
+		OpTimeout:          2 * time.Second,
 	}
 }
 
@@ -106,6 +115,7 @@ func ConfigFromLookup(lookup func(string) (string, bool)) (Config, error) {
 		{"SLUICE_LEASE_TTL", &c.LeaseTTL},
 		{"SLUICE_DEFAULT_SLOT_TIMEOUT", &c.DefaultSlotTimeout},
 		{"SLUICE_POLL_INTERVAL", &c.PollInterval},
+		{"SLUICE_OP_TIMEOUT", &c.OpTimeout},
 	} {
 		if v, ok := lookup(d.name); ok && v != "" {
 			x, err := parseSeconds(v)
@@ -165,6 +175,8 @@ func (c Config) Validate() error {
 		return invalid("MaxRetries", c.MaxRetries, "must be between 0 and 100")
 	case c.DefaultSlotTimeout < 0:
 		return invalid("DefaultSlotTimeout", c.DefaultSlotTimeout, "must not be negative")
+	case c.OpTimeout < 0:
+		return invalid("OpTimeout", c.OpTimeout, "must not be negative (0 disables it)")
 	case c.PollInterval < time.Millisecond:
 		return invalid("PollInterval", c.PollInterval, "must be at least 1ms")
 	case c.FailurePolicy > FailOpen:

@@ -47,7 +47,8 @@ var ErrLeaseReleased = errors.New("sluice: lease already released")
 var ErrSlotTimeout = errors.New("sluice: slot timeout")
 
 // ErrLeaseLost is the cause of a SlotHandle's context cancellation when its
-// lease could not be renewed because it expired or was reclaimed.
+// lease expired or was reclaimed, or could not be renewed (whatever the
+// error) until LossMargin before its expiry.
 var ErrLeaseLost = errors.New("sluice: lease lost")
 
 // FieldError reports an invalid value, naming the field. It matches

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ontopix/sluice/store"
@@ -29,6 +30,9 @@ type Lease struct {
 	// localExpiry is the expiry by the client's clock, which decides for
 	// unrecorded and degraded leases (the store's clock may differ).
 	localExpiry time.Time
+	// expiryNano is localExpiry in Unix nanoseconds, readable without mu
+	// (a SlotHandle watches it while an operation holds mu).
+	expiryNano atomic.Int64
 	// charged marks, for a degraded lease, the items whose cost the store
 	// has since been charged (by Adjust or Settle); nil otherwise.
 	charged  []bool
@@ -39,7 +43,8 @@ type Lease struct {
 func (l *Lease) init(c *Client, req *store.AcquireRequest, res *store.AcquireResult) {
 	l.c, l.id, l.recorded, l.caller = c, req.ID, res.Recorded, req.Caller
 	l.createdAt, l.expiresAt = req.Now, res.ExpiresAt
-	l.ttl, l.localExpiry = req.TTL, req.Now.Add(req.TTL)
+	l.ttl = req.TTL
+	l.setLocalExpiry(req.Now.Add(req.TTL))
 	if len(req.Items) <= len(l.buf) {
 		l.items = l.buf[:len(req.Items)]
 	} else {
@@ -75,6 +80,19 @@ func (l *Lease) ExpiresAt() time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.expiresAt
+}
+
+// holderExpiry returns the lease's expiry by the client's clock. It does
+// not wait for an operation in flight on the lease.
+func (l *Lease) holderExpiry() time.Time {
+	return time.Unix(0, l.expiryNano.Load())
+}
+
+// setLocalExpiry sets localExpiry (and its copy, expiryNano); mu is held
+// or the lease is not shared yet.
+func (l *Lease) setLocalExpiry(t time.Time) {
+	l.localExpiry = t
+	l.expiryNano.Store(t.UnixNano())
 }
 
 // TTL returns the lifetime the lease was granted (and is renewed) with.
@@ -116,7 +134,10 @@ func (l *Lease) Release(ctx context.Context) error {
 		l.c.leaseEvent(ctx, "release.ok", l)
 		return nil
 	}
-	res, err := l.c.st.Release(ctx, store.ReleaseRequest{Now: l.c.clock.Now(), ID: l.id, Hint: l.items[0].Dimension})
+	req := store.ReleaseRequest{Now: l.c.clock.Now(), ID: l.id, Hint: l.items[0].Dimension}
+	res, err := storeCall(ctx, l.c, "release", func(ctx context.Context) (store.ReleaseResult, error) {
+		return l.c.st.Release(ctx, req)
+	})
 	if err != nil {
 		return err
 	}
@@ -139,6 +160,11 @@ type Settlement = store.AdjustResult
 // charges more (the balance may go into debt down to the bucket's floor),
 // negative refunds (at most what the lease holds on it). Concurrent
 // dimensions cannot be adjusted.
+//
+// Usage reported after the lease expired still counts at the vendor, so a
+// charge is applied whenever it comes, even once the reconciler has
+// deleted the lease's record; a refund after expiry fails with
+// ErrLeaseExpired.
 func (l *Lease) Adjust(ctx context.Context, dimension string, delta int64) (Settlement, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -151,7 +177,9 @@ func (l *Lease) Adjust(ctx context.Context, dimension string, delta int64) (Sett
 
 // Settle sets the lease's cost on dimension to actual tokens, charging or
 // refunding the difference from the current cost: reserve an estimate,
-// then Settle with the usage the vendor reported.
+// then Settle with the usage the vendor reported. As with Adjust, a Settle
+// that charges more is applied even after the lease expired; one that
+// refunds then fails with ErrLeaseExpired.
 func (l *Lease) Settle(ctx context.Context, dimension string, actual int64) (Settlement, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -198,15 +226,25 @@ func (l *Lease) adjustLocked(ctx context.Context, i int, delta int64) (Settlemen
 		}
 		held, delta = 0, cost
 	}
-	if !l.recorded || l.degraded {
-		if !now.Before(l.localExpiry) {
-			return Settlement{}, &leaseError{id: l.id, op: "adjust", err: store.ErrLeaseExpired, why: "expired at " + l.localExpiry.Format(time.RFC3339Nano)}
-		}
+	recorded := l.recorded && !l.degraded
+	if !recorded && delta < 0 && !now.Before(l.localExpiry) {
+		return Settlement{}, &leaseError{id: l.id, op: "adjust", err: store.ErrLeaseExpired, why: "expired at " + l.localExpiry.Format(time.RFC3339Nano) + "; a refund after expiry is refused"}
 	}
-	res, err := l.c.st.Adjust(ctx, store.AdjustRequest{
-		Now: now, ID: l.id, Recorded: l.recorded && !l.degraded,
+	req := store.AdjustRequest{
+		Now: now, ID: l.id, Recorded: recorded,
 		Dimension: l.items[i].Dimension, Delta: delta, Held: held,
-	})
+	}
+	if !recorded {
+		req.ExpiresAt = l.expiresAt
+	}
+	res, err := l.storeAdjust(ctx, req)
+	if recorded && delta > 0 && (errors.Is(err, store.ErrUnknownLease) || errors.Is(err, store.ErrLeaseExpired)) {
+		// Usage reported late still counts at the vendor: charge it even
+		// though the lease expired or the reconciler deleted its record,
+		// bounded by the cost this holder knows it held.
+		req.Recorded, req.ExpiresAt = false, l.expiresAt
+		res, err = l.storeAdjust(ctx, req)
+	}
 	if errors.Is(err, store.ErrUnknownLease) {
 		return Settlement{}, &leaseError{id: l.id, op: "adjust", err: store.ErrLeaseExpired, why: "was reclaimed by the reconciler"}
 	}
@@ -218,6 +256,12 @@ func (l *Lease) adjustLocked(ctx context.Context, i int, delta int64) (Settlemen
 		l.charged[i] = true
 	}
 	return res, nil
+}
+
+func (l *Lease) storeAdjust(ctx context.Context, req store.AdjustRequest) (store.AdjustResult, error) {
+	return storeCall(ctx, l.c, "adjust", func(ctx context.Context) (store.AdjustResult, error) {
+		return l.c.st.Adjust(ctx, req)
+	})
 }
 
 // Extend keeps the lease alive for ttl from now (the heartbeat for a long
@@ -238,17 +282,21 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 			return &leaseError{id: l.id, op: "extend", err: store.ErrLeaseExpired, why: "expired at " + l.localExpiry.Format(time.RFC3339Nano)}
 		}
 		l.expiresAt = l.expiresAt.Add(now.Add(ttl).Sub(l.localExpiry))
-		l.localExpiry = now.Add(ttl)
+		l.setLocalExpiry(now.Add(ttl))
 		return nil
 	}
-	exp, err := l.c.st.Extend(ctx, store.ExtendRequest{Now: now, ID: l.id, TTL: ttl, Hint: l.items[0].Dimension})
+	req := store.ExtendRequest{Now: now, ID: l.id, TTL: ttl, Hint: l.items[0].Dimension}
+	exp, err := storeCall(ctx, l.c, "extend", func(ctx context.Context) (time.Time, error) {
+		return l.c.st.Extend(ctx, req)
+	})
 	if errors.Is(err, store.ErrUnknownLease) {
 		return &leaseError{id: l.id, op: "extend", err: store.ErrLeaseExpired, why: "was reclaimed by the reconciler"}
 	}
 	if err != nil {
 		return err
 	}
-	l.expiresAt, l.localExpiry = exp, now.Add(ttl)
+	l.expiresAt = exp
+	l.setLocalExpiry(now.Add(ttl))
 	return nil
 }
 

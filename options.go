@@ -31,6 +31,10 @@ func WithLeaseTTL(d time.Duration) Option { return func(cl *Client) { cl.cfg.Lea
 // WithMaxRetries sets how many times a contended acquisition is retried.
 func WithMaxRetries(n int) Option { return func(cl *Client) { cl.cfg.MaxRetries = n } }
 
+// WithOpTimeout bounds every store call the client makes (see
+// Config.OpTimeout; 0 disables it).
+func WithOpTimeout(d time.Duration) Option { return func(cl *Client) { cl.cfg.OpTimeout = d } }
+
 // WithDefaultCaller sets the caller name recorded on leases.
 func WithDefaultCaller(name string) Option { return func(cl *Client) { cl.cfg.Caller = name } }
 

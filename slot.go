@@ -65,7 +65,13 @@ func jitter(d time.Duration) time.Duration {
 
 // SlotHandle is a held slot whose lease is renewed in the background until
 // Release. Get one from Slot or SlotMany; WithSlot manages one for you.
+//
+// If renewals keep failing, whatever the error, the handle's context is
+// cancelled with cause ErrLeaseLost before the lease expires (see
+// LossMargin): by the time another holder can have been granted the slot,
+// this one has been told to stop.
 type SlotHandle struct {
+	c      *Client
 	lease  *Lease
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -95,7 +101,7 @@ func (c *Client) SlotMany(ctx context.Context, reqs []Request, timeout time.Dura
 		return nil, err
 	}
 	hctx, cancel := context.WithCancelCause(ctx)
-	h := &SlotHandle{lease: l, ctx: hctx, cancel: cancel, stop: make(chan struct{}), done: make(chan struct{})}
+	h := &SlotHandle{c: c, lease: l, ctx: hctx, cancel: cancel, stop: make(chan struct{}), done: make(chan struct{})}
 	go h.renew(c)
 	return h, nil
 }
@@ -115,18 +121,33 @@ func (h *SlotHandle) Lease() *Lease { return h.lease }
 
 // Context returns a context derived from the one passed to Slot that is
 // cancelled, with cause ErrLeaseLost, if the lease expires or is reclaimed
-// while held, and when the handle is released.
+// while held or could not be renewed in time, and when the handle is
+// released.
 func (h *SlotHandle) Context() context.Context { return h.ctx }
 
-// renew extends the lease every third of its TTL until Release. A recorded
-// lease that turns out expired or reclaimed cancels the handle's context
-// with ErrLeaseLost; transient store errors are retried on the next tick.
+// LossMargin returns how long before a lease's expiry a SlotHandle whose
+// renewals keep failing gives the lease up: max(TTL/10, min(1s, TTL/4)).
+// The margin covers the latency of the last renewal and the disagreement
+// between the holder's clock and the store's (or the reconciler's); it is
+// at most a quarter of the TTL, so that a renewal every TTL/3 gets two
+// chances before the lease is given up.
+func LossMargin(ttl time.Duration) time.Duration {
+	return max(ttl/10, min(time.Second, ttl/4))
+}
+
+// renew extends the lease every third of its TTL until Release. A lease
+// that turns out expired or reclaimed cancels the handle's context with
+// ErrLeaseLost at once; other errors are retried on the next tick, while
+// watch cancels the context LossMargin before the expiry that the last
+// successful renewal (or the grant) set.
 func (h *SlotHandle) renew(c *Client) {
 	defer close(h.done)
 	// The granted TTL, not ExpiresAt-CreatedAt: those come from different
 	// clocks when the store keeps its own.
 	ttl := h.lease.TTL()
 	every := max(ttl/3, time.Millisecond)
+	stopWatch := h.watch(c, ttl)
+	defer stopWatch()
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -144,8 +165,7 @@ func (h *SlotHandle) renew(c *Client) {
 			switch {
 			case err == nil:
 			case errors.Is(err, ErrLeaseExpired):
-				c.log.LogAttrs(h.ctx, slog.LevelWarn, "slot.lease_lost", slog.String("lease", h.lease.ID()), slog.String("error", err.Error()))
-				h.cancel(ErrLeaseLost)
+				h.lose(c, err)
 				return
 			case errors.Is(err, ErrLeaseReleased):
 				return
@@ -156,8 +176,60 @@ func (h *SlotHandle) renew(c *Client) {
 	}
 }
 
+// watch cancels the handle's context with ErrLeaseLost once the lease's
+// expiry, by the client's clock, is less than LossMargin away. It runs on
+// its own timer, so that a renewal or another operation stuck on the
+// lease cannot delay it. The returned func stops it.
+func (h *SlotHandle) watch(c *Client, ttl time.Duration) (stop func()) {
+	margin := LossMargin(ttl)
+	untilLost := func() time.Duration {
+		return h.lease.holderExpiry().Add(-margin).Sub(c.clock.Now())
+	}
+	var (
+		mu      sync.Mutex
+		timer   *time.Timer
+		stopped bool
+	)
+	check := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped || h.ctx.Err() != nil {
+			return
+		}
+		if left := untilLost(); left > 0 {
+			timer.Reset(left)
+			return
+		}
+		h.lose(c, errors.New("not renewed within "+(ttl-margin).String()+" of its last renewal"))
+	}
+	mu.Lock()
+	timer = time.AfterFunc(untilLost(), check)
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		timer.Stop()
+	}
+}
+
+// lose cancels the handle's context with ErrLeaseLost.
+func (h *SlotHandle) lose(c *Client, why error) {
+	if h.ctx.Err() != nil {
+		return
+	}
+	c.log.LogAttrs(h.ctx, slog.LevelWarn, "slot.lease_lost", slog.String("lease", h.lease.ID()), slog.String("error", why.Error()))
+	h.cancel(ErrLeaseLost)
+}
+
 // Release stops renewal and releases the lease; it is idempotent and returns
 // the first Release's error. It runs even if ctx is already done.
+//
+// If the store cannot be reached (an error matching ErrUnavailable),
+// Release returns that error and keeps retrying in the background, with
+// exponential backoff and jitter, until a release gets through or the lease
+// expires (the reconciler reclaims it then), so that the slot comes back as
+// soon as the store does. A release that finds no record is final.
 func (h *SlotHandle) Release(ctx context.Context) error {
 	h.once.Do(func() {
 		close(h.stop)
@@ -166,15 +238,56 @@ func (h *SlotHandle) Release(ctx context.Context) error {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 		defer cancel()
 		h.err = h.lease.Release(rctx)
+		if errors.Is(h.err, ErrUnavailable) {
+			h.c.log.LogAttrs(ctx, slog.LevelWarn, "slot.release_failed", slog.String("lease", h.lease.ID()),
+				slog.String("error", h.err.Error()), slog.Bool("retrying", true))
+			// The deadline is set now, on the runtime's timers, so that the
+			// retries end at the lease's expiry whatever the Clock does.
+			left := h.lease.holderExpiry().Sub(h.c.clock.Now())
+			bctx, bcancel := context.WithTimeout(context.WithoutCancel(ctx), left)
+			go h.retryRelease(bctx, bcancel)
+		}
 	})
 	return h.err
+}
+
+// Backoff of the background release retries: exponential from 100 ms,
+// capped at 5 s, with equal jitter.
+const (
+	releaseBackoffBase = 100 * time.Millisecond
+	releaseBackoffCap  = 5 * time.Second
+)
+
+// retryRelease retries the lease's release until it gets through, finds
+// no record, fails for another reason than the store's availability, or
+// ctx (which ends at the lease's expiry) is done.
+func (h *SlotHandle) retryRelease(ctx context.Context, cancel context.CancelFunc) {
+	defer cancel()
+	for attempt := 0; ; attempt++ {
+		d := releaseBackoffCap
+		if attempt < 6 {
+			d = min(releaseBackoffCap, releaseBackoffBase<<attempt)
+		}
+		if sleep(ctx, d/2+rand.N(d/2+1)) != nil {
+			h.c.log.LogAttrs(ctx, slog.LevelWarn, "slot.release_abandoned", slog.String("lease", h.lease.ID()),
+				slog.Int("attempts", attempt+1), slog.String("reason", "lease expired; the reconciler reclaims it"))
+			return
+		}
+		err := h.lease.Release(ctx)
+		if !errors.Is(err, ErrUnavailable) || ctx.Err() != nil {
+			return
+		}
+	}
 }
 
 // WithSlot waits for a slot on dimension (see Wait), runs fn with the lease,
 // and always releases it, also when fn panics or returns an error. The lease
 // is renewed while fn runs; fn's context is cancelled with ErrLeaseLost if
-// it is lost. It returns fn's error, else the release error (which matches
-// ErrLeaseExpired if the lease was reclaimed while fn ran).
+// it is lost or could not be renewed in time (see SlotHandle). It returns
+// fn's error, else the release error (which matches ErrLeaseExpired if the
+// lease was reclaimed while fn ran, and ErrUnavailable if the store could
+// not be reached: the release is then retried in the background, see
+// SlotHandle.Release).
 func (c *Client) WithSlot(ctx context.Context, dimension string, timeout time.Duration, fn func(context.Context, *Lease) error, opts ...AcquireOption) error {
 	h, err := c.Slot(ctx, dimension, timeout, opts...)
 	if err != nil {

@@ -76,6 +76,12 @@ type Counters struct {
 
 // Run runs cfg's workers against st until cfg.Duration passes or ctx is
 // done, and returns their merged log.
+//
+// The end of the run stops the workers from starting new calls; it does
+// not cut the calls in flight, which finish (within the store's own
+// timeout) and are counted as they come out: a store error then is a store
+// error, and a grant is logged. Only ctx, the caller's, cuts calls, and
+// what it cuts is not counted.
 func Run(ctx context.Context, st store.Store, cfg Config, live *Counters) (*Part, error) {
 	if cfg.Workers < 1 || len(cfg.Items) == 0 {
 		return nil, errors.New("benchrun: need at least one worker and one item")
@@ -83,14 +89,14 @@ func Run(ctx context.Context, st store.Store, cfg Config, live *Counters) (*Part
 	if live == nil {
 		live = &Counters{}
 	}
-	ctx, cancel := context.WithTimeout(ctx, cfg.Duration)
+	end, cancel := context.WithTimeout(ctx, cfg.Duration)
 	defer cancel()
 	parts := make([]*Part, cfg.Workers)
 	var wg sync.WaitGroup
 	start := time.Now()
 	for i := range cfg.Workers {
 		parts[i] = &Part{}
-		wg.Go(func() { worker(ctx, st, cfg, parts[i], live) })
+		wg.Go(func() { worker(ctx, end, st, cfg, parts[i], live) })
 	}
 	wg.Wait()
 	out := &Part{Start: start, End: time.Now()}
@@ -107,14 +113,15 @@ func Run(ctx context.Context, st store.Store, cfg Config, live *Counters) (*Part
 	return out, nil
 }
 
-// worker acquires in a loop, waiting out RETRY_IN answers.
-func worker(ctx context.Context, st store.Store, cfg Config, p *Part, live *Counters) {
+// worker acquires in a loop, waiting out RETRY_IN answers, until end is
+// done. Its store calls run under ctx, which the run's end does not cut.
+func worker(ctx, end context.Context, st store.Store, cfg Config, p *Part, live *Counters) {
 	items := append([]store.Item(nil), cfg.Items...)
 	req := &store.AcquireRequest{Items: items, Caller: "sluice-bench", TTL: cfg.TTL, Record: cfg.Concurrent}
 	var res store.AcquireResult
 	var offLo int64 // lower bound of store clock − worker clock, in ms
 	haveOff := false
-	for ctx.Err() == nil {
+	for end.Err() == nil {
 		req.ID = store.NewLeaseID()
 		c0 := time.Now()
 		req.Now = c0
@@ -126,7 +133,7 @@ func worker(ctx context.Context, st store.Store, cfg Config, p *Part, live *Coun
 		case errors.Is(err, store.ErrContention):
 			p.Denied++
 			live.Denied.Add(1)
-			pause(ctx, time.Duration(1+rand.IntN(5))*time.Millisecond)
+			pause(end, time.Duration(1+rand.IntN(5))*time.Millisecond)
 			continue
 		case err != nil:
 			p.Errors++
@@ -134,14 +141,14 @@ func worker(ctx context.Context, st store.Store, cfg Config, p *Part, live *Coun
 			if p.FirstErr == "" {
 				p.FirstErr = err.Error()
 			}
-			pause(ctx, 10*time.Millisecond)
+			pause(end, 10*time.Millisecond)
 			continue
 		}
 		p.LatencyUS = append(p.LatencyUS, c1.Sub(c0).Microseconds())
 		if !res.Granted {
 			p.Denied++
 			live.Denied.Add(1)
-			pause(ctx, max(res.RetryIn, time.Millisecond))
+			pause(end, max(res.RetryIn, time.Millisecond))
 			continue
 		}
 		p.Granted++

@@ -1,8 +1,8 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
-	"math"
 
 	"github.com/spf13/cobra"
 
@@ -35,12 +35,15 @@ after the vendor answered 429 Too Many Requests.`,
 			if err := outputFlag(output); err != nil {
 				return err
 			}
-			if math.IsNaN(factor) || factor < 0 || factor > 1 {
-				return usagef("--factor %v: must be between 0 and 1", factor)
-			}
 			return g.withStore(cmd.Context(), func(st store.Store) error {
-				res, err := st.Penalize(cmd.Context(), store.PenalizeRequest{Now: g.now(), Dimension: args[0],
-					FactorMilli: int64(math.Round(factor * 1000))})
+				c, err := sluice.New(st, sluice.WithClock(g.clock()))
+				if err != nil {
+					return err
+				}
+				res, err := c.Penalize(cmd.Context(), args[0], factor)
+				if fe := (*sluice.FieldError)(nil); errors.As(err, &fe) && fe.Field == "factor" {
+					return usagef("--factor %v: %s", factor, fe.Reason)
+				}
 				if err != nil {
 					return err
 				}

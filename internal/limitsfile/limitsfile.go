@@ -113,7 +113,9 @@ func Parse(name string, data []byte) (*File, error) {
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	if len(doc.Content) == 0 {
+	// A file of comments has no document; one of "---" (or "~") has a
+	// null one, which yaml places past the end of the file.
+	if len(doc.Content) == 0 || doc.Content[0].Kind == yaml.ScalarNode && doc.Content[0].Tag == "!!null" {
 		return nil, &Error{File: name, Line: 1, Column: 1, Msg: "the file is empty; declare dimensions: or presets:"}
 	}
 	root := doc.Content[0]

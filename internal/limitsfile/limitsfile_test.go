@@ -55,6 +55,8 @@ func TestErrorsNamePosition(t *testing.T) {
 		{"presets:\n  - preset: openai\n    rpm: -3\n", "x.yaml:3:10: presets[0].rpm: -3: must be between 1"},
 		{"limits: {}\n", "x.yaml:1:1: limits: unknown key"},
 		{"", "x.yaml:1:1: the file is empty"},
+		{"---", "x.yaml:1:1: the file is empty"},
+		{"# nothing yet\n---\n", "x.yaml:1:1: the file is empty"},
 		{"- a\n", "x.yaml:1:1: must be a mapping"},
 	} {
 		_, err := Parse("x.yaml", []byte(c.yaml))

@@ -12,6 +12,7 @@
 package pgtest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -21,6 +22,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -251,6 +253,91 @@ func (s *Server) Restart() error {
 // Committed transactions survive: the tests run with synchronous_commit on.
 func (s *Server) Kill() error { return s.stop(syscall.SIGQUIT) }
 
+// Crash kills the postmaster and every backend at once with SIGKILL (what
+// kill -9 of the whole server or the OOM killer does) and waits for the
+// postmaster to exit. Restart then runs crash recovery; committed
+// transactions survive.
+func (s *Server) Crash() error {
+	if s.cmd == nil {
+		return nil
+	}
+	pid := s.cmd.Process.Pid
+	// Freeze the postmaster first, so that it forks nothing new while its
+	// children are listed and killed.
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("pgtest: kill -STOP: %w", err)
+	}
+	for _, c := range children(pid) {
+		syscall.Kill(c, syscall.SIGKILL)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return fmt.Errorf("pgtest: kill -9: %w", err)
+	}
+	<-s.done
+	s.cmd = nil
+	return nil
+}
+
+// Pause freezes the postmaster and every backend with SIGSTOP: the server
+// keeps its sockets open, the kernel still accepts connections, and nothing
+// answers, as with a hung host. Resume undoes it.
+func (s *Server) Pause() error {
+	if s.cmd == nil {
+		return errors.New("pgtest: server not running")
+	}
+	pid := s.cmd.Process.Pid
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("pgtest: kill -STOP: %w", err)
+	}
+	for _, c := range children(pid) {
+		syscall.Kill(c, syscall.SIGSTOP)
+	}
+	return nil
+}
+
+// Resume continues a server frozen by Pause (SIGCONT), backends first.
+func (s *Server) Resume() error {
+	if s.cmd == nil {
+		return errors.New("pgtest: server not running")
+	}
+	pid := s.cmd.Process.Pid
+	for _, c := range children(pid) {
+		syscall.Kill(c, syscall.SIGCONT)
+	}
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		return fmt.Errorf("pgtest: kill -CONT: %w", err)
+	}
+	return nil
+}
+
+// children lists the processes whose parent is pid, from /proc. (Every
+// PostgreSQL child process calls setsid, so a process group does not reach
+// them.)
+func children(pid int) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...; comm may hold spaces and parentheses.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 func (s *Server) stop(sig syscall.Signal) error {
 	if s.cmd == nil {
 		return nil
@@ -268,8 +355,12 @@ func (s *Server) stop(sig syscall.Signal) error {
 	return nil
 }
 
-// Close stops the server (fast shutdown) and removes its directory.
+// Close stops the server (fast shutdown) and removes its directory. A
+// paused server is resumed first.
 func (s *Server) Close() error {
+	if s.cmd != nil {
+		s.Resume()
+	}
 	err := s.stop(syscall.SIGINT)
 	if rerr := os.RemoveAll(s.dir); err == nil {
 		err = rerr

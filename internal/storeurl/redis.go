@@ -28,7 +28,7 @@ func openRedis(_ context.Context, u *url.URL, o Options) (*Opened, error) {
 	if v := q.Get("timeout"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 {
-			return nil, badf("%s: timeout=%q must be a duration such as 2s (0 for none)", u.Redacted(), v)
+			return nil, badf("%s: timeout=%q must be a duration such as 2s (0 for none)", redact(u), v)
 		}
 		timeout = d
 	}
@@ -43,7 +43,7 @@ func openRedis(_ context.Context, u *url.URL, o Options) (*Opened, error) {
 	if v := q.Get("caller_clock"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			return nil, badf("%s: caller_clock=%q must be true or false", u.Redacted(), v)
+			return nil, badf("%s: caller_clock=%q must be true or false", redact(u), v)
 		}
 		callerClock = b
 		if b {
@@ -68,11 +68,11 @@ func openRedis(_ context.Context, u *url.URL, o Options) (*Opened, error) {
 		hosts := strings.Split(u.Host, ",")
 		for _, h := range hosts {
 			if h == "" {
-				return nil, badf("%s: empty host in the cluster's host list", u.Redacted())
+				return nil, badf("%s: empty host in the cluster's host list", redact(u))
 			}
 		}
 		if p := strings.Trim(u.Path, "/"); p != "" {
-			return nil, badf("%s: a Redis Cluster has only database 0; drop the path %q", u.Redacted(), u.Path)
+			return nil, badf("%s: a Redis Cluster has only database 0; drop the path %q", redact(u), u.Path)
 		}
 		base.Host, base.Path = hosts[0], ""
 		for _, h := range hosts[1:] {
@@ -81,17 +81,17 @@ func openRedis(_ context.Context, u *url.URL, o Options) (*Opened, error) {
 		base.RawQuery = q.Encode()
 		co, err := redis.ParseClusterURL(base.String())
 		if err != nil {
-			return nil, badf("%s: %v", u.Redacted(), err)
+			return nil, badf("%s: %v", redact(u), err)
 		}
 		co.Password = pass
 		rdb = redis.NewClusterClient(co)
 	} else {
 		if u.Host == "" {
-			return nil, badf("%s: name the server, e.g. redis://127.0.0.1:6379/0", u.Redacted())
+			return nil, badf("%s: name the server, e.g. redis://127.0.0.1:6379/0", redact(u))
 		}
 		ro, err := redis.ParseURL(base.String())
 		if err != nil {
-			return nil, badf("%s: %v", u.Redacted(), err)
+			return nil, badf("%s: %v", redact(u), err)
 		}
 		ro.Password = pass
 		rdb = redis.NewClient(ro)
@@ -99,8 +99,8 @@ func openRedis(_ context.Context, u *url.URL, o Options) (*Opened, error) {
 	st, err := redisstore.New(rdb, opts...)
 	if err != nil {
 		_ = rdb.Close()
-		return nil, badf("%s: %v", u.Redacted(), err)
+		return nil, badf("%s: %v", redact(u), err)
 	}
-	return &Opened{Store: st, Kind: kind, Redacted: u.Redacted(), SharedClock: !callerClock,
+	return &Opened{Store: st, Kind: kind, Redacted: redact(u), SharedClock: !callerClock,
 		closers: []func() error{rdb.Close, st.Close}}, nil
 }

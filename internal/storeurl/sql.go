@@ -35,7 +35,7 @@ func boolOpt(u *url.URL, opts map[string]string, name string, def bool) (bool, e
 	}
 	b, err := strconv.ParseBool(v)
 	if err != nil {
-		return false, badf("%s: %s=%q must be true or false", u.Redacted(), name, v)
+		return false, badf("%s: %s=%q must be true or false", redact(u), name, v)
 	}
 	return b, nil
 }
@@ -47,7 +47,7 @@ func durOpt(u *url.URL, opts map[string]string, name string, def time.Duration) 
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d < 0 {
-		return 0, badf("%s: %s=%q must be a duration such as 2s", u.Redacted(), name, v)
+		return 0, badf("%s: %s=%q must be a duration such as 2s", redact(u), name, v)
 	}
 	return d, nil
 }
@@ -82,7 +82,7 @@ func openPostgres(ctx context.Context, u *url.URL, o Options) (*Opened, error) {
 	base.RawQuery = q.Encode()
 	cfg, err := pgxpool.ParseConfig(base.String())
 	if err != nil {
-		return nil, badf("%s: %v", u.Redacted(), err)
+		return nil, badf("%s: %v", redact(u), err)
 	}
 	pass, err := o.password("PGPASSWORD")
 	if err != nil {
@@ -93,14 +93,14 @@ func openPostgres(ctx context.Context, u *url.URL, o Options) (*Opened, error) {
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, badf("%s: %v", u.Redacted(), err)
+		return nil, badf("%s: %v", redact(u), err)
 	}
 	st, err := pgstore.New(pool, opts...)
 	if err != nil {
 		pool.Close()
-		return nil, badf("%s: %v", u.Redacted(), err)
+		return nil, badf("%s: %v", redact(u), err)
 	}
-	op := &Opened{Store: st, Kind: "postgres", Redacted: u.Redacted(), SharedClock: !callerClock, Postgres: st,
+	op := &Opened{Store: st, Kind: "postgres", Redacted: redact(u), SharedClock: !callerClock, Postgres: st,
 		closers: []func() error{func() error { pool.Close(); return nil }, st.Close}}
 	if migrate && !o.NoMigrate {
 		if err := st.Migrate(ctx); err != nil {
@@ -117,12 +117,12 @@ func openPostgres(ctx context.Context, u *url.URL, o Options) (*Opened, error) {
 // timeout, seeds_path (seed 000's two-round-trip acquire).
 func openDynamo(ctx context.Context, u *url.URL, o Options) (*Opened, error) {
 	if u.User != nil {
-		return nil, badf("%s: dynamodb:// takes no user; credentials come from the AWS SDK's default chain", u.Redacted())
+		return nil, badf("%s: dynamodb:// takes no user; credentials come from the AWS SDK's default chain", redact(u))
 	}
 	q := u.Query()
 	so := takeOpts(q, "region", "endpoint", "timeout", "seeds_path")
 	if len(q) > 0 {
-		return nil, badf("%s: unknown option(s) %s (want region, endpoint, timeout, seeds_path)", u.Redacted(), q.Encode())
+		return nil, badf("%s: unknown option(s) %s (want region, endpoint, timeout, seeds_path)", redact(u), q.Encode())
 	}
 	table := o.Table
 	if table == "" {
@@ -132,7 +132,7 @@ func openDynamo(ctx context.Context, u *url.URL, o Options) (*Opened, error) {
 		table = o.lookup("SLUICE_TABLE_NAME")
 	}
 	if table == "" {
-		return nil, badf("%s: name the table: dynamodb://TABLE or SLUICE_TABLE_NAME", u.Redacted())
+		return nil, badf("%s: name the table: dynamodb://TABLE or SLUICE_TABLE_NAME", redact(u))
 	}
 	region, endpoint := so["region"], so["endpoint"]
 	if region == "" {
@@ -161,10 +161,10 @@ func openDynamo(ctx context.Context, u *url.URL, o Options) (*Opened, error) {
 	}
 	awsCfg, err := config.LoadDefaultConfig(ctx, lo...)
 	if err != nil {
-		return nil, badf("%s: AWS configuration: %v", u.Redacted(), err)
+		return nil, badf("%s: AWS configuration: %v", redact(u), err)
 	}
 	if awsCfg.Region == "" {
-		return nil, badf("%s: no AWS region: add ?region=R, or set SLUICE_AWS_REGION or AWS_REGION", u.Redacted())
+		return nil, badf("%s: no AWS region: add ?region=R, or set SLUICE_AWS_REGION or AWS_REGION", redact(u))
 	}
 	db := dynamodb.NewFromConfig(awsCfg, dynamostore.ClientOptions, func(do *dynamodb.Options) {
 		if endpoint != "" {
@@ -173,8 +173,8 @@ func openDynamo(ctx context.Context, u *url.URL, o Options) (*Opened, error) {
 	})
 	st, err := dynamostore.New(db, table, opts...)
 	if err != nil {
-		return nil, badf("%s: %v", u.Redacted(), err)
+		return nil, badf("%s: %v", redact(u), err)
 	}
-	return &Opened{Store: st, Kind: "dynamodb", Redacted: u.Redacted(), DynamoDB: db, Table: table,
+	return &Opened{Store: st, Kind: "dynamodb", Redacted: redact(u), DynamoDB: db, Table: table,
 		closers: []func() error{st.Close}}, nil
 }

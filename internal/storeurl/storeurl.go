@@ -7,8 +7,10 @@
 //	postgres://[user@]host:port/db[?opts]       PostgreSQL (also postgresql://)
 //	dynamodb://TABLE?region=R&endpoint=URL      DynamoDB (SLUICE_TABLE_NAME, SLUICE_AWS_REGION, SLUICE_ENDPOINT_URL)
 //
-// A password is never part of the URL: a URL carrying one is rejected, so
-// that it cannot leak through shell history, process listings or logs. It
+// A password is never part of the URL: a URL carrying one, in the userinfo
+// or in a password or sslpassword query parameter, is rejected, so that it
+// cannot leak through shell history, process listings (bench's children
+// get the URL on their command line) or logs. It
 // comes from a file (Options.PasswordFile, the CLI's --password-file) or the
 // environment (SLUICE_REDIS_PASSWORD for Redis, PGPASSWORD for PostgreSQL).
 package storeurl
@@ -19,6 +21,8 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -117,21 +121,14 @@ func Schemes() []string {
 // stores: an unreachable server shows up as store.ErrUnavailable on the
 // first operation, not here.
 func Open(ctx context.Context, raw string, o Options) (*Opened, error) {
-	if raw == "" {
-		return nil, badf("empty store URL (try memory:// or redis://127.0.0.1:6379)")
-	}
-	u, err := url.Parse(raw)
-	if err != nil || u.Scheme == "" {
-		return nil, badf("%q is not a store URL (try memory:// or redis://127.0.0.1:6379)", redactRaw(raw))
-	}
-	if _, set := u.User.Password(); set {
-		return nil, badf("%s: the URL contains a password; pass it in %s or --password-file instead, never on the command line",
-			u.Redacted(), passwordEnv(u.Scheme))
+	u, err := parse(raw)
+	if err != nil {
+		return nil, err
 	}
 	switch u.Scheme {
 	case "memory":
 		if u.Host != "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
-			return nil, badf("%s: memory:// takes no host, path or options", u.Redacted())
+			return nil, badf("%s: memory:// takes no host, path or options", redact(u))
 		}
 		if o.Memory != nil {
 			return &Opened{Store: o.Memory, Kind: "memory", Redacted: "memory://", SharedClock: true}, nil
@@ -148,6 +145,30 @@ func Open(ctx context.Context, raw string, o Options) (*Opened, error) {
 	return nil, badf("scheme %q is not supported (supported: %s)", u.Scheme, strings.Join(Schemes(), ", "))
 }
 
+// parse checks what every store URL must satisfy: a URL with a scheme
+// Open understands and no password in it.
+func parse(raw string) (*url.URL, error) {
+	if raw == "" {
+		return nil, badf("empty store URL (try memory:// or redis://127.0.0.1:6379)")
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme == "" {
+		return nil, badf("%q is not a store URL (try memory:// or redis://127.0.0.1:6379)", redactRaw(raw))
+	}
+	if _, set := u.User.Password(); set {
+		return nil, badf("%s: the URL contains a password; pass it in %s or --password-file instead, never on the command line",
+			redact(u), passwordEnv(u.Scheme))
+	}
+	if k := secretParam(u); k != "" {
+		return nil, badf("%s: the URL contains a password (%s=); pass it in %s or --password-file instead, never on the command line",
+			redact(u), k, passwordEnv(u.Scheme))
+	}
+	if !slices.Contains(Schemes(), u.Scheme) {
+		return nil, badf("scheme %q is not supported (supported: %s)", u.Scheme, strings.Join(Schemes(), ", "))
+	}
+	return u, nil
+}
+
 // passwordEnv names the variable a scheme reads its password from.
 func passwordEnv(scheme string) string {
 	switch scheme {
@@ -157,8 +178,57 @@ func passwordEnv(scheme string) string {
 	return "SLUICE_REDIS_PASSWORD"
 }
 
-// redactRaw hides anything that looks like userinfo in an unparsable URL.
+// secretParams are the query parameters that carry a secret (libpq's and
+// pgx's password and sslpassword). They are refused like a password in the
+// userinfo, whatever their case, since a server may be sent a parameter it
+// does not know as is.
+var secretParams = []string{"password", "sslpassword"}
+
+// secretParam returns the name of the first query parameter of u that
+// carries a secret, or "".
+func secretParam(u *url.URL) string {
+	for k := range u.Query() {
+		if isSecret(k) {
+			return k
+		}
+	}
+	return ""
+}
+
+func isSecret(key string) bool {
+	for _, s := range secretParams {
+		if strings.EqualFold(key, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// redact returns u safe to print: the userinfo's password and the values of
+// secret query parameters are replaced by "xxxxx".
+func redact(u *url.URL) string {
+	if secretParam(u) == "" {
+		return u.Redacted()
+	}
+	r := *u
+	q := r.Query()
+	for k := range q {
+		if isSecret(k) {
+			q[k] = []string{"xxxxx"}
+		}
+	}
+	r.RawQuery = q.Encode()
+	return r.Redacted()
+}
+
+// secretRaw matches a secret key=value pair in a string that is not a URL
+// (a libpq key/value connection string, say).
+var secretRaw = regexp.MustCompile(`(?i)((?:ssl)?password\s*=\s*)('[^']*'|[^\s&]*)`)
+
+// redactRaw hides anything that looks like userinfo or a password in an
+// unparsable URL.
 func redactRaw(raw string) string {
+	raw = secretRaw.ReplaceAllString(raw, "${1}xxxxx")
 	if i := strings.Index(raw, "@"); i >= 0 {
 		if j := strings.Index(raw, "://"); j >= 0 && j < i {
 			return raw[:j+3] + "…@" + raw[i+1:]

@@ -3,6 +3,7 @@ package storeurl
 import (
 	"context"
 	"errors"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,6 +28,16 @@ func TestOpenErrors(t *testing.T) {
 		{"redis://:hunter2@127.0.0.1:6379", "SLUICE_REDIS_PASSWORD"},
 		{"rediss+cluster://u:hunter2@a:1,b:2", "the URL contains a password"},
 		{"postgres://u:hunter2@db/x", "PGPASSWORD"},
+		{"postgres://u@127.0.0.1:1/x?password=hunter2", "the URL contains a password (password=)"},
+		{"postgresql://127.0.0.1:1/x?sslmode=disable&password=hunter2", "PGPASSWORD"},
+		{"postgres://127.0.0.1:1/x?PassWord=hunter2", "the URL contains a password"},
+		{"postgres://127.0.0.1:1/x?p%61ssword=hunter2", "the URL contains a password"},
+		{"postgres://127.0.0.1:1/x?sslpassword=hunter2", "the URL contains a password (sslpassword=)"},
+		{"postgres://u:hunter2@127.0.0.1:1/x?password=hunter2", "the URL contains a password"},
+		{"redis://127.0.0.1:6379?password=hunter2", "SLUICE_REDIS_PASSWORD"},
+		{"dynamodb://t1?region=eu-west-1&password=hunter2", "the URL contains a password"},
+		{"host=127.0.0.1 password=hunter2", "not a store URL"},
+		{"host=127.0.0.1 sslpassword='hunter2'", "not a store URL"},
 		{"redis://", "name the server"},
 		{"redis://127.0.0.1:6379/x", "invalid database number"},
 		{"redis://127.0.0.1:6379?timeout=soon", `timeout="soon"`},
@@ -128,6 +139,42 @@ func TestRedisPassword(t *testing.T) {
 	if _, err := Open(context.Background(), url, Options{PasswordFile: file + ".missing"}); !errors.Is(err, ErrBadURL) {
 		t.Errorf("missing password file: %v", err)
 	}
+}
+
+// TestRedactedURL: the URL a store prints (bench, demo, errors) never
+// shows a password, whatever part of the URL carried it.
+func TestRedactedURL(t *testing.T) {
+	for _, c := range []struct{ url, want string }{
+		{"memory://", "memory://"},
+		{"redis://u@127.0.0.1:1/2?dial_timeout=1s", "redis://u@127.0.0.1:1/2?dial_timeout=1s"},
+		{"postgres://sluice@127.0.0.1:1/db?migrate=false&sslmode=disable&passfile=/run/pg", "postgres://sluice@127.0.0.1:1/db?migrate=false&sslmode=disable&passfile=/run/pg"},
+	} {
+		op, err := Open(context.Background(), c.url, Options{NoMigrate: true})
+		if err != nil {
+			t.Fatalf("%q: %v", c.url, err)
+		}
+		if op.Redacted != c.want {
+			t.Errorf("%q: Redacted = %q, want %q", c.url, op.Redacted, c.want)
+		}
+		op.Close()
+	}
+	for _, c := range []struct{ url, want string }{
+		{"postgres://u:hunter2@db/x?sslmode=disable&password=hunter2", "postgres://u:xxxxx@db/x?password=xxxxx&sslmode=disable"},
+		{"postgres://db/x?SSLPassword=hunter2", "postgres://db/x?SSLPassword=xxxxx"},
+	} {
+		if got := redact(mustParse(t, c.url)); got != c.want {
+			t.Errorf("redact(%q) = %q, want %q", c.url, got, c.want)
+		}
+	}
+}
+
+func mustParse(t *testing.T, raw string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
 }
 
 // TestOpenAdminHandles: a postgres:// store exposes its *pgstore.Store, a

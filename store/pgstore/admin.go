@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -15,10 +16,10 @@ import (
 )
 
 // scanBuckets reads the rows of the peek and list queries. Read-only
-// operations refill in Go with package bucket, which the differential test
-// proves equal to the SQL port. It returns the first requested name that
-// has no bucket, if any.
-func scanBuckets(rows pgx.Rows, hint int) ([]store.BucketState, string, error) {
+// operations align and refill in Go with package bucket, which the
+// differential test proves equal to the SQL port. It returns the first
+// requested name that has no bucket, if any.
+func (s *Store) scanBuckets(rows pgx.Rows, hint int) ([]store.BucketState, string, error) {
 	defer rows.Close()
 	out := make([]store.BucketState, 0, hint)
 	for rows.Next() {
@@ -40,7 +41,9 @@ func scanBuckets(rows pgx.Rows, hint int) ([]store.BucketState, string, error) {
 			Type: bucket.Type(*typ), Capacity: *capacity, RefillAmount: *amount,
 			RefillPeriod: time.Duration(*period) * time.Millisecond, CostPerCall: *cpc, MaxDebt: *debt,
 		}}
-		r := bucket.Refill(b.Config.Limits(), bucket.State{Tokens: *tokens, Last: *last}, nowMs)
+		lim := b.Config.Limits()
+		st, at := bucket.Align(lim, bucket.State{Tokens: *tokens, Last: *last}, nowMs, s.skewMs())
+		r := bucket.Refill(lim, st, at)
 		bs := store.BucketState{Bucket: b, Tokens: r.Tokens, LastRefill: r.Last, ActiveLeases: int(deref(nLeases)), Now: time.UnixMilli(nowMs)}
 		if nx != nil {
 			bs.NextExpiry = time.UnixMilli(*nx)
@@ -71,7 +74,7 @@ func (s *Store) Peek(ctx context.Context, now time.Time, dimensions []string) ([
 	if err != nil {
 		return nil, fail("peek", err)
 	}
-	out, missing, err := scanBuckets(rows, len(dimensions))
+	out, missing, err := s.scanBuckets(rows, len(dimensions))
 	if err != nil {
 		return nil, fail("peek", err)
 	}
@@ -96,7 +99,7 @@ func (s *Store) ListBuckets(ctx context.Context, now time.Time) ([]store.BucketS
 	if err != nil {
 		return nil, fail("list buckets", err)
 	}
-	out, _, err := scanBuckets(rows, 0)
+	out, _, err := s.scanBuckets(rows, 0)
 	if err != nil {
 		return nil, fail("list buckets", err)
 	}
@@ -161,9 +164,19 @@ func (s *Store) PutBucket(ctx context.Context, now time.Time, b store.Bucket, re
 	if err := store.ValidateBucket(b); err != nil {
 		return err
 	}
-	_, err = s.pool.Exec(ctx, s.q.put, b.Name, int16(b.Type), b.Capacity, b.RefillAmount,
-		b.RefillPeriod.Milliseconds(), b.CostPerCall, b.MaxDebt, ms, reset)
-	return fail("put bucket", err)
+	var old *int16
+	err = s.pool.QueryRow(ctx, s.q.put, b.Name, int16(b.Type), b.Capacity, b.RefillAmount,
+		b.RefillPeriod.Milliseconds(), b.CostPerCall, b.MaxDebt, ms, reset, s.skewMs()).Scan(&old)
+	if err != nil {
+		return fail("put bucket", err)
+	}
+	if old != nil { // the function refused a change of limit type
+		if err := store.CheckTypeChange(store.Bucket{Name: b.Name, Config: bucket.Config{Type: bucket.Type(*old)}}, b); err != nil {
+			return err
+		}
+		return fmt.Errorf("pgstore: put bucket %q: change from limit type %d refused", b.Name, *old)
+	}
+	return nil
 }
 
 // DeleteBucket implements store.Store in one statement. The bucket's lease

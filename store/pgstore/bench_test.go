@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -90,6 +91,7 @@ func benchAcquire(b *testing.B, impl string, nBuckets, workers int) {
 	nv := newNaive(s)
 	var next atomic.Int64
 	var wg sync.WaitGroup
+	lats := make([][]time.Duration, workers)
 	b.ResetTimer()
 	for w := range workers {
 		wg.Go(func() {
@@ -102,6 +104,7 @@ func benchAcquire(b *testing.B, impl string, nBuckets, workers int) {
 				dim := dims[i%nBuckets]
 				var ok bool
 				var err error
+				start := time.Now()
 				if impl == "naive" {
 					ok, err = nv.acquire(ctx, dim, time.Now())
 				} else {
@@ -109,6 +112,7 @@ func benchAcquire(b *testing.B, impl string, nBuckets, workers int) {
 					err = s.Acquire(ctx, req, &res)
 					ok = res.Granted
 				}
+				lats[w] = append(lats[w], time.Since(start))
 				if err != nil || !ok {
 					b.Errorf("acquire: %v (granted %v)", err, ok)
 					return
@@ -119,4 +123,10 @@ func benchAcquire(b *testing.B, impl string, nBuckets, workers int) {
 	wg.Wait()
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "acq/s")
+	all := slices.Concat(lats...)
+	if len(all) > 0 {
+		slices.Sort(all)
+		b.ReportMetric(float64(all[len(all)*99/100])/1e6, "p99-ms")
+		b.ReportMetric(float64(all[len(all)-1])/1e6, "max-ms")
+	}
 }

@@ -65,38 +65,44 @@ func randomCase(r *rand.Rand) mathCase {
 }
 
 // TestMathMatchesBucket proves the SQL port of the bucket math equal to
-// package bucket (Refill, RetryIn, Take, Penalize, Adjust's clamp) on random
-// and extreme inputs, evaluated by the real server.
+// package bucket (Refill, RetryIn, Take, Penalize, Adjust's clamp, Align)
+// on random and extreme inputs, evaluated by the real server. Align is also
+// checked at a time up to two hours behind the bucket's last write.
 func TestMathMatchesBucket(t *testing.T) {
 	s := newStore(t)
 	r := rand.New(rand.NewPCG(1, 2))
 	const n = 4000
 	cases := make([]mathCase, n)
-	var caps, amts, pers, toks, lasts, nows, costs, fms []int64
+	var caps, amts, pers, toks, lasts, nows, costs, fms, skews, behinds []int64
+	rs := rand.New(rand.NewPCG(5, 6))
 	for i := range cases {
 		c := randomCase(r)
 		cases[i] = c
 		caps, amts, pers = append(caps, c.l.Capacity), append(amts, c.l.Amount), append(pers, c.l.Period)
 		toks, lasts, nows = append(toks, c.s.Tokens), append(lasts, c.s.Last), append(nows, c.now)
 		costs, fms = append(costs, c.cost), append(fms, c.fm)
+		skews = append(skews, pick(rs, 1, time.Hour.Milliseconds(), 1, 1000, time.Hour.Milliseconds()))
+		behinds = append(behinds, max(0, c.s.Last-pick(rs, 0, 2*time.Hour.Milliseconds(), 0, 1, 1000, 1001)))
 	}
 	sch := pgx.Identifier{s.Schema()}.Sanitize()
 	rows, err := s.pool.Query(context.Background(), `
 		SELECT r, `+sch+`.retry_in(cap, amt, per, tok, last, now, cost),
-		       CASE WHEN r[1] > 0 THEN r[1] * fm / 1000 ELSE r[1] END
-		FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[])
-		     WITH ORDINALITY AS u(cap, amt, per, tok, last, now, cost, fm, ord),
+		       CASE WHEN r[1] > 0 THEN r[1] * fm / 1000 ELSE r[1] END,
+		       `+sch+`.align(amt, last, now, skew), `+sch+`.align(amt, last, behind, skew)
+		FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[],
+		            $9::bigint[], $10::bigint[])
+		     WITH ORDINALITY AS u(cap, amt, per, tok, last, now, cost, fm, skew, behind, ord),
 		     LATERAL (SELECT `+sch+`.refill(cap, amt, per, tok, last, now) AS r) x
-		ORDER BY ord`, caps, amts, pers, toks, lasts, nows, costs, fms)
+		ORDER BY ord`, caps, amts, pers, toks, lasts, nows, costs, fms, skews, behinds)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rows.Close()
 	i := 0
 	for rows.Next() {
-		var refilled []int64
+		var refilled, aligned, alignedBehind []int64
 		var retry, penalized int64
-		if err := rows.Scan(&refilled, &retry, &penalized); err != nil {
+		if err := rows.Scan(&refilled, &retry, &penalized, &aligned, &alignedBehind); err != nil {
 			t.Fatal(err)
 		}
 		c := cases[i]
@@ -109,6 +115,15 @@ func TestMathMatchesBucket(t *testing.T) {
 		}
 		if w := bucket.Penalize(c.l, c.s, c.now, c.fm); penalized != w.Tokens {
 			t.Errorf("case %d %+v: SQL penalize = %d, Go = %d", i, c, penalized, w.Tokens)
+		}
+		for _, a := range []struct {
+			now int64
+			got []int64
+		}{{c.now, aligned}, {behinds[i], alignedBehind}} {
+			ws, wat := bucket.Align(c.l, c.s, a.now, skews[i])
+			if a.got[0] != ws.Last || a.got[1] != wat || ws.Tokens != c.s.Tokens {
+				t.Errorf("case %d %+v at %d, skew %d: SQL align = %v, Go = %+v at %d", i, c, a.now, skews[i], a.got, ws, wat)
+			}
 		}
 		i++
 	}

@@ -11,8 +11,6 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/ontopix/sluice/store"
 )
 
 //go:embed migrations/*.sql
@@ -80,9 +78,13 @@ func (s *Store) Migrate(ctx context.Context) error {
 // MigrateReport is Migrate that also returns the schema's version before
 // and after, both read while holding the migration lock: of several
 // processes migrating at once, exactly one reports the change it applied.
+// Like every operation it is bounded by the store's timeout (waiting for
+// the lock included); an unfinished migration is rolled back whole.
 func (s *Store) MigrateReport(ctx context.Context) (from, to int, err error) {
-	if s.closed.Load() {
-		return 0, 0, store.ErrClosed
+	ctx, cancel, err := s.begin(ctx)
+	defer cancel()
+	if err != nil {
+		return 0, 0, err
 	}
 	// New has checked the name already; checked again because it is spliced
 	// into every migration's text, function bodies included.
@@ -98,7 +100,7 @@ func (s *Store) MigrateReport(ctx context.Context) (from, to int, err error) {
 	if err != nil {
 		return 0, 0, fail("migrate", err)
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
+	defer s.rollback(ctx, tx)
 	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey(s.schema)); err != nil {
 		return 0, 0, fail("migrate", err)
 	}
@@ -136,9 +138,23 @@ func (s *Store) MigrateReport(ctx context.Context) (from, to int, err error) {
 	return current, to, nil
 }
 
+// rollback ends tx if it is still open. It runs even when ctx is done (to
+// give the connection back clean), bounded by the store's timeout so that
+// a hung server cannot hold it.
+func (s *Store) rollback(ctx context.Context, tx pgx.Tx) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.timeout)
+	defer cancel()
+	tx.Rollback(rctx)
+}
+
 // Version returns the schema's current migration version (0 when it has
-// none).
+// none), within the store's timeout.
 func (s *Store) Version(ctx context.Context) (int, error) {
+	ctx, cancel, err := s.begin(ctx)
+	defer cancel()
+	if err != nil {
+		return 0, err
+	}
 	sch := pgx.Identifier{s.schema}.Sanitize()
 	var exists bool
 	if err := s.pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", sch+".schema_migrations").Scan(&exists); err != nil {
@@ -148,6 +164,6 @@ func (s *Store) Version(ctx context.Context) (int, error) {
 		return 0, nil
 	}
 	var v int
-	err := s.pool.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM "+sch+".schema_migrations").Scan(&v)
+	err = s.pool.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM "+sch+".schema_migrations").Scan(&v)
 	return v, fail("version", err)
 }

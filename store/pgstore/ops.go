@@ -28,12 +28,12 @@ func newQueries(sch string) queries {
 		`.leases l WHERE l.dims @> ARRAY[b.name] AND l.incs[array_position(l.dims, b.name)] = b.incarnation) x ON b.name IS NOT NULL`
 	now := `(SELECT coalesce($1::bigint, ` + sch + `.now_ms()) AS ms) t`
 	return queries{
-		acquire:   `SELECT * FROM ` + sch + `.acquire($1::text[], $2::bigint[], $3::bigint, $4::bigint, $5::uuid, $6::text, $7::boolean, $8::bigint)`,
+		acquire:   `SELECT * FROM ` + sch + `.acquire($1::text[], $2::bigint[], $3::bigint, $4::bigint, $5::uuid, $6::text, $7::boolean, $8::bigint, $9::bigint)`,
 		release:   `SELECT * FROM ` + sch + `.release($1::uuid)`,
 		extend:    `SELECT * FROM ` + sch + `.extend($1::uuid, $2::bigint, $3::bigint)`,
-		adjust:    `SELECT * FROM ` + sch + `.adjust($1::text, $2::bigint, $3::bigint, $4::uuid, $5::boolean, $6::bigint, $7::bigint)`,
-		penalize:  `SELECT * FROM ` + sch + `.penalize($1::text, $2::bigint, $3::bigint)`,
-		put:       `SELECT ` + sch + `.put_bucket($1::text, $2::smallint, $3::bigint, $4::bigint, $5::bigint, $6::bigint, $7::bigint, $8::bigint, $9::boolean)`,
+		adjust:    `SELECT * FROM ` + sch + `.adjust($1::text, $2::bigint, $3::bigint, $4::uuid, $5::boolean, $6::bigint, $7::bigint, $8::bigint)`,
+		penalize:  `SELECT * FROM ` + sch + `.penalize($1::text, $2::bigint, $3::bigint, $4::bigint)`,
+		put:       `SELECT ` + sch + `.put_bucket($1::text, $2::smallint, $3::bigint, $4::bigint, $5::bigint, $6::bigint, $7::bigint, $8::bigint, $9::boolean, $10::bigint)`,
 		del:       `DELETE FROM ` + sch + `.buckets WHERE name = $1::text`,
 		reconcile: `SELECT * FROM ` + sch + `.reconcile($1::bigint, $2::int)`,
 		peek: `SELECT t.ms, u.name, ` + bucketCols + ` FROM ` + now + ` CROSS JOIN unnest($2::text[]) WITH ORDINALITY AS u(name, ord)
@@ -78,18 +78,21 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 	var (
 		errCode, errDim             *string
 		granted, recorded           *bool
-		nowMs, retry                *int64
+		nowMs, retry, expires       *int64
 		types                       []int16
 		rcosts, caps, remain, waits []int64
 	)
 	err = s.pool.QueryRow(ctx, s.q.acquire, dims, costs, now, req.TTL.Milliseconds(), uuidOf(req.ID),
-		req.Caller, req.Record, poll.Milliseconds()).
-		Scan(&errCode, &errDim, &granted, &recorded, &nowMs, &retry, &types, &rcosts, &caps, &remain, &waits)
+		req.Caller, req.Record, poll.Milliseconds(), s.skewMs()).
+		Scan(&errCode, &errDim, &granted, &recorded, &nowMs, &retry, &types, &rcosts, &caps, &remain, &waits, &expires)
 	if err != nil {
 		return fail("acquire", err)
 	}
 	if errCode != nil {
 		return acquireError(req, *errCode, deref(errDim), rcosts, caps)
+	}
+	if len(types) != n || len(rcosts) != n || len(caps) != n || len(remain) != n || len(waits) != n || granted == nil || recorded == nil {
+		return fmt.Errorf("pgstore: acquire: malformed result for %d items (schema older than this code? run Migrate)", n)
 	}
 	if cap(res.Items) >= n {
 		res.Items = res.Items[:n]
@@ -108,7 +111,7 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 		res.RetryIn = time.Duration(*retry) * time.Millisecond
 		return nil
 	}
-	res.ExpiresAt = time.UnixMilli(*nowMs + req.TTL.Milliseconds())
+	res.ExpiresAt = time.UnixMilli(*expires)
 	return nil
 }
 
@@ -139,8 +142,8 @@ func acquireError(req *store.AcquireRequest, code, dim string, costs, caps []int
 		if i := indexOf(req, dim); i >= 0 && i < len(costs) && i < len(caps) {
 			return &store.CostError{Dimension: dim, Cost: costs[i], Capacity: caps[i]}
 		}
-	case "dup":
-		return &bucket.FieldError{Field: "lease_id", Value: req.ID.String(), Reason: "is already in use"}
+	case "inuse":
+		return store.LeaseInUse(req.ID)
 	}
 	return fmt.Errorf("pgstore: acquire: unexpected result %q for %q", code, dim)
 }
@@ -221,7 +224,7 @@ func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.Adju
 	}
 	var code *string
 	var held, applied, remaining *int64
-	err = s.pool.QueryRow(ctx, s.q.adjust, req.Dimension, req.Delta, now, uuidOf(req.ID), req.Recorded, req.Held, expires).
+	err = s.pool.QueryRow(ctx, s.q.adjust, req.Dimension, req.Delta, now, uuidOf(req.ID), req.Recorded, req.Held, expires, s.skewMs()).
 		Scan(&code, &held, &applied, &remaining)
 	if err != nil {
 		return store.AdjustResult{}, fail("adjust", err)
@@ -266,7 +269,7 @@ func (s *Store) Penalize(ctx context.Context, req store.PenalizeRequest) (store.
 	}
 	var code *string
 	var before, after *int64
-	if err := s.pool.QueryRow(ctx, s.q.penalize, req.Dimension, now, req.FactorMilli).Scan(&code, &before, &after); err != nil {
+	if err := s.pool.QueryRow(ctx, s.q.penalize, req.Dimension, now, req.FactorMilli, s.skewMs()).Scan(&code, &before, &after); err != nil {
 		return store.PenalizeResult{}, fail("penalize", err)
 	}
 	if code != nil {

@@ -17,7 +17,16 @@
 // read after the rows are locked, so the whole fleet shares one clock and
 // the Now fields of requests are ignored (not even validated).
 // WithCallerClock uses each request's Now instead; the conformance suite and
-// the golden vectors need it.
+// the golden vectors need it. Either way every bucket computation first
+// aligns the stored state with the decision time (bucket.Align) within
+// WithMaxSkew.
+//
+// # Timeouts
+//
+// Every operation, Migrate included, is bounded by WithTimeout (default
+// DefaultTimeout) or the caller's deadline, whichever comes first, and
+// reports running out of time as store.ErrUnavailable: a hung server never
+// blocks a caller.
 //
 // # Schema
 //
@@ -45,12 +54,19 @@ import (
 // otherwise.
 const DefaultSchema = "sluice"
 
+// DefaultTimeout bounds every operation unless WithTimeout says otherwise.
+// PostgreSQL itself puts no bound on a statement, so without one a hung
+// server (or a network that drops packets silently) would block callers
+// for as long as their contexts allow, possibly forever.
+const DefaultTimeout = 2 * time.Second
+
 // Store is the PostgreSQL store. It is safe for concurrent use.
 type Store struct {
 	pool        *pgxpool.Pool
 	schema      string
 	callerClock bool
 	timeout     time.Duration
+	maxSkew     time.Duration
 	closed      atomic.Bool
 	q           queries
 }
@@ -66,9 +82,19 @@ func WithSchema(name string) Option { return func(s *Store) { s.schema = name } 
 // the server's clock_timestamp().
 func WithCallerClock() Option { return func(s *Store) { s.callerClock = true } }
 
-// WithTimeout bounds every operation, including waiting for a pooled
-// connection; running out of time is reported as store.ErrUnavailable.
-// Zero, the default, relies on the caller's context alone.
+// WithMaxSkew sets the largest disagreement between callers' clocks the
+// store tolerates (default store.DefaultMaxSkew; 1 ms to 1 h), as
+// bucket.Align defines it: a caller behind a bucket's last write by at most
+// d decides at that write's time, one further behind rebases the bucket to
+// its own clock. It matters with WithCallerClock; with the server's clock it
+// only absorbs a step back of that clock.
+func WithMaxSkew(d time.Duration) Option { return func(s *Store) { s.maxSkew = d } }
+
+// WithTimeout bounds every operation, Migrate, MigrateReport, Version and
+// Ping included, and covers waiting for a pooled connection, dialling and
+// the statement itself (default DefaultTimeout). Running out of time, or
+// out of the caller's deadline when that comes first, is reported as
+// store.ErrUnavailable. d must be positive.
 func WithTimeout(d time.Duration) Option { return func(s *Store) { s.timeout = d } }
 
 // New returns a store over pool. The store does not own pool: Close leaves
@@ -78,15 +104,18 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 	if pool == nil {
 		return nil, errors.New("pgstore: nil pool")
 	}
-	s := &Store{pool: pool, schema: DefaultSchema}
+	s := &Store{pool: pool, schema: DefaultSchema, timeout: DefaultTimeout, maxSkew: store.DefaultMaxSkew}
 	for _, o := range opts {
 		o(s)
 	}
 	if err := validSchema(s.schema); err != nil {
 		return nil, err
 	}
-	if s.timeout < 0 {
-		return nil, errors.New("pgstore: negative timeout")
+	if s.timeout <= 0 {
+		return nil, &bucket.FieldError{Field: "pgstore.WithTimeout", Value: s.timeout.String(), Reason: "must be positive"}
+	}
+	if err := store.ValidateMaxSkew(s.maxSkew); err != nil {
+		return nil, err
 	}
 	s.q = newQueries(pgx.Identifier{s.schema}.Sanitize())
 	return s, nil
@@ -104,16 +133,36 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// begin checks that the store is open and applies the timeout.
+// skewMs is the maximum clock skew in milliseconds, as the SQL functions
+// take it.
+func (s *Store) skewMs() int64 { return s.maxSkew.Milliseconds() }
+
+// Timeout returns the bound on each operation (see WithTimeout).
+func (s *Store) Timeout() time.Duration { return s.timeout }
+
+// begin checks that the store is open and applies the timeout. pgx
+// watches the context: when it is done, the connection's deadline is set
+// and the call returns at once, whatever state the server is in; the
+// connection is then closed and leaves the pool.
 func (s *Store) begin(ctx context.Context) (context.Context, context.CancelFunc, error) {
 	if s.closed.Load() {
 		return ctx, func() {}, store.ErrClosed
 	}
-	if s.timeout > 0 {
-		ctx, cancel := context.WithTimeout(ctx, s.timeout)
-		return ctx, cancel, nil
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	return ctx, cancel, nil
+}
+
+// Ping checks that the server answers (one "SELECT 1" through the pool),
+// within the store's timeout: nil, or an error matching
+// store.ErrUnavailable.
+func (s *Store) Ping(ctx context.Context) error {
+	ctx, cancel, err := s.begin(ctx)
+	defer cancel()
+	if err != nil {
+		return err
 	}
-	return ctx, func() {}, nil
+	var one int
+	return fail("ping", s.pool.QueryRow(ctx, "SELECT 1").Scan(&one))
 }
 
 // now returns the decision time to pass to SQL: nil (NULL, the server
@@ -146,6 +195,10 @@ func fail(op string, err error) error {
 			// Connection exceptions, insufficient resources, operator
 			// intervention (shutdown, cancel, statement timeout), system errors.
 			return store.Unavailable(op, err)
+		case pe.Code == "42883" || pe.Code == "42P01" || pe.Code == "3F000":
+			// Undefined function, table or schema: a configuration error.
+			return fmt.Errorf("pgstore: %s: the schema lacks what this code needs (version %d): run Migrate or 'sluice postgres migrate': %w",
+				op, SchemaVersion(), err)
 		}
 		return err
 	}

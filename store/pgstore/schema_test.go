@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/ontopix/sluice/bucket"
 	"github.com/ontopix/sluice/internal/pgtest"
@@ -110,13 +111,15 @@ func TestMigrateFromVersion2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Written by version 2's functions.
+	// Written by version 2's functions, called as version 2's code did.
+	v2put := `SELECT ` + sch + `.put_bucket($1::text, $2::smallint, $3::bigint, $4::bigint, $5::bigint, $6::bigint, $7::bigint, $8::bigint, $9::boolean)`
+	v2acquire := `SELECT * FROM ` + sch + `.acquire($1::text[], $2::bigint[], $3::bigint, $4::bigint, $5::uuid, $6::text, $7::boolean, $8::bigint)`
 	slots := store.Bucket{Name: "a#concurrent", Config: bucket.Config{Type: bucket.Concurrent, Capacity: 2}}
-	if _, err := pool.Exec(ctx, s.q.put, slots.Name, int16(3), int64(2), int64(0), int64(0), int64(0), int64(0), t0.UnixMilli(), false); err != nil {
+	if _, err := pool.Exec(ctx, v2put, slots.Name, int16(3), int64(2), int64(0), int64(0), int64(0), int64(0), t0.UnixMilli(), false); err != nil {
 		t.Fatal(err)
 	}
 	id := store.NewLeaseID()
-	if _, err := pool.Exec(ctx, s.q.acquire, []string{slots.Name}, []int64{1}, t0.UnixMilli(), int64(60000), uuidOf(id),
+	if _, err := pool.Exec(ctx, v2acquire, []string{slots.Name}, []int64{1}, t0.UnixMilli(), int64(60000), uuidOf(id),
 		"c", false, int64(1000)); err != nil {
 		t.Fatal(err)
 	}
@@ -129,6 +132,12 @@ func TestMigrateFromVersion2(t *testing.T) {
 	st, err := s.Peek(ctx, t0, []string{slots.Name})
 	if err != nil || st[0].Tokens != 1000 || st[0].ActiveLeases != 1 {
 		t.Fatalf("Peek after upgrade = %+v, %v; want 1000 tokens, 1 lease", st, err)
+	}
+	// A process still running the previous code keeps working after the
+	// upgrade (rolling upgrade): version 2's signatures are still there.
+	if _, err := pool.Exec(ctx, v2acquire, []string{slots.Name}, []int64{1}, t0.UnixMilli(), int64(60000), uuidOf(store.NewLeaseID()),
+		"old", false, int64(1000)); err != nil {
+		t.Fatalf("version 2 acquire after the upgrade: %v", err)
 	}
 	rr, err := s.Release(ctx, store.ReleaseRequest{Now: t0, ID: id})
 	if err != nil || !rr.Released || len(rr.Restored) != 1 {
@@ -150,5 +159,63 @@ func TestMigrateFromVersion2(t *testing.T) {
 	st, err = s.Peek(ctx, t0, []string{slots.Name})
 	if err != nil || st[0].Tokens != 2000 || st[0].ActiveLeases != 0 {
 		t.Fatalf("Peek after re-create = %+v, %v; want 2000 tokens, no lease", st, err)
+	}
+}
+
+// TestOutdatedSchemaIsAConfigurationError runs this code against a schema
+// left at version 3: operations fail with an error that says to migrate,
+// never with store.ErrUnavailable (an outage), and work after Migrate.
+func TestOutdatedSchemaIsAConfigurationError(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.Pool(t, nil)
+	schema := pgtest.Schema()
+	sch := pgx.Identifier{schema}.Sanitize()
+	ms, err := migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+sch); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms[:3] {
+		if _, err := pool.Exec(ctx, strings.ReplaceAll(m.sql, "__SCHEMA__", sch)); err != nil {
+			t.Fatal(m.name, err)
+		}
+	}
+	s, err := New(pool, WithSchema(schema), WithCallerClock(), WithTimeout(testTimeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := store.Bucket{Name: "r", Config: bucket.PerPeriod(bucket.Requests, 10, time.Minute)}
+	err = s.PutBucket(ctx, t0, b, false)
+	if err == nil || errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "run Migrate") {
+		t.Fatalf("PutBucket on a version-3 schema: %v; want an error saying to migrate, not ErrUnavailable", err)
+	}
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "42883" {
+		t.Errorf("the server's error is not kept in the chain: %v", err)
+	}
+	missing, err := New(pool, WithSchema(pgtest.Schema()), WithCallerClock())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := missing.Peek(ctx, t0, []string{"r"}); err == nil || errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "run Migrate") {
+		t.Errorf("Peek on a missing schema: %v; want an error saying to migrate", err)
+	}
+	// Record versions 1 to 3, as Migrate would have, so that Migrate
+	// brings the schema up to date.
+	for _, m := range ms[:3] {
+		if _, err := pool.Exec(ctx, "CREATE TABLE IF NOT EXISTS "+sch+".schema_migrations (version int PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pool.Exec(ctx, "INSERT INTO "+sch+".schema_migrations (version, name) VALUES ($1, $2)", m.version, m.name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutBucket(ctx, t0, b, false); err != nil {
+		t.Fatalf("PutBucket after Migrate: %v", err)
 	}
 }

@@ -1,0 +1,108 @@
+package benchrun
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/store"
+	"github.com/ontopix/sluice/store/memstore"
+)
+
+// deadlineStore is a store that derives its own timeout from the context's
+// deadline, as network clients do (a socket deadline, a server-side
+// statement timeout), and so reports the deadline a moment before the
+// context's own timer fires: the call fails while ctx.Err() is still nil.
+type deadlineStore struct{ store.Store }
+
+func (s deadlineStore) Acquire(ctx context.Context, req *store.AcquireRequest, res *store.AcquireResult) error {
+	if d, ok := ctx.Deadline(); ok {
+		time.Sleep(time.Until(d) - time.Millisecond)
+		return store.Unavailable("acquire", context.DeadlineExceeded)
+	}
+	return s.Store.Acquire(ctx, req, res)
+}
+
+// downStore fails every acquisition: a real store error.
+type downStore struct{ store.Store }
+
+func (downStore) Acquire(context.Context, *store.AcquireRequest, *store.AcquireResult) error {
+	return store.Unavailable("acquire", errors.New("connection refused"))
+}
+
+func newMem(t *testing.T) store.Store {
+	t.Helper()
+	st := memstore.New()
+	b := store.Bucket{Name: "v#rpm", Config: bucket.PerPeriod(bucket.Requests, 600, time.Minute)}
+	if err := st.PutBucket(context.Background(), time.Now(), b, true); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+var cfg = Config{Items: []store.Item{{Dimension: "v#rpm", Cost: 1}}, Workers: 3, Duration: 500 * time.Millisecond, TTL: time.Minute}
+
+// The end of a run is not a store error: calls in flight when the duration
+// ends are not cut by the run's deadline, so they are not counted as
+// errors; a store that fails is still counted.
+func TestRunEndIsNotAStoreError(t *testing.T) {
+	tests := []struct {
+		name       string
+		wrap       func(store.Store) store.Store
+		wantErrors bool
+		wantGrants bool
+	}{
+		{"store that reports deadlines early", func(s store.Store) store.Store { return deadlineStore{s} }, false, true},
+		{"store down", func(s store.Store) store.Store { return downStore{s} }, true, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				p, err := Run(context.Background(), tt.wrap(newMem(t)), cfg, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := p.Errors > 0; got != tt.wantErrors {
+					t.Errorf("errors = %d (first: %q), want errors %v", p.Errors, p.FirstErr, tt.wantErrors)
+				}
+				if tt.wantErrors && !strings.Contains(p.FirstErr, "connection refused") {
+					t.Errorf("first error = %q, want the store's", p.FirstErr)
+				}
+				if got := p.Granted > 0; got != tt.wantGrants {
+					t.Errorf("granted = %d, want grants %v", p.Granted, tt.wantGrants)
+				}
+			})
+		})
+	}
+}
+
+// blockStore's Acquire waits until its context is done.
+type blockStore struct{ store.Store }
+
+func (blockStore) Acquire(ctx context.Context, _ *store.AcquireRequest, _ *store.AcquireResult) error {
+	<-ctx.Done()
+	return store.Unavailable("acquire", ctx.Err())
+}
+
+// The caller's cancellation (an interrupted bench) cuts the calls in
+// flight, and what it cuts is not counted.
+func TestRunCallerCancelCutsCalls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(100*time.Millisecond, cancel)
+		p, err := Run(ctx, blockStore{newMem(t)}, cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Errors != 0 || p.Granted != 0 {
+			t.Errorf("errors %d, granted %d; want none", p.Errors, p.Granted)
+		}
+		if got, want := p.End.Sub(p.Start), 100*time.Millisecond; got != want {
+			t.Errorf("run took %s, want %s (cut at the cancel)", got, want)
+		}
+	})
+}
