@@ -484,6 +484,13 @@ func TestVendorPruned(t *testing.T) {
 	if got := vendors(); !slices.Equal(got, []string{"keep", "pr"}) {
 		t.Fatalf("after a new bucket: vendors %q", got)
 	}
+	put(t, s, t0, store.Bucket{Name: "solo#rpm", Config: bucket.PerPeriod(bucket.Requests, 10, time.Minute)})
+	if err := s.DeleteBucket(ctx, "solo#rpm"); err != nil {
+		t.Fatal(err)
+	}
+	if got := vendors(); !slices.Equal(got, []string{"keep", "pr"}) {
+		t.Fatalf("after deleting a vendor's only bucket: vendors %q", got)
+	}
 	if bs, err := s.ListBuckets(ctx, t0); err != nil || len(bs) != 2 {
 		t.Fatalf("list: %+v %v", bs, err)
 	}
