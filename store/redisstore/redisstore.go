@@ -28,7 +28,17 @@
 // prefix{vendor}:dz#metric (each dimension's leases, scored by expiry) and
 // one hash prefix{vendor}:lease:<uuid> per lease record, in the vendor of the
 // lease's first item. The set prefix+"vendors" registers every vendor, so
-// that ListBuckets, Leases and Reconcile never SCAN the keyspace.
+// that ListBuckets, Leases and Reconcile never SCAN the keyspace. On a
+// standalone server with one tag per vendor, the hash prefix+"ids" maps
+// each live lease id to its record's vendor (so that a reused id is found
+// under any vendor), and a vendor left without buckets and lease records
+// leaves the registry in the script that removed the last one.
+//
+// # Timeouts
+//
+// Every operation is bounded by WithTimeout (DefaultTimeout) and the
+// caller's deadline, whichever comes first, whatever options the client
+// was built with; build it with ContextTimeoutEnabled for the fast path.
 //
 // On a Cluster client an acquisition whose dimensions hash to different
 // slots fails with ErrCrossSlot before any script runs. Name dimensions
@@ -177,7 +187,8 @@ func WithBatching(maxBatch int) Option {
 func New(rdb redis.UniversalClient, opts ...Option) (*Store, error) {
 	_, cluster := rdb.(*redis.ClusterClient)
 	s := &Store{rdb: rdb, prefix: DefaultPrefix, slotCheck: cluster, maxBatch: DefaultMaxBatch,
-		timeout: DefaultTimeout, honours: honoursContext(rdb), maxSkew: store.DefaultMaxSkew, keys: map[string]*dimKeys{}, tags: map[store.LeaseID]string{}}
+		timeout: DefaultTimeout, honours: honoursContext(rdb), maxSkew: store.DefaultMaxSkew,
+		keys: map[string]*dimKeys{}, tags: map[store.LeaseID]string{}}
 	for _, o := range opts {
 		o(s)
 	}
