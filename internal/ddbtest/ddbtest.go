@@ -23,12 +23,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/ontopix/sluice/internal/testproc"
 )
 
 // EnvDir names the environment variable that locates DynamoDB Local.
@@ -123,7 +124,7 @@ func startOn(dir string, port int) (*Server, error) {
 		"-jar", filepath.Join(dir, "DynamoDBLocal.jar"),
 		"-inMemory", "-sharedDb", "-disableTelemetry", "-port", strconv.Itoa(port))
 	cmd.Dir = dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = testproc.SysProcAttr(testproc.Attr{Group: true, DieWithParent: true})
 	log, err := os.CreateTemp("", "ddblocal-*.log")
 	if err != nil {
 		return nil, err
@@ -161,7 +162,9 @@ func (s *Server) Close() {
 	if s == nil || s.cmd.Process == nil {
 		return
 	}
-	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+	if err := testproc.KillGroup(s.cmd.Process.Pid); err != nil {
+		_ = s.cmd.Process.Kill() // no process groups here: the JVM alone
+	}
 	<-s.exit
 }
 

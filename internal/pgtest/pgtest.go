@@ -12,7 +12,6 @@
 package pgtest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -22,7 +21,6 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -30,6 +28,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ontopix/sluice/internal/testproc"
 )
 
 // EnvURL names the environment variable that points the tests at an
@@ -45,7 +45,7 @@ type Server struct {
 
 	bin  string
 	dir  string
-	cred *syscall.Credential
+	cred *testproc.Credential
 	cmd  *exec.Cmd
 	done chan struct{}
 }
@@ -135,7 +135,7 @@ func binDir() (string, error) {
 
 // credential returns the postgres user's credential when running as root
 // (initdb and postgres refuse to run as root), else nil.
-func credential() (*syscall.Credential, error) {
+func credential() (*testproc.Credential, error) {
 	if os.Geteuid() != 0 {
 		return nil, nil
 	}
@@ -145,7 +145,7 @@ func credential() (*syscall.Credential, error) {
 	}
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+	return &testproc.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
 }
 
 func freePort() (int, error) {
@@ -186,7 +186,7 @@ func Start() (*Server, error) {
 	}
 	initdb := exec.Command(filepath.Join(bin, "initdb"), "-D", s.data(), "-U", "postgres", "-A", "trust",
 		"--no-sync", "-E", "UTF8", "--locale=C.UTF-8")
-	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	initdb.SysProcAttr = testproc.SysProcAttr(testproc.Attr{Cred: cred})
 	if out, err := initdb.CombinedOutput(); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("pgtest: initdb: %w\n%s", err, out)
@@ -217,9 +217,9 @@ func (s *Server) Restart() error {
 		"-k", s.dir, "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off",
 		"-c", "full_page_writes=off", "-c", "max_connections=200")
 	cmd.Stdout, cmd.Stderr = log, log
-	// Pdeathsig kills the postmaster (and so its backends) with the test
-	// binary, even when it crashes.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred, Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	// DieWithParent kills the postmaster (and so its backends) with the
+	// test binary, even when it crashes (on Linux).
+	cmd.SysProcAttr = testproc.SysProcAttr(testproc.Attr{Cred: s.cred, Group: true, DieWithParent: true})
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("pgtest: start postgres: %w", err)
 	}
@@ -263,14 +263,15 @@ func (s *Server) Crash() error {
 	}
 	pid := s.cmd.Process.Pid
 	// Freeze the postmaster first, so that it forks nothing new while its
-	// children are listed and killed.
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+	// children are listed and killed. (Every PostgreSQL child process calls
+	// setsid, so signalling the process group would not reach them.)
+	if err := testproc.Stop(pid); err != nil {
 		return fmt.Errorf("pgtest: kill -STOP: %w", err)
 	}
-	for _, c := range children(pid) {
-		syscall.Kill(c, syscall.SIGKILL)
+	for _, c := range testproc.Children(pid) {
+		testproc.Kill(c)
 	}
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+	if err := testproc.Kill(pid); err != nil {
 		return fmt.Errorf("pgtest: kill -9: %w", err)
 	}
 	<-s.done
@@ -286,11 +287,11 @@ func (s *Server) Pause() error {
 		return errors.New("pgtest: server not running")
 	}
 	pid := s.cmd.Process.Pid
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+	if err := testproc.Stop(pid); err != nil {
 		return fmt.Errorf("pgtest: kill -STOP: %w", err)
 	}
-	for _, c := range children(pid) {
-		syscall.Kill(c, syscall.SIGSTOP)
+	for _, c := range testproc.Children(pid) {
+		testproc.Stop(c)
 	}
 	return nil
 }
@@ -301,41 +302,13 @@ func (s *Server) Resume() error {
 		return errors.New("pgtest: server not running")
 	}
 	pid := s.cmd.Process.Pid
-	for _, c := range children(pid) {
-		syscall.Kill(c, syscall.SIGCONT)
+	for _, c := range testproc.Children(pid) {
+		testproc.Continue(c)
 	}
-	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+	if err := testproc.Continue(pid); err != nil {
 		return fmt.Errorf("pgtest: kill -CONT: %w", err)
 	}
 	return nil
-}
-
-// children lists the processes whose parent is pid, from /proc. (Every
-// PostgreSQL child process calls setsid, so a process group does not reach
-// them.)
-func children(pid int) []int {
-	ents, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range ents {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...; comm may hold spaces and parentheses.
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
-			out = append(out, p)
-		}
-	}
-	return out
 }
 
 func (s *Server) stop(sig syscall.Signal) error {

@@ -16,8 +16,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/ontopix/sluice/internal/testproc"
 )
 
 // Server is one redis-server process.
@@ -104,7 +105,7 @@ func Start(extra ...string) (*Server, error) {
 
 func (s *Server) start() error {
 	cmd := exec.Command("redis-server", s.args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = testproc.SysProcAttr(testproc.Attr{Group: true, DieWithParent: true})
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("redistest: start redis-server: %w", err)
 	}
@@ -250,7 +251,7 @@ func (s *Server) info(args ...string) (string, error) {
 
 // Pause freezes the server (SIGSTOP): connections stay open and nothing
 // answers, as with a hung or partitioned server. Resume undoes it.
-func (s *Server) Pause() error { return s.cmd.Process.Signal(syscall.SIGSTOP) }
+func (s *Server) Pause() error { return testproc.Stop(s.cmd.Process.Pid) }
 
 // Resume continues a paused server (SIGCONT).
-func (s *Server) Resume() error { return s.cmd.Process.Signal(syscall.SIGCONT) }
+func (s *Server) Resume() error { return testproc.Continue(s.cmd.Process.Pid) }
