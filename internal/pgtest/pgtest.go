@@ -5,7 +5,9 @@
 //
 // Main starts one shared server per test binary, or uses the server named by
 // SLUICE_TEST_POSTGRES_URL when that is set. It fails, never skips, when
-// PostgreSQL cannot be had: tests must not pass by not running.
+// PostgreSQL cannot be had: tests must not pass by not running. Only under
+// go test -short does Main start nothing, and then Pool, PoolAt and New
+// skip the tests that call them.
 //
 // The PostgreSQL binaries are looked up in $SLUICE_TEST_POSTGRES_BIN, then
 // /usr/lib/postgresql/{17,16,15}/bin, then PATH.
@@ -60,6 +62,9 @@ var (
 //
 //	func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 func Main(m *testing.M) int {
+	if testproc.Short() {
+		return m.Run()
+	}
 	if u := os.Getenv(EnvURL); u != "" {
 		sharedURL = u
 		return m.Run()
@@ -90,6 +95,7 @@ func Pool(tb testing.TB, configure func(*pgxpool.Config)) *pgxpool.Pool {
 // PoolAt returns a pool on url, closed when tb ends.
 func PoolAt(tb testing.TB, url string, configure func(*pgxpool.Config)) *pgxpool.Pool {
 	tb.Helper()
+	SkipShort(tb)
 	if url == "" {
 		tb.Fatal("pgtest: no server: call pgtest.Main from TestMain")
 	}
@@ -106,6 +112,27 @@ func PoolAt(tb testing.TB, url string, configure func(*pgxpool.Config)) *pgxpool
 	}
 	tb.Cleanup(p.Close)
 	return p
+}
+
+// SkipShort skips tb under go test -short, when no server runs.
+func SkipShort(tb testing.TB) {
+	tb.Helper()
+	if testproc.Short() {
+		tb.Skip("skipped in -short mode: needs PostgreSQL")
+	}
+}
+
+// New starts a server of tb's own (see Start), closed when tb ends. It
+// skips tb under go test -short and fails it when the server cannot start.
+func New(tb testing.TB) *Server {
+	tb.Helper()
+	SkipShort(tb)
+	s, err := Start()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	return s
 }
 
 // Schema returns a schema name no other test of this binary uses.

@@ -4,6 +4,8 @@
 //
 // redis-server (and, for a Cluster, redis-cli) must be on PATH; the helpers
 // return an error when they are not, and tests must fail on it, not skip.
+// Only under go test -short are they skipped: New skips its test, and a
+// TestMain that starts shared servers calls testproc.SkipPackage first.
 package redistest
 
 import (
@@ -16,6 +18,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/ontopix/sluice/internal/testproc"
@@ -101,6 +104,22 @@ func Start(extra ...string) (*Server, error) {
 		os.RemoveAll(dir)
 	}
 	return nil, last
+}
+
+// New starts a standalone redis-server for tb (see Start), closed when tb
+// ends. It skips tb under go test -short and fails it when the server
+// cannot start.
+func New(tb testing.TB, extra ...string) *Server {
+	tb.Helper()
+	if testproc.Short() {
+		tb.Skip("skipped in -short mode: needs redis-server")
+	}
+	s, err := Start(extra...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(s.Close)
+	return s
 }
 
 func (s *Server) start() error {

@@ -108,11 +108,7 @@ func TestMemoryShared(t *testing.T) {
 // TestRedisPassword opens a password-protected server with the password
 // from the environment and from a file, and fails without it.
 func TestRedisPassword(t *testing.T) {
-	srv, err := redistest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	srv := redistest.New(t)
 	if _, err := srv.Do("CONFIG", "SET", "requirepass", "s3cret"); err != nil {
 		t.Fatal(err)
 	}
