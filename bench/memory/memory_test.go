@@ -1,4 +1,4 @@
-package peerbench
+package memory
 
 import (
 	"context"
