@@ -11,9 +11,9 @@ import (
 	"github.com/aws/smithy-go"
 	"github.com/spf13/cobra"
 
-	"github.com/ontopix/sluice/internal/storeurl"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/dynamostore"
+	"github.com/ontopix/sluice/store/storeurl"
 )
 
 // The seeds' table layout (seed 000), which dynamostore.CreateTable makes.

@@ -114,7 +114,7 @@ func openPostgres(ctx context.Context, u *url.URL, o Options) (*Opened, error) {
 // openDynamo opens dynamodb://TABLE?region=R&endpoint=URL with the AWS SDK's
 // default credential chain. TABLE, region and endpoint default to
 // SLUICE_TABLE_NAME, SLUICE_AWS_REGION and SLUICE_ENDPOINT_URL. Options:
-// timeout, seeds_path (seed 000's two-round-trip acquire).
+// timeout, seeds_path (acquire in two round trips: read, then transact).
 func openDynamo(ctx context.Context, u *url.URL, o Options) (*Opened, error) {
 	if u.User != nil {
 		return nil, badf("%s: dynamodb:// takes no user; credentials come from the AWS SDK's default chain", redact(u))
@@ -176,5 +176,5 @@ func openDynamo(ctx context.Context, u *url.URL, o Options) (*Opened, error) {
 		return nil, badf("%s: %v", redact(u), err)
 	}
 	return &Opened{Store: st, Kind: "dynamodb", Redacted: redact(u), DynamoDB: db, Table: table,
-		closers: []func() error{st.Close}}, nil
+		closers: []func() error{st.Close}, owns: true}, nil
 }
