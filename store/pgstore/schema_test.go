@@ -165,9 +165,11 @@ func TestMigrateFromVersion1(t *testing.T) {
 }
 
 // TestMigrateRefusesUnknownMigrations: a schema whose recorded migrations
-// are not this code's (a pre-release build numbered them differently) is
-// never taken as up to date, whatever its version number; Migrate says to
-// drop it and changes nothing.
+// are not this code's (a pre-release build numbered them differently, or
+// someone recorded their own) is never taken as up to date, whatever its
+// version number; Migrate says to drop it and changes nothing. (A version
+// above this code's with a name it does not know is a newer schema,
+// reported as such: internal/cli's TestPostgresNewer.)
 func TestMigrateRefusesUnknownMigrations(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.Pool(t, nil)
@@ -177,6 +179,7 @@ func TestMigrateRefusesUnknownMigrations(t *testing.T) {
 	}{
 		{2, "002_operations.sql"},
 		{4, "004_skew_reuse.sql"},
+		{2, "002_local_change.sql"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			schema := pgtest.Schema()
