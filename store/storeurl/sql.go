@@ -147,9 +147,9 @@ func openDynamo(ctx context.Context, u *url.URL, o Options) (*Opened, error) {
 	} else if d > 0 {
 		opts = append(opts, dynamostore.WithTimeout(d))
 	}
-	if seeds, err := boolOpt(u, so, "seeds_path", false); err != nil {
+	if twoTrips, err := boolOpt(u, so, "seeds_path", false); err != nil {
 		return nil, err
-	} else if seeds {
+	} else if twoTrips {
 		opts = append(opts, dynamostore.WithSeedsPath())
 	}
 	// No SDK log lines: the CLI reports failures itself, in one line (the
