@@ -50,7 +50,7 @@ func uniquePrefix() string { return fmt.Sprintf("b%d:", prefixes.Add(1)) }
 // throughput.
 func BenchmarkRedis(b *testing.B) {
 	ctx := context.Background()
-	c := redis.NewClient(&redis.Options{Addr: addr})
+	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	defer c.Close()
 	run(b, "Ping", func() error { return c.Ping(ctx).Err() })
 

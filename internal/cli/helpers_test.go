@@ -59,11 +59,6 @@ func TestMain(m *testing.M) {
 }
 
 func testMain(m *testing.M) int {
-	if testproc.Short() {
-		// No servers: the redis, postgres and dynamodb tests skip.
-		close(ddbReady)
-		return pgtest.Main(m)
-	}
 	// The AWS SDK's default chain, which dynamodb:// URLs use, needs some
 	// credentials to sign requests; DynamoDB Local accepts any.
 	for k, v := range map[string]string{"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local", "AWS_EC2_METADATA_DISABLED": "true"} {
@@ -72,6 +67,11 @@ func testMain(m *testing.M) int {
 		}
 	}
 	redis.SetLogger(quietRedis{}) // as cmd/sluice: no dial-retry lines from TestUnavailable
+	if testproc.Short() {
+		// No servers: the redis, postgres and dynamodb tests skip.
+		close(ddbReady)
+		return pgtest.Main(m)
+	}
 	go func() {
 		ddb, ddbErr = ddbtest.Start()
 		close(ddbReady)

@@ -27,6 +27,15 @@ func Kill(pid int) error {
 	return p.Kill()
 }
 
+// StopGroup reports errors.ErrUnsupported: see Stop.
+func StopGroup(int) error { return errors.ErrUnsupported }
+
+// ContinueGroup reports errors.ErrUnsupported: see Stop.
+func ContinueGroup(int) error { return errors.ErrUnsupported }
+
+// Terminate kills process pid: there is no portable clean-shutdown signal.
+func Terminate(pid int) error { return Kill(pid) }
+
 // KillGroup reports errors.ErrUnsupported: process groups need a Unix
 // system.
 func KillGroup(int) error { return errors.ErrUnsupported }

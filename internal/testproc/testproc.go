@@ -7,8 +7,9 @@
 // crashes (the parent-death signal). Other Unix systems have no such
 // signal: a crashed test binary may leave its servers running, and
 // Children finds nothing, so Crash-style helpers reach only the process
-// they started. On other systems (Windows) only Kill works; Stop, Continue
-// and KillGroup report errors.ErrUnsupported. The tests themselves run on
+// they started. On other systems (Windows) only Kill works (Terminate kills
+// too); Stop, Continue and the group functions report
+// errors.ErrUnsupported. The tests themselves run on
 // Linux in CI; the fallbacks exist so that every package builds and vets
 // everywhere.
 package testproc

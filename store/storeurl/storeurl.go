@@ -18,9 +18,9 @@
 //	dynamodb://TABLE?region=R&endpoint=URL      DynamoDB (SLUICE_TABLE_NAME, SLUICE_AWS_REGION, SLUICE_ENDPOINT_URL)
 //
 // Options in the query string: for Redis, prefix (key prefix), hash_tag,
-// timeout (default 5s; 0 for none) and caller_clock, the rest going to
+// timeout (default 2s; 0 for none) and caller_clock, the rest going to
 // go-redis (dial_timeout, read_timeout, pool_size, client_name, …); for
-// PostgreSQL, schema (default sluice), timeout (default 5s), caller_clock
+// PostgreSQL, schema (default sluice), timeout (default 2s), caller_clock
 // and migrate (default true: create or upgrade the schema when opening), the
 // rest going to pgx and libpq (sslmode, …); for DynamoDB, region, endpoint,
 // timeout and seeds_path (acquire in two round trips: read the buckets,
