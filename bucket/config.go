@@ -31,7 +31,7 @@ func (e *FieldError) Is(target error) bool { return target == ErrInvalid }
 // Type is a bucket's limit type. The zero value is invalid.
 type Type uint8
 
-// The limit types of design.md §2.
+// The limit types.
 const (
 	// Requests limits calls per period (e.g. openai#rpm). Costs are consumed.
 	Requests Type = 1

@@ -192,7 +192,7 @@ func Adjust(l Limits, s State, now, delta int64) (State, int64) {
 
 // Restore returns amount millitokens to a concurrent bucket, as when a lease
 // is released or reclaimed. The balance never exceeds the capacity; capped
-// reports that it would have (seed 001's capacity guard, counted as
+// reports that it would have (the capacity guard, counted as
 // already_capped by the reconciler).
 func Restore(l Limits, s State, amount int64) (State, bool) {
 	t := s.Tokens + amount

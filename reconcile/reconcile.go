@@ -1,12 +1,14 @@
 // Package reconcile recovers what crashed callers leaked: it returns the
-// cost of expired concurrent leases to their buckets (with the capacity
-// guard of seed 001), deletes expired lease records of every type, and
-// deletes records whose bucket is gone.
+// cost of expired concurrent leases to their buckets (capped at capacity,
+// so that a slot freed twice never grows a bucket past its limit), deletes
+// expired lease records of every type, and deletes records whose bucket is
+// gone.
 //
 // A Reconciler runs once (RunOnce, for a cron job or the DynamoDB Lambda) or
-// every interval until its context is cancelled (Run, for a sidecar or the
-// service). Every pass is idempotent and logs the seed's reconciler.complete
-// event with restored, dimensions and already_capped.
+// every interval until its context is cancelled (Run, for a sidecar or a
+// goroutine of one of your services). Every pass is idempotent and logs the
+// reconciler.complete event with restored, dimensions and already_capped,
+// the fields of the reconciler Lambda of the Python and TypeScript SDKs.
 package reconcile
 
 import (
@@ -27,11 +29,13 @@ const (
 	// DefaultMaxBatches bounds one pass, so that a huge backlog is worked
 	// off over several passes instead of one unbounded one.
 	DefaultMaxBatches = 100
-	// DefaultInterval is the seeds' schedule: rate(5 minutes).
+	// DefaultInterval is the reconciler Lambda's schedule in the Python
+	// and TypeScript SDKs' deployment: rate(5 minutes).
 	DefaultInterval = 5 * time.Minute
 )
 
-// Report is the outcome of one pass; the first three fields are seed 001's.
+// Report is the outcome of one pass; the first three fields are those of
+// the Python and TypeScript SDKs' reconciler.
 type Report struct {
 	// Restored counts expired leases processed (cost returned or record
 	// cleaned up).

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ontopix/sluice/bucket"
 	"github.com/ontopix/sluice/internal/ddbtest"
+	"github.com/ontopix/sluice/internal/testproc"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/dynamostore"
 )
@@ -19,6 +20,9 @@ import (
 var server *ddbtest.Server
 
 func TestMain(m *testing.M) {
+	if testproc.SkipPackage("DynamoDB Local") {
+		os.Exit(0)
+	}
 	var err error
 	if server, err = ddbtest.Start(); err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL: DynamoDB Local is required for these tests:", err)

@@ -19,8 +19,8 @@ import (
 
 	"github.com/ontopix/sluice/bucket"
 	"github.com/ontopix/sluice/internal/benchrun"
-	"github.com/ontopix/sluice/internal/limitsfile"
 	"github.com/ontopix/sluice/internal/recorder"
+	limitsfile "github.com/ontopix/sluice/limits"
 	"github.com/ontopix/sluice/store"
 )
 

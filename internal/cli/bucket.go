@@ -2,7 +2,7 @@ package cli
 
 import (
 	"fmt"
-	"github.com/ontopix/sluice/internal/limitsfile"
+	limitsfile "github.com/ontopix/sluice/limits"
 	"io"
 	"text/tabwriter"
 	"time"

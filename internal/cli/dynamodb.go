@@ -11,12 +11,13 @@ import (
 	"github.com/aws/smithy-go"
 	"github.com/spf13/cobra"
 
-	"github.com/ontopix/sluice/internal/storeurl"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/dynamostore"
+	"github.com/ontopix/sluice/store/storeurl"
 )
 
-// The seeds' table layout (seed 000), which dynamostore.CreateTable makes.
+// The table layout of the Python and TypeScript SDKs, which
+// dynamostore.CreateTable makes.
 const (
 	ddbPartitionKey = "vendor_dimension"
 	ddbTTLAttribute = "ttl"
@@ -55,8 +56,9 @@ SLUICE_ENDPOINT_URL; credentials come from the AWS SDK's default chain).`,
 	)
 	create := &cobra.Command{
 		Use:   "create-table [TABLE]",
-		Short: "Create the seeds' table: on-demand billing, TTL on ttl",
-		Long: `create-table creates the store's table as the seeds define it: partition key
+		Short: "Create the store's table: on-demand billing, TTL on ttl",
+		Long: `create-table creates the store's table in the layout of the Python and
+TypeScript SDKs: partition key
 vendor_dimension (string), on-demand billing (PAY_PER_REQUEST), and TTL
 enabled on the ttl attribute, so that DynamoDB eventually deletes lease
 records the reconciler has not. It waits until the table is ACTIVE.

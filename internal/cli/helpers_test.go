@@ -23,6 +23,7 @@ import (
 	"github.com/ontopix/sluice/internal/ddbtest"
 	"github.com/ontopix/sluice/internal/pgtest"
 	"github.com/ontopix/sluice/internal/redistest"
+	"github.com/ontopix/sluice/internal/testproc"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/memstore"
 )
@@ -66,6 +67,11 @@ func testMain(m *testing.M) int {
 		}
 	}
 	redis.SetLogger(quietRedis{}) // as cmd/sluice: no dial-retry lines from TestUnavailable
+	if testproc.Short() {
+		// No servers: the redis, postgres and dynamodb tests skip.
+		close(ddbReady)
+		return pgtest.Main(m)
+	}
 	go func() {
 		ddb, ddbErr = ddbtest.Start()
 		close(ddbReady)
@@ -93,6 +99,9 @@ func (quietRedis) Printf(context.Context, string, ...any) {}
 func ddbServer(tb testing.TB) *ddbtest.Server {
 	tb.Helper()
 	<-ddbReady
+	if testproc.Short() {
+		tb.Skip("skipped in -short mode: needs DynamoDB Local")
+	}
 	if ddbErr != nil {
 		tb.Fatalf("FAIL: DynamoDB Local is required for these tests: %v", ddbErr)
 	}
@@ -124,6 +133,9 @@ var redisKeyspaces atomic.Int64
 
 // redisEnv isolates the test under its own key prefix.
 func redisEnv(t *testing.T) *testEnv {
+	if testproc.Short() {
+		t.Skip("skipped in -short mode: needs redis-server")
+	}
 	return &testEnv{t: t, url: fmt.Sprintf("redis://%s/0?prefix=%s.%d:", redisAddr, t.Name(), redisKeyspaces.Add(1))}
 }
 
@@ -135,6 +147,7 @@ func pgEnv(t *testing.T) *testEnv {
 
 // pgSchema returns a fresh schema name, dropped with t.
 func pgSchema(t *testing.T) string {
+	pgtest.SkipShort(t)
 	schema := pgtest.Schema()
 	t.Cleanup(func() {
 		p := pgtest.Pool(t, nil)
@@ -147,6 +160,7 @@ func pgSchema(t *testing.T) string {
 
 // pgURL is the test PostgreSQL's URL with schema= and any extra options.
 func pgURL(t *testing.T, schema string, extra ...string) string {
+	pgtest.SkipShort(t)
 	u := pgtest.URL()
 	if u == "" {
 		t.Fatal("no PostgreSQL: TestMain did not run pgtest.Main")
@@ -174,7 +188,7 @@ func ddbURL(t *testing.T, table string) string {
 	return "dynamodb://" + table + "?region=us-east-1&endpoint=" + ddbServer(t).Endpoint
 }
 
-// newDDBTable creates the seeds' table, without TTL, under a fresh name.
+// newDDBTable creates the store's table, without TTL, under a fresh name.
 func newDDBTable(t *testing.T) string {
 	srv := ddbServer(t)
 	name := srv.TableName("cli")

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ontopix/sluice/internal/limitsfile"
+	limitsfile "github.com/ontopix/sluice/limits"
 	"github.com/ontopix/sluice/store"
 )
 

@@ -6,8 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ontopix/sluice/internal/storeurl"
 	"github.com/ontopix/sluice/store/pgstore"
+	"github.com/ontopix/sluice/store/storeurl"
 )
 
 // pgMigrateView is what postgres migrate prints.

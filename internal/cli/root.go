@@ -145,6 +145,9 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 store unavailable, 4 RETRY_IN (acquire).`,
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
+	// --version prints the first line of 'sluice version'.
+	root.Version = readVersion(env.BuildInfo).short()
+	root.SetVersionTemplate("sluice {{.Version}}\n")
 	root.SetOut(env.Stdout)
 	root.SetErr(env.Stderr)
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {

@@ -16,8 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/ontopix/sluice"
-	"github.com/ontopix/sluice/internal/storeurl"
 	"github.com/ontopix/sluice/store"
+	"github.com/ontopix/sluice/store/storeurl"
 )
 
 // open opens the store named by --store. A malformed URL is a usage error.
@@ -28,7 +28,10 @@ func (g *globals) open(ctx context.Context) (*storeurl.Opened, error) {
 // openWith is open with o's Table and NoMigrate.
 func (g *globals) openWith(ctx context.Context, o storeurl.Options) (*storeurl.Opened, error) {
 	o.LookupEnv, o.PasswordFile, o.Memory = g.env.LookupEnv, g.passwordFile, g.env.Memory
-	op, err := storeurl.Open(ctx, g.store, o)
+	if o.LookupEnv == nil { // an Env without one has no variables set
+		o.LookupEnv = func(string) (string, bool) { return "", false }
+	}
+	op, err := storeurl.OpenDetailed(ctx, g.store, o)
 	if errors.Is(err, storeurl.ErrBadURL) {
 		return nil, &UsageError{Err: err}
 	}

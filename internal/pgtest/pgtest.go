@@ -5,14 +5,15 @@
 //
 // Main starts one shared server per test binary, or uses the server named by
 // SLUICE_TEST_POSTGRES_URL when that is set. It fails, never skips, when
-// PostgreSQL cannot be had: tests must not pass by not running.
+// PostgreSQL cannot be had: tests must not pass by not running. Only under
+// go test -short does Main start nothing, and then Pool, PoolAt and New
+// skip the tests that call them.
 //
 // The PostgreSQL binaries are looked up in $SLUICE_TEST_POSTGRES_BIN, then
 // /usr/lib/postgresql/{17,16,15}/bin, then PATH.
 package pgtest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -22,7 +23,6 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -30,6 +30,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ontopix/sluice/internal/testproc"
 )
 
 // EnvURL names the environment variable that points the tests at an
@@ -45,7 +47,7 @@ type Server struct {
 
 	bin  string
 	dir  string
-	cred *syscall.Credential
+	cred *testproc.Credential
 	cmd  *exec.Cmd
 	done chan struct{}
 }
@@ -60,6 +62,9 @@ var (
 //
 //	func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 func Main(m *testing.M) int {
+	if testproc.Short() {
+		return m.Run()
+	}
 	if u := os.Getenv(EnvURL); u != "" {
 		sharedURL = u
 		return m.Run()
@@ -90,6 +95,7 @@ func Pool(tb testing.TB, configure func(*pgxpool.Config)) *pgxpool.Pool {
 // PoolAt returns a pool on url, closed when tb ends.
 func PoolAt(tb testing.TB, url string, configure func(*pgxpool.Config)) *pgxpool.Pool {
 	tb.Helper()
+	SkipShort(tb)
 	if url == "" {
 		tb.Fatal("pgtest: no server: call pgtest.Main from TestMain")
 	}
@@ -106,6 +112,27 @@ func PoolAt(tb testing.TB, url string, configure func(*pgxpool.Config)) *pgxpool
 	}
 	tb.Cleanup(p.Close)
 	return p
+}
+
+// SkipShort skips tb under go test -short, when no server runs.
+func SkipShort(tb testing.TB) {
+	tb.Helper()
+	if testproc.Short() {
+		tb.Skip("skipped in -short mode: needs PostgreSQL")
+	}
+}
+
+// New starts a server of tb's own (see Start), closed when tb ends. It
+// skips tb under go test -short and fails it when the server cannot start.
+func New(tb testing.TB) *Server {
+	tb.Helper()
+	SkipShort(tb)
+	s, err := Start()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	return s
 }
 
 // Schema returns a schema name no other test of this binary uses.
@@ -135,7 +162,7 @@ func binDir() (string, error) {
 
 // credential returns the postgres user's credential when running as root
 // (initdb and postgres refuse to run as root), else nil.
-func credential() (*syscall.Credential, error) {
+func credential() (*testproc.Credential, error) {
 	if os.Geteuid() != 0 {
 		return nil, nil
 	}
@@ -145,7 +172,7 @@ func credential() (*syscall.Credential, error) {
 	}
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+	return &testproc.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
 }
 
 func freePort() (int, error) {
@@ -186,7 +213,7 @@ func Start() (*Server, error) {
 	}
 	initdb := exec.Command(filepath.Join(bin, "initdb"), "-D", s.data(), "-U", "postgres", "-A", "trust",
 		"--no-sync", "-E", "UTF8", "--locale=C.UTF-8")
-	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	initdb.SysProcAttr = testproc.SysProcAttr(testproc.Attr{Cred: cred})
 	if out, err := initdb.CombinedOutput(); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("pgtest: initdb: %w\n%s", err, out)
@@ -217,9 +244,9 @@ func (s *Server) Restart() error {
 		"-k", s.dir, "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off",
 		"-c", "full_page_writes=off", "-c", "max_connections=200")
 	cmd.Stdout, cmd.Stderr = log, log
-	// Pdeathsig kills the postmaster (and so its backends) with the test
-	// binary, even when it crashes.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred, Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	// DieWithParent kills the postmaster (and so its backends) with the
+	// test binary, even when it crashes (on Linux).
+	cmd.SysProcAttr = testproc.SysProcAttr(testproc.Attr{Cred: s.cred, Group: true, DieWithParent: true})
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("pgtest: start postgres: %w", err)
 	}
@@ -263,14 +290,15 @@ func (s *Server) Crash() error {
 	}
 	pid := s.cmd.Process.Pid
 	// Freeze the postmaster first, so that it forks nothing new while its
-	// children are listed and killed.
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+	// children are listed and killed. (Every PostgreSQL child process calls
+	// setsid, so signalling the process group would not reach them.)
+	if err := testproc.Stop(pid); err != nil {
 		return fmt.Errorf("pgtest: kill -STOP: %w", err)
 	}
-	for _, c := range children(pid) {
-		syscall.Kill(c, syscall.SIGKILL)
+	for _, c := range testproc.Children(pid) {
+		testproc.Kill(c)
 	}
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+	if err := testproc.Kill(pid); err != nil {
 		return fmt.Errorf("pgtest: kill -9: %w", err)
 	}
 	<-s.done
@@ -286,11 +314,11 @@ func (s *Server) Pause() error {
 		return errors.New("pgtest: server not running")
 	}
 	pid := s.cmd.Process.Pid
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+	if err := testproc.Stop(pid); err != nil {
 		return fmt.Errorf("pgtest: kill -STOP: %w", err)
 	}
-	for _, c := range children(pid) {
-		syscall.Kill(c, syscall.SIGSTOP)
+	for _, c := range testproc.Children(pid) {
+		testproc.Stop(c)
 	}
 	return nil
 }
@@ -301,41 +329,13 @@ func (s *Server) Resume() error {
 		return errors.New("pgtest: server not running")
 	}
 	pid := s.cmd.Process.Pid
-	for _, c := range children(pid) {
-		syscall.Kill(c, syscall.SIGCONT)
+	for _, c := range testproc.Children(pid) {
+		testproc.Continue(c)
 	}
-	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+	if err := testproc.Continue(pid); err != nil {
 		return fmt.Errorf("pgtest: kill -CONT: %w", err)
 	}
 	return nil
-}
-
-// children lists the processes whose parent is pid, from /proc. (Every
-// PostgreSQL child process calls setsid, so a process group does not reach
-// them.)
-func children(pid int) []int {
-	ents, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range ents {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...; comm may hold spaces and parentheses.
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
-			out = append(out, p)
-		}
-	}
-	return out
 }
 
 func (s *Server) stop(sig syscall.Signal) error {

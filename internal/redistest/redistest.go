@@ -4,6 +4,8 @@
 //
 // redis-server (and, for a Cluster, redis-cli) must be on PATH; the helpers
 // return an error when they are not, and tests must fail on it, not skip.
+// Only under go test -short are they skipped: New skips its test, and a
+// TestMain that starts shared servers calls testproc.SkipPackage first.
 package redistest
 
 import (
@@ -17,8 +19,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
+	"testing"
 	"time"
+
+	"github.com/ontopix/sluice/internal/testproc"
 )
 
 // Server is one redis-server process.
@@ -103,9 +107,25 @@ func Start(extra ...string) (*Server, error) {
 	return nil, last
 }
 
+// New starts a standalone redis-server for tb (see Start), closed when tb
+// ends. It skips tb under go test -short and fails it when the server
+// cannot start.
+func New(tb testing.TB, extra ...string) *Server {
+	tb.Helper()
+	if testproc.Short() {
+		tb.Skip("skipped in -short mode: needs redis-server")
+	}
+	s, err := Start(extra...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(s.Close)
+	return s
+}
+
 func (s *Server) start() error {
 	cmd := exec.Command("redis-server", s.args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = testproc.SysProcAttr(testproc.Attr{Group: true, DieWithParent: true})
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("redistest: start redis-server: %w", err)
 	}
@@ -178,7 +198,7 @@ func (s *Server) Stop() { s.kill() }
 // writes its files first) and waits for it to exit.
 func (s *Server) Terminate() {
 	if s.cmd != nil && s.cmd.Process != nil {
-		_ = s.cmd.Process.Signal(syscall.SIGTERM)
+		_ = testproc.Terminate(s.cmd.Process.Pid)
 		<-s.exit
 	}
 }
@@ -330,7 +350,7 @@ func (s *Server) info(args ...string) (string, error) {
 
 // Pause freezes the server (SIGSTOP): connections stay open and nothing
 // answers, as with a hung or partitioned server. Resume undoes it.
-func (s *Server) Pause() error { return s.cmd.Process.Signal(syscall.SIGSTOP) }
+func (s *Server) Pause() error { return testproc.Stop(s.cmd.Process.Pid) }
 
 // Resume continues a paused server (SIGCONT).
-func (s *Server) Resume() error { return s.cmd.Process.Signal(syscall.SIGCONT) }
+func (s *Server) Resume() error { return testproc.Continue(s.cmd.Process.Pid) }

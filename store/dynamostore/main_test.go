@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/ontopix/sluice/internal/ddbtest"
+	"github.com/ontopix/sluice/internal/testproc"
 	"github.com/ontopix/sluice/store"
 )
 
@@ -21,6 +22,9 @@ var server *ddbtest.Server
 func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) != "" {
 		os.Exit(crashChild())
+	}
+	if testproc.SkipPackage("DynamoDB Local") {
+		os.Exit(0)
 	}
 	var err error
 	if server, err = ddbtest.Start(); err != nil {

@@ -19,6 +19,7 @@ import (
 // freeze or kill; it is stopped when the test ends.
 func ownServer(t *testing.T) *pgtest.Server {
 	t.Helper()
+	pgtest.SkipShort(t)
 	srv, err := pgtest.Start()
 	if err != nil {
 		t.Fatalf("a PostgreSQL of its own is required: %v", err)

@@ -112,9 +112,9 @@ func (s *Store) MigrateReport(ctx context.Context) (from, to int, err error) {
 			return 0, 0, fail("migrate", err)
 		}
 	}
-	var current int
-	if err := tx.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM "+sch+".schema_migrations").Scan(&current); err != nil {
-		return 0, 0, fail("migrate", err)
+	current, err := appliedVersion(ctx, tx, sch, s.schema, ms)
+	if err != nil {
+		return current, current, err
 	}
 	if latest := ms[len(ms)-1].version; current > latest {
 		return current, current, fmt.Errorf("pgstore: schema %s is at version %d, newer than this code's %d", s.schema, current, latest)
@@ -136,6 +136,41 @@ func (s *Store) MigrateReport(ctx context.Context) (from, to int, err error) {
 		return current, current, fail("migrate", err)
 	}
 	return current, to, nil
+}
+
+// retired are the migrations of pre-release builds, since squashed into
+// the current ones.
+var retired = []string{"001_init.sql", "002_operations.sql", "003_incarnation.sql", "004_skew_reuse.sql"}
+
+// appliedVersion returns the highest migration recorded in the schema, and
+// an error when a recorded migration is a retired one or, at a version this
+// code has, not this code's: a schema made by a pre-release build must not
+// pass for up to date. A version above this code's is left to the caller
+// (a schema newer than the code).
+func appliedVersion(ctx context.Context, tx pgx.Tx, sch, schema string, ms []migration) (int, error) {
+	rows, err := tx.Query(ctx, "SELECT version, name FROM "+sch+".schema_migrations ORDER BY version")
+	if err != nil {
+		return 0, fail("migrate", err)
+	}
+	var recs []migration
+	var r migration
+	_, err = pgx.ForEachRow(rows, []any{&r.version, &r.name}, func() error {
+		recs = append(recs, r)
+		return nil
+	})
+	if err != nil {
+		return 0, fail("migrate", err)
+	}
+	current, latest := 0, ms[len(ms)-1].version
+	for _, r := range recs {
+		current = r.version
+		known := slices.ContainsFunc(ms, func(m migration) bool { return m.version == r.version && m.name == r.name })
+		if slices.Contains(retired, r.name) || (r.version <= latest && !known) {
+			return current, fmt.Errorf("pgstore: schema %s records migration %d %s, which this code does not have "+
+				"(made by a pre-release build?): drop the schema (DROP SCHEMA %s CASCADE) and run Migrate again", schema, r.version, r.name, sch)
+		}
+	}
+	return current, nil
 }
 
 // rollback ends tx if it is still open. It runs even when ctx is done (to

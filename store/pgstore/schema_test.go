@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ontopix/sluice/bucket"
 	"github.com/ontopix/sluice/internal/pgtest"
@@ -79,13 +80,11 @@ func TestSchemaNameInjection(t *testing.T) {
 	}
 }
 
-// TestMigrateFromVersion2 upgrades a schema holding buckets and a lease at
-// version 2: the lease is attributed to its bucket's incarnation, releases
-// into it, and a re-created bucket is a new incarnation.
-func TestMigrateFromVersion2(t *testing.T) {
+// createAtVersion creates schema with the embedded migrations up to
+// version n applied and recorded, as Migrate of an older build left it.
+func createAtVersion(t *testing.T, pool *pgxpool.Pool, schema string, n int) {
+	t.Helper()
 	ctx := context.Background()
-	pool := pgtest.Pool(t, nil)
-	schema := pgtest.Schema()
 	sch := pgx.Identifier{schema}.Sanitize()
 	ms, err := migrations()
 	if err != nil {
@@ -99,7 +98,7 @@ func TestMigrateFromVersion2(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, m := range ms[:2] {
+	for _, m := range ms[:n] {
 		if _, err := pool.Exec(ctx, strings.ReplaceAll(m.sql, "__SCHEMA__", sch)); err != nil {
 			t.Fatal(m.name, err)
 		}
@@ -107,41 +106,44 @@ func TestMigrateFromVersion2(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestMigrateFromVersion1 upgrades a schema at version 1 (the tables,
+// holding a concurrent bucket and a lease on it) to the functions of
+// version 2: the lease releases into its bucket, and a re-created bucket
+// is a new incarnation that does not count the old bucket's leases.
+func TestMigrateFromVersion1(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.Pool(t, nil)
+	schema := pgtest.Schema()
+	sch := pgx.Identifier{schema}.Sanitize()
+	createAtVersion(t, pool, schema, 1)
+	slots := store.Bucket{Name: "a#concurrent", Config: bucket.Config{Type: bucket.Concurrent, Capacity: 2}}
+	if _, err := pool.Exec(ctx, `INSERT INTO `+sch+`.buckets (name, limit_type, capacity, refill_amount, refill_period_ms,
+		cost_per_call, max_debt, tokens, last_refill_ms) VALUES ($1, 3, 2, 0, 0, 0, 0, 1000, $2)`, slots.Name, t0.UnixMilli()); err != nil {
+		t.Fatal(err)
+	}
+	id := store.NewLeaseID()
+	if _, err := pool.Exec(ctx, `INSERT INTO `+sch+`.leases (id, caller, created_ms, expires_ms, dims, costs, incs)
+		SELECT $1, 'c', $2::bigint, $2::bigint + 60000, ARRAY[name], ARRAY[1::bigint], ARRAY[incarnation] FROM `+sch+`.buckets WHERE name = $3`,
+		uuidOf(id), t0.UnixMilli(), slots.Name); err != nil {
+		t.Fatal(err)
+	}
 	s, err := New(pool, WithSchema(schema), WithCallerClock())
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Written by version 2's functions, called as version 2's code did.
-	v2put := `SELECT ` + sch + `.put_bucket($1::text, $2::smallint, $3::bigint, $4::bigint, $5::bigint, $6::bigint, $7::bigint, $8::bigint, $9::boolean)`
-	v2acquire := `SELECT * FROM ` + sch + `.acquire($1::text[], $2::bigint[], $3::bigint, $4::bigint, $5::uuid, $6::text, $7::boolean, $8::bigint)`
-	slots := store.Bucket{Name: "a#concurrent", Config: bucket.Config{Type: bucket.Concurrent, Capacity: 2}}
-	if _, err := pool.Exec(ctx, v2put, slots.Name, int16(3), int64(2), int64(0), int64(0), int64(0), int64(0), t0.UnixMilli(), false); err != nil {
-		t.Fatal(err)
-	}
-	id := store.NewLeaseID()
-	if _, err := pool.Exec(ctx, v2acquire, []string{slots.Name}, []int64{1}, t0.UnixMilli(), int64(60000), uuidOf(id),
-		"c", false, int64(1000)); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if v, err := s.Version(ctx); err != nil || v != SchemaVersion() {
-		t.Fatalf("Version = %d, %v; want %d", v, err, SchemaVersion())
+	from, to, err := s.MigrateReport(ctx)
+	if err != nil || from != 1 || to != SchemaVersion() {
+		t.Fatalf("MigrateReport = %d, %d, %v; want 1, %d", from, to, err, SchemaVersion())
 	}
 	st, err := s.Peek(ctx, t0, []string{slots.Name})
 	if err != nil || st[0].Tokens != 1000 || st[0].ActiveLeases != 1 {
 		t.Fatalf("Peek after upgrade = %+v, %v; want 1000 tokens, 1 lease", st, err)
 	}
-	// A process still running the previous code keeps working after the
-	// upgrade (rolling upgrade): version 2's signatures are still there.
-	if _, err := pool.Exec(ctx, v2acquire, []string{slots.Name}, []int64{1}, t0.UnixMilli(), int64(60000), uuidOf(store.NewLeaseID()),
-		"old", false, int64(1000)); err != nil {
-		t.Fatalf("version 2 acquire after the upgrade: %v", err)
-	}
 	rr, err := s.Release(ctx, store.ReleaseRequest{Now: t0, ID: id})
 	if err != nil || !rr.Released || len(rr.Restored) != 1 {
-		t.Fatalf("Release of a version-2 lease = %+v, %v; want it restored", rr, err)
+		t.Fatalf("Release of a lease written before the upgrade = %+v, %v; want it restored", rr, err)
 	}
 
 	// A lease on a bucket since re-created is not counted on the new one.
@@ -162,8 +164,47 @@ func TestMigrateFromVersion2(t *testing.T) {
 	}
 }
 
+// TestMigrateRefusesUnknownMigrations: a schema whose recorded migrations
+// are not this code's (a pre-release build numbered them differently, or
+// someone recorded their own) is never taken as up to date, whatever its
+// version number; Migrate says to drop it and changes nothing. (A version
+// above this code's with a name it does not know is a newer schema,
+// reported as such: internal/cli's TestPostgresNewer.)
+func TestMigrateRefusesUnknownMigrations(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.Pool(t, nil)
+	for _, tc := range []struct {
+		version int
+		name    string
+	}{
+		{2, "002_operations.sql"},
+		{4, "004_skew_reuse.sql"},
+		{2, "002_local_change.sql"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			schema := pgtest.Schema()
+			sch := pgx.Identifier{schema}.Sanitize()
+			createAtVersion(t, pool, schema, 1)
+			if _, err := pool.Exec(ctx, "INSERT INTO "+sch+".schema_migrations (version, name) VALUES ($1, $2)", tc.version, tc.name); err != nil {
+				t.Fatal(err)
+			}
+			s, err := New(pool, WithSchema(schema), WithTimeout(testTimeout))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = s.Migrate(ctx)
+			if err == nil || errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), tc.name) || !strings.Contains(err.Error(), "drop") {
+				t.Fatalf("Migrate over a recorded %s: %v; want an error naming it and saying to drop the schema", tc.name, err)
+			}
+			if v, err := s.Version(ctx); err != nil || v != tc.version {
+				t.Errorf("Version after the refused Migrate = %d, %v; want %d (unchanged)", v, err, tc.version)
+			}
+		})
+	}
+}
+
 // TestOutdatedSchemaIsAConfigurationError runs this code against a schema
-// left at version 3: operations fail with an error that says to migrate,
+// left at version 1 (tables, no functions): operations fail with an error that says to migrate,
 // never with store.ErrUnavailable (an outage), and work after Migrate.
 func TestOutdatedSchemaIsAConfigurationError(t *testing.T) {
 	ctx := context.Background()
@@ -177,7 +218,7 @@ func TestOutdatedSchemaIsAConfigurationError(t *testing.T) {
 	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+sch); err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range ms[:3] {
+	for _, m := range ms[:1] {
 		if _, err := pool.Exec(ctx, strings.ReplaceAll(m.sql, "__SCHEMA__", sch)); err != nil {
 			t.Fatal(m.name, err)
 		}
@@ -189,7 +230,7 @@ func TestOutdatedSchemaIsAConfigurationError(t *testing.T) {
 	b := store.Bucket{Name: "r", Config: bucket.PerPeriod(bucket.Requests, 10, time.Minute)}
 	err = s.PutBucket(ctx, t0, b, false)
 	if err == nil || errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "run Migrate") {
-		t.Fatalf("PutBucket on a version-3 schema: %v; want an error saying to migrate, not ErrUnavailable", err)
+		t.Fatalf("PutBucket on a version-1 schema: %v; want an error saying to migrate, not ErrUnavailable", err)
 	}
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) || pe.Code != "42883" {
@@ -202,9 +243,9 @@ func TestOutdatedSchemaIsAConfigurationError(t *testing.T) {
 	if _, err := missing.Peek(ctx, t0, []string{"r"}); err == nil || errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "run Migrate") {
 		t.Errorf("Peek on a missing schema: %v; want an error saying to migrate", err)
 	}
-	// Record versions 1 to 3, as Migrate would have, so that Migrate
-	// brings the schema up to date.
-	for _, m := range ms[:3] {
+	// Record version 1, as Migrate would have, so that Migrate brings the
+	// schema up to date.
+	for _, m := range ms[:1] {
 		if _, err := pool.Exec(ctx, "CREATE TABLE IF NOT EXISTS "+sch+".schema_migrations (version int PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"); err != nil {
 			t.Fatal(err)
 		}

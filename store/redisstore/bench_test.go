@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ontopix/sluice/bucket"
@@ -14,10 +13,12 @@ import (
 )
 
 // BenchmarkRedis compares, in one run against the same standalone server,
-// a bare PING, go-redis/redis_rate AllowN and redisstore acquisitions on
-// the server clock (the default): serial latency and parallel throughput.
-// The client is built with ContextTimeoutEnabled, as docs/stores/redis.md
-// recommends (BenchmarkBoundedAcquire measures the other kind).
+// a bare PING and redisstore acquisitions on the server clock (the
+// default): serial latency and parallel throughput. The client is built
+// with ContextTimeoutEnabled, as docs/stores/redis.md recommends
+// (BenchmarkBoundedAcquire measures the other kind). The comparison with
+// go-redis/redis_rate lives in the bench module (bench/redis), so that the
+// library does not depend on it.
 func BenchmarkRedis(b *testing.B) {
 	ctx := context.Background()
 	c := redis.NewClient(&redis.Options{Addr: standalone.Addr, ContextTimeoutEnabled: true})
@@ -35,27 +36,6 @@ func BenchmarkRedis(b *testing.B) {
 			for pb.Next() {
 				if err := c.Ping(ctx).Err(); err != nil {
 					b.Error(err)
-					return
-				}
-			}
-		})
-	})
-	lim := redis_rate.NewLimiter(c)
-	limit := redis_rate.Limit{Rate: 1 << 40, Burst: 1 << 40, Period: time.Minute}
-	key := uniquePrefix() + "rate"
-	b.Run("RedisRateAllowN/serial", func(b *testing.B) {
-		for b.Loop() {
-			if r, err := lim.AllowN(ctx, key, limit, 1); err != nil || r.Allowed != 1 {
-				b.Fatal(r, err)
-			}
-		}
-	})
-	b.Run("RedisRateAllowN/parallel", func(b *testing.B) {
-		b.SetParallelism(8)
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				if r, err := lim.AllowN(ctx, key, limit, 1); err != nil || r.Allowed != 1 {
-					b.Error(r, err)
 					return
 				}
 			}

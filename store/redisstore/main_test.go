@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ontopix/sluice/internal/redistest"
+	"github.com/ontopix/sluice/internal/testproc"
 	"github.com/ontopix/sluice/store"
 )
 
@@ -24,6 +25,9 @@ var (
 func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) != "" {
 		os.Exit(crashChild())
+	}
+	if testproc.SkipPackage("redis-server") {
+		os.Exit(0)
 	}
 	var err error
 	if standalone, err = redistest.Start(); err != nil {

@@ -1,5 +1,15 @@
 // Package storeurl opens the store.Store named by a store URL, the form the
-// CLI takes in --store and SLUICE_STORE:
+// sluice CLI takes in --store and services read from SLUICE_STORE, so that
+// a service and the CLI open the same store from the same string:
+//
+//	st, err := storeurl.Open(ctx, os.Getenv("SLUICE_STORE"))
+//	if err != nil {
+//		return err // errors.Is(err, storeurl.ErrBadURL): fix the URL
+//	}
+//	defer st.Close()
+//	client, err := sluice.New(st)
+//
+// The schemes:
 //
 //	memory://                                   in-process; lives only as long as the process
 //	redis://[user@]host:port[/db][?opts]        a standalone Redis (rediss:// for TLS)
@@ -7,12 +17,26 @@
 //	postgres://[user@]host:port/db[?opts]       PostgreSQL (also postgresql://)
 //	dynamodb://TABLE?region=R&endpoint=URL      DynamoDB (SLUICE_TABLE_NAME, SLUICE_AWS_REGION, SLUICE_ENDPOINT_URL)
 //
+// Options in the query string: for Redis, prefix (key prefix), hash_tag,
+// timeout (default 2s; 0 for none) and caller_clock, the rest going to
+// go-redis (dial_timeout, read_timeout, pool_size, client_name, …); for
+// PostgreSQL, schema (default sluice), timeout (default 2s), caller_clock
+// and migrate (default true: create or upgrade the schema when opening), the
+// rest going to pgx and libpq (sslmode, …); for DynamoDB, region, endpoint,
+// timeout and seeds_path (acquire in two round trips: read the buckets,
+// then write them in one transaction, the original algorithm, instead of
+// the one-round-trip conditional write).
+//
 // A password is never part of the URL: a URL carrying one, in the userinfo
 // or in a password or sslpassword query parameter, is rejected, so that it
-// cannot leak through shell history, process listings (bench's children
-// get the URL on their command line) or logs. It
-// comes from a file (Options.PasswordFile, the CLI's --password-file) or the
+// cannot leak through shell history, process listings or logs. It comes
+// from a file (WithPasswordFile, the CLI's --password-file) or the
 // environment (SLUICE_REDIS_PASSWORD for Redis, PGPASSWORD for PostgreSQL).
+//
+// Every error about the URL itself matches ErrBadURL: a configuration
+// error, never store.ErrUnavailable. Connecting is lazy: an unreachable
+// server shows up as store.ErrUnavailable on the first operation (except
+// that opening PostgreSQL with migrate=true runs the migration at once).
 package storeurl
 
 import (
@@ -36,9 +60,11 @@ import (
 // as opposed to a store that cannot be reached).
 var ErrBadURL = errors.New("bad store URL")
 
-// Options are the inputs of Open besides the URL.
+// Options are the inputs of Open besides the URL. An Options value is
+// itself an Option that sets them all; the With functions set one each.
 type Options struct {
-	// LookupEnv reads environment variables; nil means none are set.
+	// LookupEnv reads environment variables (passwords, SLUICE_TABLE_NAME,
+	// SLUICE_AWS_REGION, SLUICE_ENDPOINT_URL); nil means os.LookupEnv.
 	LookupEnv func(string) (string, bool)
 	// PasswordFile, when set, holds the store password (trailing newline
 	// ignored). It takes precedence over the environment.
@@ -56,11 +82,56 @@ type Options struct {
 	NoMigrate bool
 }
 
+// Option configures Open.
+type Option interface {
+	apply(*Options)
+}
+
+type optionFunc func(*Options)
+
+func (f optionFunc) apply(o *Options) { f(o) }
+
+// apply makes an Options value an Option: it replaces every setting.
+func (o Options) apply(dst *Options) { *dst = o }
+
+// WithLookupEnv reads the environment through lookup instead of
+// os.LookupEnv.
+func WithLookupEnv(lookup func(string) (string, bool)) Option {
+	return optionFunc(func(o *Options) { o.LookupEnv = lookup })
+}
+
+// WithPasswordFile reads the store password from the file at path
+// (trailing newline ignored) instead of the environment.
+func WithPasswordFile(path string) Option {
+	return optionFunc(func(o *Options) { o.PasswordFile = path })
+}
+
+// WithMemory makes memory:// open st (which the returned store's Close
+// leaves open) instead of a new memory store.
+func WithMemory(st store.Store) Option {
+	return optionFunc(func(o *Options) { o.Memory = st })
+}
+
+// WithTable names the DynamoDB table, taking precedence over the URL's and
+// SLUICE_TABLE_NAME.
+func WithTable(name string) Option {
+	return optionFunc(func(o *Options) { o.Table = name })
+}
+
+// WithoutMigrate opens a PostgreSQL store without creating or upgrading
+// its schema, whatever the URL's migrate option says: for a database user
+// that may not run DDL, the schema being migrated by a deployment step
+// (sluice postgres migrate).
+func WithoutMigrate() Option {
+	return optionFunc(func(o *Options) { o.NoMigrate = true })
+}
+
 func (o Options) lookup(name string) string {
-	if o.LookupEnv == nil {
-		return ""
+	lookup := o.LookupEnv
+	if lookup == nil {
+		lookup = os.LookupEnv
 	}
-	v, _ := o.LookupEnv(name)
+	v, _ := lookup(name)
 	return v
 }
 
@@ -76,7 +147,8 @@ func (o Options) password(envName string) (string, error) {
 	return o.lookup(envName), nil
 }
 
-// Opened is an open store and what it takes to close it.
+// Opened is an open store, what the URL resolved to, and what it takes to
+// close it (OpenDetailed).
 type Opened struct {
 	// Store is the store.
 	Store store.Store
@@ -97,6 +169,8 @@ type Opened struct {
 	DynamoDB *dynamodb.Client
 	Table    string
 	closers  []func() error
+	// owns reports that closers is only Store's own Close.
+	owns bool
 }
 
 // Close closes the store and the client it was built on.
@@ -117,10 +191,38 @@ func Schemes() []string {
 	return []string{"memory", "redis", "rediss", "redis+cluster", "rediss+cluster", "postgres", "postgresql", "dynamodb"}
 }
 
-// Open parses raw and opens its store. Connecting is lazy for the network
-// stores: an unreachable server shows up as store.ErrUnavailable on the
-// first operation, not here.
-func Open(ctx context.Context, raw string, o Options) (*Opened, error) {
+// Open parses raw and opens its store. The store's Close also closes the
+// client it was built on. Connecting is lazy for the network stores: an
+// unreachable server shows up as store.ErrUnavailable on the first
+// operation, not here.
+func Open(ctx context.Context, raw string, opts ...Option) (store.Store, error) {
+	op, err := OpenDetailed(ctx, raw, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if len(op.closers) == 1 && op.owns {
+		return op.Store, nil // the store's own Close is all there is to do
+	}
+	return &closing{Store: op.Store, op: op}, nil
+}
+
+// closing is a store whose Close closes what Open built around it.
+type closing struct {
+	store.Store
+	op *Opened
+}
+
+func (c *closing) Close() error { return c.op.Close() }
+
+// OpenDetailed is Open that also returns what the URL resolved to: its
+// kind, the URL safe to print, and the PostgreSQL store or DynamoDB client
+// for administration (migrations, table creation). Close the Opened, not
+// its Store.
+func OpenDetailed(ctx context.Context, raw string, opts ...Option) (*Opened, error) {
+	var o Options
+	for _, opt := range opts {
+		opt.apply(&o)
+	}
 	u, err := parse(raw)
 	if err != nil {
 		return nil, err
@@ -134,7 +236,7 @@ func Open(ctx context.Context, raw string, o Options) (*Opened, error) {
 			return &Opened{Store: o.Memory, Kind: "memory", Redacted: "memory://", SharedClock: true}, nil
 		}
 		st := memstore.New()
-		return &Opened{Store: st, Kind: "memory", Redacted: "memory://", SharedClock: true, closers: []func() error{st.Close}}, nil
+		return &Opened{Store: st, Kind: "memory", Redacted: "memory://", SharedClock: true, closers: []func() error{st.Close}, owns: true}, nil
 	case "redis", "rediss", "redis+cluster", "rediss+cluster":
 		return openRedis(ctx, u, o)
 	case "postgres", "postgresql":

@@ -1,4 +1,4 @@
-package peerbench
+package memory
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// A limit high enough that every call is allowed, as in peers.md's
+// A limit high enough that every call is allowed, as in the peers' own
 // harnesses: the benchmarks measure the decision, not the waiting.
 const huge = 1_000_000_000_000
 

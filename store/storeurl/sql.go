@@ -62,7 +62,7 @@ func openPostgres(ctx context.Context, u *url.URL, o Options) (*Opened, error) {
 	if s := so["schema"]; s != "" {
 		opts = append(opts, pgstore.WithSchema(s))
 	}
-	timeout, err := durOpt(u, so, "timeout", 5*time.Second)
+	timeout, err := durOpt(u, so, "timeout", pgstore.DefaultTimeout)
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +114,7 @@ func openPostgres(ctx context.Context, u *url.URL, o Options) (*Opened, error) {
 // openDynamo opens dynamodb://TABLE?region=R&endpoint=URL with the AWS SDK's
 // default credential chain. TABLE, region and endpoint default to
 // SLUICE_TABLE_NAME, SLUICE_AWS_REGION and SLUICE_ENDPOINT_URL. Options:
-// timeout, seeds_path (seed 000's two-round-trip acquire).
+// timeout, seeds_path (acquire in two round trips: read, then transact).
 func openDynamo(ctx context.Context, u *url.URL, o Options) (*Opened, error) {
 	if u.User != nil {
 		return nil, badf("%s: dynamodb:// takes no user; credentials come from the AWS SDK's default chain", redact(u))
@@ -147,9 +147,9 @@ func openDynamo(ctx context.Context, u *url.URL, o Options) (*Opened, error) {
 	} else if d > 0 {
 		opts = append(opts, dynamostore.WithTimeout(d))
 	}
-	if seeds, err := boolOpt(u, so, "seeds_path", false); err != nil {
+	if twoTrips, err := boolOpt(u, so, "seeds_path", false); err != nil {
 		return nil, err
-	} else if seeds {
+	} else if twoTrips {
 		opts = append(opts, dynamostore.WithSeedsPath())
 	}
 	// No SDK log lines: the CLI reports failures itself, in one line (the
@@ -176,5 +176,5 @@ func openDynamo(ctx context.Context, u *url.URL, o Options) (*Opened, error) {
 		return nil, badf("%s: %v", redact(u), err)
 	}
 	return &Opened{Store: st, Kind: "dynamodb", Redacted: redact(u), DynamoDB: db, Table: table,
-		closers: []func() error{st.Close}}, nil
+		closers: []func() error{st.Close}, owns: true}, nil
 }

@@ -36,7 +36,7 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("parse(%q) = %v with no error", raw, u)
 			}
 			if u.Scheme == "memory" {
-				op, err := Open(context.Background(), raw, Options{})
+				op, err := OpenDetailed(context.Background(), raw, Options{})
 				if err == nil {
 					op.Close()
 				}

@@ -1,4 +1,4 @@
-package limitsfile
+package limits
 
 import (
 	"strings"
@@ -10,7 +10,7 @@ import (
 )
 
 func TestExample(t *testing.T) {
-	f, err := Load("../../docs/examples/limits.yaml")
+	f, err := Load("../docs/examples/limits.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,7 +52,7 @@ func TestOpenErrors(t *testing.T) {
 		{"dynamodb://t1?bogus=1", "unknown option"},
 		{"dynamodb://user@t1", "takes no user"},
 	} {
-		_, err := Open(context.Background(), c.url, Options{})
+		_, err := OpenDetailed(context.Background(), c.url, Options{})
 		if !errors.Is(err, ErrBadURL) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: got %v, want ErrBadURL with %q", c.url, err, c.want)
 		}
@@ -77,7 +77,7 @@ func TestOpenKinds(t *testing.T) {
 		{"postgresql://127.0.0.1:1/db?migrate=false&caller_clock=true", "postgres", false},
 		{"dynamodb://sluice-table?region=eu-west-1&endpoint=http://127.0.0.1:1", "dynamodb", false},
 	} {
-		op, err := Open(context.Background(), c.url, Options{})
+		op, err := OpenDetailed(context.Background(), c.url, Options{})
 		if err != nil {
 			t.Errorf("%q: %v", c.url, err)
 			continue
@@ -93,7 +93,7 @@ func TestOpenKinds(t *testing.T) {
 
 func TestMemoryShared(t *testing.T) {
 	mem := memstore.New()
-	op, err := Open(context.Background(), "memory://", Options{Memory: mem})
+	op, err := OpenDetailed(context.Background(), "memory://", Options{Memory: mem})
 	if err != nil || op.Store != mem {
 		t.Fatalf("%v", err)
 	}
@@ -108,11 +108,7 @@ func TestMemoryShared(t *testing.T) {
 // TestRedisPassword opens a password-protected server with the password
 // from the environment and from a file, and fails without it.
 func TestRedisPassword(t *testing.T) {
-	srv, err := redistest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	srv := redistest.New(t)
 	if _, err := srv.Do("CONFIG", "SET", "requirepass", "s3cret"); err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +122,7 @@ func TestRedisPassword(t *testing.T) {
 	}
 	b := store.Bucket{Name: "v#rpm", Config: bucket.PerPeriod(bucket.Requests, 5, time.Minute)}
 	for name, o := range map[string]Options{"env": {LookupEnv: env}, "file": {PasswordFile: file}, "none": {}} {
-		op, err := Open(context.Background(), url, o)
+		op, err := OpenDetailed(context.Background(), url, o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -136,7 +132,7 @@ func TestRedisPassword(t *testing.T) {
 		}
 		op.Close()
 	}
-	if _, err := Open(context.Background(), url, Options{PasswordFile: file + ".missing"}); !errors.Is(err, ErrBadURL) {
+	if _, err := OpenDetailed(context.Background(), url, Options{PasswordFile: file + ".missing"}); !errors.Is(err, ErrBadURL) {
 		t.Errorf("missing password file: %v", err)
 	}
 }
@@ -149,7 +145,7 @@ func TestRedactedURL(t *testing.T) {
 		{"redis://u@127.0.0.1:1/2?dial_timeout=1s", "redis://u@127.0.0.1:1/2?dial_timeout=1s"},
 		{"postgres://sluice@127.0.0.1:1/db?migrate=false&sslmode=disable&passfile=/run/pg", "postgres://sluice@127.0.0.1:1/db?migrate=false&sslmode=disable&passfile=/run/pg"},
 	} {
-		op, err := Open(context.Background(), c.url, Options{NoMigrate: true})
+		op, err := OpenDetailed(context.Background(), c.url, Options{NoMigrate: true})
 		if err != nil {
 			t.Fatalf("%q: %v", c.url, err)
 		}
@@ -181,7 +177,7 @@ func mustParse(t *testing.T, raw string) *url.URL {
 // dynamodb:// store its client and table, which Options.Table overrides.
 func TestOpenAdminHandles(t *testing.T) {
 	ctx := context.Background()
-	op, err := Open(ctx, "postgres://127.0.0.1:1/db?schema=s1&sslmode=disable", Options{NoMigrate: true})
+	op, err := OpenDetailed(ctx, "postgres://127.0.0.1:1/db?schema=s1&sslmode=disable", Options{NoMigrate: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +195,7 @@ func TestOpenAdminHandles(t *testing.T) {
 		{"dynamodb://", "", "from-env"},
 		{"dynamodb://", "from-arg", "from-arg"},
 	} {
-		op, err := Open(ctx, c.url, Options{LookupEnv: env, Table: c.table})
+		op, err := OpenDetailed(ctx, c.url, Options{LookupEnv: env, Table: c.table})
 		if err != nil {
 			t.Fatalf("%q: %v", c.url, err)
 		}
@@ -217,7 +213,7 @@ func TestOpenDynamoNoRegion(t *testing.T) {
 		t.Setenv(k, "")
 	}
 	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
-	_, err := Open(context.Background(), "dynamodb://tbl1", Options{})
+	_, err := OpenDetailed(context.Background(), "dynamodb://tbl1", Options{})
 	if !errors.Is(err, ErrBadURL) || !strings.Contains(err.Error(), "no AWS region") {
 		t.Errorf("got %v", err)
 	}

@@ -1,4 +1,4 @@
-package limitsfile
+package limits
 
 import (
 	"fmt"

@@ -1,5 +1,22 @@
-// Package limitsfile reads the declarative limits file of `sluice limits`
-// and plans the changes that bring a store's buckets in line with it.
+// Package limits reads the declarative limits file of `sluice limits
+// apply`, plans the changes that bring a store's buckets in line with it,
+// and applies them, so that a service can apply the same file as the CLI:
+//
+//	f, err := limits.Load("limits.yaml")
+//	if err != nil {
+//		return err // a *limits.Error per problem, each with file:line:column
+//	}
+//	changes, err := limits.Apply(ctx, client, f)
+//
+// Apply creates missing buckets and reconfigures changed ones, keeping
+// their live balances; it never refills a bucket unless asked (WithReset).
+// In a fleet every process may apply the same file at start-up: that is
+// idempotent and leaves the shared balances alone. Do not call
+// Client.PutBucket with sluice.ResetTokens (or Apply WithReset) at
+// start-up: each process starting, restarting or scaling out would refill
+// the buckets to capacity, granting a whole burst again on every deploy;
+// reset is an operator's action (sluice limits apply --reset, sluice bucket
+// reset).
 //
 // A file declares dimensions one by one, or through presets for common
 // vendor shapes:
@@ -25,7 +42,7 @@
 //	    concurrent: 5
 //
 // Every error names the file, line, column and field.
-package limitsfile
+package limits
 
 import (
 	"errors"

@@ -1,23 +1,91 @@
--- Sluice PostgreSQL store, version 4: clock skew, retried acquisitions,
--- late usage, type changes.
+-- Sluice PostgreSQL store, schema version 2: every function. First the
+-- integer token-bucket math, a line-by-line port of package bucket; then
+-- one function per store operation.
 --
--- * Clock skew: every computation on a time-based bucket first aligns the
---   stored state with the decision time (align, a port of bucket.Align): a
---   caller behind the last write by at most p_skew ms decides at that
---   write's time; one further behind rebases the bucket to its own clock.
---   Lease expiries still use the caller's time.
--- * acquire: a lease id that already has a record is a retry when the
---   record holds the same dimensions at the same resolved costs (answered
---   as the grant it was, changing nothing) and an error ('inuse') otherwise.
---   It also returns the lease's expiry.
--- * adjust: a charge is applied even after the lease expired (late usage)
---   and raises the held cost only by the whole tokens actually charged; only
---   a refund on an expired lease fails.
--- * put_bucket: a limit type cannot change to or from concurrent in place.
+-- Every function that touches several buckets locks them in name order
+-- (ORDER BY name FOR UPDATE; the column's collation is "C"), and lease rows
+-- are always locked before bucket rows, so operations never deadlock.
+-- p_now NULL means the server clock, read after the locks are held. Every
+-- computation on a time-based bucket first aligns the stored state with the
+-- decision time (align, a port of bucket.Align): a caller behind the last
+-- write by at most p_skew ms decides at that write's time; one further
+-- behind rebases the bucket to its own clock. Lease expiries use the
+-- caller's time.
 --
--- The new functions take the maximum skew as an extra argument. The
--- version 2 and 3 signatures stay, so processes running the previous code
--- keep working (with the previous semantics) during a rolling upgrade.
+-- __SCHEMA__ is replaced by the quoted schema name when the migration runs.
+
+-- now_ms is the server clock in Unix milliseconds, truncated like
+-- time.Time.UnixMilli.
+CREATE FUNCTION __SCHEMA__.now_ms() RETURNS bigint
+LANGUAGE sql VOLATILE AS
+$$ SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint $$;
+
+-- mul_div is floor(a*b/c) for a, b >= 0, c > 0, saturating at max int8.
+CREATE FUNCTION __SCHEMA__.mul_div(a bigint, b bigint, c bigint) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS
+$$ SELECT least(div(a::numeric * b, c), 9223372036854775807)::bigint $$;
+
+-- ceil_mul_div is ceil(a*b/c) for a, b >= 0, c > 0, saturating.
+CREATE FUNCTION __SCHEMA__.ceil_mul_div(a bigint, b bigint, c bigint) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS
+$$ SELECT least(div(a::numeric * b + (c - 1), c), 9223372036854775807)::bigint $$;
+
+-- prod_less reports a*b < c*d exactly.
+CREATE FUNCTION __SCHEMA__.prod_less(a bigint, b bigint, c bigint, d bigint) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS
+$$ SELECT a::numeric * b < c::numeric * d $$;
+
+-- refill is bucket.Refill: {tokens, last} earned up to now. cap and amt are
+-- millitokens, per is ms.
+CREATE FUNCTION __SCHEMA__.refill(cap bigint, amt bigint, per bigint, tok bigint, last bigint, now bigint)
+RETURNS bigint[] LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    a bigint;
+BEGIN
+    IF amt <= 0 OR now <= last THEN
+        RETURN ARRAY[tok, last];
+    END IF;
+    IF tok >= cap OR NOT __SCHEMA__.prod_less(now - last, amt, cap - tok, per) THEN
+        RETURN ARRAY[cap, now];
+    END IF;
+    a := __SCHEMA__.mul_div(now - last, amt, per);
+    IF a = 0 THEN
+        RETURN ARRAY[tok, last];
+    END IF;
+    RETURN ARRAY[tok + a, last + __SCHEMA__.ceil_mul_div(a, per, amt)];
+END $$;
+
+-- retry_in is bucket.RetryIn on the stored (unrefilled) state.
+CREATE FUNCTION __SCHEMA__.retry_in(cap bigint, amt bigint, per bigint, tok bigint, last bigint, now bigint, cost bigint)
+RETURNS bigint LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    e bigint;
+    w bigint;
+    max_retry CONSTANT bigint := 3162240000000; -- bucket.MaxRetryMs
+BEGIN
+    IF amt <= 0 OR tok >= cost OR tok >= cap THEN
+        RETURN 0;
+    END IF;
+    e := __SCHEMA__.ceil_mul_div(cost - tok, per, amt);
+    IF e > max_retry THEN
+        RETURN max_retry;
+    END IF;
+    w := last + e - now;
+    IF w <= 0 THEN
+        RETURN 0;
+    ELSIF w > max_retry THEN
+        RETURN max_retry;
+    END IF;
+    RETURN w;
+END $$;
+
+-- floor_milli is bucket.Limits.Floor: the lowest balance Adjust may reach.
+CREATE FUNCTION __SCHEMA__.floor_milli(limit_type smallint, capacity bigint, max_debt bigint) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+SELECT CASE WHEN limit_type = 3 OR max_debt = -1 THEN 0
+            WHEN max_debt = 0 THEN -capacity * 1000
+            ELSE -max_debt * 1000 END
+$$;
 
 -- align is bucket.Align: {last, now} to decide at, the tokens being kept.
 -- amt is the refill amount (0 for concurrent buckets, which never align).
@@ -277,6 +345,58 @@ BEGIN
     INTO o_remaining FROM generate_subscripts(p_dims, 1) AS k;
 END $$;
 
+-- release deletes a lease record and returns its concurrent costs, capped at
+-- capacity, exactly once, into the buckets it was granted on only: an item
+-- whose bucket was deleted (and perhaps re-created) restores nothing.
+CREATE FUNCTION __SCHEMA__.release(p_id uuid,
+    OUT o_released boolean, OUT o_dims text[], OUT o_costs bigint[], OUT o_capped boolean[])
+LANGUAGE plpgsql AS $$
+DECLARE
+    l record;
+BEGIN
+    DELETE FROM __SCHEMA__.leases WHERE id = p_id RETURNING dims, costs, incs INTO l;
+    IF NOT FOUND THEN
+        o_released := false;
+        RETURN;
+    END IF;
+    o_released := true;
+    PERFORM 1 FROM __SCHEMA__.buckets WHERE name = ANY (l.dims) ORDER BY name FOR UPDATE;
+    SELECT array_agg(u.d ORDER BY u.o), array_agg(u.c ORDER BY u.o),
+           array_agg(b.tokens + u.c * 1000 > b.capacity * 1000 ORDER BY u.o)
+    INTO o_dims, o_costs, o_capped
+    FROM unnest(l.dims, l.costs, l.incs) WITH ORDINALITY AS u(d, c, inc, o)
+    JOIN __SCHEMA__.buckets b ON b.name = u.d AND b.incarnation = u.inc
+    WHERE b.limit_type = 3;
+    UPDATE __SCHEMA__.buckets b
+    SET tokens = least(b.tokens + u.c * 1000, b.capacity * 1000), version = b.version + 1
+    FROM unnest(l.dims, l.costs, l.incs) AS u(d, c, inc)
+    WHERE b.name = u.d AND b.incarnation = u.inc AND b.limit_type = 3;
+END $$;
+
+-- extend moves a live lease's expiry to now+ttl. o_status: 0 done,
+-- 1 unknown lease, 2 expired.
+CREATE FUNCTION __SCHEMA__.extend(p_id uuid, p_now bigint, p_ttl bigint,
+    OUT o_status int, OUT o_expires bigint)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_now bigint;
+    v_exp bigint;
+BEGIN
+    SELECT expires_ms INTO v_exp FROM __SCHEMA__.leases WHERE id = p_id FOR UPDATE;
+    IF NOT FOUND THEN
+        o_status := 1;
+        RETURN;
+    END IF;
+    v_now := coalesce(p_now, __SCHEMA__.now_ms());
+    IF v_exp <= v_now THEN
+        o_status := 2;
+        RETURN;
+    END IF;
+    o_expires := v_now + p_ttl;
+    UPDATE __SCHEMA__.leases SET expires_ms = o_expires WHERE id = p_id;
+    o_status := 0;
+END $$;
+
 -- adjust settles an estimate on one requests or tokens item. o_err, in
 -- order of precedence: 'unknown', 'concurrent', 'nolease' (recorded lease
 -- without record), 'notinlease', 'expired' (a refund on an expired lease),
@@ -430,4 +550,62 @@ BEGIN
         END IF;
         -- Another transaction created it first: reconfigure that one.
     END LOOP;
+END $$;
+
+-- reconcile processes up to p_limit expired lease records, skipping rows
+-- another transaction holds (FOR UPDATE SKIP LOCKED), so that concurrent
+-- reconcilers never wait for each other and never restore a lease twice.
+-- Concurrent costs go back with the capacity guard, only into the very
+-- bucket each item was granted on (same incarnation); every processed
+-- record is deleted; a lease with no such bucket left is an orphan.
+CREATE FUNCTION __SCHEMA__.reconcile(p_now bigint, p_limit int,
+    OUT o_restored int, OUT o_reclaimed int, OUT o_capped int, OUT o_orphans int,
+    OUT o_dims text[], OUT o_more boolean)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_now bigint := coalesce(p_now, __SCHEMA__.now_ms());
+    ids uuid[];
+BEGIN
+    SELECT coalesce(array_agg(s.id ORDER BY s.expires_ms, s.id), '{}') INTO ids
+    FROM (SELECT id, expires_ms FROM __SCHEMA__.leases WHERE expires_ms <= v_now
+          ORDER BY expires_ms, id LIMIT p_limit FOR UPDATE SKIP LOCKED) s;
+    o_restored := 0; o_reclaimed := 0; o_capped := 0; o_orphans := 0; o_dims := '{}'; o_more := false;
+    IF cardinality(ids) = 0 THEN
+        RETURN;
+    END IF;
+    PERFORM 1 FROM __SCHEMA__.buckets
+    WHERE name IN (SELECT unnest(dims) FROM __SCHEMA__.leases WHERE id = ANY (ids))
+    ORDER BY name FOR UPDATE;
+    WITH items AS (
+        SELECT k.o AS lo, u.d, u.c, u.inc
+        FROM unnest(ids) WITH ORDINALITY AS k(id, o)
+        JOIN __SCHEMA__.leases x ON x.id = k.id
+        CROSS JOIN LATERAL unnest(x.dims, x.costs, x.incs) AS u(d, c, inc)
+    ), j AS (
+        SELECT i.lo, i.d, i.c, b.name IS NOT NULL AS live, coalesce(b.limit_type = 3, false) AS conc,
+               b.capacity * 1000 AS cap, b.tokens AS tok,
+               sum(i.c * 1000) OVER (PARTITION BY i.d, i.inc ORDER BY i.lo ROWS UNBOUNDED PRECEDING) AS run
+        FROM items i LEFT JOIN __SCHEMA__.buckets b ON b.name = i.d AND b.incarnation = i.inc
+    ), upd AS (
+        UPDATE __SCHEMA__.buckets b
+        SET tokens = least(b.tokens + s.total, b.capacity * 1000), version = b.version + 1
+        FROM (SELECT d, sum(c * 1000)::bigint AS total FROM j WHERE live AND conc GROUP BY d) s
+        WHERE b.name = s.d
+        RETURNING 1
+    ), del AS (
+        DELETE FROM __SCHEMA__.leases WHERE id = ANY (ids) RETURNING 1
+    ), per_lease AS (
+        SELECT lo, bool_or(live) AS live, bool_or(live AND conc) AS reclaimed,
+               bool_or(live AND conc AND tok + run > cap) AS capped
+        FROM j GROUP BY lo
+    )
+    SELECT count(*)::int,
+           (count(*) FILTER (WHERE live AND reclaimed))::int,
+           (count(*) FILTER (WHERE live AND capped))::int,
+           (count(*) FILTER (WHERE NOT live))::int,
+           coalesce((SELECT array_agg(DISTINCT d ORDER BY d) FROM j WHERE live), '{}')
+    INTO o_restored, o_reclaimed, o_capped, o_orphans, o_dims
+    FROM per_lease;
+    o_more := cardinality(ids) = p_limit AND EXISTS (
+        SELECT 1 FROM __SCHEMA__.leases WHERE expires_ms <= v_now AND id <> ALL (ids));
 END $$;
