@@ -168,7 +168,7 @@ func TestEstimateThenSettle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := st.Applied, int64(15_000_000); got != want {
+	if got, want := st.Applied, sluice.Millitokens(15_000_000); got != want {
 		t.Errorf("Applied = %d, want %d", got, want)
 	}
 	if got, want := tokens(t, c, "openai#tpm"), int64(-6_300_000); got != want {
@@ -246,7 +246,7 @@ func TestPeekPenalize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := st[0].Tokens, int64(40_000); got != want {
+	if got, want := st[0].Tokens, sluice.Millitokens(40_000); got != want {
 		t.Errorf("after 50 taken and ×0.8: %d, want %d", got, want)
 	}
 	if got, want := sluice.TimeUntil(st[0], 41), 600*time.Millisecond; got != want {

@@ -141,7 +141,7 @@ func TestOpTimeoutBoundsEveryStoreCall(t *testing.T) {
 			{"Penalize", func() error { _, err := c.Penalize(ctx, "openai#rpm", 0.5); return err }},
 			{"Peek", func() error { _, err := c.Peek(ctx, "openai#rpm"); return err }},
 			{"GetBucket", func() error { _, err := c.GetBucket(ctx, "openai#rpm"); return err }},
-			{"ListBuckets", func() error { _, err := c.ListBuckets(ctx); return err }},
+			{"Buckets", func() error { _, err := c.Buckets(ctx); return err }},
 			{"PutBucket", func() error {
 				return c.PutBucket(ctx, sluice.Bucket{Name: "x#rpm", Config: sluice.PerMinute(sluice.Requests, 1)})
 			}},

@@ -101,6 +101,18 @@ type Store interface {
 	Close() error
 }
 
+// InProcess is implemented by a store whose operations run in the caller's
+// process and never block on I/O or on a lock held across I/O, such as
+// store/memstore. The client then calls it without bounding each call by
+// its operation timeout, which would cost a timer and a context per call
+// for a bound that can never be reached. A store that reaches a server
+// must not implement it.
+type InProcess interface {
+	Store
+	// InProcess marks the store; it does nothing.
+	InProcess()
+}
+
 // Bucket is a named bucket configuration.
 type Bucket struct {
 	// Name is the dimension, e.g. "openai#rpm".

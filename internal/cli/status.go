@@ -51,7 +51,11 @@ func viewOf(s store.BucketState) bucketView {
 		t := s.NextExpiry.UTC()
 		v.NextExpiry = &t
 	}
-	if d := sluice.TimeUntil(s, s.Capacity); d >= 0 && (s.Type != bucket.Concurrent || d == 0) {
+	state := sluice.BucketState{
+		Bucket: s.Bucket, Tokens: sluice.Millitokens(s.Tokens), LastRefill: time.UnixMilli(s.LastRefill),
+		NextExpiry: s.NextExpiry, Now: s.Now,
+	}
+	if d := sluice.TimeUntil(state, s.Capacity); d >= 0 && (s.Type != bucket.Concurrent || d == 0) {
 		ms := d.Milliseconds()
 		v.TimeToFullMs = &ms
 	}

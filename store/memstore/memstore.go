@@ -74,7 +74,11 @@ func New() *Store {
 	return s
 }
 
-var _ store.Store = (*Store)(nil)
+var _ store.InProcess = (*Store)(nil)
+
+// InProcess implements store.InProcess: every operation works on memory
+// under short critical sections and never blocks on I/O.
+func (s *Store) InProcess() {}
 
 func (s *Store) shard(id store.LeaseID) *shard {
 	return &s.shards[id[15]%leaseShards]
