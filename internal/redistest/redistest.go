@@ -10,6 +10,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -169,11 +170,90 @@ func (s *Server) kill() {
 }
 
 // Stop kills the server (SIGKILL, as in a crash) and waits for it to exit.
-// Restart brings it back on the same port, empty.
+// Restart brings it back on the same port: empty, unless it was started
+// with persistence (see Persistent).
 func (s *Server) Stop() { s.kill() }
 
-// Restart starts a stopped server again on the same port.
+// Terminate shuts the server down cleanly (SIGTERM: a persistent server
+// writes its files first) and waits for it to exit.
+func (s *Server) Terminate() {
+	if s.cmd != nil && s.cmd.Process != nil {
+		_ = s.cmd.Process.Signal(syscall.SIGTERM)
+		<-s.exit
+	}
+}
+
+// Restart starts a stopped server again on the same port, with the same
+// arguments and directory.
 func (s *Server) Restart() error { return s.start() }
+
+// Persistent are Start's extra arguments for a server whose every write
+// reaches its append-only file before it is acknowledged (appendonly yes,
+// appendfsync always), so that a SIGKILLed server restarts with every
+// acknowledged write.
+var Persistent = []string{"--appendonly", "yes", "--appendfsync", "always"}
+
+// StartReplica starts a server replicating master (on another free
+// loopback port) and waits until its link to master is up and the initial
+// sync is done. It sets master's repl-diskless-sync-delay to 0, so the
+// sync starts at once instead of after Redis's default 5s.
+func StartReplica(master *Server, extra ...string) (*Server, error) {
+	if _, err := master.Do("CONFIG", "SET", "repl-diskless-sync-delay", "0"); err != nil {
+		return nil, fmt.Errorf("redistest: %w", err)
+	}
+	r, err := Start(append([]string{"--replicaof", "127.0.0.1", strconv.Itoa(master.Port)}, extra...)...)
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		info, err := r.Info("replication")
+		if err == nil && strings.Contains(info, "master_link_status:up") && strings.Contains(info, "master_sync_in_progress:0") {
+			return r, nil
+		}
+		if time.Now().After(deadline) {
+			r.Close()
+			return nil, fmt.Errorf("redistest: replica not in sync after 20s: %v %s", err, info)
+		}
+		time.Sleep(10 * time.Millisecond) // polling for readiness
+	}
+}
+
+// Promote makes a replica a master (REPLICAOF NO ONE), as a failover does.
+func (s *Server) Promote() error {
+	_, err := s.Do("REPLICAOF", "NO", "ONE")
+	return err
+}
+
+// Info returns the server's INFO section as text.
+func (s *Server) Info(section string) (string, error) {
+	c, err := net.DialTimeout("tcp", s.Addr, time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := fmt.Fprintf(c, "*2\r\n$4\r\nINFO\r\n$%d\r\n%s\r\n", len(section), section); err != nil {
+		return "", err
+	}
+	r := bufio.NewReader(c)
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	if !strings.HasPrefix(line, "$") {
+		return "", fmt.Errorf("redistest: INFO replied %q", line)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(line[1:]))
+	if err != nil {
+		return "", err
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return "", err
+	}
+	return string(b), nil
+}
 
 // Close stops the server and removes its directory.
 func (s *Server) Close() {

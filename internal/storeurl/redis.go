@@ -15,7 +15,7 @@ import (
 // DefaultRedisTimeout bounds every Redis operation unless the URL's timeout
 // option says otherwise, so that a dead server is reported as unavailable
 // instead of hanging a command.
-const DefaultRedisTimeout = 5 * time.Second
+const DefaultRedisTimeout = redisstore.DefaultTimeout
 
 // openRedis opens redis://, rediss://, redis+cluster:// and
 // rediss+cluster://. Sluice's own query options (prefix, timeout,
@@ -84,6 +84,7 @@ func openRedis(_ context.Context, u *url.URL, o Options) (*Opened, error) {
 			return nil, badf("%s: %v", redact(u), err)
 		}
 		co.Password = pass
+		co.ContextTimeoutEnabled = true // the store's bound costs no goroutine per call
 		rdb = redis.NewClusterClient(co)
 	} else {
 		if u.Host == "" {
@@ -94,6 +95,7 @@ func openRedis(_ context.Context, u *url.URL, o Options) (*Opened, error) {
 			return nil, badf("%s: %v", redact(u), err)
 		}
 		ro.Password = pass
+		ro.ContextTimeoutEnabled = true // the store's bound costs no goroutine per call
 		rdb = redis.NewClient(ro)
 	}
 	st, err := redisstore.New(rdb, opts...)

@@ -62,7 +62,7 @@ func openPostgres(ctx context.Context, u *url.URL, o Options) (*Opened, error) {
 	if s := so["schema"]; s != "" {
 		opts = append(opts, pgstore.WithSchema(s))
 	}
-	timeout, err := durOpt(u, so, "timeout", 5*time.Second)
+	timeout, err := durOpt(u, so, "timeout", pgstore.DefaultTimeout)
 	if err != nil {
 		return nil, err
 	}

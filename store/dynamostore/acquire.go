@@ -9,7 +9,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/ontopix/sluice/bucket"
 	"github.com/ontopix/sluice/store"
 )
 
@@ -40,25 +39,44 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 // acquireSeeds is seed 000's algorithm: consistent pre-read, no write on
 // denial, then one version-conditioned transaction with the lease records.
 func (s *Store) acquireSeeds(ctx context.Context, req *store.AcquireRequest, now int64, names []string, res *store.AcquireResult) error {
-	bis, err := s.readBuckets(ctx, names)
+	// One read fetches the rows and the lease id's index item, if any.
+	items, err := s.snapshot(ctx, append(names[:len(names):len(names)], indexPK(req.ID)))
 	if err != nil {
 		return err
 	}
-	d, err := decide(bis, req, now, true, res)
-	if err != nil || !d.granted {
+	bis, err := decodeRows(items, names)
+	if err != nil {
+		return err
+	}
+	d, err := decide(bis, req, now, s.skew, true, res)
+	if err != nil {
+		return err
+	}
+	if items[indexPK(req.ID)] != nil {
+		if err := s.replay(ctx, req, d.costs[:len(bis)], now, res); err != errRetry {
+			return err
+		}
+		return store.ErrContention
+	}
+	if !d.granted {
+		again, err := s.deny(ctx, req, bis, d, now, res, false)
+		if again {
+			return store.ErrContention
+		}
+		return err
+	}
+	if err := s.full(bis, d); err != nil {
 		return err
 	}
 	in := s.acquireTx(bis, d, req, now, true)
-	_, err = s.db.TransactWriteItems(ctx, in)
+	_, err = s.db.TransactWriteItems(ctx, in, opts)
 	if err != nil {
 		rs := reasons(err)
-		for i, r := range rs {
-			if !reasonIs(r, "ConditionalCheckFailed") {
-				continue
+		if inUse(rs, bis, d, req.ID) {
+			if err := s.replay(ctx, req, d.costs[:len(bis)], now, res); err != errRetry {
+				return err
 			}
-			if i >= len(bis) || d.hold && holds(r.Item, req.ID) {
-				return leaseInUse(req.ID)
-			}
+			return store.ErrContention
 		}
 		for _, r := range rs {
 			if reasonIs(r, "ConditionalCheckFailed") {
@@ -71,47 +89,80 @@ func (s *Store) acquireSeeds(ctx context.Context, req *store.AcquireRequest, now
 	return nil
 }
 
+// fastRows is what acquireFast knows: the rows (remembered or read), which
+// of them were read by this call, and whether the lease id's index item
+// was read with them.
+type fastRows struct {
+	names    []string
+	bis      []*bucketItem
+	fresh    []bool
+	id       store.LeaseID
+	known    bool // the index item was read
+	recorded bool // and exists
+}
+
 // acquireFast writes against remembered rows and decides again from the
 // rows a lost condition returns.
 func (s *Store) acquireFast(ctx context.Context, req *store.AcquireRequest, now int64, names []string, res *store.AcquireResult) error {
-	n := len(names)
-	bis := make([]*bucketItem, n)
-	fresh := make([]bool, n)
-	var missing []string
+	f := &fastRows{names: names, bis: make([]*bucketItem, len(names)), fresh: make([]bool, len(names)), id: req.ID}
+	missing := false
 	for i, name := range names {
-		if bis[i] = s.cached(name); bis[i] == nil {
-			missing = append(missing, name)
+		if f.bis[i] = s.cached(name); f.bis[i] == nil {
+			missing = true
 		}
 	}
-	if len(missing) > 0 {
-		if err := s.refresh(ctx, names, bis, fresh, false); err != nil {
+	if missing {
+		if err := s.refresh(ctx, f, false); err != nil {
 			return err
 		}
 	}
 	for attempt := 0; attempt < s.attempts; attempt++ {
-		d, err := decide(bis, req, now, false, res)
+		d, err := decide(f.bis, req, now, s.skew, false, res)
 		if err != nil {
 			return err
 		}
-		if !d.granted {
-			if allTrue(fresh) {
-				return nil
-			}
+		if !d.granted && !allTrue(f.fresh) {
 			// A remembered row may be stale: a release or refund could have
 			// added tokens. Deny only on what the table says now.
-			if err := s.refresh(ctx, names, bis, fresh, true); err != nil {
+			if err := s.refresh(ctx, f, true); err != nil {
 				return err
 			}
-			if d, err = decide(bis, req, now, false, res); err != nil || !d.granted {
+			if d, err = decide(f.bis, req, now, s.skew, false, res); err != nil {
 				return err
 			}
 		}
-		ok, err := s.writeFast(ctx, bis, fresh, d, req, now)
+		if !d.granted {
+			check := (d.record || !s.unchecked) && !(f.known && !f.recorded)
+			again, err := s.deny(ctx, req, f.bis, d, now, res, check)
+			if err != nil || !again {
+				return err
+			}
+			if err := s.refresh(ctx, f, true); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := s.full(f.bis, d); err != nil {
+			if allTrue(f.fresh) {
+				return err
+			}
+			if err := s.refresh(ctx, f, true); err != nil {
+				return err
+			}
+			continue
+		}
+		ok, err := s.writeFast(ctx, f.bis, f.fresh, d, req, now, res)
+		if err == errRetry {
+			continue
+		}
+		if err == errReplayed {
+			return nil
+		}
 		if err != nil {
 			return err
 		}
 		if ok {
-			s.granted(bis, d, req, now, res, true)
+			s.granted(f.bis, d, req, now, res, true)
 			return nil
 		}
 	}
@@ -127,23 +178,34 @@ func allTrue(b []bool) bool {
 	return true
 }
 
-// refresh reads rows consistently: those missing from bis, or all when all
-// is set, marking them fresh.
-func (s *Store) refresh(ctx context.Context, names []string, bis []*bucketItem, fresh []bool, all bool) error {
+// refresh reads rows consistently — those missing from f, or all when all
+// is set — marking them fresh, and with them the lease id's index item.
+func (s *Store) refresh(ctx context.Context, f *fastRows, all bool) error {
 	var want []string
-	for i, name := range names {
-		if all || bis[i] == nil {
+	for i, name := range f.names {
+		if all || f.bis[i] == nil {
 			want = append(want, name)
 		}
 	}
-	got, err := s.readBuckets(ctx, want)
+	keys := want
+	if !s.unchecked {
+		keys = append(want[:len(want):len(want)], indexPK(f.id))
+	}
+	items, err := s.snapshot(ctx, keys)
 	if err != nil {
 		return err
 	}
+	got, err := decodeRows(items, want)
+	if err != nil {
+		return err
+	}
+	if !s.unchecked {
+		f.known, f.recorded = true, items[indexPK(f.id)] != nil
+	}
 	j := 0
-	for i := range names {
-		if all || bis[i] == nil {
-			bis[i], fresh[i] = got[j], true
+	for i := range f.names {
+		if all || f.bis[i] == nil {
+			f.bis[i], f.fresh[i] = got[j], true
 			s.remember(got[j])
 			j++
 		}
@@ -154,16 +216,16 @@ func (s *Store) refresh(ctx context.Context, names []string, bis []*bucketItem, 
 // writeFast performs one conditional write. It returns false, having
 // replaced the stale rows in bis with the ones DynamoDB returned, when a
 // condition failed.
-func (s *Store) writeFast(ctx context.Context, bis []*bucketItem, fresh []bool, d *decision, req *store.AcquireRequest, now int64) (bool, error) {
+func (s *Store) writeFast(ctx context.Context, bis []*bucketItem, fresh []bool, d *decision, req *store.AcquireRequest, now int64, res *store.AcquireResult) (bool, error) {
 	tok := s.token(bis, req)
-	if len(bis) == 1 && !d.record {
+	if len(bis) == 1 && !d.record && s.unchecked {
 		up := s.bucketUpdate(bis[0], d.next[0], tok, "", holder{})
 		_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName: up.TableName, Key: up.Key, UpdateExpression: up.UpdateExpression,
 			ConditionExpression: up.ConditionExpression, ExpressionAttributeNames: up.ExpressionAttributeNames,
 			ExpressionAttributeValues:           up.ExpressionAttributeValues,
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		})
+		}, opts)
 		var ccf *types.ConditionalCheckFailedException
 		if errors.As(err, &ccf) {
 			if ccf.Item == nil {
@@ -185,18 +247,21 @@ func (s *Store) writeFast(ctx context.Context, bis []*bucketItem, fresh []bool, 
 		return err == nil, classify("acquire", err)
 	}
 	in := s.acquireTx(bis, d, req, now, true)
-	_, err := s.db.TransactWriteItems(ctx, in)
+	_, err := s.db.TransactWriteItems(ctx, in, opts)
 	if err == nil {
 		return true, nil
 	}
 	rs := reasons(err)
+	if inUse(rs, bis, d, req.ID) {
+		if err := s.replay(ctx, req, d.costs[:len(bis)], now, res); err != nil {
+			return false, err
+		}
+		return false, errReplayed
+	}
 	lost := false
 	for i, r := range rs {
 		if !reasonIs(r, "ConditionalCheckFailed") {
 			continue
-		}
-		if i >= len(bis) || d.hold && holds(r.Item, req.ID) {
-			return false, leaseInUse(req.ID)
 		}
 		if r.Item == nil {
 			s.forget(bis[i].b.Name)
@@ -228,6 +293,7 @@ func (s *Store) granted(bis []*bucketItem, d *decision, req *store.AcquireReques
 		}
 		nb := *bi
 		nb.st, nb.version, nb.lastOp = d.next[i], bi.version+1, s.token(bis, req)
+		nb.rawTok = formatMilli(d.next[i].Tokens)
 		if d.hold {
 			nb.holders = maps.Clone(bi.holders)
 			if nb.holders == nil {
@@ -250,8 +316,49 @@ func namesOf(bis []*bucketItem) []string {
 	return out
 }
 
-func leaseInUse(id store.LeaseID) error {
-	return &bucket.FieldError{Field: "lease_id", Value: id.String(), Reason: "is already in use"}
+// errReplayed tells acquireFast that replay answered the request.
+var errReplayed = errors.New("dynamostore: replayed")
+
+// inUse reports whether a cancelled acquisition failed because its lease id
+// is in use: its index or lease item exists, or a bucket lists it.
+func inUse(rs []types.CancellationReason, bis []*bucketItem, d *decision, id store.LeaseID) bool {
+	for i, r := range rs {
+		if reasonIs(r, "ConditionalCheckFailed") && (i >= len(bis) || d.hold && holds(r.Item, id)) {
+			return true
+		}
+	}
+	return false
+}
+
+// deny settles a denial: a request that asks for a record whose id already
+// has one is answered by replay; otherwise the rows whose clock was more
+// than the maximum skew ahead are written rebased (bucket.Align), the
+// denial's only write. again reports a lost race: the caller reads again
+// and decides again.
+//
+// check asks deny to look for the lease id's record first (false when the
+// caller already knows there is none).
+func (s *Store) deny(ctx context.Context, req *store.AcquireRequest, bis []*bucketItem, d *decision, now int64, res *store.AcquireResult, check bool) (again bool, err error) {
+	if check {
+		ok, err := s.recorded(ctx, req.ID)
+		if err != nil {
+			return false, err
+		}
+		if ok {
+			err := s.replay(ctx, req, d.costs[:len(bis)], now, res)
+			return err == errRetry, err
+		}
+	}
+	for i, bi := range bis {
+		if !d.rebased[i] {
+			continue
+		}
+		ok, err := s.writeState(ctx, bi, d.aligned[i], "rebase")
+		if err != nil || !ok {
+			return err == nil, err
+		}
+	}
+	return false, nil
 }
 
 // holds reports whether a bucket row returned by a failed condition lists

@@ -3,6 +3,8 @@ package dynamostore
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
@@ -16,19 +18,36 @@ import (
 )
 
 // maxAdminAttempts bounds the read-modify-write loops of administrative
-// operations and lease settlement under contention.
-const maxAdminAttempts = 50
+// operations and lease settlement under contention; each loop is also
+// bounded by the operation's timeout.
+const maxAdminAttempts = 1000
 
-// backoff waits a little before attempt n of a read-modify-write loop.
+// Backoff between attempts of a read-modify-write loop: full jitter,
+// uniformly random in [0, min(backoffCap, backoffBase·2^n)).
+const (
+	backoffBase = 5 * time.Millisecond
+	backoffCap  = 200 * time.Millisecond
+)
+
+// backoff waits before attempt n of a read-modify-write loop (not before
+// the first). The wait is random (full jitter): writers that lost a race on
+// one bucket row do not come back in lockstep to lose it again. Attempts
+// come after a lost race, so when ctx ends first the outcome is
+// store.ErrContention (the table is answering), wrapping ctx's error.
 func backoff(ctx context.Context, n int) error {
 	if n == 0 {
 		return nil
 	}
-	d := time.Duration(min(n, 8)) * 5 * time.Millisecond
+	ceil := backoffCap
+	if n < 6 {
+		ceil = min(backoffCap, backoffBase<<n)
+	}
+	t := time.NewTimer(rand.N(ceil))
+	defer t.Stop()
 	select {
 	case <-ctx.Done():
-		return store.Unavailable("dynamostore: retry", ctx.Err())
-	case <-time.After(d):
+		return fmt.Errorf("%w: dynamostore: %d attempts lost a race: %w", store.ErrContention, n, ctx.Err())
+	case <-t.C:
 		return nil
 	}
 }
@@ -63,7 +82,7 @@ func (s *Store) PutBucket(ctx context.Context, now time.Time, b store.Bucket, re
 				TableName: aws.String(s.table), Item: item,
 				ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
 				ExpressionAttributeNames: map[string]string{"#pk": attrPK},
-			})
+			}, opts)
 			if isCCF(err) {
 				continue
 			}
@@ -73,9 +92,13 @@ func (s *Store) PutBucket(ctx context.Context, now time.Time, b store.Bucket, re
 		if err != nil {
 			return err
 		}
+		if err := store.CheckTypeChange(old.b, b); err != nil {
+			return err
+		}
 		// (A concurrent reconfigure applied twice by an SDK retry is
 		// harmless: the second read sees the new capacity, a zero change.)
-		st := bucket.Reconfigure(old.lim, lim, old.st, ms, reset)
+		al, at := bucket.Align(old.lim, old.st, ms, s.skew)
+		st := bucket.Reconfigure(old.lim, lim, al, at, reset)
 		full := encodeBucket(b, st, 0, "", nil)
 		names := map[string]string{"#ver": attrVersion, "#inc": attrInc}
 		vals := map[string]types.AttributeValue{":v": numInt(old.version), ":one": numInt(1)}
@@ -92,10 +115,10 @@ func (s *Store) PutBucket(ctx context.Context, now time.Time, b store.Bucket, re
 		_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName: aws.String(s.table), Key: key(b.Name),
 			UpdateExpression:          aws.String("SET " + strings.Join(set, ", ") + " ADD #ver :one"),
-			ConditionExpression:       aws.String(versionCond(old, vals)),
+			ConditionExpression:       aws.String(versionCond(old, names, vals)),
 			ExpressionAttributeNames:  names,
 			ExpressionAttributeValues: vals,
-		})
+		}, opts)
 		if isCCF(err) {
 			continue
 		}
@@ -124,16 +147,18 @@ func (s *Store) DeleteBucket(ctx context.Context, name string) error {
 		TableName: aws.String(s.table), Key: key(name),
 		ConditionExpression:      aws.String("attribute_exists(#pk)"),
 		ExpressionAttributeNames: map[string]string{"#pk": attrPK},
-	})
+	}, opts)
 	if isCCF(err) {
 		return &store.ConfigurationError{Dimension: name}
 	}
 	return classify("delete bucket", err)
 }
 
-// state is a row's state at now.
-func (bi *bucketItem) state(now int64) store.BucketState {
-	r := bucket.Refill(bi.lim, bi.st, now)
+// state is a row's state at now, aligned with maximum skew skew (see
+// bucket.Align).
+func (bi *bucketItem) state(now, skew int64) store.BucketState {
+	al, at := bucket.Align(bi.lim, bi.st, now, skew)
+	r := bucket.Refill(bi.lim, al, at)
 	bs := store.BucketState{Bucket: bi.b, Tokens: r.Tokens, LastRefill: r.Last, ActiveLeases: len(bi.holders), Now: time.UnixMilli(now)}
 	if x := bi.earliest(); x != 0 {
 		bs.NextExpiry = time.UnixMilli(x)
@@ -167,7 +192,7 @@ func (s *Store) Peek(ctx context.Context, now time.Time, dimensions []string) ([
 	}
 	out := make([]store.BucketState, len(bis))
 	for i, bi := range bis {
-		out[i] = bi.state(ms)
+		out[i] = bi.state(ms, s.skew)
 	}
 	return out, nil
 }
@@ -190,7 +215,7 @@ func (s *Store) ListBuckets(ctx context.Context, now time.Time) ([]store.BucketS
 		if err != nil {
 			return false, err
 		}
-		out = append(out, bi.state(ms))
+		out = append(out, bi.state(ms, s.skew))
 		return true, nil
 	})
 	if err != nil {
@@ -222,7 +247,7 @@ func (s *Store) scan(ctx context.Context, filter string, names map[string]string
 	}
 	p := dynamodb.NewScanPaginator(s.db, in)
 	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
+		page, err := p.NextPage(ctx, opts)
 		if err != nil {
 			return classify("scan", err)
 		}
@@ -264,8 +289,9 @@ func (s *Store) Penalize(ctx context.Context, req store.PenalizeRequest) (store.
 		if err := store.CheckPenalizable(&bi.b); err != nil {
 			return store.PenalizeResult{}, err
 		}
-		before := bucket.Available(bi.lim, bi.st, now)
-		st := bucket.Penalize(bi.lim, bi.st, now, req.FactorMilli)
+		al, at := bucket.Align(bi.lim, bi.st, now, s.skew)
+		before := bucket.Available(bi.lim, al, at)
+		st := bucket.Penalize(bi.lim, al, at, req.FactorMilli)
 		ok, err := s.writeState(ctx, bi, st, "penalize")
 		if err != nil {
 			return store.PenalizeResult{}, err
@@ -297,7 +323,7 @@ func (s *Store) writeState(ctx context.Context, bi *bucketItem, st bucket.State,
 		ConditionExpression: up.ConditionExpression, ExpressionAttributeNames: up.ExpressionAttributeNames,
 		ExpressionAttributeValues:           up.ExpressionAttributeValues,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
+	}, opts)
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
 		if ccf.Item == nil {

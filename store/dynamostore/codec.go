@@ -42,6 +42,7 @@ const (
 	attrDims      = "dims"       // every dimension of the lease, in request order
 	attrExpiresMs = "expires_ms" // exact expiry, ms
 	attrCreatedMs = "created_ms" // exact creation time, ms
+	attrSlotCost  = "slot_cost"  // a concurrent item's cost (its cost attribute is 0: see leaseItemAttrs)
 
 	// Keys of a holder entry written as a map (see holder).
 	holderExp  = "e" // expiry, ms
@@ -224,6 +225,7 @@ type bucketItem struct {
 	holders map[string]holder
 	hasMap  bool // the holders attribute exists
 	lastOp  string
+	rawTok  string // tokens exactly as stored, for conditions (see versionCond)
 }
 
 // decodeBucket reads a bucket row written by Sluice or by the seeds' SDKs.
@@ -297,6 +299,7 @@ func decodeBucket(item map[string]types.AttributeValue) (*bucketItem, error) {
 	if v, err = need(attrTokens); err != nil {
 		return nil, err
 	}
+	bi.rawTok = v
 	if bi.st.Tokens, err = parseMilli(v); err != nil {
 		return nil, bad(attrTokens, err)
 	}

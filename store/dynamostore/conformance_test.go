@@ -11,8 +11,10 @@ import (
 // DynamoDB Local on the fast path (the default).
 func TestConformance(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
-		NewStore:   func(tb testing.TB) store.Store { return newStore(tb) },
-		Goroutines: 16,
+		NewStore:       func(tb testing.TB) store.Store { return newStore(tb) },
+		OpenHandle:     openHandle,
+		Goroutines:     16,
+		ModelSequences: modelSequences,
 	})
 }
 
@@ -20,8 +22,27 @@ func TestConformance(t *testing.T) {
 // writes a lease record for every grant.
 func TestConformanceSeedsPath(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
-		NewStore:      func(tb testing.TB) store.Store { return newStore(tb, WithSeedsPath()) },
-		AlwaysRecords: true,
-		Goroutines:    16,
+		NewStore:       func(tb testing.TB) store.Store { return newStore(tb, WithSeedsPath()) },
+		AlwaysRecords:  true,
+		OpenHandle:     openHandle,
+		Goroutines:     16,
+		ModelSequences: modelSequences,
 	})
+}
+
+// modelSequences bounds the model-based test's random sequences on
+// DynamoDB Local (each step is a round trip to a JVM), so that it adds
+// seconds, not minutes, to go test; SLUICE_MODEL_SEQUENCES=300 (or
+// -args -sluice.sequences=300) runs the suite's default.
+const modelSequences = 40
+
+// openHandle opens another store on s's table through a client of its own,
+// as another process would.
+func openHandle(tb testing.TB, s store.Store) store.Store {
+	d := s.(*Store)
+	var opts []Option
+	if d.seeds {
+		opts = append(opts, WithSeedsPath())
+	}
+	return openStore(tb, newClient(), d.table, opts...)
 }

@@ -14,11 +14,17 @@ type decision struct {
 	record  bool // write lease items
 	hold    bool // list the lease in the buckets' holders (asked for, or concurrent)
 	granted bool
+	rebased [store.MaxItems]bool
+	aligned [store.MaxItems]bucket.State
 }
 
 // decide runs the bucket math on rows (parallel to req.Items) and fills res.
-func decide(bis []*bucketItem, req *store.AcquireRequest, now int64, alwaysRecord bool, res *store.AcquireResult) (*decision, error) {
-	d := &decision{hold: req.Record}
+//
+// Each row is first aligned with now (bucket.Align, maximum skew skew):
+// the decision is made at the aligned time, and d.rebased marks rows whose
+// clock was more than skew ahead, whose rebased state a denial writes.
+func decide(bis []*bucketItem, req *store.AcquireRequest, now, skew int64, alwaysRecord bool, res *store.AcquireResult) (*decision, error) {
+	d := &decision{hold: req.Record || alwaysRecord}
 	n := len(bis)
 	for i, bi := range bis {
 		c, err := store.ResolveCost(&bi.b, req.Items[i])
@@ -43,7 +49,9 @@ func decide(bis []*bucketItem, req *store.AcquireRequest, now int64, alwaysRecor
 	d.granted = true
 	var retry int64
 	for i, bi := range bis {
-		st, wait, ok := bucket.Take(bi.lim, bi.st, now, d.costs[i]*bucket.Milli)
+		al, at := bucket.Align(bi.lim, bi.st, now, skew)
+		d.aligned[i], d.rebased[i] = al, al.Last != bi.st.Last
+		st, wait, ok := bucket.Take(bi.lim, al, at, d.costs[i]*bucket.Milli)
 		d.next[i] = st
 		ir := &res.Items[i]
 		*ir = store.ItemResult{Dimension: bi.b.Name, Type: bi.b.Type, Cost: d.costs[i], Capacity: bi.b.Capacity}
@@ -55,7 +63,7 @@ func decide(bis []*bucketItem, req *store.AcquireRequest, now int64, alwaysRecor
 		if bi.lim.Type == bucket.Concurrent {
 			wait = bucket.ConcurrentRetry(now, bi.earliest(), poll.Milliseconds())
 		}
-		ir.Remaining = bucket.Available(bi.lim, bi.st, now)
+		ir.Remaining = bucket.Available(bi.lim, al, at)
 		ir.RetryIn = msDur(wait)
 		retry = max(retry, wait)
 	}
@@ -65,7 +73,8 @@ func decide(bis []*bucketItem, req *store.AcquireRequest, now int64, alwaysRecor
 		res.RetryIn = msDur(retry)
 		for i, bi := range bis {
 			if res.Items[i].RetryIn == 0 {
-				res.Items[i].Remaining = bucket.Available(bi.lim, bi.st, now)
+				al, at := bucket.Align(bi.lim, bi.st, now, skew)
+				res.Items[i].Remaining = bucket.Available(bi.lim, al, at)
 			}
 		}
 	}

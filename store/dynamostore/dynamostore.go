@@ -26,8 +26,12 @@
 // the seeds' dimension, cost, created_at, ttl (whole seconds, rounded up)
 // and caller, plus lease_id, dims (all the lease's dimensions), expires_ms
 // and created_ms. A multi-dimension lease's items share the uuid and are
-// written and deleted in the same transaction, so the seeds' reconciler,
-// which reads one item at a time, restores each dimension correctly.
+// written and deleted in the same transaction. On a concurrent dimension
+// the item's cost is 0 and slot_cost holds it: the seeds' reconciler, which
+// restores an item's cost, must not restore a slot that Sluice restores
+// from the bucket's holders. A recorded lease also has an index item,
+// lease#{uuid} (see reuse.go), which makes lease ids unique across
+// dimensions and finds a lease's dimensions in one read.
 //
 // # Paths
 //
@@ -41,21 +45,28 @@
 // again without another read. Pure requests/tokens acquisitions that do not
 // ask for a record write no lease item. Either way a lost race ends, after
 // the store's internal attempts, in store.ErrContention, which the client
-// backs off from (25–200 ms) and retries.
+// backs off from (25–200 ms) and retries. Every write of an absolute
+// balance is conditioned on the version and on tokens as read, so that an
+// increment written by the seeds' SDKs (which leave the version alone) is
+// never erased; releases return slots as increments.
 //
 // # Clock
 //
 // DynamoDB has no server clock usable in expressions: every decision uses
-// the Now of the request, i.e. the caller's clock. Callers whose clocks are
-// skewed see a skewed refill: a clock running ahead credits tokens early (a
-// later write from a correct clock then credits nothing until it catches
-// up, because time never runs backwards in the math). Keep hosts on NTP.
+// the Now of the request, i.e. the caller's clock, after aligning the row
+// with it (bucket.Align, WithMaxSkew): a caller slightly behind the last
+// write decides at that write's time, one far behind rebases the row to
+// its own clock. Keep hosts on NTP.
 //
 // # Errors
 //
 // Throttling, 5xx, timeouts and network errors, after the SDK's own retries,
 // are returned as store.ErrUnavailable (the client's failure policy
 // applies); a TransactionConflict cancellation is store.ErrContention.
+// Configuration errors never match ErrUnavailable: a malformed endpoint
+// (New), credentials that cannot be obtained (ErrCredentials), a missing
+// table. A bucket row listing WithMaxLeasesPerBucket recorded leases
+// refuses more with a *LeaseLimitError (ErrTooManyLeases).
 package dynamostore
 
 import (
@@ -91,13 +102,17 @@ const (
 
 // Store is the DynamoDB store. It is safe for concurrent use.
 type Store struct {
-	db       *dynamodb.Client
-	table    string
-	seeds    bool
-	timeout  time.Duration
-	attempts int
-	nonce    int64 // random per Store: part of every ClientRequestToken
-	closed   atomic.Bool
+	db        *dynamodb.Client
+	table     string
+	seeds     bool
+	timeout   time.Duration
+	attempts  int
+	skew      int64 // maximum clock skew, ms (see bucket.Align)
+	skewSet   time.Duration
+	maxLeases int   // recorded leases one bucket row may list
+	unchecked bool  // WithUncheckedLeaseIDs
+	nonce     int64 // random per Store: part of every ClientRequestToken
+	closed    atomic.Bool
 
 	mu     sync.Mutex
 	cache  map[string]*bucketItem     // fast path: last seen row per dimension
@@ -119,6 +134,26 @@ func WithTimeout(d time.Duration) Option { return func(s *Store) { s.timeout = d
 // answers store.ErrContention. Minimum 1.
 func WithAttempts(n int) Option { return func(s *Store) { s.attempts = max(n, 1) } }
 
+// WithMaxSkew sets the largest disagreement between callers' clocks that
+// the store absorbs (see bucket.Align): a caller behind a bucket's last
+// write by at most d decides at that write's time; one further behind
+// rebases the bucket to its own clock. Default store.DefaultMaxSkew (1 s);
+// 1 ms to 1 h.
+func WithMaxSkew(d time.Duration) Option {
+	return func(s *Store) { s.skew = d.Milliseconds(); s.skewSet = d }
+}
+
+// WithUncheckedLeaseIDs lets an acquisition that writes no lease record (a
+// single requests or tokens dimension without AcquireRequest.Record, on the
+// fast path) skip the check that its lease id has no record. It is then one
+// UpdateItem (1 write unit) instead of a transaction of the update and a
+// ConditionCheck (4), and a denial of it reads no more than the rows; but a
+// lease id reused from a recorded lease takes a second grant instead of
+// being answered as the grant it was (or ErrLeaseInUse). Lease ids the
+// client generates are never reused, so only a caller that chooses its own
+// ids needs the check.
+func WithUncheckedLeaseIDs() Option { return func(s *Store) { s.unchecked = true } }
+
 // New returns a store on table through db. It does not create the table
 // (see CreateTable) and does not close db.
 func New(db *dynamodb.Client, table string, opts ...Option) (*Store, error) {
@@ -128,10 +163,20 @@ func New(db *dynamodb.Client, table string, opts ...Option) (*Store, error) {
 	if len(table) < 3 || len(table) > 255 {
 		return nil, fmt.Errorf("dynamostore: table name %q must be 3 to 255 characters", table)
 	}
+	if err := checkEndpoint(db); err != nil {
+		return nil, fmt.Errorf("dynamostore: %w", err)
+	}
 	s := &Store{db: db, table: table, timeout: DefaultTimeout, attempts: DefaultAttempts,
+		skew: store.DefaultMaxSkew.Milliseconds(), skewSet: store.DefaultMaxSkew, maxLeases: DefaultMaxLeasesPerBucket,
 		cache: map[string]*bucketItem{}, leases: map[store.LeaseID][]string{}, nonce: int64(rand.Uint64() >> 1)}
 	for _, o := range opts {
 		o(s)
+	}
+	if err := store.ValidateMaxSkew(s.skewSet); err != nil {
+		return nil, fmt.Errorf("dynamostore: %w", err)
+	}
+	if err := validateMaxLeases(s.maxLeases); err != nil {
+		return nil, fmt.Errorf("dynamostore: %w", err)
 	}
 	return s, nil
 }
@@ -209,11 +254,16 @@ func requestToken(id store.LeaseID, parts ...int64) string {
 
 // classify maps an SDK error: throttling, 5xx, timeouts and transport
 // errors become store.ErrUnavailable; a TransactionConflict cancellation
-// becomes store.ErrContention; anything else (validation, a missing table)
-// is returned wrapped.
+// becomes store.ErrContention; anything else (validation, a missing table,
+// credentials that could not be obtained: configuration errors) is
+// returned wrapped, never as store.ErrUnavailable.
 func classify(op string, err error) error {
 	if err == nil {
 		return nil
+	}
+	var ce *credentialsError
+	if errors.As(err, &ce) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("dynamostore: %s: %w", op, err)
 	}
 	var tc *types.TransactionCanceledException
 	if errors.As(err, &tc) {

@@ -52,7 +52,7 @@ func TestFaults(t *testing.T) {
 			tp := newTap()
 			db := tp.client()
 			table := newTable(t, db)
-			s := openStore(t, db, table)
+			s := openStore(t, db, table, WithUncheckedLeaseIDs()) // the single-UpdateItem path
 			put(t, s, t0, store.Bucket{Name: "v#rpm", Config: bucket.PerPeriod(bucket.Requests, 100, time.Minute)})
 			if tt.op != "GetItem" {
 				acquireOnce(t, s, t0, false, store.Item{Dimension: "v#rpm"}) // warm: the next acquire only writes

@@ -1,6 +1,9 @@
 package dynamostore
 
 import (
+	"hash/fnv"
+	"strconv"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -12,11 +15,26 @@ import (
 // token identifies one write attempt: the store instance (tokens are
 // account-wide, and lease ids may repeat across tables), the lease id, the
 // decision time and the versions it expects.
+//
+// The request's dimensions, costs, TTL and Record flag and the buckets'
+// incarnations are part of it too:
+// two different acquisitions with one lease id (a reuse, answered by
+// replay) must not share a token, or DynamoDB would refuse the second with
+// IdempotentParameterMismatch instead of evaluating its conditions.
 func (s *Store) token(bis []*bucketItem, req *store.AcquireRequest) string {
-	parts := make([]int64, len(bis)+2)
-	parts[0], parts[1] = s.nonce, req.Now.UnixMilli()
+	h := fnv.New64a()
+	for i, it := range req.Items {
+		h.Write([]byte(it.Dimension + "\x00" + strconv.FormatInt(it.Cost, 10) + "\x00" + bis[i].inc + "\x00"))
+	}
+	rec := int64(0)
+	if req.Record {
+		rec = 1
+	}
+	parts := make([]int64, len(bis)+5)
+	parts[0], parts[1], parts[2] = s.nonce, req.Now.UnixMilli(), int64(h.Sum64()>>1)
+	parts[3], parts[4] = req.TTL.Milliseconds(), rec
 	for i, bi := range bis {
-		parts[i+2] = bi.version
+		parts[i+5] = bi.version
 	}
 	return requestToken(req.ID, parts...)
 }
@@ -48,7 +66,7 @@ func (s *Store) acquireTx(bis []*bucketItem, d *decision, req *store.AcquireRequ
 			item := map[string]types.AttributeValue{
 				attrPK:        str(leasePK(bi.b.Name, req.ID)),
 				attrDimension: str(bi.b.Name),
-				attrLeaseCost: numInt(d.costs[i]),
+				attrLeaseCost: numInt(leaseItemCost(bi, d.costs[i])),
 				attrCreated:   num(formatSeconds(now)),
 				attrTTL:       numInt((expires + 999) / 1000),
 				attrCaller:    str(req.Caller),
@@ -61,6 +79,9 @@ func (s *Store) acquireTx(bis []*bucketItem, d *decision, req *store.AcquireRequ
 			if bi.inc != "" {
 				item[attrInc] = str(bi.inc)
 			}
+			if bi.b.Type == bucket.Concurrent {
+				item[attrSlotCost] = numInt(d.costs[i])
+			}
 			items = append(items, types.TransactWriteItem{Put: &types.Put{
 				TableName: aws.String(s.table), Item: item,
 				ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
@@ -68,7 +89,26 @@ func (s *Store) acquireTx(bis []*bucketItem, d *decision, req *store.AcquireRequ
 			}})
 		}
 	}
+	if d.record {
+		items = append(items, s.indexPut(req.ID, namesOf(bis), expires))
+	} else if !s.unchecked {
+		items = append(items, s.indexAbsent(req.ID))
+	}
 	return &dynamodb.TransactWriteItemsInput{TransactItems: items, ClientRequestToken: aws.String(tok)}
+}
+
+// leaseItemCost is the cost attribute of a lease item on bi. On a
+// concurrent bucket it is 0, and the cost is kept in slot_cost and in the
+// bucket's holder entry: the seeds' reconciler restores an expired lease's
+// cost attribute to its bucket and deletes the item, but leaves the holder
+// entry, from which Sluice restores the slot (see remove) — with the real
+// cost in the item, the slot would come back twice. The seeds' reconciler
+// still deletes such an item, restoring nothing.
+func leaseItemCost(bi *bucketItem, cost int64) int64 {
+	if bi.b.Type == bucket.Concurrent {
+		return 0
+	}
+	return cost
 }
 
 // newHolder is the holders entry of a lease granted on bi: on a concurrent
@@ -90,13 +130,14 @@ func (s *Store) bucketUpdate(bi *bucketItem, st bucket.State, tok string, id str
 		":op": str(tok), ":one": numInt(1), ":v": numInt(bi.version),
 	}
 	set := "SET #tok = :t, #last = :l, #op = :op"
-	cond := versionCond(bi, vals)
+	cond := versionCond(bi, names, vals)
 	if id != "" {
 		names["#h"] = attrHolders
 		if bi.hasMap {
 			names["#hid"], vals[":h"] = id, h.value()
 			set += ", #h.#hid = :h"
-			cond += " AND attribute_not_exists(#h.#hid)"
+			cond += " AND attribute_not_exists(#h.#hid) AND size(#h) < :maxh"
+			vals[":maxh"] = numInt(int64(s.maxLeases))
 		} else {
 			vals[":hm"] = &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{id: h.value()}}
 			set += ", #h = :hm"
@@ -112,11 +153,18 @@ func (s *Store) bucketUpdate(bi *bucketItem, st bucket.State, tok string, id str
 }
 
 // versionCond is the optimistic-locking condition on bi's row: same
-// version, same incarnation (a re-created bucket restarts its version).
-func versionCond(bi *bucketItem, vals map[string]types.AttributeValue) string {
-	c := "#ver = :v"
+// version, same incarnation (a re-created bucket restarts its version) and
+// same tokens, compared with the value exactly as read. The seeds' SDKs
+// return a concurrent slot with "SET tokens = tokens + :cost", which leaves
+// the version alone: conditioning on the version only, a write of an
+// absolute balance computed from an earlier read would erase that
+// increment.
+func versionCond(bi *bucketItem, names map[string]string, vals map[string]types.AttributeValue) string {
+	names["#ver"], names["#inc"], names["#tok"] = attrVersion, attrInc, attrTokens
+	vals[":v"], vals[":rt"] = numInt(bi.version), num(bi.rawTok)
+	c := "#ver = :v AND #tok = :rt"
 	if bi.version == 0 {
-		c = "(#ver = :v OR attribute_not_exists(#ver))"
+		c = "(#ver = :v OR attribute_not_exists(#ver)) AND #tok = :rt"
 	}
 	if bi.inc == "" {
 		return c + " AND attribute_not_exists(#inc)"

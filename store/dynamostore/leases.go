@@ -26,6 +26,7 @@ type leaseItem struct {
 	hasInc        bool   // written by Sluice on a bucket with an incarnation
 	typ           string // limit_type, when Sluice wrote the item
 	dims          []string
+	index         bool // an index item (see indexPK), not a lease item
 }
 
 // decodeLease reads a lease item written by Sluice or by the seeds' SDKs
@@ -44,7 +45,9 @@ func decodeLease(item map[string]types.AttributeValue) (*leaseItem, bool) {
 	if id, ok := getS(item, attrLeaseID); ok {
 		li.uuid = id
 	}
-	if v, ok := getN(item, attrLeaseCost); ok {
+	if v, ok := getN(item, attrSlotCost); ok {
+		li.cost, _ = parseInt(v)
+	} else if v, ok := getN(item, attrLeaseCost); ok {
 		li.cost, _ = parseInt(v)
 	}
 	if v, ok := getN(item, attrExpiresMs); ok {
@@ -74,15 +77,25 @@ func decodeLease(item map[string]types.AttributeValue) (*leaseItem, bool) {
 }
 
 // findDims returns a lease's dimensions: from this process's cache, else
-// from a consistent Scan for its items (a lease acquired by another process
-// and released here; the table has no index by lease id).
+// from its index item (one read), else, for a lease written before index
+// items existed, from a consistent Scan for its items.
 func (s *Store) findDims(ctx context.Context, id store.LeaseID) ([]string, error) {
 	if d := s.leaseDims(id); d != nil {
 		return d, nil
 	}
+	items, err := s.getItems(ctx, []string{indexPK(id)})
+	if err != nil {
+		return nil, err
+	}
+	if it := items[indexPK(id)]; it != nil {
+		if li, ok := decodeIndex(it); ok {
+			return li.dims, nil
+		}
+	}
+	// A lease written before index items existed.
 	uuid := id.String()
 	var dims []string
-	err := s.scan(ctx, "begins_with(#pk, :p) AND #id = :id", map[string]string{"#id": attrLeaseID},
+	err = s.scan(ctx, "begins_with(#pk, :p) AND #id = :id", map[string]string{"#id": attrLeaseID},
 		map[string]types.AttributeValue{":id": str(uuid)}, func(item map[string]types.AttributeValue) (bool, error) {
 			if li, ok := decodeLease(item); ok {
 				dims = li.dims
@@ -115,166 +128,6 @@ func (s *Store) loadLease(ctx context.Context, uuid string, dims []string) ([]*l
 	return out, nil
 }
 
-// removal is the outcome of removing one lease.
-type removal struct {
-	ok       bool // this call deleted the records or holder entries
-	orphan   bool // none of the lease's buckets exists any more
-	restored []store.Restored
-	live     []string // dimensions whose bucket (same incarnation) exists
-}
-
-// Kinds of the items of a removal transaction, to read its cancellation
-// reasons.
-const (
-	txDelete = iota // a lease item, conditioned on existing
-	txGone          // a check that a lease item no longer exists
-	txBucket        // a bucket, conditioned on its version
-)
-
-// remove deletes a lease's items (lis, the ones that exist) and returns its
-// concurrent costs to their buckets (capped at capacity), in one
-// transaction. Each lease delete is conditioned on the item existing: of a
-// racing Release and reconcile, exactly one succeeds.
-//
-// dims lists all the lease's dimensions. For a dimension whose item is gone
-// (DynamoDB's TTL process deleted it) while its bucket still lists the lease
-// in holders, the transaction restores the cost kept in the holder entry and
-// removes the entry, conditioned on the bucket's version, on the entry
-// existing and on the lease item being absent (a ConditionCheck): the entry
-// is the slot's only record, so whoever removes it — Release, this or
-// another reconciler — restores it, once. An entry written before the cost
-// was kept in it, on a concurrent bucket, cannot be restored and is left.
-//
-// Bucket updates are conditioned on the version read; a lost race reads
-// again and retries.
-func (s *Store) remove(ctx context.Context, uuid string, dims []string, lis []*leaseItem) (removal, error) {
-	present := make(map[string]*leaseItem, len(lis))
-	for _, li := range lis {
-		present[li.dim] = li
-	}
-	names := append([]string(nil), dims...)
-	for _, li := range lis {
-		if !slices.Contains(names, li.dim) {
-			names = append(names, li.dim)
-		}
-	}
-	id, _ := store.ParseLeaseID(uuid)
-	for n := 0; n < maxAdminAttempts; n++ {
-		if err := backoff(ctx, n); err != nil {
-			return removal{}, err
-		}
-		rows, err := s.getItems(ctx, names)
-		if err != nil {
-			return removal{}, err
-		}
-		var r removal
-		tx := make([]types.TransactWriteItem, 0, 2*len(names))
-		kinds := make([]int, 0, 2*len(names))
-		for _, li := range lis {
-			tx = append(tx, types.TransactWriteItem{Delete: &types.Delete{
-				TableName: aws.String(s.table), Key: key(li.pk),
-				ConditionExpression:      aws.String("attribute_exists(#pk)"),
-				ExpressionAttributeNames: map[string]string{"#pk": attrPK},
-			}})
-			kinds = append(kinds, txDelete)
-		}
-		// A fresh nonce per attempt: SDK retries of this attempt are
-		// idempotent, while a racing remover never shares its token.
-		parts := []int64{-1, int64(rand.Uint64() >> 1)}
-		for _, dim := range names {
-			row := rows[dim]
-			if row == nil {
-				continue
-			}
-			bi, err := decodeBucket(row)
-			if err != nil {
-				return removal{}, err
-			}
-			li := present[dim]
-			h, holds := bi.holders[uuid]
-			cost := h.cost
-			switch {
-			case li != nil:
-				if li.hasInc && bi.inc != li.inc {
-					continue // a re-created namesake: not this lease's bucket
-				}
-				cost = li.cost
-			case !holds:
-				continue // nothing of this lease here
-			case bi.b.Type == bucket.Concurrent && !h.hasCost:
-				continue // an entry without its cost: left for the lease item
-			}
-			r.live = append(r.live, dim)
-			if bi.b.Type != bucket.Concurrent && !holds {
-				continue
-			}
-			names := map[string]string{"#ver": attrVersion, "#inc": attrInc}
-			vals := map[string]types.AttributeValue{":v": numInt(bi.version), ":one": numInt(1)}
-			cond := versionCond(bi, vals)
-			expr := ""
-			if bi.b.Type == bucket.Concurrent {
-				st, capped := bucket.Restore(bi.lim, bi.st, cost*bucket.Milli)
-				r.restored = append(r.restored, store.Restored{Dimension: dim, Cost: cost, Capped: capped})
-				names["#tok"], vals[":t"] = attrTokens, num(formatMilli(st.Tokens))
-				expr = "SET #tok = :t"
-			}
-			if holds {
-				names["#h"], names["#id"] = attrHolders, uuid
-				expr += " REMOVE #h.#id"
-				cond += " AND attribute_exists(#h.#id)"
-			}
-			parts = append(parts, bi.version)
-			tx = append(tx, types.TransactWriteItem{Update: &types.Update{
-				TableName: aws.String(s.table), Key: key(dim),
-				UpdateExpression:          aws.String(expr + " ADD #ver :one"),
-				ConditionExpression:       aws.String(cond),
-				ExpressionAttributeNames:  names,
-				ExpressionAttributeValues: vals,
-			}})
-			kinds = append(kinds, txBucket)
-			if li == nil {
-				tx = append(tx, types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
-					TableName: aws.String(s.table), Key: key(store.LeasePrefix + dim + "#" + uuid),
-					ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
-					ExpressionAttributeNames: map[string]string{"#pk": attrPK},
-				}})
-				kinds = append(kinds, txGone)
-			}
-		}
-		if len(lis) == 0 && len(tx) == 0 {
-			return removal{}, nil // no record and no holder entry left
-		}
-		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
-			TransactItems: tx, ClientRequestToken: aws.String(requestToken(id, parts...)),
-		})
-		for _, d := range r.live {
-			s.forget(d)
-		}
-		if err == nil {
-			r.ok, r.orphan = true, len(r.live) == 0
-			return r, nil
-		}
-		retry := false
-		for i, c := range reasons(err) {
-			if reasonIs(c, "ConditionalCheckFailed") && i < len(kinds) {
-				switch kinds[i] {
-				case txDelete:
-					return removal{}, nil // someone else removed it
-				case txGone:
-					// The lease item exists after all: it is settled
-					// through the item (Release, the reconciler's Scan).
-					return removal{}, nil
-				}
-				retry = true
-			}
-		}
-		if !retry {
-			return removal{}, classify("remove lease", err)
-		}
-	}
-	return removal{}, store.ErrContention
-}
-
 // Release implements store.Store. When DynamoDB's TTL process has deleted
 // some or all of the lease's items, the slots their buckets still list in
 // holders are restored from there (see remove); the lease's dimensions are
@@ -296,7 +149,7 @@ func (s *Store) Release(ctx context.Context, req store.ReleaseRequest) (store.Re
 	if err != nil {
 		return store.ReleaseResult{}, err
 	}
-	r, err := s.remove(ctx, req.ID.String(), dims, lis)
+	r, err := s.remove(ctx, req.ID.String(), dims, lis, 0)
 	if err != nil {
 		return store.ReleaseResult{}, err
 	}
@@ -342,6 +195,7 @@ func (s *Store) Extend(ctx context.Context, req store.ExtendRequest) (time.Time,
 			pks = append(pks, d)
 		}
 	}
+	pks = append(pks, indexPK(req.ID))
 	for n := 0; n < maxAdminAttempts; n++ {
 		if err := backoff(ctx, n); err != nil {
 			return time.Time{}, err
@@ -375,6 +229,15 @@ func (s *Store) Extend(ctx context.Context, req store.ExtendRequest) (time.Time,
 					":e": numInt(exp), ":ttl": numInt((exp + 999) / 1000), ":old": numInt(li.expires)},
 			}})
 		}
+		if items[indexPK(req.ID)] != nil {
+			tx = append(tx, types.TransactWriteItem{Update: &types.Update{
+				TableName: aws.String(s.table), Key: key(indexPK(req.ID)),
+				UpdateExpression:          aws.String("SET #exp = :e"),
+				ConditionExpression:       aws.String("attribute_exists(#pk)"),
+				ExpressionAttributeNames:  map[string]string{"#pk": attrPK, "#exp": attrExpiresMs},
+				ExpressionAttributeValues: map[string]types.AttributeValue{":e": numInt(exp)},
+			}})
+		}
 		parts := []int64{-3, s.nonce, int64(rand.Uint64() >> 1)}
 		for _, li := range lis {
 			row := items[li.dim]
@@ -389,14 +252,18 @@ func (s *Store) Extend(ctx context.Context, req store.ExtendRequest) (time.Time,
 				continue // not this lease's bucket any more
 			}
 			// The whole entry is rewritten: a concurrent one keeps its cost
-			// (fixed: concurrent items cannot be adjusted).
+			// (fixed: concurrent items cannot be adjusted). The write
+			// touches this lease's entry alone, so it is conditioned on the
+			// entry and the incarnation, not on the version: renewals do not
+			// race the bucket's other writers (it still bumps the version,
+			// like every write of a bucket row).
 			h := holder{exp: exp, cost: li.cost, hasCost: li.typ == bucket.Concurrent.String()}
 			names := map[string]string{"#h": attrHolders, "#id": uuid, "#ver": attrVersion, "#inc": attrInc}
-			vals := map[string]types.AttributeValue{":e": h.value(), ":v": numInt(bi.version), ":one": numInt(1)}
+			vals := map[string]types.AttributeValue{":e": h.value(), ":one": numInt(1)}
 			tx = append(tx, types.TransactWriteItem{Update: &types.Update{
 				TableName: aws.String(s.table), Key: key(li.dim),
 				UpdateExpression:          aws.String("SET #h.#id = :e ADD #ver :one"),
-				ConditionExpression:       aws.String(versionCond(bi, vals) + " AND attribute_exists(#h.#id)"),
+				ConditionExpression:       aws.String(incCond(bi, vals) + " AND attribute_exists(#h.#id)"),
 				ExpressionAttributeNames:  names,
 				ExpressionAttributeValues: vals,
 			}})
@@ -406,7 +273,7 @@ func (s *Store) Extend(ctx context.Context, req store.ExtendRequest) (time.Time,
 		// idempotent; a new attempt, after a lost race, is a new request.
 		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
 			TransactItems: tx, ClientRequestToken: aws.String(requestToken(req.ID, parts...)),
-		})
+		}, opts)
 		for _, li := range lis {
 			s.forget(li.dim)
 		}

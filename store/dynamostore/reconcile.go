@@ -22,6 +22,16 @@ import (
 const reconcileFilter = "(begins_with(#pk, :p) AND (#exp <= :now OR (attribute_not_exists(#exp) AND #ttl < :nows)))" +
 	" OR (NOT begins_with(#pk, :p) AND size(#h) > :zero)"
 
+// allExpired reports whether every lease item in lis has expired at now.
+func allExpired(lis []*leaseItem, now int64) bool {
+	for _, li := range lis {
+		if li.expires > now {
+			return false
+		}
+	}
+	return true
+}
+
 // Reconcile implements store.Store in two phases over one paginated,
 // consistent Scan (reconcileFilter), at most req.Limit leases per call in
 // all:
@@ -66,7 +76,11 @@ func (s *Store) Reconcile(ctx context.Context, req store.ReconcileRequest) (stor
 	err = s.scan(ctx, reconcileFilter, map[string]string{"#exp": attrExpiresMs, "#ttl": attrTTL, "#h": attrHolders},
 		map[string]types.AttributeValue{":now": numInt(now), ":nows": numInt(now / 1000), ":zero": numInt(0)},
 		func(item map[string]types.AttributeValue) (bool, error) {
-			if li, ok := decodeLease(item); ok {
+			li, ok := decodeLease(item)
+			if !ok {
+				li, ok = decodeIndex(item)
+			}
+			if ok {
 				if seen[li.uuid] {
 					return true, nil
 				}
@@ -128,12 +142,15 @@ func (s *Store) Reconcile(ctx context.Context, req store.ReconcileRequest) (stor
 	}
 	for _, li := range found {
 		lis := []*leaseItem{li}
-		if len(li.dims) > 1 {
+		if len(li.dims) > 1 || li.index {
 			if lis, err = s.loadLease(ctx, li.uuid, li.dims); err != nil {
 				return res, err
 			}
 		}
-		r, err := s.remove(ctx, li.uuid, li.dims, lis)
+		if !allExpired(lis, now) {
+			continue // extended since the index was read
+		}
+		r, err := s.remove(ctx, li.uuid, li.dims, lis, now)
 		if err != nil {
 			return res, err
 		}
@@ -155,7 +172,7 @@ func (s *Store) Reconcile(ctx context.Context, req store.ReconcileRequest) (stor
 			break
 		}
 		budget--
-		r, err := s.remove(ctx, uuid, holderDims[uuid], nil)
+		r, err := s.remove(ctx, uuid, holderDims[uuid], nil, now)
 		if err != nil {
 			return res, err
 		}

@@ -44,6 +44,7 @@ func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.Adju
 			return store.AdjustResult{}, err
 		}
 		held := req.Held
+		expired := !req.Recorded && !req.ExpiresAt.IsZero() && req.ExpiresAt.UnixMilli() <= now
 		var li *leaseItem
 		if req.Recorded {
 			lis, err := s.loadLease(ctx, req.ID.String(), []string{req.Dimension})
@@ -67,18 +68,20 @@ func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.Adju
 				return store.AdjustResult{}, &bucket.FieldError{Field: "dimension", Value: req.Dimension, Reason: "is not part of lease " + req.ID.String()}
 			}
 			li = lis[0]
-			if li.expires <= now {
-				return store.AdjustResult{}, store.ErrLeaseExpired
-			}
 			held = li.cost
-		} else if !req.ExpiresAt.IsZero() && req.ExpiresAt.UnixMilli() <= now {
+			expired = li.expires <= now
+		}
+		// Late usage is charged (it counted at the vendor); only a refund
+		// on an expired lease is refused.
+		if req.Delta < 0 && expired {
 			return store.AdjustResult{}, store.ErrLeaseExpired
 		}
-		newHeld, err := store.AdjustHeld(req.Dimension, held, req.Delta)
-		if err != nil {
+		if _, err := store.AdjustHeld(req.Dimension, held, req.Delta); err != nil {
 			return store.AdjustResult{}, err
 		}
-		st, applied := bucket.Adjust(bi.lim, bi.st, now, req.Delta*bucket.Milli)
+		al, at := bucket.Align(bi.lim, bi.st, now, s.skew)
+		st, applied := bucket.Adjust(bi.lim, al, at, req.Delta*bucket.Milli)
+		newHeld := store.HeldAfter(held, req.Delta, applied)
 		out := store.AdjustResult{Held: newHeld, Applied: applied, Remaining: st.Tokens}
 		if li == nil {
 			ok, err := s.writeState(ctx, bi, st, "adjust")
@@ -97,12 +100,12 @@ func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.Adju
 			{Update: &types.Update{
 				TableName: aws.String(s.table), Key: key(li.pk),
 				UpdateExpression:          aws.String("SET #c = :c"),
-				ConditionExpression:       aws.String("#c = :old AND #exp > :now"),
-				ExpressionAttributeNames:  map[string]string{"#c": attrLeaseCost, "#exp": attrExpiresMs},
-				ExpressionAttributeValues: map[string]types.AttributeValue{":c": numInt(newHeld), ":old": numInt(li.cost), ":now": numInt(now)},
+				ConditionExpression:       aws.String("#c = :old"),
+				ExpressionAttributeNames:  map[string]string{"#c": attrLeaseCost},
+				ExpressionAttributeValues: map[string]types.AttributeValue{":c": numInt(newHeld), ":old": numInt(li.cost)},
 			}},
 		}
-		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx, ClientRequestToken: aws.String(tok)})
+		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx, ClientRequestToken: aws.String(tok)}, opts)
 		if err == nil {
 			return out, nil
 		}

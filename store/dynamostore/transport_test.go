@@ -142,3 +142,11 @@ func apiError(status int, typ, msg string, extra map[string]any) *http.Response 
 		ContentLength: int64(len(b)),
 	}
 }
+
+// setFault sets (or, with nil, clears) the fault injector while requests
+// may be in flight.
+func (t *tap) setFault(f func(op string) *http.Response) {
+	t.mu.Lock()
+	t.fault = f
+	t.mu.Unlock()
+}

@@ -42,7 +42,7 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 				req.Items[0].Dimension, first.slot, it.Dimension, k.slot)
 		}
 		keys[2*i], keys[2*i+1] = k.bucketArg, k.indexArg
-		args[7+2*i], args[8+2*i] = k.nameArg, &it.Cost
+		args[acquireArgs+2*i], args[acquireArgs+1+2*i] = k.nameArg, &it.Cost
 	}
 	poll := req.Poll
 	if poll == 0 {
@@ -51,15 +51,19 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 	c.now, c.ttl, c.poll = now, req.TTL.Milliseconds(), poll.Milliseconds()
 	c.id.set(req.ID)
 	args[0], args[1], args[3], args[4], args[5], args[6] = &c.now, &c.ttl, &c.poll, &c.id, &req.Caller, first.tagArg
+	args[7], args[8] = s.idsArg, &s.skewMs
 	args[2] = 0
 	if req.Record {
 		args[2] = 1
 	}
 	var v []int64
-	if s.batch != nil {
+	switch {
+	case s.ackReplicas > 0:
+		v, err = s.runAcked(ctx, c, first.bucket)
+	case s.batch != nil:
 		v, err = s.batch.run(ctx, c)
-	} else {
-		v, err = c.run(ctx, s.rdb)
+	default:
+		v, err = c.run(ctx, s.rdb, s.honours)
 	}
 	if err != nil {
 		return err
@@ -77,15 +81,15 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 			return &store.CostError{Dimension: req.Items[i-1].Dimension, Cost: cost, Capacity: capm / bucket.Milli}
 		}
 	case -3:
-		return &bucket.FieldError{Field: "lease_id", Value: req.ID.String(), Reason: "is already in use"}
-	case 0, 1, 2:
+		return store.LeaseInUse(req.ID)
+	case 0, 1, 2, 3:
 	default:
 		return fmt.Errorf("redisstore: acquire: unexpected status %d", status)
 	}
 	if r.err != nil || status < 0 {
 		return fmt.Errorf("redisstore: acquire: malformed script reply %v", v)
 	}
-	res.Granted, res.Recorded = status > 0, status == 2
+	res.Granted, res.Recorded = status > 0, status >= 2
 	x := r.int()
 	res.RetryIn, res.ExpiresAt = 0, time.Time{}
 	if res.Granted {
@@ -109,7 +113,7 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 	if r.err != nil || r.more() {
 		return fmt.Errorf("redisstore: acquire: malformed script reply %v", v)
 	}
-	if res.Recorded {
+	if status == 2 { // a replay (3) may name the record's items in another order
 		s.rememberLease(req.ID, first.vendor)
 	}
 	return nil
@@ -166,7 +170,7 @@ func (s *Store) Release(ctx context.Context, req store.ReleaseRequest) (store.Re
 	var res store.ReleaseResult
 	id := req.ID.String()
 	_, err = s.onLease(ctx, req.ID, s.hint(req.Hint), func(vendor string) (bool, error) {
-		v, err := s.run(ctx, "release", releaseScript,
+		v, err := s.runW(ctx, "release", releaseScript,
 			[]string{s.vendorTag(vendor) + ":lease:" + id, s.leaseIndex(vendor)}, s.keyspace, id)
 		if err != nil {
 			return false, err
@@ -205,7 +209,7 @@ func (s *Store) Extend(ctx context.Context, req store.ExtendRequest) (time.Time,
 	id := req.ID.String()
 	var exp time.Time
 	found, err := s.onLease(ctx, req.ID, s.hint(req.Hint), func(vendor string) (bool, error) {
-		v, err := s.run(ctx, "extend", extendScript,
+		v, err := s.runW(ctx, "extend", extendScript,
 			[]string{s.vendorTag(vendor) + ":lease:" + id, s.leaseIndex(vendor)},
 			s.keyspace, id, now, req.TTL.Milliseconds())
 		if err != nil {
@@ -259,8 +263,8 @@ func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.Adju
 			opErr = &bucket.FieldError{Field: "dimension", Value: req.Dimension, Reason: "is not part of lease " + id}
 			return true, nil
 		}
-		v, err := s.run(ctx, "adjust", adjustScript, []string{k.bucket, s.vendorTag(vendor) + ":lease:" + id},
-			now, recorded, req.Dimension, req.Delta, req.Held, exp)
+		v, err := s.runW(ctx, "adjust", adjustScript, []string{k.bucket, s.vendorTag(vendor) + ":lease:" + id},
+			now, recorded, req.Dimension, req.Delta, req.Held, exp, s.skewMs)
 		if err != nil {
 			return false, err
 		}

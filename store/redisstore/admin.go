@@ -2,9 +2,12 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/ontopix/sluice/bucket"
 	"github.com/ontopix/sluice/store"
@@ -24,7 +27,7 @@ func (s *Store) Penalize(ctx context.Context, req store.PenalizeRequest) (store.
 	if err := store.ValidatePenalize(req); err != nil {
 		return store.PenalizeResult{}, err
 	}
-	v, err := s.run(ctx, "penalize", penalizeScript, []string{s.dim(req.Dimension).bucket}, now, req.FactorMilli)
+	v, err := s.runW(ctx, "penalize", penalizeScript, []string{s.dim(req.Dimension).bucket}, now, req.FactorMilli, s.skewMs)
 	if err != nil {
 		return store.PenalizeResult{}, err
 	}
@@ -96,7 +99,7 @@ func (s *Store) Peek(ctx context.Context, now time.Time, dimensions []string) ([
 			k := s.dim(dimensions[i])
 			keys = append(keys, k.bucket, k.index)
 		}
-		v, err := s.run(ctx, "peek", peekScript, keys, ms)
+		v, err := s.run(ctx, "peek", peekScript, keys, ms, s.skewMs)
 		if err != nil {
 			return nil, err
 		}
@@ -135,20 +138,51 @@ func (s *Store) PutBucket(ctx context.Context, now time.Time, b store.Bucket, re
 		return err
 	}
 	k := s.dim(b.Name)
-	if err := s.rdb.SAdd(ctx, s.registry(), k.vendor).Err(); err != nil {
-		return fail("put bucket", err)
+	if s.pruned() == "" { // else the put script registers the vendor
+		if err := s.register(ctx, k.vendor); err != nil {
+			return fail("put bucket", err)
+		}
 	}
 	l := b.Config.Limits()
 	rs := 0
 	if reset {
 		rs = 1
 	}
-	_, err = putScript.Run(ctx, s.rdb, []string{k.bucket, s.bucketSet(k.vendor)}, ms, b.Name,
-		int64(l.Type), l.Capacity, l.Amount, l.Period, l.Floor, b.CostPerCall, b.MaxDebt, rs).Result()
+	v, err := s.runW(ctx, "put bucket", putScript, []string{k.bucket, s.bucketSet(k.vendor)}, ms, b.Name,
+		int64(l.Type), l.Capacity, l.Amount, l.Period, l.Floor, b.CostPerCall, b.MaxDebt, rs, s.skewMs,
+		s.pruned(), k.vendor)
 	if err != nil {
-		return fail("put bucket", err)
+		return err
 	}
-	return nil
+	r := reply{v: v}
+	if r.int() == -1 {
+		old := store.Bucket{Name: b.Name, Config: bucket.Config{Type: bucket.Type(r.int())}}
+		if err := store.CheckTypeChange(old, b); err != nil {
+			return err
+		}
+		return fmt.Errorf("redisstore: put bucket: the script refused a change from %s to %s", old.Type, b.Type)
+	}
+	return r.err
+}
+
+// pruned returns the registry key when the scripts keep the registry
+// themselves (a standalone server with one tag per vendor: every key is
+// reachable from one script, so a vendor without buckets or leases is
+// dropped atomically), else "".
+func (s *Store) pruned() string {
+	if s.ids == "" {
+		return ""
+	}
+	return s.registry()
+}
+
+// register adds a vendor to the registry (acknowledged by replicas with
+// WithReplicaAck).
+func (s *Store) register(ctx context.Context, vendor string) error {
+	if s.ackReplicas > 0 {
+		return s.acked(ctx, s.registry(), redis.NewIntCmd(ctx, "sadd", s.registry(), vendor))
+	}
+	return bounded(ctx, s.honours, func() error { return s.rdb.SAdd(ctx, s.registry(), vendor).Err() })
 }
 
 // DeleteBucket implements store.Store.
@@ -162,7 +196,12 @@ func (s *Store) DeleteBucket(ctx context.Context, name string) error {
 		return err
 	}
 	k := s.dim(name)
-	n, err := deleteScript.Run(ctx, s.rdb, []string{k.bucket, k.index, s.bucketSet(k.vendor)}, name).Int64()
+	cmd, err := s.write(ctx, "delete bucket", deleteScript, []string{k.bucket, k.index, s.bucketSet(k.vendor)},
+		name, s.pruned(), k.vendor, s.leaseIndex(k.vendor))
+	if err != nil {
+		return err
+	}
+	n, err := cmd.Int64()
 	if err != nil {
 		return fail("delete bucket", err)
 	}
@@ -189,7 +228,7 @@ func (s *Store) ListBuckets(ctx context.Context, now time.Time) ([]store.BucketS
 	}
 	out := []store.BucketState{}
 	for _, v := range vs {
-		res, err := s.run(ctx, "list buckets", listScript, []string{s.bucketSet(v)}, s.keyspace, ms)
+		res, err := s.run(ctx, "list buckets", listScript, []string{s.bucketSet(v)}, s.keyspace, ms, s.skewMs)
 		if err != nil {
 			return nil, err
 		}
@@ -207,7 +246,13 @@ func (s *Store) ListBuckets(ctx context.Context, now time.Time) ([]store.BucketS
 	return out, nil
 }
 
-// Leases implements store.Store: one script call per vendor.
+// leasePage bounds the index entries one leases script call reads.
+const leasePage = 500
+
+// Leases implements store.Store: vendor by vendor, each vendor's index in
+// script calls that read at most leasePage entries (so a listing of many
+// records never blocks the server for long), until the vendor has given
+// q.Limit matching records or none are left; then sorted by expiry.
 func (s *Store) Leases(ctx context.Context, q store.LeaseQuery) ([]store.Lease, error) {
 	ctx, cancel, err := s.begin(ctx)
 	if err != nil {
@@ -222,34 +267,10 @@ func (s *Store) Leases(ctx context.Context, q store.LeaseQuery) ([]store.Lease, 
 	if err != nil {
 		return nil, fail("leases", err)
 	}
-	expired := 0
-	if q.ExpiredOnly {
-		expired = 1
-	}
 	var out []store.Lease
 	for _, v := range vs {
-		res, err := s.run(ctx, "leases", leasesScript, []string{s.leaseIndex(v)}, s.prefix, ms, expired, q.Dimension, q.Limit)
-		if err != nil {
+		if out, err = s.vendorLeases(ctx, v, q, ms, out); err != nil {
 			return nil, err
-		}
-		r := reply{v: res}
-		r.int()
-		for r.more() && r.err == nil {
-			idStr := r.str()
-			id, err := store.ParseLeaseID(idStr)
-			if err != nil {
-				return nil, err
-			}
-			l := store.Lease{ID: id, Caller: r.str(), CreatedAt: time.UnixMilli(r.int()), ExpiresAt: time.UnixMilli(r.int())}
-			n := int(r.int())
-			l.Items = make([]store.Item, n)
-			for i := range l.Items {
-				l.Items[i] = store.Item{Dimension: r.str(), Cost: r.int()}
-			}
-			out = append(out, l)
-		}
-		if r.err != nil {
-			return nil, r.err
 		}
 	}
 	slices.SortFunc(out, func(a, b store.Lease) int {
@@ -262,6 +283,64 @@ func (s *Store) Leases(ctx context.Context, q store.LeaseQuery) ([]store.Lease, 
 		out = out[:q.Limit]
 	}
 	return out, nil
+}
+
+// vendorLeases appends to out the records of one vendor that q selects, in
+// pages, at most q.Limit of them when it is positive.
+func (s *Store) vendorLeases(ctx context.Context, vendor string, q store.LeaseQuery, now int64, out []store.Lease) ([]store.Lease, error) {
+	expired := 0
+	if q.ExpiredOnly {
+		expired = 1
+	}
+	page := s.leasePage
+	if page <= 0 {
+		page = leasePage
+	}
+	var cursor, cursorID string
+	var skip int64
+	for found := 0; ; {
+		want := page
+		if q.Limit > 0 {
+			want = min(want, q.Limit-found)
+		}
+		res, err := s.run(ctx, "leases", leasesScript, []string{s.leaseIndex(vendor)},
+			s.prefix, now, expired, q.Dimension, want, page, cursor, cursorID, skip)
+		if err != nil {
+			return nil, err
+		}
+		r := reply{v: res}
+		r.int()
+		more := r.int() == 1
+		cursor, cursorID, skip = r.str(), r.str(), r.int()
+		for r.more() && r.err == nil {
+			l, err := readLease(&r)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, l)
+			found++
+		}
+		if r.err != nil {
+			return nil, r.err
+		}
+		if !more || (q.Limit > 0 && found >= q.Limit) {
+			return out, nil
+		}
+	}
+}
+
+// readLease reads one lease of the leases script's reply.
+func readLease(r *reply) (store.Lease, error) {
+	id, err := store.ParseLeaseID(r.str())
+	if err != nil {
+		return store.Lease{}, err
+	}
+	l := store.Lease{ID: id, Caller: r.str(), CreatedAt: time.UnixMilli(r.int()), ExpiresAt: time.UnixMilli(r.int())}
+	l.Items = make([]store.Item, r.int())
+	for i := range l.Items {
+		l.Items[i] = store.Item{Dimension: r.str(), Cost: r.int()}
+	}
+	return l, nil
 }
 
 // reconcileChunk bounds the leases one reconcile script call processes.
@@ -300,7 +379,7 @@ vendors:
 			// One script call handles at most reconcileChunk leases, so a
 			// large Limit never blocks the server for long.
 			n := min(left, reconcileChunk)
-			v, err := s.run(ctx, "reconcile", reconcileScript, []string{s.leaseIndex(vendor)}, s.keyspace, now, n)
+			v, err := s.runW(ctx, "reconcile", reconcileScript, []string{s.leaseIndex(vendor)}, s.keyspace, now, n)
 			if err != nil {
 				return res, err
 			}

@@ -23,9 +23,10 @@ const DefaultMaxBatch = 64
 // reply and loops. There is no artificial wait: a lone queued request is
 // sent at once.
 type batcher struct {
-	rdb    redis.UniversalClient
-	max    int
-	active atomic.Int32 // acquisitions in progress through this batcher
+	rdb     redis.UniversalClient
+	honours bool // the client bounds commands by their context
+	max     int
+	active  atomic.Int32 // acquisitions in progress through this batcher
 
 	dispatchers int // goroutines sending batches, so one batch's reply can overlap the next's write
 
@@ -38,8 +39,8 @@ type batcher struct {
 	wg      sync.WaitGroup
 }
 
-func newBatcher(rdb redis.UniversalClient, max int) *batcher {
-	return &batcher{rdb: rdb, max: max, dispatchers: dispatchers, wake: make(chan struct{}, 1), exited: make(chan struct{})}
+func newBatcher(rdb redis.UniversalClient, max int, honours bool) *batcher {
+	return &batcher{rdb: rdb, honours: honours, max: max, dispatchers: dispatchers, wake: make(chan struct{}, 1), exited: make(chan struct{})}
 }
 
 // run sends c's command, alone or in a pipeline with others, and returns
@@ -47,7 +48,7 @@ func newBatcher(rdb redis.UniversalClient, max int) *batcher {
 func (b *batcher) run(ctx context.Context, c *acquireCall) ([]int64, error) {
 	defer b.active.Add(-1)
 	if b.active.Add(1) == 1 {
-		return c.run(ctx, b.rdb)
+		return c.run(ctx, b.rdb, b.honours)
 	}
 	c.ctx, c.done = ctx, make(chan error, 1)
 	b.mu.Lock()
@@ -171,7 +172,7 @@ func (b *batcher) send(batch []*acquireCall) {
 	}
 	if len(live) == 1 {
 		c := live[0]
-		_, err := c.run(ctx, b.rdb)
+		_, err := c.run(ctx, b.rdb, b.honours)
 		c.done <- err
 		return
 	}

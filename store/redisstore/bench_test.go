@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/ontopix/sluice/bucket"
 	"github.com/ontopix/sluice/store"
@@ -15,9 +16,12 @@ import (
 // BenchmarkRedis compares, in one run against the same standalone server,
 // a bare PING, go-redis/redis_rate AllowN and redisstore acquisitions on
 // the server clock (the default): serial latency and parallel throughput.
+// The client is built with ContextTimeoutEnabled, as docs/stores/redis.md
+// recommends (BenchmarkBoundedAcquire measures the other kind).
 func BenchmarkRedis(b *testing.B) {
 	ctx := context.Background()
-	c := newClient(b)
+	c := redis.NewClient(&redis.Options{Addr: standalone.Addr, ContextTimeoutEnabled: true})
+	b.Cleanup(func() { c.Close() })
 	b.Run("Ping/serial", func(b *testing.B) {
 		for b.Loop() {
 			if err := c.Ping(ctx).Err(); err != nil {
@@ -167,4 +171,41 @@ func TestMemoryUsage(t *testing.T) {
 	zAfter, vAfter := mem(s.prefix+"{openai}:dz#concurrent"), mem(s.prefix+"{openai}:leases")
 	t.Logf("lease hash (2 items): %d bytes; index entries per lease: %d bytes per dimension index, %d bytes in the vendor index (at %d leases)",
 		leaseBytes, (zAfter-zBefore)/(n-1), (vAfter-vBefore)/(n-1), n)
+}
+
+// BenchmarkBoundedAcquire measures what bounding an operation costs on the
+// hot path: a client built with ContextTimeoutEnabled bounds itself (no
+// extra goroutine), one without it runs each command on a goroutine the
+// store can abandon, and WithTimeout(0) with a context that cannot end is
+// the unbounded baseline.
+func BenchmarkBoundedAcquire(b *testing.B) {
+	for _, tc := range []struct {
+		name    string
+		aware   bool
+		timeout time.Duration
+	}{{"Unbounded", false, 0}, {"ContextAwareClient", true, DefaultTimeout}, {"DefaultClient", false, DefaultTimeout}} {
+		c := redis.NewClient(&redis.Options{Addr: standalone.Addr, ContextTimeoutEnabled: tc.aware})
+		s, err := New(c, WithPrefix(uniquePrefix()), WithTimeout(tc.timeout), WithBatching(1))
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx := context.Background()
+		if err := s.PutBucket(ctx, time.Now(), store.Bucket{Name: "bench#rpm",
+			Config: bucket.PerPeriod(bucket.Requests, bucket.MaxCapacity, time.Minute)}, false); err != nil {
+			b.Fatal(err)
+		}
+		items := []store.Item{{Dimension: "bench#rpm", Cost: 1}}
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			var res store.AcquireResult
+			for b.Loop() {
+				req := store.AcquireRequest{Items: items, ID: store.NewLeaseID(), TTL: time.Minute}
+				if err := s.Acquire(ctx, &req, &res); err != nil || !res.Granted {
+					b.Fatal(res, err)
+				}
+			}
+		})
+		s.Close()
+		c.Close()
+	}
 }

@@ -3,15 +3,40 @@ package redisstore
 import (
 	"testing"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/storetest"
 )
+
+// variantSequences is how many model-based sequences the variants of the
+// suite run (other clients, batching, replica ack): the default suite runs
+// storetest.DefaultModelSequences; SLUICE_MODEL_SEQUENCES raises both.
+const variantSequences = 40
+
+// clusterSequences is the same for the Cluster variants without a hash
+// tag, where the registry of vendors keeps every vendor the sequences
+// create (no script can prune it across slots), so listings slow down as
+// the sequences go on.
+const clusterSequences = 20
+
+// sameBackend opens another handle (its own client and connections, as
+// another process) on the backend of s, with opts.
+func sameBackend(newClient func(testing.TB) redis.UniversalClient, opts ...Option) func(testing.TB, store.Store) store.Store {
+	return func(tb testing.TB, s store.Store) store.Store {
+		return newStoreOn(tb, newClient(tb), append(opts, WithPrefix(s.(*Store).prefix))...)
+	}
+}
+
+func standaloneClient(tb testing.TB) redis.UniversalClient { return newClient(tb) }
+func clusterClient(tb testing.TB) redis.UniversalClient    { return newClusterClient(tb) }
 
 // TestConformance runs the shared suite and the golden vectors against a
 // real standalone redis-server, in caller-clock mode.
 func TestConformance(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
 		NewStore:   func(tb testing.TB) store.Store { return newStore(tb) },
+		OpenHandle: sameBackend(standaloneClient),
 		Goroutines: 32,
 	})
 }
@@ -21,8 +46,10 @@ func TestConformance(t *testing.T) {
 // mix vendors as on a standalone server.
 func TestConformanceCluster(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
-		NewStore:   func(tb testing.TB) store.Store { return newStoreOn(tb, newClusterClient(tb), WithHashTag("sluice")) },
-		Goroutines: 32,
+		NewStore:       func(tb testing.TB) store.Store { return newStoreOn(tb, newClusterClient(tb), WithHashTag("sluice")) },
+		OpenHandle:     sameBackend(clusterClient, WithHashTag("sluice")),
+		Goroutines:     32,
+		ModelSequences: variantSequences,
 	})
 }
 
@@ -34,8 +61,10 @@ func TestConformanceCluster(t *testing.T) {
 func TestConformanceClusterPerVendor(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
 		NewStore:            func(tb testing.TB) store.Store { return newStoreOn(tb, newClusterClient(tb)) },
+		OpenHandle:          sameBackend(clusterClient),
 		Goroutines:          32,
 		SingleVendorAcquire: true,
+		ModelSequences:      clusterSequences,
 	})
 }
 
@@ -44,8 +73,10 @@ func TestConformanceClusterPerVendor(t *testing.T) {
 // batching.
 func TestConformanceUnbatched(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
-		NewStore:   func(tb testing.TB) store.Store { return newStore(tb, WithBatching(1)) },
-		Goroutines: 32,
+		NewStore:       func(tb testing.TB) store.Store { return newStore(tb, WithBatching(1)) },
+		OpenHandle:     sameBackend(standaloneClient, WithBatching(1)),
+		Goroutines:     32,
+		ModelSequences: variantSequences,
 	})
 }
 
@@ -54,7 +85,9 @@ func TestConformanceUnbatched(t *testing.T) {
 func TestConformanceClusterUnbatched(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
 		NewStore:            func(tb testing.TB) store.Store { return newStoreOn(tb, newClusterClient(tb), WithBatching(1)) },
+		OpenHandle:          sameBackend(clusterClient, WithBatching(1)),
 		Goroutines:          32,
 		SingleVendorAcquire: true,
+		ModelSequences:      clusterSequences,
 	})
 }

@@ -52,6 +52,9 @@ elseif op == 'adjust' then
 elseif op == 'penalize' then
   local t, l = penalize(L, tok, last, now, x)
   return { sfmt(t), sfmt(l) }
+elseif op == 'align' then
+  local t, l, at = align(L, tok, last, now, x)
+  return { sfmt(t), sfmt(l), sfmt(at) }
 end
 return redis.error_reply('unknown op')
 `
@@ -201,6 +204,11 @@ func TestLuaMatchesBucket(t *testing.T) {
 			ps := bucket.Penalize(l, s, now, factor)
 			if got := evalInts(t, c, args("penalize", factor)...); got[0] != ps.Tokens || got[1] != ps.Last {
 				t.Errorf("%+v %+v now %d factor %d: penalize lua %v, go %+v", l, s, now, factor, got, ps)
+			}
+			skew := []int64{1, 1000, 3_600_000}[rng.IntN(3)]
+			al, at := bucket.Align(l, s, now, skew)
+			if got := evalInts(t, c, args("align", skew)...); got[0] != al.Tokens || got[1] != al.Last || got[2] != at {
+				t.Errorf("%+v %+v now %d skew %d: align lua %v, go %+v %d", l, s, now, skew, got, al, at)
 			}
 		}
 	}

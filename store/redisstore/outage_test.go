@@ -84,6 +84,7 @@ func outage(t *testing.T, batched bool) {
 			start := time.Now()
 			err := op()
 			took := time.Since(start)
+			t.Logf("%s: %s returned after %v", phase, name, took.Round(time.Millisecond))
 			if !errors.Is(err, store.ErrUnavailable) {
 				t.Errorf("%s: %s: %v, want ErrUnavailable", phase, name, err)
 			}

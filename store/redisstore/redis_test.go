@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -93,7 +94,7 @@ func TestKeyLayout(t *testing.T) {
 	got := mustKeys(t, c, "layout:*")
 	slices.Sort(got)
 	want := []string{
-		"layout:vendors",
+		"layout:vendors", "layout:ids",
 		"layout:{#}#rpm", "layout:{#}:buckets", "layout:{#}:gen",
 		"layout:{eleven}#concurrent", "layout:{eleven}:buckets", "layout:{eleven}:dz#concurrent", "layout:{eleven}:gen",
 		"layout:{eleven}:lease:" + id.String(), "layout:{eleven}:leases",
@@ -327,5 +328,170 @@ func TestReplayedRecordedAcquire(t *testing.T) {
 	st, err := s.Peek(context.Background(), t0, []string{"replay#concurrent"})
 	if err != nil || st[0].Tokens != 1000 || st[0].ActiveLeases != 1 {
 		t.Fatalf("after a replay: %+v %v; want one slot taken, one lease", st, err)
+	}
+}
+
+// TestLeaseIDReuse: an acquisition under the id of a lease record is a
+// retry only when it names the same items at the same resolved costs (in
+// any order); any other reuse, whatever dimensions or vendor it names,
+// fails with ErrLeaseInUse and changes nothing. Once the lease is released
+// the id is free again (and the live-id hash forgets it).
+func TestLeaseIDReuse(t *testing.T) {
+	c := newClient(t)
+	s := newStoreOn(t, c)
+	ctx := context.Background()
+	for _, b := range []store.Bucket{
+		{Name: "ra#concurrent", Config: bucket.ConcurrentSlots(5)},
+		{Name: "ra#rpm", Config: bucket.PerPeriod(bucket.Requests, 10, time.Minute)},
+		{Name: "ra#tpm", Config: bucket.PerPeriod(bucket.Tokens, 1000, time.Minute)},
+		{Name: "rb#rpm", Config: bucket.PerPeriod(bucket.Requests, 10, time.Minute)},
+	} {
+		put(t, s, t0, b)
+	}
+	id := store.NewLeaseID()
+	first := []store.Item{{Dimension: "ra#concurrent"}, {Dimension: "ra#tpm", Cost: 100}}
+	var res store.AcquireResult
+	if err := s.Acquire(ctx, &store.AcquireRequest{Now: t0, Items: first, ID: id, TTL: time.Minute}, &res); err != nil || !res.Granted {
+		t.Fatalf("first acquisition: %+v %v", res, err)
+	}
+	before, err := s.Peek(ctx, t0, []string{"ra#concurrent", "ra#rpm", "ra#tpm", "rb#rpm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := newStoreOn(t, c, WithPrefix(s.prefix)) // another process: no lease cache
+	for _, tc := range []struct {
+		name  string
+		items []store.Item
+	}{
+		{"another dimension of the vendor", []store.Item{{Dimension: "ra#rpm"}}},
+		{"a subset", []store.Item{{Dimension: "ra#concurrent"}}},
+		{"another cost", []store.Item{{Dimension: "ra#concurrent"}, {Dimension: "ra#tpm", Cost: 101}}},
+		{"a superset", []store.Item{{Dimension: "ra#concurrent"}, {Dimension: "ra#tpm", Cost: 100}, {Dimension: "ra#rpm"}}},
+		{"another vendor", []store.Item{{Dimension: "rb#rpm"}}},
+		{"another vendor first", []store.Item{{Dimension: "rb#rpm"}, {Dimension: "ra#concurrent"}}},
+	} {
+		for _, st := range []*Store{s, other} {
+			for _, record := range []bool{false, true} {
+				var got store.AcquireResult
+				err := st.Acquire(ctx, &store.AcquireRequest{Now: t0, Items: tc.items, ID: id, TTL: time.Minute, Record: record}, &got)
+				if !errors.Is(err, store.ErrLeaseInUse) {
+					t.Errorf("%s (record %v): %+v %v, want ErrLeaseInUse", tc.name, record, got, err)
+				}
+			}
+		}
+	}
+	// The same items in another order, from another process, a second
+	// later: the grant it was, changing nothing, with the balances of now
+	// (ra#tpm refilled 1000 tokens/min × 1s = 16666 millitokens).
+	var again store.AcquireResult
+	retry := []store.Item{{Dimension: "ra#tpm", Cost: 100}, {Dimension: "ra#concurrent", Cost: 1}}
+	if err := other.Acquire(ctx, &store.AcquireRequest{Now: t0.Add(time.Second), Items: retry, ID: id, TTL: time.Hour}, &again); err != nil {
+		t.Fatal(err)
+	}
+	if !again.Granted || !again.Recorded || !again.ExpiresAt.Equal(res.ExpiresAt) || again.Items[0].Dimension != "ra#tpm" ||
+		again.Items[0].Remaining != before[2].Tokens+16666 || again.Items[1].Remaining != before[0].Tokens {
+		t.Errorf("retry: %+v, want the grant expiring at %v with the balances of now", again, res.ExpiresAt)
+	}
+	after, err := s.Peek(ctx, t0, []string{"ra#concurrent", "ra#rpm", "ra#tpm", "rb#rpm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(after, before) {
+		t.Errorf("reuse changed the buckets:\n got %+v\nwant %+v", after, before)
+	}
+	if rel, err := other.Release(ctx, store.ReleaseRequest{Now: t0, ID: id}); err != nil || !rel.Released {
+		t.Fatalf("release: %+v %v", rel, err)
+	}
+	if n, err := c.HLen(ctx, s.prefix+"ids").Result(); err != nil || n != 0 {
+		t.Errorf("live ids after the release: %d %v, want 0", n, err)
+	}
+	if err := s.Acquire(ctx, &store.AcquireRequest{Now: t0, Items: []store.Item{{Dimension: "rb#rpm"}}, ID: id, TTL: time.Minute}, &res); err != nil || !res.Granted {
+		t.Errorf("the id once released: %+v %v, want a fresh grant", res, err)
+	}
+}
+
+// TestBadOptions: each bad option value is a configuration error matching
+// ErrInvalid (never ErrUnavailable) that names the value.
+func TestBadOptions(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opt  Option
+		want string
+	}{
+		{"negative timeout", WithTimeout(-time.Second), "-1s"},
+		{"zero max skew", WithMaxSkew(0), "0s"},
+		{"max skew above 1h", WithMaxSkew(2 * time.Hour), "2h0m0s"},
+		{"negative replica count", WithReplicaAck(-1, time.Second), "-1"},
+		{"replica ack without a timeout", WithReplicaAck(1, 0), "0s"},
+		{"negative batch", WithBatching(-2), "-2"},
+		{"prefix with braces", WithPrefix("a{b}"), "a{b}"},
+	} {
+		_, err := New(newClient(t), tc.opt)
+		if !errors.Is(err, store.ErrInvalid) || errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want ErrInvalid naming %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestVendorPruned: on a standalone server a vendor whose last bucket is
+// deleted and whose last lease record is released or reconciled leaves the
+// registry, so listings and reconcile do not walk it; putting a bucket
+// registers it again, atomically with the bucket.
+func TestVendorPruned(t *testing.T) {
+	c := newClient(t)
+	s := newStoreOn(t, c)
+	ctx := context.Background()
+	vendors := func() []string {
+		t.Helper()
+		v, err := c.SMembers(ctx, s.registry()).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(v)
+		return v
+	}
+	put(t, s, t0, store.Bucket{Name: "pr#concurrent", Config: bucket.ConcurrentSlots(2)})
+	put(t, s, t0, store.Bucket{Name: "keep#rpm", Config: bucket.PerPeriod(bucket.Requests, 10, time.Minute)})
+	held := acquire(t, s, t0, store.Item{Dimension: "pr#concurrent"})
+	gone := acquire(t, s, t0, store.Item{Dimension: "pr#concurrent"})
+	if err := s.DeleteBucket(ctx, "pr#concurrent"); err != nil {
+		t.Fatal(err)
+	}
+	if got := vendors(); !slices.Equal(got, []string{"keep", "pr"}) {
+		t.Fatalf("with lease records left: vendors %q", got)
+	}
+	var ids []store.LeaseID
+	ls, err := s.Leases(ctx, store.LeaseQuery{Now: t0})
+	if err != nil || len(ls) != 2 || !held.Recorded || !gone.Recorded {
+		t.Fatalf("leases %+v %v", ls, err)
+	}
+	for _, l := range ls {
+		ids = append(ids, l.ID)
+	}
+	if _, err := s.Release(ctx, store.ReleaseRequest{Now: t0, ID: ids[0]}); err != nil {
+		t.Fatal(err)
+	}
+	if got := vendors(); !slices.Equal(got, []string{"keep", "pr"}) {
+		t.Fatalf("with one lease record left: vendors %q", got)
+	}
+	if r, err := s.Reconcile(ctx, store.ReconcileRequest{Now: t0.Add(2 * time.Minute)}); err != nil || r.Orphans != 1 {
+		t.Fatalf("reconcile: %+v %v", r, err)
+	}
+	if got := vendors(); !slices.Equal(got, []string{"keep"}) {
+		t.Fatalf("after the last record: vendors %q, want only keep", got)
+	}
+	put(t, s, t0, store.Bucket{Name: "pr#rpm", Config: bucket.PerPeriod(bucket.Requests, 10, time.Minute)})
+	if got := vendors(); !slices.Equal(got, []string{"keep", "pr"}) {
+		t.Fatalf("after a new bucket: vendors %q", got)
+	}
+	put(t, s, t0, store.Bucket{Name: "solo#rpm", Config: bucket.PerPeriod(bucket.Requests, 10, time.Minute)})
+	if err := s.DeleteBucket(ctx, "solo#rpm"); err != nil {
+		t.Fatal(err)
+	}
+	if got := vendors(); !slices.Equal(got, []string{"keep", "pr"}) {
+		t.Fatalf("after deleting a vendor's only bucket: vendors %q", got)
+	}
+	if bs, err := s.ListBuckets(ctx, t0); err != nil || len(bs) != 2 {
+		t.Fatalf("list: %+v %v", bs, err)
 	}
 }

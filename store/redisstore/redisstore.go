@@ -28,7 +28,17 @@
 // prefix{vendor}:dz#metric (each dimension's leases, scored by expiry) and
 // one hash prefix{vendor}:lease:<uuid> per lease record, in the vendor of the
 // lease's first item. The set prefix+"vendors" registers every vendor, so
-// that ListBuckets, Leases and Reconcile never SCAN the keyspace.
+// that ListBuckets, Leases and Reconcile never SCAN the keyspace. On a
+// standalone server with one tag per vendor, the hash prefix+"ids" maps
+// each live lease id to its record's vendor (so that a reused id is found
+// under any vendor), and a vendor left without buckets and lease records
+// leaves the registry in the script that removed the last one.
+//
+// # Timeouts
+//
+// Every operation is bounded by WithTimeout (DefaultTimeout) and the
+// caller's deadline, whichever comes first, whatever options the client
+// was built with; build it with ContextTimeoutEnabled for the fast path.
 //
 // On a Cluster client an acquisition whose dimensions hash to different
 // slots fails with ErrCrossSlot before any script runs. Name dimensions
@@ -65,12 +75,20 @@ type Store struct {
 	prefix      string
 	callerClock bool
 	timeout     time.Duration
+	honours     bool // the client bounds commands by their context (honoursContext)
 	slotCheck   bool
 	tag         string // WithHashTag; "" means one tag per vendor
-	keyspace    string // prefix + "\n" + tag, the scripts' key space argument
+	keyspace    string // prefix + "\n" + tag + "\n" + ids, the scripts' key space argument
+	ids         string // the hash of live lease ids (keys.lua), "" when the layout keeps none
+	idsArg      any    // ids, boxed once
+	maxSkew     time.Duration
+	skewMs      int64 // maxSkew in ms, the scripts' argument
 	closed      atomic.Bool
-	maxBatch    int      // WithBatching; < 2 means no batching
-	batch       *batcher // nil without batching
+	leasePage   int           // index entries per leases script call; 0 means leasePage (tests set it)
+	ackReplicas int           // WithReplicaAck; 0 sends no WAIT
+	ackTimeout  time.Duration // WithReplicaAck
+	maxBatch    int           // WithBatching; < 2 means no batching
+	batch       *batcher      // nil without batching
 
 	keysMu sync.RWMutex
 	keys   map[string]*dimKeys // dimension → its keys (bounded cache)
@@ -106,10 +124,27 @@ func WithPrefix(p string) Option { return func(s *Store) { s.prefix = p } }
 // the Redis server's TIME.
 func WithCallerClock() Option { return func(s *Store) { s.callerClock = true } }
 
-// WithTimeout bounds every operation (including its retries inside
-// go-redis); a timeout is reported as store.ErrUnavailable. Zero, the
-// default, relies on the client's own dial, read and write timeouts.
+// WithTimeout bounds every operation, including its retries inside
+// go-redis (default DefaultTimeout): an operation that has no answer in
+// time, or whose caller's context ends first, fails with
+// store.ErrUnavailable, whatever timeouts the client was built with. A
+// timed-out write may still have been applied by the server (its reply was
+// lost). Zero leaves operations bounded by the caller's context only.
+//
+// A client built with ContextTimeoutEnabled bounds its own commands by the
+// deadline; with any other client the store waits for each command on a
+// goroutine it abandons when the context ends, which costs that goroutine
+// per operation and leaves the abandoned command to the client's own
+// timeouts.
 func WithTimeout(d time.Duration) Option { return func(s *Store) { s.timeout = d } }
+
+// WithMaxSkew sets the largest disagreement between the clocks of the
+// store's callers that it tolerates (default store.DefaultMaxSkew, at most
+// store.MaxMaxSkew): a caller behind a bucket's last write by at most d
+// decides at that write's time, one further behind rebases the bucket to
+// its own clock (bucket.Align). It matters with WithCallerClock; on the
+// server clock every script reads one clock.
+func WithMaxSkew(d time.Duration) Option { return func(s *Store) { s.maxSkew = d } }
 
 // WithSlotCheck forces the cross-slot check on or off. By default it is on
 // exactly when the client is a *redis.ClusterClient; turning it on for a
@@ -152,6 +187,7 @@ func WithBatching(maxBatch int) Option {
 func New(rdb redis.UniversalClient, opts ...Option) (*Store, error) {
 	_, cluster := rdb.(*redis.ClusterClient)
 	s := &Store{rdb: rdb, prefix: DefaultPrefix, slotCheck: cluster, maxBatch: DefaultMaxBatch,
+		timeout: DefaultTimeout, honours: honoursContext(rdb), maxSkew: store.DefaultMaxSkew,
 		keys: map[string]*dimKeys{}, tags: map[store.LeaseID]string{}}
 	for _, o := range opts {
 		o(s)
@@ -162,15 +198,29 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Store, error) {
 	if s.tag != "" && strings.ContainsAny(s.tag, "{}\n") {
 		return nil, fmt.Errorf("%w: redisstore: hash tag %q must not contain braces or newlines", store.ErrInvalid, s.tag)
 	}
-	s.keyspace = s.prefix + "\n" + s.tag
+	if err := store.ValidateMaxSkew(s.maxSkew); err != nil {
+		return nil, fmt.Errorf("redisstore: %w", err)
+	}
+	s.skewMs = s.maxSkew.Milliseconds()
+	if !cluster && s.tag == "" {
+		// Lease records live in their vendor's slot; on a standalone server
+		// a script may read any key, so one hash maps every live lease id to
+		// its vendor and an acquisition finds a reused id under any vendor.
+		s.ids = s.prefix + "ids"
+	}
+	s.idsArg = s.ids
+	s.keyspace = s.prefix + "\n" + s.tag + "\n" + s.ids
 	if s.timeout < 0 {
-		return nil, fmt.Errorf("%w: redisstore: negative timeout %s", store.ErrInvalid, s.timeout)
+		return nil, fmt.Errorf("%w: redisstore: timeout %s must not be negative", store.ErrInvalid, s.timeout)
 	}
 	if s.maxBatch < 0 {
 		return nil, fmt.Errorf("%w: redisstore: negative batch size %d", store.ErrInvalid, s.maxBatch)
 	}
-	if s.maxBatch > 1 {
-		s.batch = newBatcher(rdb, s.maxBatch)
+	if err := s.validateReplicaAck(); err != nil {
+		return nil, fmt.Errorf("%w: %w", store.ErrInvalid, err)
+	}
+	if s.maxBatch > 1 && s.ackReplicas == 0 {
+		s.batch = newBatcher(rdb, s.maxBatch, s.honours)
 	}
 	return s, nil
 }
@@ -284,7 +334,11 @@ func (s *Store) forgetLease(id store.LeaseID) {
 
 // vendors returns the registered vendors, sorted.
 func (s *Store) vendors(ctx context.Context) ([]string, error) {
-	vs, err := s.rdb.SMembers(ctx, s.registry()).Result()
+	var vs []string
+	err := bounded(ctx, s.honours, func() (err error) {
+		vs, err = s.rdb.SMembers(ctx, s.registry()).Result()
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -77,7 +77,24 @@ var (
 // run runs a script (EVALSHA, then EVAL on NOSCRIPT) and returns its array
 // reply.
 func (s *Store) run(ctx context.Context, op string, sc *redis.Script, keys []string, args ...any) ([]any, error) {
-	v, err := sc.Run(ctx, s.rdb, keys, args...).Slice()
+	var v []any
+	err := bounded(ctx, s.honours, func() (err error) {
+		v, err = sc.Run(ctx, s.rdb, keys, args...).Slice()
+		return err
+	})
+	if err != nil {
+		return nil, fail(op, err)
+	}
+	return v, nil
+}
+
+// runW runs a script that writes and returns its array reply (see write).
+func (s *Store) runW(ctx context.Context, op string, sc *redis.Script, keys []string, args ...any) ([]any, error) {
+	cmd, err := s.write(ctx, op, sc, keys, args...)
+	if err != nil {
+		return nil, err
+	}
+	v, err := cmd.Slice()
 	if err != nil {
 		return nil, fail(op, err)
 	}
@@ -123,6 +140,9 @@ func (r *reply) more() bool { return r.i < len(r.v) }
 // allocation.
 const acquireInline = 3
 
+// acquireArgs is how many ARGV the acquire script takes before its items.
+const acquireArgs = 9
+
 // The acquire script's hash and source, boxed once.
 var (
 	acquireSHAArg any = acquireScript.Hash()
@@ -138,7 +158,7 @@ type acquireCall struct {
 	now, ttl, poll int64
 	id             idText
 	args           []any
-	inline         [3 + 2*acquireInline + 7 + 2*acquireInline]any
+	inline         [3 + 2*acquireInline + acquireArgs + 2*acquireInline]any
 	cmd            *redis.IntSliceCmd
 
 	// Set when the call goes through the batcher.
@@ -148,7 +168,7 @@ type acquireCall struct {
 
 func newAcquireCall(n int) *acquireCall {
 	c := &acquireCall{}
-	if m := 3 + 4*n + 7; m <= len(c.inline) {
+	if m := 3 + 4*n + acquireArgs; m <= len(c.inline) {
 		c.args = c.inline[:m]
 	} else {
 		c.args = make([]any, m)
@@ -171,14 +191,18 @@ func (c *acquireCall) toEval(ctx context.Context) {
 }
 
 // run sends the command (EVALSHA, then EVAL when the server has not cached
-// the script, as redis.Script.Run does) and returns the integer reply.
-func (c *acquireCall) run(ctx context.Context, rdb redis.UniversalClient) ([]int64, error) {
-	c.newCmd(ctx)
-	err := rdb.Process(ctx, c.cmd)
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		c.toEval(ctx)
-		err = rdb.Process(ctx, c.cmd)
-	}
+// the script, as redis.Script.Run does) and returns the integer reply,
+// bounded by ctx (see bounded; honours says whether rdb bounds itself).
+func (c *acquireCall) run(ctx context.Context, rdb redis.UniversalClient, honours bool) ([]int64, error) {
+	err := bounded(ctx, honours, func() error {
+		c.newCmd(ctx)
+		err := rdb.Process(ctx, c.cmd)
+		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			c.toEval(ctx)
+			err = rdb.Process(ctx, c.cmd)
+		}
+		return err
+	})
 	if err != nil {
 		return nil, fail("acquire", err)
 	}

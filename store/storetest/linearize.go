@@ -97,6 +97,11 @@ func porcupineModel(init *model) porcupine.Model {
 	return porcupine.Model{
 		Init: func() any { return init },
 		Step: func(state, input, output any) (bool, any) {
+			if output.(Expect).Error == "ErrContention" {
+				// An optimistic store that lost its races too many times
+				// changed nothing; the Client backs off and retries.
+				return true, state
+			}
 			m := state.(*model).clone()
 			got := m.apply(input.(Step))
 			return sameExpect(got, output.(Expect)), m

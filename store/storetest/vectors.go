@@ -132,6 +132,7 @@ var Sentinels = map[string]error{
 	"ErrUnknownLease":        store.ErrUnknownLease,
 	"ErrLeaseExpired":        store.ErrLeaseExpired,
 	"ErrLeaseInUse":          store.ErrLeaseInUse,
+	"ErrContention":          store.ErrContention,
 }
 
 // ErrName returns the vector name of the sentinel err matches, or "" for nil.
@@ -139,7 +140,7 @@ func ErrName(err error) string {
 	if err == nil {
 		return ""
 	}
-	for _, n := range []string{"ErrCostExceedsCapacity", "ErrUnknownDimension", "ErrUnknownLease", "ErrLeaseExpired", "ErrLeaseInUse", "ErrInvalid"} {
+	for _, n := range []string{"ErrCostExceedsCapacity", "ErrUnknownDimension", "ErrUnknownLease", "ErrLeaseExpired", "ErrLeaseInUse", "ErrContention", "ErrInvalid"} {
 		if errors.Is(err, Sentinels[n]) {
 			return n
 		}

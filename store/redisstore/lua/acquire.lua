@@ -16,13 +16,16 @@
 -- ARGV: now (-1: server TIME), ttl ms, record (0/1), poll ms, id, caller,
 --       the first item's key tag (prefix{vendor}, naming the lease hash
 --       tag:lease:<id> and the vendor lease index tag:leases, in the same
---       slot), then per item: dimension, cost (0: cost per call).
+--       slot), the hash of live lease ids ('' when the key layout keeps
+--       none: see keys.lua), max skew ms, then per item: dimension, cost
+--       (0: cost per call).
 -- Returns {-1, i} unknown dimension i; {-2, i, cost, capacity} cost above
--- capacity; {0, retry, items...} denied, items being
--- 5 numbers each: type, cost, capacity millitokens, remaining, retry;
--- {1, expires, items...} granted without a lease record and {2, expires,
--- items...} granted with one (also the answer to a retry of a recorded
--- acquisition that already ran), items being 4 numbers each: type, cost,
+-- capacity; {-3} the id names a lease record of other items or costs;
+-- {0, retry, items...} denied, items being 5 numbers each: type, cost,
+-- capacity millitokens, remaining, retry; {1, expires, items...} granted
+-- without a lease record, {2, expires, items...} granted with one and {3,
+-- expires, items...} the answer to a retry of a recorded acquisition that
+-- already ran (nothing changes), items being 4 numbers each: type, cost,
 -- capacity millitokens, remaining.
 local call = redis.call
 local refillRaw, retryInRaw -- from core(), on first use
@@ -33,16 +36,19 @@ if now < 0 then
   now = t[1] * 1000 + (us - us % 1000) / 1000
 end
 local n = #KEYS / 2
--- S holds 8 numbers per item from 8*(i-1): type, capacity, amount, period
--- (millitokens, ms), cost (tokens), tokens, last refill, and after a take
--- the refill time to store. (Constructors size tables for one item: a
--- table grown one field at a time is reallocated at each power of two.)
-local S = { 0, 0, 0, 0, 0, 0, 0, 0 }
+local skew = ARGV[9] + 0
+-- S holds 9 numbers per item from 9*(i-1): type, capacity, amount, period
+-- (millitokens, ms), cost (tokens), tokens, last refill as stored, after a
+-- take the refill time to store, and 1 when the bucket's clock was more
+-- than the maximum skew ahead (bucket.Align rebases it). (Constructors size
+-- tables for one item: a table grown one field at a time is reallocated at
+-- each power of two.)
+local S = { 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 local record, bad = ARGV[3] == '1', 0
 for i = 1, n do
   -- Bucket hash fields: t type, c capacity, a amount, p period, v tokens,
   -- l last, k cost per call (f and d only matter to the other scripts).
-  local cost, h = ARGV[7 + 2 * i] + 0, nil
+  local cost, h = ARGV[9 + 2 * i] + 0, nil
   if cost == 0 then
     h = call('HMGET', KEYS[2 * i - 1], 't', 'c', 'a', 'p', 'v', 'l', 'k')
     if h[1] then
@@ -66,47 +72,99 @@ for i = 1, n do
   if typ == 3 then
     record = true
   end
-  local b = 8 * (i - 1)
-  S[b + 1], S[b + 2], S[b + 3], S[b + 4], S[b + 5], S[b + 6], S[b + 7], S[b + 8] =
-    typ, cap, h[3] + 0, h[4] + 0, cost, h[5] + 0, h[6] + 0, 0
+  local b = 9 * (i - 1)
+  S[b + 1], S[b + 2], S[b + 3], S[b + 4], S[b + 5], S[b + 6], S[b + 7], S[b + 8], S[b + 9] =
+    typ, cap, h[3] + 0, h[4] + 0, cost, h[5] + 0, h[6] + 0, 0, 0
 end
 if bad > 0 then
-  local b = 8 * (bad - 1)
+  local b = 9 * (bad - 1)
   return { -2, bad, S[b + 5], S[b + 2] }
 end
-if record then
-  -- Lease ids are random UUIDs: a record under this id means this call is a
-  -- client retry (go-redis retries after a lost reply) of an acquisition
-  -- that already ran. Answer it as the grant it was, without debiting again.
-  local e = call('HGET', ARGV[7] .. ':lease:' .. ARGV[5], 'exp')
-  if e then
-    local again = { 2, e + 0 }
-    for i = 1, n do
-      local b, q = 8 * (i - 1), 4 * i - 1
-      again[q], again[q + 1], again[q + 2], again[q + 3] = S[b + 1], S[b + 5], S[b + 2], S[b + 6]
+-- A lease record under this id: a client retry (go-redis retries after a
+-- lost reply) of an acquisition that already ran is answered as the grant
+-- it was, without debiting again; any other reuse of the id is refused.
+local id = ARGV[5]
+local lkey = ARGV[7] .. ':lease:' .. id
+local rn = call('HGET', lkey, 'n')
+if not rn and ARGV[8] ~= '' then
+  local tag = call('HGET', ARGV[8], id)
+  if tag then
+    local k = tag .. ':lease:' .. id
+    rn = call('HGET', k, 'n')
+    if rn then
+      lkey = k
     end
-    return again
   end
 end
--- Take every item: bucket.Take. The reply holds each item's balance after
--- refill (what a denial reports); on a grant S[b+6], S[b+8] become the
--- debited state.
+if rn then
+  -- Answer {3, expires, items...} with the balances available now when the
+  -- record holds the request's items at the same resolved costs, in any
+  -- order, else {-3}. Nothing changes.
+  rn = rn + 0
+  if rn ~= n then
+    return { -3 }
+  end
+  local f = call('HGETALL', lkey)
+  local m = {}
+  for i = 1, #f, 2 do
+    m[f[i]] = f[i + 1]
+  end
+  local held = {}
+  for i = 1, n do
+    held[m['d' .. i]] = m['c' .. i] + 0
+  end
+  local out = { 3, m['exp'] + 0 }
+  for i = 1, n do
+    local b = 9 * (i - 1)
+    local typ, cap, amt, per, cost, tok, last = S[b + 1], S[b + 2], S[b + 3], S[b + 4], S[b + 5], S[b + 6], S[b + 7]
+    if held[ARGV[8 + 2 * i]] ~= cost then
+      return { -3 }
+    end
+    local at = now
+    if amt > 0 and now < last then -- bucket.Align
+      if last - now <= skew then
+        at = last
+      else
+        last = now
+      end
+    end
+    if amt > 0 and at > last then
+      if not refillRaw then
+        refillRaw, retryInRaw = core()
+      end
+      tok = refillRaw(cap, amt, per, tok, last, at)
+    end
+    local q = 4 * i - 1
+    out[q], out[q + 1], out[q + 2], out[q + 3] = typ, cost, cap, tok
+  end
+  return out
+end
+-- Take every item: bucket.Align, then bucket.Take. The reply holds each
+-- item's balance after refill (what a denial reports); on a grant S[b+6],
+-- S[b+8] become the debited state.
 local out = { 1, 0, 0, 0, 0, 0, 0 }
 local granted, retry = true, 0
 for i = 1, n do
-  local b = 8 * (i - 1)
+  local b = 9 * (i - 1)
   local typ, cap, amt, per, cost, tok, last = S[b + 1], S[b + 2], S[b + 3], S[b + 4], S[b + 5], S[b + 6], S[b + 7]
-  local c = cost * 1000
+  local c, at = cost * 1000, now
+  if amt > 0 and now < last then -- bucket.Align
+    if last - now <= skew then
+      at = last
+    else
+      last, S[b + 9] = now, 1
+    end
+  end
   local t, l
-  if amt <= 0 or now <= last then -- refillRaw's early returns
+  if amt <= 0 or at <= last then -- refillRaw's early returns
     t, l = tok, last
   elseif tok >= cap then
-    t, l = cap, now
+    t, l = cap, at
   else
     if not refillRaw then
       refillRaw, retryInRaw = core()
     end
-    t, l = refillRaw(cap, amt, per, tok, last, now)
+    t, l = refillRaw(cap, amt, per, tok, last, at)
   end
   local wait = 0
   if t >= c then
@@ -129,7 +187,7 @@ for i = 1, n do
       if not retryInRaw then
         refillRaw, retryInRaw = core()
       end
-      wait = retryInRaw(cap, amt, per, tok, last, now, c)
+      wait = retryInRaw(cap, amt, per, tok, last, at, c)
     end
     if wait > retry then
       retry = wait
@@ -139,6 +197,13 @@ for i = 1, n do
   out[o], out[o + 1], out[o + 2], out[o + 3], out[o + 4] = typ, cost, cap, t, wait
 end
 if not granted then
+  -- A denial writes nothing but the rebase of a bucket whose clock was far
+  -- ahead, or refill would never start for callers on time.
+  for i = 1, n do
+    if S[9 * i] == 1 then
+      call('HSET', KEYS[2 * i - 1], 'l', now)
+    end
+  end
   out[1], out[2] = 0, retry
   return out
 end
@@ -153,15 +218,13 @@ local function fmt(x)
 end
 local exp = now + ARGV[2]
 if record then
-  local id = ARGV[5]
-  local lkey = ARGV[7] .. ':lease:' .. id
   local e = fmt(exp)
   local h = { 'n', n, 'by', ARGV[6], 't0', fmt(now), 'exp', e }
   for i = 1, n do
     h[4 * i + 5] = 'd' .. i
-    h[4 * i + 6] = ARGV[6 + 2 * i]
+    h[4 * i + 6] = ARGV[8 + 2 * i]
     h[4 * i + 7] = 'c' .. i
-    h[4 * i + 8] = fmt(S[8 * i - 3])
+    h[4 * i + 8] = fmt(S[9 * i - 4])
     call('ZADD', KEYS[2 * i], e, id)
   end
   -- The buckets' incarnations (put.lua), so that a release never restores
@@ -172,12 +235,15 @@ if record then
   end
   call('HSET', lkey, unpack(h))
   call('ZADD', ARGV[7] .. ':leases', e, id)
+  if ARGV[8] ~= '' then
+    call('HSET', ARGV[8], id, ARGV[7])
+  end
   out[1] = 2
 end
 -- Save, and turn the reply into the granted one in place: 4 numbers per
 -- item, the debited balance as remaining.
 for i = 1, n do
-  local b, o, q = 8 * (i - 1), 5 * i - 2, 4 * i - 1
+  local b, o, q = 9 * (i - 1), 5 * i - 2, 4 * i - 1
   local t, l = S[b + 6], S[b + 8]
   out[q], out[q + 1], out[q + 2], out[q + 3] = out[o], out[o + 1], out[o + 2], t
   if l == S[b + 7] then

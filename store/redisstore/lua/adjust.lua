@@ -1,9 +1,11 @@
 -- adjust.lua: settle one requests/tokens item of a lease.
 -- KEYS: bucket, lease hash. ARGV: now, recorded (0/1), dimension, delta,
--- held, expires (0: unknown).
+-- held, expires (0: unknown), max skew ms.
 -- Returns {-1} unknown dimension, {-2} concurrent, {-3} unknown lease,
--- {-4} expired, {-5} dimension not in lease, {-6, held} refund above held,
--- else {1, held, applied, remaining}.
+-- {-5} dimension not in lease, {-4} refund on an expired lease, {-6, held}
+-- refund above held, else {1, held, applied, remaining}. A charge on an
+-- expired lease (late usage) is applied; the held cost grows only by the
+-- whole tokens the debt floor let it take (store.HeldAfter).
 local now = clock(ARGV[1])
 local L, tok, last = loadBucket(KEYS[1])
 if not L then
@@ -14,14 +16,12 @@ if L.t == 3 then
 end
 local delta = tonumber(ARGV[4])
 local held = tonumber(ARGV[5])
+local exp = tonumber(ARGV[6])
 local slot = nil
 if ARGV[2] == '1' then
-  local items, _, _, exp = readLease(KEYS[2])
+  local items, _, _, e = readLease(KEYS[2])
   if not items then
     return { -3 }
-  end
-  if exp <= now then
-    return { -4 }
   end
   for i, it in ipairs(items) do
     if it[1] == ARGV[3] then
@@ -31,18 +31,24 @@ if ARGV[2] == '1' then
   if not slot then
     return { -5 }
   end
-else
-  local exp = tonumber(ARGV[6])
-  if exp ~= 0 and exp <= now then
-    return { -4 }
-  end
+  exp = e
+end
+if delta < 0 and exp ~= 0 and exp <= now then
+  return { -4 }
 end
 if delta < 0 and -delta > held then
   return { -6, held }
 end
-local t, l, applied = adjust(L, tok, last, now, delta * 1000)
+local at
+tok, last, at = align(L, tok, last, now, tonumber(ARGV[7]))
+local t, l, applied = adjust(L, tok, last, at, delta * 1000)
 saveState(KEYS[1], t, l)
-if slot then
-  redis.call('HSET', KEYS[2], 'c' .. slot, fmt(held + delta))
+if delta < 0 then
+  held = held + delta
+elseif applied > 0 then
+  held = held + (applied - applied % 1000) / 1000
 end
-return { 1, held + delta, applied, t }
+if slot then
+  redis.call('HSET', KEYS[2], 'c' .. slot, fmt(held))
+end
+return { 1, held, applied, t }

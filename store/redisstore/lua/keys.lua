@@ -1,13 +1,17 @@
 -- keys.lua: key names and lease records, for the scripts that derive keys
 -- from dimension names (appended after lib.lua).
--- Key helpers. The key space argument is "prefix\ntag": with an empty tag
--- a dimension "vendor#rest" has the bucket key prefix{vendor}#rest and the
--- lease index prefix{vendor}:dz#rest; with a tag T (WithHashTag) every
--- dimension d has prefix{T}#d and prefix{T}:dz#d.
-local TAG = ''
+-- Key helpers. The key space argument is "prefix\ntag\nids": with an
+-- empty tag a dimension "vendor#rest" has the bucket key prefix{vendor}#rest
+-- and the lease index prefix{vendor}:dz#rest; with a tag T (WithHashTag)
+-- every dimension d has prefix{T}#d and prefix{T}:dz#d. ids, when not
+-- empty, is the hash of live lease ids (id -> the key tag of its record)
+-- that a standalone server with one tag per vendor keeps, so that an
+-- acquisition finds a record under another vendor.
+local TAG, IDS = '', ''
 local function keyspace(arg)
   local i = string.find(arg, '\n', 1, true)
-  TAG = string.sub(arg, i + 1)
+  local j = string.find(arg, '\n', i + 1, true)
+  TAG, IDS = string.sub(arg, i + 1, j - 1), string.sub(arg, j + 1)
   return string.sub(arg, 1, i - 1)
 end
 
@@ -56,12 +60,25 @@ local function readLease(key)
   return items, m['by'], tonumber(m['t0']), tonumber(m['exp'])
 end
 
+-- pruneVendor drops a vendor with no bucket and no lease record from the
+-- registry (a standalone server only: the registry is in another slot).
+-- vkey is the vendor's lease index, prefix{vendor}:leases.
+local function pruneVendor(prefix, vkey)
+  if redis.call('ZCARD', vkey) > 0 then
+    return
+  end
+  local tag = string.sub(vkey, 1, -8) -- prefix{vendor}
+  if redis.call('SCARD', tag .. ':buckets') == 0 then
+    redis.call('SREM', prefix .. 'vendors', string.sub(tag, #prefix + 2, -2))
+  end
+end
+
 -- removeLease deletes the lease at key (id in the vendor index vkey) and
 -- restores its concurrent costs. It returns the restored entries
--- ({dim, cost, capped}) and how many of its buckets still exist.
+-- ({dim, cost, capped}) and the dimensions whose bucket is still the one
+-- the lease was granted (same incarnation).
 local function removeLease(prefix, key, vkey, id, items)
-  local restored = {}
-  local live = 0
+  local restored, live = {}, {}
   for _, it in ipairs(items) do
     local dim, cost = it[1], it[2]
     redis.call('ZREM', dimIndexKey(prefix, dim), id)
@@ -73,7 +90,7 @@ local function removeLease(prefix, key, vkey, id, items)
       L = nil
     end
     if L then
-      live = live + 1
+      live[#live + 1] = dim
       if L.t == 3 then
         local t, capped = restore(L, tok, cost * 1000)
         saveState(bk, t, last)
@@ -83,5 +100,9 @@ local function removeLease(prefix, key, vkey, id, items)
   end
   redis.call('DEL', key)
   redis.call('ZREM', vkey, id)
+  if IDS ~= '' then
+    redis.call('HDEL', IDS, id)
+    pruneVendor(prefix, vkey)
+  end
   return restored, live
 end

@@ -1,24 +1,47 @@
--- leases.lua: lease records of one vendor index, by expiry.
+-- leases.lua: one page of the lease records of one vendor index, by expiry
+-- then id (the sorted set's order).
 -- KEYS: vendor lease index. ARGV: prefix, now, expired only (0/1),
--- dimension filter ('' none), limit (0 none).
--- Returns {now, per lease: id, caller, created, expires, n, dim, cost, ...}.
+-- dimension filter ('' none), want (the most records to return), page (the
+-- most index entries to read), cursor score ('' from the start), cursor
+-- id, skip (how many entries at the cursor score earlier pages read).
+-- Returns {now, more (0/1), cursor score, cursor id, skip, per lease: id,
+-- caller, created, expires, n, dim, cost, ...}; more says the next page
+-- starts at the returned cursor.
 local now = clock(ARGV[2])
 local max = '+inf'
 if ARGV[3] == '1' then
   max = fmt(now)
 end
-local limit = tonumber(ARGV[5])
-local out = { now }
-local count = 0
+local want, page = tonumber(ARGV[5]), tonumber(ARGV[6])
+local min, cscore, cid, skip = '-inf', nil, ARGV[8], 0
+if ARGV[7] ~= '' then
+  min, cscore, skip = ARGV[7], tonumber(ARGV[7]), tonumber(ARGV[9])
+end
+local r = redis.call('ZRANGE', KEYS[1], min, max, 'BYSCORE', 'LIMIT', skip, page, 'WITHSCORES')
 local tagEnd = string.find(KEYS[1], '}', 1, true)
 local base = string.sub(KEYS[1], 1, tagEnd) .. ':lease:'
-for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', max)) do
-  local items, by, t0, exp = readLease(base .. id)
-  if items then
-    local keep = ARGV[4] == ''
-    for _, it in ipairs(items) do
-      if it[1] == ARGV[4] then
-        keep = true
+local out = { now, 0, ARGV[7], cid, skip }
+local count, lastScore, lastID, same = 0, cscore, cid, skip
+local i = 1
+while i < #r and count < want do
+  local id, score = r[i], tonumber(r[i + 1])
+  i = i + 2
+  if score == lastScore then
+    same = same + 1
+  else
+    lastScore, same = score, 1
+  end
+  lastID = id
+  -- An entry at or before the cursor was listed already (the set changed
+  -- between pages).
+  if not cscore or score > cscore or id > cid then
+    local items, by, t0, exp = readLease(base .. id)
+    local keep = items ~= nil and ARGV[4] == ''
+    if items and not keep then
+      for _, it in ipairs(items) do
+        if it[1] == ARGV[4] then
+          keep = true
+        end
       end
     end
     if keep then
@@ -32,10 +55,13 @@ for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', max)) do
         out[#out + 1] = it[2]
       end
       count = count + 1
-      if limit > 0 and count >= limit then
-        break
-      end
     end
   end
+end
+if i < #r or #r == 2 * page then
+  out[2] = 1
+end
+if lastScore then
+  out[3], out[4], out[5] = string.format('%d', lastScore), lastID, same
 end
 return out

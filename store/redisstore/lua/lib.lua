@@ -28,6 +28,19 @@ end
 
 -- A limits table L has: t (type 1..3), cap, amt, per, floor (millitokens, ms).
 
+-- align is bucket.Align: the state and the decision time for a caller at
+-- now on a bucket last written at last, tolerating skew ms of clock
+-- disagreement. Returns tokens, last, decision time.
+local function align(L, tok, last, now, skew)
+  if L.amt <= 0 or now >= last then
+    return tok, last, now
+  end
+  if last - now <= skew then
+    return tok, last, last
+  end
+  return tok, now, now
+end
+
 -- refill is bucket.Refill.
 local function refill(L, tok, last, now)
   return refillRaw(L.cap, L.amt, L.per, tok, last, now)

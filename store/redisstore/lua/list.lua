@@ -1,9 +1,10 @@
 -- list.lua: every bucket of one vendor, as peek does.
--- KEYS: vendor bucket set. ARGV: prefix, now.
+-- KEYS: vendor bucket set. ARGV: key space, now, max skew ms.
 -- Returns {now, per bucket: name, t, c, a, p, k, d, tokens, last, leases,
 -- next expiry}.
 local PREFIX = keyspace(ARGV[1])
 local now = clock(ARGV[2])
+local skew = tonumber(ARGV[3])
 local out = { now }
 for _, name in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   local L, tok, last = loadBucket(bucketKey(PREFIX, name))
@@ -14,7 +15,8 @@ for _, name in ipairs(redis.call('SMEMBERS', KEYS[1])) do
     if nleases > 0 then
       nexp = tonumber(redis.call('ZRANGE', zk, 0, 0, 'WITHSCORES')[2])
     end
-    local t, l = refill(L, tok, last, now)
+    local t, l, at = align(L, tok, last, now, skew)
+    t, l = refill(L, t, l, at)
     local o = #out
     out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] = name, L.t, L.cap, L.amt, L.per, L.k
     out[o + 7], out[o + 8], out[o + 9], out[o + 10], out[o + 11] = L.d, t, l, nleases, nexp

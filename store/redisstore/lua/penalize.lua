@@ -1,5 +1,5 @@
 -- penalize.lua: multiply a time-based bucket's balance by factor/1000.
--- KEYS: bucket. ARGV: now, factor milli.
+-- KEYS: bucket. ARGV: now, factor milli, max skew ms.
 -- Returns {-1} unknown, {-2} concurrent, else {1, before, after}.
 local now = clock(ARGV[1])
 local L, tok, last = loadBucket(KEYS[1])
@@ -9,7 +9,9 @@ end
 if L.t == 3 then
   return { -2 }
 end
-local before = refill(L, tok, last, now)
-local t, l = penalize(L, tok, last, now, tonumber(ARGV[2]))
+local at
+tok, last, at = align(L, tok, last, now, tonumber(ARGV[3]))
+local before = refill(L, tok, last, at)
+local t, l = penalize(L, tok, last, at, tonumber(ARGV[2]))
 saveState(KEYS[1], t, l)
 return { 1, before, t }

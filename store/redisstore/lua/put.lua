@@ -1,14 +1,24 @@
--- put.lua: create or reconfigure a bucket.
--- KEYS: bucket, vendor bucket set. ARGV: now, name, t, c, a, p, f, k, d, reset.
+-- put.lua: create or reconfigure a bucket (bucket.Reconfigure at the
+-- aligned time).
+-- KEYS: bucket, vendor bucket set. ARGV: now, name, t, c, a, p, f, k, d,
+-- reset, max skew ms, registry ('' none: the caller registered the vendor),
+-- vendor.
+-- Returns {-1, old type} when the type would change to or from concurrent
+-- (nothing changes), else {now}.
 local now = clock(ARGV[1])
 local N = { t = tonumber(ARGV[3]), cap = tonumber(ARGV[4]), amt = tonumber(ARGV[5]), per = tonumber(ARGV[6]),
   floor = tonumber(ARGV[7]) }
 local L, tok, last = loadBucket(KEYS[1])
 if L then
-  tok, last = refill(L, tok, last, now)
+  if (L.t == 3) ~= (N.t == 3) then
+    return { -1, L.t }
+  end
+  local at
+  tok, last, at = align(L, tok, last, now, tonumber(ARGV[11]))
+  tok, last = refill(L, tok, last, at)
   if ARGV[10] == '1' then
-    tok, last = N.cap, now
-  elseif L.t == 3 and N.t == 3 then
+    tok, last = N.cap, at
+  elseif L.t == 3 then
     -- A concurrent balance is capacity minus what is held: the capacity
     -- change moves it, possibly below zero until holders release.
     tok = tok + N.cap - L.cap
@@ -28,4 +38,7 @@ end
 redis.call('HSET', KEYS[1], 't', ARGV[3], 'c', ARGV[4], 'a', ARGV[5], 'p', ARGV[6], 'f', ARGV[7],
   'k', ARGV[8], 'd', ARGV[9], 'v', fmt(tok), 'l', fmt(last))
 redis.call('SADD', KEYS[2], ARGV[2])
-return now
+if ARGV[12] ~= '' then
+  redis.call('SADD', ARGV[12], ARGV[13]) -- with the bucket: delete.lua may prune
+end
+return { now }

@@ -19,16 +19,20 @@ for i = 1, math.min(#ids, limit) do
   local items = readLease(key)
   if not items then
     redis.call('ZREM', KEYS[1], id)
+    if IDS ~= '' then
+      redis.call('HDEL', IDS, id)
+      pruneVendor(PREFIX, KEYS[1])
+    end
   else
     local restored, live = removeLease(PREFIX, key, KEYS[1], id, items)
     restoredN = restoredN + 1
-    if live == 0 then
+    if #live == 0 then
       orphans = orphans + 1
     else
-      for _, it in ipairs(items) do
-        if not dims[it[1]] and redis.call('EXISTS', bucketKey(PREFIX, it[1])) == 1 then
-          dims[it[1]] = true
-          out[#out + 1] = it[1]
+      for _, d in ipairs(live) do
+        if not dims[d] then
+          dims[d] = true
+          out[#out + 1] = d
         end
       end
       -- Reclaimed and capped count leases, not items.
