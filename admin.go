@@ -50,7 +50,7 @@ func (c *Client) PutBucket(ctx context.Context, b Bucket, opts ...PutOption) err
 	}
 	now := c.clock.Now()
 	_, err := storeCall(ctx, c, "put_bucket", func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, c.st.PutBucket(ctx, now, b, reset)
+		return struct{}{}, c.st.PutBucket(ctx, store.PutBucketRequest{Now: now, Bucket: b, Reset: reset})
 	})
 	return err
 }
@@ -68,7 +68,7 @@ func (c *Client) GetBucket(ctx context.Context, name string) (BucketState, error
 func (c *Client) Buckets(ctx context.Context) ([]BucketState, error) {
 	now := c.clock.Now()
 	s, err := storeCall(ctx, c, "list_buckets", func(ctx context.Context) ([]store.BucketState, error) {
-		return c.st.ListBuckets(ctx, now)
+		return c.st.ListBuckets(ctx, store.ListBucketsRequest{Now: now})
 	})
 	if err != nil {
 		return nil, err
@@ -79,8 +79,9 @@ func (c *Client) Buckets(ctx context.Context) ([]BucketState, error) {
 // DeleteBucket removes a bucket; its outstanding leases are cleaned up by
 // the reconciler.
 func (c *Client) DeleteBucket(ctx context.Context, name string) error {
+	req := store.DeleteBucketRequest{Name: name}
 	_, err := storeCall(ctx, c, "delete_bucket", func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, c.st.DeleteBucket(ctx, name)
+		return struct{}{}, c.st.DeleteBucket(ctx, req)
 	})
 	return err
 }
@@ -89,7 +90,7 @@ func (c *Client) DeleteBucket(ctx context.Context, name string) error {
 // judged against the client's clock.
 func (c *Client) Leases(ctx context.Context, q LeaseQuery) ([]LeaseRecord, error) {
 	sq := store.LeaseQuery{Now: c.clock.Now(), Dimension: q.Dimension, ExpiredOnly: q.ExpiredOnly, Limit: q.Limit}
-	ls, err := storeCall(ctx, c, "leases", func(ctx context.Context) ([]store.Lease, error) {
+	ls, err := storeCall(ctx, c, "leases", func(ctx context.Context) ([]store.LeaseRecord, error) {
 		return c.st.Leases(ctx, sq)
 	})
 	if err != nil {
@@ -105,12 +106,9 @@ func (c *Client) Leases(ctx context.Context, q LeaseQuery) ([]LeaseRecord, error
 // Peek returns the current state of dimensions, in the order asked,
 // without consuming anything.
 func (c *Client) Peek(ctx context.Context, dimensions ...string) ([]BucketState, error) {
-	if len(dimensions) == 0 {
-		return nil, invalid("dimensions", 0, "name at least one dimension")
-	}
-	now := c.clock.Now()
+	req := store.PeekRequest{Now: c.clock.Now(), Dimensions: dimensions}
 	s, err := storeCall(ctx, c, "peek", func(ctx context.Context) ([]store.BucketState, error) {
-		return c.st.Peek(ctx, now, dimensions)
+		return c.st.Peek(ctx, req)
 	})
 	if err != nil {
 		return nil, err

@@ -8,13 +8,17 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/store"
 )
 
 // Client acquires slots from a store. It is safe for concurrent use; create
 // one per process and share it.
 type Client struct {
+	// st is the store behind the portable layer's checks (contract.Checked);
+	// raw is the store as given.
 	st    store.Store
+	raw   store.Store
 	cfg   Config
 	clock Clock
 	log   *slog.Logger
@@ -37,7 +41,7 @@ func New(st store.Store, opts ...Option) (*Client, error) {
 	if st == nil {
 		return nil, invalid("store", nil, "must not be nil")
 	}
-	c := &Client{st: st, cfg: DefaultConfig(), clock: SystemClock{}}
+	c := &Client{st: contract.Checked(st), raw: st, cfg: DefaultConfig(), clock: SystemClock{}}
 	for _, o := range opts {
 		o(c)
 	}
@@ -47,7 +51,7 @@ func New(st store.Store, opts ...Option) (*Client, error) {
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
-	_, c.inProcess = st.(store.InProcess)
+	_, c.inProcess = contract.Unwrap(st).(store.InProcess)
 	if err := c.cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -58,7 +62,7 @@ func New(st store.Store, opts ...Option) (*Client, error) {
 func (c *Client) Config() Config { return c.cfg }
 
 // Store returns the store the client uses.
-func (c *Client) Store() store.Store { return c.st }
+func (c *Client) Store() store.Store { return c.raw }
 
 // Acquire asks for one slot on dimension at its cost per call, or at the
 // cost given with WithCost. A denial is not an error: it is a Result with

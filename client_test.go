@@ -135,7 +135,7 @@ func TestConcurrentReleaseAndReclaim(t *testing.T) {
 	}
 	// The second holder "crashes"; its lease expires and is reclaimed.
 	clk.Advance(11 * time.Second)
-	rr, err := st.Reconcile(ctx, store.ReconcileRequest{Now: clk.Now()})
+	rr, err := st.Reconcile(ctx, store.ReconcileRequest{Now: clk.Now(), Limit: store.DefaultReconcileLimit})
 	if err != nil || rr.Reclaimed != 1 {
 		t.Fatalf("Reconcile = %+v, %v; want 1 reclaimed", rr, err)
 	}

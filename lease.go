@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/store"
 )
 
@@ -302,7 +303,7 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	now := l.c.clock.Now()
 	if !l.recorded || l.degraded {
-		if err := store.ValidateTTL(ttl); err != nil {
+		if err := contract.TTL(ttl); err != nil {
 			return err
 		}
 		if !now.Before(l.localExpiry) {

@@ -95,7 +95,7 @@ func TestLateUsageAfterExpiry(t *testing.T) {
 			l := res.Lease
 			clk.Advance(2 * time.Second)
 			if tt.reconcile {
-				if _, err := ls.Reconcile(ctx, store.ReconcileRequest{Now: clk.Now()}); err != nil {
+				if _, err := ls.Reconcile(ctx, store.ReconcileRequest{Now: clk.Now(), Limit: store.DefaultReconcileLimit}); err != nil {
 					t.Fatal(err)
 				}
 			}

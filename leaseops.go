@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/store"
 )
 
@@ -46,7 +47,7 @@ func (c *Client) ExtendLease(ctx context.Context, id string, ttl time.Duration) 
 	if err != nil {
 		return time.Time{}, err
 	}
-	if err := store.ValidateTTL(ttl); err != nil {
+	if err := contract.TTL(ttl); err != nil {
 		return time.Time{}, err
 	}
 	req := store.ExtendRequest{Now: c.clock.Now(), ID: lid, TTL: ttl}

@@ -64,35 +64,35 @@ func (b *blockStore) Penalize(ctx context.Context, req store.PenalizeRequest) (s
 	return b.Store.Penalize(ctx, req)
 }
 
-func (b *blockStore) Peek(ctx context.Context, now time.Time, dims []string) ([]store.BucketState, error) {
+func (b *blockStore) Peek(ctx context.Context, req store.PeekRequest) ([]store.BucketState, error) {
 	if err := b.block(ctx); err != nil {
 		return nil, err
 	}
-	return b.Store.Peek(ctx, now, dims)
+	return b.Store.Peek(ctx, req)
 }
 
-func (b *blockStore) PutBucket(ctx context.Context, now time.Time, bk store.Bucket, reset bool) error {
+func (b *blockStore) PutBucket(ctx context.Context, req store.PutBucketRequest) error {
 	if err := b.block(ctx); err != nil {
 		return err
 	}
-	return b.Store.PutBucket(ctx, now, bk, reset)
+	return b.Store.PutBucket(ctx, req)
 }
 
-func (b *blockStore) DeleteBucket(ctx context.Context, name string) error {
+func (b *blockStore) DeleteBucket(ctx context.Context, req store.DeleteBucketRequest) error {
 	if err := b.block(ctx); err != nil {
 		return err
 	}
-	return b.Store.DeleteBucket(ctx, name)
+	return b.Store.DeleteBucket(ctx, req)
 }
 
-func (b *blockStore) ListBuckets(ctx context.Context, now time.Time) ([]store.BucketState, error) {
+func (b *blockStore) ListBuckets(ctx context.Context, req store.ListBucketsRequest) ([]store.BucketState, error) {
 	if err := b.block(ctx); err != nil {
 		return nil, err
 	}
-	return b.Store.ListBuckets(ctx, now)
+	return b.Store.ListBuckets(ctx, req)
 }
 
-func (b *blockStore) Leases(ctx context.Context, q store.LeaseQuery) ([]store.Lease, error) {
+func (b *blockStore) Leases(ctx context.Context, q store.LeaseQuery) ([]store.LeaseRecord, error) {
 	if err := b.block(ctx); err != nil {
 		return nil, err
 	}

@@ -165,7 +165,7 @@ func bucketStates(ss []store.BucketState) []BucketState {
 	return out
 }
 
-func leaseRecord(l store.Lease) LeaseRecord {
+func leaseRecord(l store.LeaseRecord) LeaseRecord {
 	dims := make([]Request, len(l.Items))
 	for i, it := range l.Items {
 		dims[i] = Request(it)

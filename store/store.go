@@ -1,13 +1,28 @@
-// Package store defines the contract every Sluice backend implements: memory,
-// Redis, DynamoDB, PostgreSQL and the remote service.
+// Package store defines the interface implemented by Sluice backends:
+// memory, Redis, DynamoDB and PostgreSQL. Application code should use
+// package sluice; this package is for implementing a store.
 //
-// The contract is operation-level, in the manner of database/sql/driver: each
-// method is one atomic operation on the store, and the caller passes the time
-// (Now) so that decisions are deterministic in tests. A store that keeps its
-// own clock (Redis TIME, PostgreSQL clock_timestamp()) documents when it
-// ignores Now. Callers' clocks may disagree: every bucket computation first
-// aligns the stored state with Now (bucket.Align, with the store's maximum
-// skew, DefaultMaxSkew unless configured). Costs and deltas are whole tokens; balances are millitokens.
+// The contract is operation-level, in the manner of database/sql/driver:
+// each method is one atomic operation on the store, and the caller passes
+// the time (Now) so that decisions are deterministic in tests. A store that
+// keeps its own clock (Redis TIME, PostgreSQL clock_timestamp()) documents
+// when it ignores Now. Callers' clocks may disagree: every bucket
+// computation first aligns the stored state with Now (bucket.Align, with
+// the store's maximum skew, DefaultMaxSkew unless configured). Costs and
+// deltas are whole tokens; balances are millitokens.
+//
+// Requests reach a store already validated and defaulted by the portable
+// layer (sluice.Client): Now is in range; names, costs, TTLs, callers,
+// lease ids, deltas, factors, bucket configurations, duplicates and the
+// limits below are checked; Poll and Limit are filled in. The portable
+// layer also bounds each call by its operation timeout, retries
+// ErrContention with backoff and sorts and truncates listings. A store
+// keeps only the checks that need its stored state: an unknown dimension
+// (*ConfigurationError), a cost above capacity (Bucket.ResolveCost),
+// adjusting or penalizing a concurrent bucket (Bucket.CheckAdjustable,
+// Bucket.CheckPenalizable), a refund above what a lease holds
+// (AdjustHeld), a lease's existence and expiry, a lease id in use
+// (SameItems) and a change of limit type (CheckTypeChange).
 //
 // The conformance suite in store/storetest is the definition of correct:
 // every implementation must pass it against its real server.
@@ -63,10 +78,10 @@ type Store interface {
 	// FactorMilli/1000 in one atomic write.
 	Penalize(ctx context.Context, req PenalizeRequest) (PenalizeResult, error)
 
-	// Peek returns the state of the named buckets at now without changing
-	// them, in the order asked. Each bucket's state is read atomically;
-	// several buckets are not promised to be one snapshot.
-	Peek(ctx context.Context, now time.Time, dimensions []string) ([]BucketState, error)
+	// Peek returns the state of the named buckets at req.Now without
+	// changing them, in the order asked. Each bucket's state is read
+	// atomically; several buckets are not promised to be one snapshot.
+	Peek(ctx context.Context, req PeekRequest) ([]BucketState, error)
 
 	// Reconcile processes up to req.Limit expired lease records: it returns
 	// the cost of concurrent ones (capacity-guarded), deletes them all, and
@@ -79,22 +94,25 @@ type Store interface {
 	Reconcile(ctx context.Context, req ReconcileRequest) (ReconcileResult, error)
 
 	// PutBucket creates or reconfigures a bucket. An existing bucket keeps
-	// its balance (see bucket.Reconfigure) unless reset is true, which
+	// its balance (see bucket.Reconfigure) unless req.Reset is true, which
 	// fills it to capacity. A new bucket starts full. An existing bucket's
 	// limit type cannot change to or from concurrent (CheckTypeChange).
-	PutBucket(ctx context.Context, now time.Time, b Bucket, reset bool) error
+	PutBucket(ctx context.Context, req PutBucketRequest) error
 
 	// DeleteBucket removes a bucket. Its lease records become orphans that
 	// Reconcile deletes; releasing one restores nothing, even into a bucket
 	// re-created under the same name. Deleting a missing bucket returns a
 	// *ConfigurationError.
-	DeleteBucket(ctx context.Context, name string) error
+	DeleteBucket(ctx context.Context, req DeleteBucketRequest) error
 
-	// ListBuckets returns every bucket's state at now, sorted by name.
-	ListBuckets(ctx context.Context, now time.Time) ([]BucketState, error)
+	// ListBuckets returns every bucket's state at req.Now, in any order
+	// (the caller sorts them by name).
+	ListBuckets(ctx context.Context, req ListBucketsRequest) ([]BucketState, error)
 
-	// Leases lists lease records matching q, sorted by expiry.
-	Leases(ctx context.Context, q LeaseQuery) ([]Lease, error)
+	// Leases lists lease records matching q. The store may return them in
+	// any order and may ignore q.Limit: the caller sorts them by expiry and
+	// truncates the list.
+	Leases(ctx context.Context, q LeaseQuery) ([]LeaseRecord, error)
 
 	// Close releases the store's resources. Operations after Close return
 	// ErrClosed. It does not close a client the caller passed in.
@@ -145,8 +163,8 @@ type AcquireRequest struct {
 	// that the lease can be listed and settled across processes. A record is
 	// always written when an item is concurrent.
 	Record bool
-	// Poll caps the RETRY_IN hint of a denied concurrent item; 0 means
-	// DefaultPoll.
+	// Poll caps the RETRY_IN hint of a denied concurrent item (the client
+	// fills in DefaultPoll).
 	Poll time.Duration
 }
 
@@ -303,12 +321,43 @@ type BucketState struct {
 	Now time.Time
 }
 
+// PeekRequest is the input of Store.Peek.
+type PeekRequest struct {
+	// Now is the time the states are computed at.
+	Now time.Time
+	// Dimensions names the buckets, at least one.
+	Dimensions []string
+}
+
+// PutBucketRequest is the input of Store.PutBucket.
+type PutBucketRequest struct {
+	// Now is the time of the change.
+	Now time.Time
+	// Bucket is the new configuration, validated.
+	Bucket Bucket
+	// Reset fills an existing bucket to capacity instead of keeping its
+	// balance.
+	Reset bool
+}
+
+// DeleteBucketRequest is the input of Store.DeleteBucket.
+type DeleteBucketRequest struct {
+	// Name is the bucket's name.
+	Name string
+}
+
+// ListBucketsRequest is the input of Store.ListBuckets.
+type ListBucketsRequest struct {
+	// Now is the time the states are computed at.
+	Now time.Time
+}
+
 // ReconcileRequest is the input of Store.Reconcile.
 type ReconcileRequest struct {
 	// Now is the time leases are judged expired against.
 	Now time.Time
-	// Limit bounds the number of lease records processed; 0 means
-	// DefaultReconcileLimit.
+	// Limit bounds the number of lease records processed, at least 1
+	// (the client fills in DefaultReconcileLimit).
 	Limit int
 }
 
@@ -342,8 +391,8 @@ type LeaseQuery struct {
 	Limit int
 }
 
-// Lease is a lease record.
-type Lease struct {
+// LeaseRecord is a lease as a store records it.
+type LeaseRecord struct {
 	// ID is the lease's id.
 	ID LeaseID
 	// Items are the dimensions and their current costs in tokens.

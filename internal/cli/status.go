@@ -118,9 +118,9 @@ released or reclaimed ("on release").
 
 func readStates(ctx context.Context, g *globals, st store.Store, dims []string) ([]store.BucketState, error) {
 	if len(dims) > 0 {
-		return st.Peek(ctx, g.now(), dims)
+		return st.Peek(ctx, store.PeekRequest{Now: g.now(), Dimensions: dims})
 	}
-	return st.ListBuckets(ctx, g.now())
+	return st.ListBuckets(ctx, store.ListBucketsRequest{Now: g.now()})
 }
 
 func printStatus(ctx context.Context, g *globals, st store.Store, dims []string, output string, w io.Writer) error {

@@ -27,6 +27,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/memstore"
 	"github.com/ontopix/sluice/store/pgstore"
@@ -78,7 +79,7 @@ func (o Options) password(envName string) (string, error) {
 
 // Opened is an open store and what it takes to close it.
 type Opened struct {
-	// Store is the store.
+	// Store is the store, behind contract.Checked.
 	Store store.Store
 	// Kind is the scheme family: "memory", "redis", "redis-cluster",
 	// "postgres" or "dynamodb".
@@ -119,8 +120,19 @@ func Schemes() []string {
 
 // Open parses raw and opens its store. Connecting is lazy for the network
 // stores: an unreachable server shows up as store.ErrUnavailable on the
-// first operation, not here.
+// first operation, not here. The store is behind the portable layer's
+// checks (contract.Checked), as a Client's is, so that a tool calling it
+// directly gets the same validation.
 func Open(ctx context.Context, raw string, o Options) (*Opened, error) {
+	op, err := open(ctx, raw, o)
+	if err != nil {
+		return nil, err
+	}
+	op.Store = contract.Checked(op.Store)
+	return op, nil
+}
+
+func open(ctx context.Context, raw string, o Options) (*Opened, error) {
 	u, err := parse(raw)
 	if err != nil {
 		return nil, err

@@ -3,8 +3,6 @@ package dynamostore
 import (
 	"context"
 	"math/rand/v2"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -24,13 +22,7 @@ func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.Adju
 	if err != nil {
 		return store.AdjustResult{}, err
 	}
-	now, err := store.NowMs(req.Now)
-	if err != nil {
-		return store.AdjustResult{}, err
-	}
-	if err := store.ValidateAdjust(req); err != nil {
-		return store.AdjustResult{}, err
-	}
+	now := req.Now.UnixMilli()
 	for n := 0; n < maxAdminAttempts; n++ {
 		if err := backoff(ctx, n); err != nil {
 			return store.AdjustResult{}, err
@@ -40,7 +32,7 @@ func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.Adju
 			return store.AdjustResult{}, err
 		}
 		bi := bis[0]
-		if err := store.CheckAdjustable(&bi.b); err != nil {
+		if err := bi.b.CheckAdjustable(); err != nil {
 			return store.AdjustResult{}, err
 		}
 		held := req.Held
@@ -127,16 +119,13 @@ func anyCCF(err error) bool {
 
 // Leases implements store.Store with a consistent Scan of the lease items,
 // grouped by lease id.
-func (s *Store) Leases(ctx context.Context, q store.LeaseQuery) ([]store.Lease, error) {
+func (s *Store) Leases(ctx context.Context, q store.LeaseQuery) ([]store.LeaseRecord, error) {
 	ctx, cancel, err := s.begin(ctx)
 	defer cancel()
 	if err != nil {
 		return nil, err
 	}
-	now, err := store.NowMs(q.Now)
-	if err != nil {
-		return nil, err
-	}
+	now := q.Now.UnixMilli()
 	groups := map[string][]*leaseItem{}
 	err = s.scan(ctx, "begins_with(#pk, :p)", nil, nil, func(item map[string]types.AttributeValue) (bool, error) {
 		if li, ok := decodeLease(item); ok {
@@ -147,7 +136,7 @@ func (s *Store) Leases(ctx context.Context, q store.LeaseQuery) ([]store.Lease, 
 	if err != nil {
 		return nil, err
 	}
-	var out []store.Lease
+	var out []store.LeaseRecord
 	for uuid, lis := range groups {
 		id, err := store.ParseLeaseID(uuid)
 		if err != nil {
@@ -155,7 +144,7 @@ func (s *Store) Leases(ctx context.Context, q store.LeaseQuery) ([]store.Lease, 
 		}
 		first := lis[0]
 		order := first.dims
-		l := store.Lease{ID: id, Caller: first.caller, CreatedAt: time.UnixMilli(first.created), ExpiresAt: time.UnixMilli(first.expires)}
+		l := store.LeaseRecord{ID: id, Caller: first.caller, CreatedAt: time.UnixMilli(first.created), ExpiresAt: time.UnixMilli(first.expires)}
 		has := false
 		for _, d := range order {
 			for _, li := range lis {
@@ -169,15 +158,6 @@ func (s *Store) Leases(ctx context.Context, q store.LeaseQuery) ([]store.Lease, 
 			continue
 		}
 		out = append(out, l)
-	}
-	slices.SortFunc(out, func(a, b store.Lease) int {
-		if c := a.ExpiresAt.Compare(b.ExpiresAt); c != 0 {
-			return c
-		}
-		return strings.Compare(a.ID.String(), b.ID.String())
-	})
-	if q.Limit > 0 && len(out) > q.Limit {
-		out = out[:q.Limit]
 	}
 	return out, nil
 }

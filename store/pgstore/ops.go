@@ -54,13 +54,7 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 	if err != nil {
 		return err
 	}
-	if err := store.ValidateAcquireShape(req); err != nil {
-		return err
-	}
-	now, err := s.now(req.Now)
-	if err != nil {
-		return err
-	}
+	now := s.now(req.Now)
 	n := len(req.Items)
 	var dimsBuf [store.MaxItems]string
 	var costsBuf [store.MaxItems]int64
@@ -68,13 +62,7 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 	for i, it := range req.Items {
 		dims[i], costs[i] = it.Dimension, it.Cost
 	}
-	if k := firstUnsendable(dims); k >= 0 {
-		return s.missingError(ctx, req.Now, dims, k)
-	}
 	poll := req.Poll
-	if poll == 0 {
-		poll = store.DefaultPoll
-	}
 	var (
 		errCode, errDim             *string
 		granted, recorded           *bool
@@ -137,7 +125,7 @@ func indexOf(req *store.AcquireRequest, dim string) int {
 func acquireError(req *store.AcquireRequest, code, dim string, costs, caps []int64) error {
 	switch code {
 	case "unknown":
-		return store.UnknownDimension(dim)
+		return &store.ConfigurationError{Dimension: dim}
 	case "cost":
 		if i := indexOf(req, dim); i >= 0 && i < len(costs) && i < len(caps) {
 			return &store.CostError{Dimension: dim, Cost: costs[i], Capacity: caps[i]}
@@ -153,9 +141,6 @@ func (s *Store) Release(ctx context.Context, req store.ReleaseRequest) (store.Re
 	ctx, cancel, err := s.begin(ctx)
 	defer cancel()
 	if err != nil {
-		return store.ReleaseResult{}, err
-	}
-	if _, err := s.now(req.Now); err != nil {
 		return store.ReleaseResult{}, err
 	}
 	var released bool
@@ -182,13 +167,7 @@ func (s *Store) Extend(ctx context.Context, req store.ExtendRequest) (time.Time,
 	if err != nil {
 		return time.Time{}, err
 	}
-	now, err := s.now(req.Now)
-	if err != nil {
-		return time.Time{}, err
-	}
-	if err := store.ValidateTTL(req.TTL); err != nil {
-		return time.Time{}, err
-	}
+	now := s.now(req.Now)
 	var status int
 	var exp *int64
 	if err := s.pool.QueryRow(ctx, s.q.extend, uuidOf(req.ID), now, req.TTL.Milliseconds()).Scan(&status, &exp); err != nil {
@@ -210,13 +189,7 @@ func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.Adju
 	if err != nil {
 		return store.AdjustResult{}, err
 	}
-	now, err := s.now(req.Now)
-	if err != nil {
-		return store.AdjustResult{}, err
-	}
-	if err := store.ValidateAdjust(req); err != nil {
-		return store.AdjustResult{}, err
-	}
+	now := s.now(req.Now)
 	var expires *int64
 	if !req.Recorded && !req.ExpiresAt.IsZero() {
 		ms := req.ExpiresAt.UnixMilli()
@@ -232,9 +205,9 @@ func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.Adju
 	if code != nil {
 		switch *code {
 		case "unknown":
-			return store.AdjustResult{}, store.UnknownDimension(req.Dimension)
+			return store.AdjustResult{}, &store.ConfigurationError{Dimension: req.Dimension}
 		case "concurrent":
-			return store.AdjustResult{}, store.CheckAdjustable(&store.Bucket{Name: req.Dimension, Config: bucket.Config{Type: bucket.Concurrent}})
+			return store.AdjustResult{}, (&store.Bucket{Name: req.Dimension, Config: bucket.Config{Type: bucket.Concurrent}}).CheckAdjustable()
 		case "nolease":
 			return store.AdjustResult{}, store.ErrUnknownLease
 		case "expired":
@@ -260,13 +233,7 @@ func (s *Store) Penalize(ctx context.Context, req store.PenalizeRequest) (store.
 	if err != nil {
 		return store.PenalizeResult{}, err
 	}
-	now, err := s.now(req.Now)
-	if err != nil {
-		return store.PenalizeResult{}, err
-	}
-	if err := store.ValidatePenalize(req); err != nil {
-		return store.PenalizeResult{}, err
-	}
+	now := s.now(req.Now)
 	var code *string
 	var before, after *int64
 	if err := s.pool.QueryRow(ctx, s.q.penalize, req.Dimension, now, req.FactorMilli, s.skewMs()).Scan(&code, &before, &after); err != nil {
@@ -275,9 +242,9 @@ func (s *Store) Penalize(ctx context.Context, req store.PenalizeRequest) (store.
 	if code != nil {
 		switch *code {
 		case "unknown":
-			return store.PenalizeResult{}, store.UnknownDimension(req.Dimension)
+			return store.PenalizeResult{}, &store.ConfigurationError{Dimension: req.Dimension}
 		case "concurrent":
-			return store.PenalizeResult{}, store.CheckPenalizable(&store.Bucket{Name: req.Dimension, Config: bucket.Config{Type: bucket.Concurrent}})
+			return store.PenalizeResult{}, (&store.Bucket{Name: req.Dimension, Config: bucket.Config{Type: bucket.Concurrent}}).CheckPenalizable()
 		}
 		return store.PenalizeResult{}, fmt.Errorf("pgstore: penalize: unexpected result %q", *code)
 	}

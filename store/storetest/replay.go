@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/store"
 )
 
@@ -22,7 +23,7 @@ type replayLease struct {
 
 // replay runs v's steps through a fresh store and compares every result.
 func replay(t *testing.T, h Harness, v Vector) {
-	r := newRunner(h.NewStore(t), v.BaseMs, v.Name+"/")
+	r := newRunner(contract.Checked(h.NewStore(t)), v.BaseMs, v.Name+"/")
 	for i, st := range v.Steps {
 		got, err := r.exec(st)
 		if err != nil {
@@ -71,10 +72,10 @@ func (r *runner) exec(st Step) (Expect, error) {
 	case "put_bucket":
 		var b store.Bucket
 		if b, err = st.Bucket.Config(); err == nil {
-			err = r.s.PutBucket(r.ctx, now, b, st.Reset)
+			err = r.s.PutBucket(r.ctx, store.PutBucketRequest{Now: now, Bucket: b, Reset: st.Reset})
 		}
 	case "delete_bucket":
-		err = r.s.DeleteBucket(r.ctx, st.Name)
+		err = r.s.DeleteBucket(r.ctx, store.DeleteBucketRequest{Name: st.Name})
 	case "acquire":
 		got, err = r.acquire(st, now)
 	case "release":
@@ -108,7 +109,7 @@ func (r *runner) exec(st Step) (Expect, error) {
 		got.Before, got.After = pr.Before, pr.After
 	case "peek":
 		var bs []store.BucketState
-		bs, err = r.s.Peek(r.ctx, now, st.Dimensions)
+		bs, err = r.s.Peek(r.ctx, store.PeekRequest{Now: now, Dimensions: st.Dimensions})
 		for _, b := range bs {
 			got.Buckets = append(got.Buckets, r.bucketExpect(b))
 		}
