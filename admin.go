@@ -10,25 +10,24 @@ import (
 	"github.com/ontopix/sluice/store"
 )
 
-// Bucket is a named bucket configuration: Name plus capacity, refill
-// amount per period, limit type, cost per call and maximum debt.
+// Bucket is a named bucket configuration: Name plus a bucket.Config
+// (limit type, capacity, refill amount per period, cost per call and
+// maximum debt), usually built with PerMinute, PerPeriod or
+// ConcurrentLimit.
 type Bucket = store.Bucket
-
-// BucketConfig is a bucket's configuration without its name.
-type BucketConfig = bucket.Config
 
 // PerMinute returns a bucket config for a vendor's "n per minute" limit of
 // type t (Requests or Tokens).
-func PerMinute(t LimitType, n int64) BucketConfig { return bucket.PerPeriod(t, n, time.Minute) }
+func PerMinute(t LimitType, n int64) bucket.Config { return bucket.PerPeriod(t, n, time.Minute) }
 
 // PerPeriod returns a bucket config holding n tokens and refilling n every
 // period.
-func PerPeriod(t LimitType, n int64, period time.Duration) BucketConfig {
+func PerPeriod(t LimitType, n int64, period time.Duration) bucket.Config {
 	return bucket.PerPeriod(t, n, period)
 }
 
 // ConcurrentLimit returns a bucket config with n concurrent slots.
-func ConcurrentLimit(n int64) BucketConfig { return bucket.ConcurrentSlots(n) }
+func ConcurrentLimit(n int64) bucket.Config { return bucket.ConcurrentSlots(n) }
 
 // DefaultPenaltyFactor is the factor the seeds apply after a vendor 429.
 const DefaultPenaltyFactor = 0.8

@@ -12,8 +12,25 @@ import (
 	"github.com/ontopix/sluice/store"
 )
 
-// Client acquires slots from a store. It is safe for concurrent use; create
+// Client acquires slots from a store; it is the one front door to a store
+// for applications and tools alike. It is safe for concurrent use; create
 // one per process and share it.
+//
+// Most callers should use WithSlot (or WithSlotMany), which waits for a
+// slot, runs a function with the lease renewed in the background, and
+// releases it. Slot and SlotMany do the same without the callback; Wait
+// waits for a lease the caller releases; Acquire and AcquireMany make one
+// attempt and answer GRANTED or RETRY_IN.
+//
+// A lease held by another process, or one that outlived its holder, is
+// released, renewed or settled by id with ReleaseLease, ExtendLease,
+// AdjustLease and SettleLease. Reconcile recovers expired leases. Buckets,
+// GetBucket, Peek and Leases list state; PutBucket, DeleteBucket and
+// Penalize change buckets.
+//
+// Every request is validated once, here, before the store sees it; every
+// store call is bounded by Config.OpTimeout and retried on contention with
+// exponential backoff and jitter.
 type Client struct {
 	// st is the store behind the portable layer's checks (contract.Checked);
 	// raw is the store as given.

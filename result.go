@@ -7,7 +7,7 @@ import (
 )
 
 // LimitType is a bucket's limit type: Requests, Tokens or Concurrent.
-type LimitType = bucket.Type
+type LimitType = bucket.LimitType
 
 // The limit types.
 const (

@@ -188,7 +188,7 @@ type ItemResult struct {
 	// Dimension names the bucket.
 	Dimension string
 	// Type is the bucket's limit type.
-	Type bucket.Type
+	Type bucket.LimitType
 	// Cost is the cost in tokens that was (or would have been) charged.
 	Cost int64
 	// Capacity is the bucket's capacity in tokens.

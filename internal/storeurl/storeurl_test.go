@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/ontopix/sluice/bucket"
-	"github.com/ontopix/sluice/internal/redistest"
 	"github.com/ontopix/sluice/internal/contract"
+	"github.com/ontopix/sluice/internal/redistest"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/memstore"
 )

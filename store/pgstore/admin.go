@@ -38,7 +38,7 @@ func (s *Store) scanBuckets(rows pgx.Rows, hint int) ([]store.BucketState, strin
 			return nil, asked, nil
 		}
 		b := store.Bucket{Name: *name, Config: bucket.Config{
-			Type: bucket.Type(*typ), Capacity: *capacity, RefillAmount: *amount,
+			Type: bucket.LimitType(*typ), Capacity: *capacity, RefillAmount: *amount,
 			RefillPeriod: time.Duration(*period) * time.Millisecond, CostPerCall: *cpc, MaxDebt: *debt,
 		}}
 		lim := b.Config.Limits()
@@ -149,7 +149,7 @@ func (s *Store) PutBucket(ctx context.Context, req store.PutBucketRequest) error
 		return fail("put bucket", err)
 	}
 	if old != nil { // the function refused a change of limit type
-		if err := store.CheckTypeChange(store.Bucket{Name: b.Name, Config: bucket.Config{Type: bucket.Type(*old)}}, b); err != nil {
+		if err := store.CheckTypeChange(store.Bucket{Name: b.Name, Config: bucket.Config{Type: bucket.LimitType(*old)}}, b); err != nil {
 			return err
 		}
 		return fmt.Errorf("pgstore: put bucket %q: change from limit type %d refused", b.Name, *old)

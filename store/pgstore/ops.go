@@ -89,7 +89,7 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 	}
 	for i := range res.Items {
 		res.Items[i] = store.ItemResult{
-			Dimension: req.Items[i].Dimension, Type: bucket.Type(types[i]), Cost: rcosts[i],
+			Dimension: req.Items[i].Dimension, Type: bucket.LimitType(types[i]), Cost: rcosts[i],
 			Capacity: caps[i], Remaining: remain[i], RetryIn: time.Duration(waits[i]) * time.Millisecond,
 		}
 	}

@@ -89,7 +89,7 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 		res.Items = make([]store.ItemResult, n)
 	}
 	for i, it := range req.Items {
-		ir := store.ItemResult{Dimension: it.Dimension, Type: bucket.Type(r.int()), Cost: r.int(),
+		ir := store.ItemResult{Dimension: it.Dimension, Type: bucket.LimitType(r.int()), Cost: r.int(),
 			Capacity: r.int() / bucket.Milli, Remaining: r.int()}
 		if !res.Granted {
 			ir.RetryIn = time.Duration(r.int()) * time.Millisecond

@@ -42,7 +42,7 @@ func readState(r *reply, name string, now int64) store.BucketState {
 	t, capm, amtm, per, k, d := r.int(), r.int(), r.int(), r.int(), r.int(), r.int()
 	bs := store.BucketState{
 		Bucket: store.Bucket{Name: name, Config: bucket.Config{
-			Type: bucket.Type(t), Capacity: capm / bucket.Milli, RefillAmount: amtm / bucket.Milli,
+			Type: bucket.LimitType(t), Capacity: capm / bucket.Milli, RefillAmount: amtm / bucket.Milli,
 			RefillPeriod: time.Duration(per) * time.Millisecond, CostPerCall: k, MaxDebt: d,
 		}},
 		Tokens: r.int(), LastRefill: r.int(), ActiveLeases: int(r.int()), Now: time.UnixMilli(now),
@@ -134,7 +134,7 @@ func (s *Store) PutBucket(ctx context.Context, req store.PutBucketRequest) error
 	}
 	r := reply{v: v}
 	if r.int() == -1 {
-		old := store.Bucket{Name: b.Name, Config: bucket.Config{Type: bucket.Type(r.int())}}
+		old := store.Bucket{Name: b.Name, Config: bucket.Config{Type: bucket.LimitType(r.int())}}
 		if err := store.CheckTypeChange(old, b); err != nil {
 			return err
 		}

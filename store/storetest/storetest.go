@@ -304,7 +304,7 @@ func vendor(dim string) string {
 
 // Bucket constructors used throughout the suite.
 
-func perMinute(name string, t bucket.Type, n int64) store.Bucket {
+func perMinute(name string, t bucket.LimitType, n int64) store.Bucket {
 	return store.Bucket{Name: name, Config: bucket.PerPeriod(t, n, time.Minute)}
 }
 
