@@ -144,7 +144,7 @@ func (c *Client) Penalize(ctx context.Context, dimension string, factor float64)
 		return Penalty{}, err
 	}
 	req := store.PenalizeRequest{Now: c.clock.Now(), Dimension: dimension, FactorMilli: fm}
-	res, err := storeCall(ctx, c, "penalize", func(ctx context.Context) (store.PenalizeResult, error) {
+	res, err := storeCall(ctx, c, "penalize", func(ctx context.Context) (store.Penalty, error) {
 		return c.st.Penalize(ctx, req)
 	})
 	p := Penalty{Before: Millitokens(res.Before), After: Millitokens(res.After)}

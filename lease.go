@@ -268,15 +268,15 @@ func (l *Lease) adjustLocked(ctx context.Context, i int, delta int64) (Settlemen
 	return settlement(res), nil
 }
 
-func (c *Client) storeAdjust(ctx context.Context, req store.AdjustRequest) (store.AdjustResult, error) {
-	return storeCall(ctx, c, "adjust", func(ctx context.Context) (store.AdjustResult, error) {
+func (c *Client) storeAdjust(ctx context.Context, req store.AdjustRequest) (store.Settlement, error) {
+	return storeCall(ctx, c, "adjust", func(ctx context.Context) (store.Settlement, error) {
 		return c.st.Adjust(ctx, req)
 	})
 }
 
 // settled logs a settlement that reached the store and reports it to the
 // observer: estimate is the cost held before, res.Held the cost after.
-func (c *Client) settled(ctx context.Context, dim string, estimate int64, res store.AdjustResult, late bool, err error) {
+func (c *Client) settled(ctx context.Context, dim string, estimate int64, res store.Settlement, late bool, err error) {
 	if o := c.obs; o != nil && o.Settled != nil {
 		ev := SettleEvent{Dimension: dim, Estimate: estimate, Actual: res.Held, Applied: res.Applied, Late: late, Err: err}
 		if err != nil {

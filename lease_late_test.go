@@ -21,7 +21,7 @@ type lateStore struct {
 	adjusts []store.AdjustRequest
 }
 
-func (s *lateStore) Adjust(ctx context.Context, req store.AdjustRequest) (store.AdjustResult, error) {
+func (s *lateStore) Adjust(ctx context.Context, req store.AdjustRequest) (store.Settlement, error) {
 	s.mu.Lock()
 	s.adjusts = append(s.adjusts, req)
 	s.mu.Unlock()

@@ -43,9 +43,9 @@ func (b *blockStore) Release(ctx context.Context, req store.ReleaseRequest) (sto
 	return b.Store.Release(ctx, req)
 }
 
-func (b *blockStore) Adjust(ctx context.Context, req store.AdjustRequest) (store.AdjustResult, error) {
+func (b *blockStore) Adjust(ctx context.Context, req store.AdjustRequest) (store.Settlement, error) {
 	if err := b.block(ctx); err != nil {
-		return store.AdjustResult{}, err
+		return store.Settlement{}, err
 	}
 	return b.Store.Adjust(ctx, req)
 }
@@ -57,9 +57,9 @@ func (b *blockStore) Extend(ctx context.Context, req store.ExtendRequest) (time.
 	return b.Store.Extend(ctx, req)
 }
 
-func (b *blockStore) Penalize(ctx context.Context, req store.PenalizeRequest) (store.PenalizeResult, error) {
+func (b *blockStore) Penalize(ctx context.Context, req store.PenalizeRequest) (store.Penalty, error) {
 	if err := b.block(ctx); err != nil {
-		return store.PenalizeResult{}, err
+		return store.Penalty{}, err
 	}
 	return b.Store.Penalize(ctx, req)
 }

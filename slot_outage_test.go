@@ -238,10 +238,10 @@ type stuckAdjustStore struct {
 	entered, release chan struct{}
 }
 
-func (s *stuckAdjustStore) Adjust(ctx context.Context, req store.AdjustRequest) (store.AdjustResult, error) {
+func (s *stuckAdjustStore) Adjust(ctx context.Context, req store.AdjustRequest) (store.Settlement, error) {
 	close(s.entered)
 	<-s.release
-	return store.AdjustResult{}, store.Unavailable("adjust", errors.New("stuck"))
+	return store.Settlement{}, store.Unavailable("adjust", errors.New("stuck"))
 }
 
 // An operation stuck on the lease (here an Adjust, with no OpTimeout)

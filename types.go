@@ -146,7 +146,7 @@ func dimensionResults(dst []DimensionResult, items []store.ItemResult) []Dimensi
 	return dst
 }
 
-func settlement(r store.AdjustResult) Settlement {
+func settlement(r store.Settlement) Settlement {
 	return Settlement{Held: r.Held, Applied: Millitokens(r.Applied), Remaining: Millitokens(r.Remaining)}
 }
 

@@ -67,7 +67,7 @@ type Store interface {
 
 	// Adjust settles an estimate on one requests or tokens item of a lease
 	// (see AdjustRequest).
-	Adjust(ctx context.Context, req AdjustRequest) (AdjustResult, error)
+	Adjust(ctx context.Context, req AdjustRequest) (Settlement, error)
 
 	// Extend moves a recorded lease's expiry to Now+TTL and returns it. It
 	// fails with ErrLeaseExpired when the lease has already expired and with
@@ -76,7 +76,7 @@ type Store interface {
 
 	// Penalize multiplies a time-based bucket's available tokens by
 	// FactorMilli/1000 in one atomic write.
-	Penalize(ctx context.Context, req PenalizeRequest) (PenalizeResult, error)
+	Penalize(ctx context.Context, req PenalizeRequest) (Penalty, error)
 
 	// Peek returns the state of the named buckets at req.Now without
 	// changing them, in the order asked. Each bucket's state is read
@@ -263,8 +263,8 @@ type AdjustRequest struct {
 	ExpiresAt time.Time
 }
 
-// AdjustResult is the output of Store.Adjust.
-type AdjustResult struct {
+// Settlement is the output of Store.Adjust.
+type Settlement struct {
 	// Held is the lease's cost for the dimension after the adjustment.
 	Held int64
 	// Applied is the change to the balance in millitokens (positive for a
@@ -297,8 +297,8 @@ type PenalizeRequest struct {
 	FactorMilli int64
 }
 
-// PenalizeResult is the output of Store.Penalize.
-type PenalizeResult struct {
+// Penalty is the output of Store.Penalize.
+type Penalty struct {
 	// Before and After are the balances in millitokens.
 	Before, After int64
 }

@@ -46,9 +46,9 @@ func (c checked) Release(ctx context.Context, req store.ReleaseRequest) (store.R
 	return c.s.Release(ctx, req)
 }
 
-func (c checked) Adjust(ctx context.Context, req store.AdjustRequest) (store.AdjustResult, error) {
+func (c checked) Adjust(ctx context.Context, req store.AdjustRequest) (store.Settlement, error) {
 	if err := Adjust(req); err != nil {
-		return store.AdjustResult{}, err
+		return store.Settlement{}, err
 	}
 	return c.s.Adjust(ctx, req)
 }
@@ -60,9 +60,9 @@ func (c checked) Extend(ctx context.Context, req store.ExtendRequest) (time.Time
 	return c.s.Extend(ctx, req)
 }
 
-func (c checked) Penalize(ctx context.Context, req store.PenalizeRequest) (store.PenalizeResult, error) {
+func (c checked) Penalize(ctx context.Context, req store.PenalizeRequest) (store.Penalty, error) {
 	if err := Penalize(req); err != nil {
-		return store.PenalizeResult{}, err
+		return store.Penalty{}, err
 	}
 	return c.s.Penalize(ctx, req)
 }

@@ -16,24 +16,24 @@ import (
 // Adjust implements store.Store: a read of the bucket (and of the lease
 // item when recorded), then a write conditioned on the bucket's version and
 // the item's cost; a lost race reads again.
-func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.AdjustResult, error) {
+func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.Settlement, error) {
 	ctx, cancel, err := s.begin(ctx)
 	defer cancel()
 	if err != nil {
-		return store.AdjustResult{}, err
+		return store.Settlement{}, err
 	}
 	now := req.Now.UnixMilli()
 	for n := 0; n < maxAdminAttempts; n++ {
 		if err := backoff(ctx, n); err != nil {
-			return store.AdjustResult{}, err
+			return store.Settlement{}, err
 		}
 		bis, err := s.readBuckets(ctx, []string{req.Dimension})
 		if err != nil {
-			return store.AdjustResult{}, err
+			return store.Settlement{}, err
 		}
 		bi := bis[0]
 		if err := bi.b.CheckAdjustable(); err != nil {
-			return store.AdjustResult{}, err
+			return store.Settlement{}, err
 		}
 		held := req.Held
 		expired := !req.Recorded && !req.ExpiresAt.IsZero() && req.ExpiresAt.UnixMilli() <= now
@@ -41,23 +41,23 @@ func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.Adju
 		if req.Recorded {
 			lis, err := s.loadLease(ctx, req.ID.String(), []string{req.Dimension})
 			if err != nil {
-				return store.AdjustResult{}, err
+				return store.Settlement{}, err
 			}
 			if len(lis) == 0 {
 				dims, err := s.findDims(ctx, req.ID)
 				if err != nil {
-					return store.AdjustResult{}, err
+					return store.Settlement{}, err
 				}
 				if dims == nil {
-					return store.AdjustResult{}, store.ErrUnknownLease
+					return store.Settlement{}, store.ErrUnknownLease
 				}
 				if all, err := s.loadLease(ctx, req.ID.String(), dims); err != nil || len(all) == 0 {
 					if err == nil {
 						err = store.ErrUnknownLease
 					}
-					return store.AdjustResult{}, err
+					return store.Settlement{}, err
 				}
-				return store.AdjustResult{}, &bucket.FieldError{Field: "dimension", Value: req.Dimension, Reason: "is not part of lease " + req.ID.String()}
+				return store.Settlement{}, &bucket.FieldError{Field: "dimension", Value: req.Dimension, Reason: "is not part of lease " + req.ID.String()}
 			}
 			li = lis[0]
 			held = li.cost
@@ -66,19 +66,19 @@ func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.Adju
 		// Late usage is charged (it counted at the vendor); only a refund
 		// on an expired lease is refused.
 		if req.Delta < 0 && expired {
-			return store.AdjustResult{}, store.ErrLeaseExpired
+			return store.Settlement{}, store.ErrLeaseExpired
 		}
 		if _, err := store.AdjustHeld(req.Dimension, held, req.Delta); err != nil {
-			return store.AdjustResult{}, err
+			return store.Settlement{}, err
 		}
 		al, at := bucket.Align(bi.lim, bi.st, now, s.skew)
 		st, applied := bucket.Adjust(bi.lim, al, at, req.Delta*bucket.Milli)
 		newHeld := store.HeldAfter(held, req.Delta, applied)
-		out := store.AdjustResult{Held: newHeld, Applied: applied, Remaining: st.Tokens}
+		out := store.Settlement{Held: newHeld, Applied: applied, Remaining: st.Tokens}
 		if li == nil {
 			ok, err := s.writeState(ctx, bi, st, "adjust")
 			if err != nil {
-				return store.AdjustResult{}, err
+				return store.Settlement{}, err
 			}
 			if ok {
 				return out, nil
@@ -102,10 +102,10 @@ func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.Adju
 			return out, nil
 		}
 		if !anyCCF(err) {
-			return store.AdjustResult{}, classify("adjust", err)
+			return store.Settlement{}, classify("adjust", err)
 		}
 	}
-	return store.AdjustResult{}, store.ErrContention
+	return store.Settlement{}, store.ErrContention
 }
 
 func anyCCF(err error) bool {

@@ -10,22 +10,22 @@ import (
 )
 
 // Adjust implements store.Store.
-func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.AdjustResult, error) {
+func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.Settlement, error) {
 	if err := s.check(); err != nil {
-		return store.AdjustResult{}, err
+		return store.Settlement{}, err
 	}
 	now := req.Now.UnixMilli()
 	e := s.lookup(req.Dimension)
 	if e == nil {
-		return store.AdjustResult{}, &store.ConfigurationError{Dimension: req.Dimension}
+		return store.Settlement{}, &store.ConfigurationError{Dimension: req.Dimension}
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.deleted {
-		return store.AdjustResult{}, &store.ConfigurationError{Dimension: req.Dimension}
+		return store.Settlement{}, &store.ConfigurationError{Dimension: req.Dimension}
 	}
 	if err := e.b.CheckAdjustable(); err != nil {
-		return store.AdjustResult{}, err
+		return store.Settlement{}, err
 	}
 	held := req.Held
 	var rec *store.Item
@@ -35,7 +35,7 @@ func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.Adju
 		defer sh.mu.Unlock()
 		l := sh.m[req.ID]
 		if l == nil {
-			return store.AdjustResult{}, store.ErrUnknownLease
+			return store.Settlement{}, store.ErrUnknownLease
 		}
 		for i := range l.items {
 			if l.items[i].Dimension == req.Dimension {
@@ -43,17 +43,17 @@ func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.Adju
 			}
 		}
 		if rec == nil {
-			return store.AdjustResult{}, &bucket.FieldError{Field: "dimension", Value: req.Dimension, Reason: "is not part of lease " + req.ID.String()}
+			return store.Settlement{}, &bucket.FieldError{Field: "dimension", Value: req.Dimension, Reason: "is not part of lease " + req.ID.String()}
 		}
 		held = rec.Cost
 		if req.Delta < 0 && l.expires.Load() <= now {
-			return store.AdjustResult{}, store.ErrLeaseExpired
+			return store.Settlement{}, store.ErrLeaseExpired
 		}
 	} else if req.Delta < 0 && !req.ExpiresAt.IsZero() && req.ExpiresAt.UnixMilli() <= now {
-		return store.AdjustResult{}, store.ErrLeaseExpired
+		return store.Settlement{}, store.ErrLeaseExpired
 	}
 	if _, err := store.AdjustHeld(req.Dimension, held, req.Delta); err != nil {
-		return store.AdjustResult{}, err
+		return store.Settlement{}, err
 	}
 	st, at := bucket.Align(e.lim, e.st, now, skewMs)
 	var applied int64
@@ -62,31 +62,31 @@ func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.Adju
 	if rec != nil {
 		rec.Cost = held
 	}
-	return store.AdjustResult{Held: held, Applied: applied, Remaining: e.st.Tokens}, nil
+	return store.Settlement{Held: held, Applied: applied, Remaining: e.st.Tokens}, nil
 }
 
 // Penalize implements store.Store.
-func (s *Store) Penalize(ctx context.Context, req store.PenalizeRequest) (store.PenalizeResult, error) {
+func (s *Store) Penalize(ctx context.Context, req store.PenalizeRequest) (store.Penalty, error) {
 	if err := s.check(); err != nil {
-		return store.PenalizeResult{}, err
+		return store.Penalty{}, err
 	}
 	now := req.Now.UnixMilli()
 	e := s.lookup(req.Dimension)
 	if e == nil {
-		return store.PenalizeResult{}, &store.ConfigurationError{Dimension: req.Dimension}
+		return store.Penalty{}, &store.ConfigurationError{Dimension: req.Dimension}
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.deleted {
-		return store.PenalizeResult{}, &store.ConfigurationError{Dimension: req.Dimension}
+		return store.Penalty{}, &store.ConfigurationError{Dimension: req.Dimension}
 	}
 	if err := e.b.CheckPenalizable(); err != nil {
-		return store.PenalizeResult{}, err
+		return store.Penalty{}, err
 	}
 	st, at := bucket.Align(e.lim, e.st, now, skewMs)
 	before := bucket.Available(e.lim, st, at)
 	e.st = bucket.Penalize(e.lim, st, at, req.FactorMilli)
-	return store.PenalizeResult{Before: before, After: e.st.Tokens}, nil
+	return store.Penalty{Before: before, After: e.st.Tokens}, nil
 }
 
 // Peek implements store.Store.

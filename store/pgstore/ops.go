@@ -183,11 +183,11 @@ func (s *Store) Extend(ctx context.Context, req store.ExtendRequest) (time.Time,
 }
 
 // Adjust implements store.Store in one call of the adjust function.
-func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.AdjustResult, error) {
+func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.Settlement, error) {
 	ctx, cancel, err := s.begin(ctx)
 	defer cancel()
 	if err != nil {
-		return store.AdjustResult{}, err
+		return store.Settlement{}, err
 	}
 	now := s.now(req.Now)
 	var expires *int64
@@ -200,53 +200,53 @@ func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.Adju
 	err = s.pool.QueryRow(ctx, s.q.adjust, req.Dimension, req.Delta, now, uuidOf(req.ID), req.Recorded, req.Held, expires, s.skewMs()).
 		Scan(&code, &held, &applied, &remaining)
 	if err != nil {
-		return store.AdjustResult{}, fail("adjust", err)
+		return store.Settlement{}, fail("adjust", err)
 	}
 	if code != nil {
 		switch *code {
 		case "unknown":
-			return store.AdjustResult{}, &store.ConfigurationError{Dimension: req.Dimension}
+			return store.Settlement{}, &store.ConfigurationError{Dimension: req.Dimension}
 		case "concurrent":
-			return store.AdjustResult{}, (&store.Bucket{Name: req.Dimension, Config: bucket.Config{Type: bucket.Concurrent}}).CheckAdjustable()
+			return store.Settlement{}, (&store.Bucket{Name: req.Dimension, Config: bucket.Config{Type: bucket.Concurrent}}).CheckAdjustable()
 		case "nolease":
-			return store.AdjustResult{}, store.ErrUnknownLease
+			return store.Settlement{}, store.ErrUnknownLease
 		case "expired":
-			return store.AdjustResult{}, store.ErrLeaseExpired
+			return store.Settlement{}, store.ErrLeaseExpired
 		case "notinlease":
-			return store.AdjustResult{}, &bucket.FieldError{Field: "dimension", Value: req.Dimension, Reason: "is not part of lease " + req.ID.String()}
+			return store.Settlement{}, &bucket.FieldError{Field: "dimension", Value: req.Dimension, Reason: "is not part of lease " + req.ID.String()}
 		case "refund":
 			_, err := store.AdjustHeld(req.Dimension, deref(held), req.Delta)
 			if err == nil {
 				err = fmt.Errorf("pgstore: adjust: refund of %d refused with %d held", -req.Delta, deref(held))
 			}
-			return store.AdjustResult{}, err
+			return store.Settlement{}, err
 		}
-		return store.AdjustResult{}, fmt.Errorf("pgstore: adjust: unexpected result %q", *code)
+		return store.Settlement{}, fmt.Errorf("pgstore: adjust: unexpected result %q", *code)
 	}
-	return store.AdjustResult{Held: *held, Applied: *applied, Remaining: *remaining}, nil
+	return store.Settlement{Held: *held, Applied: *applied, Remaining: *remaining}, nil
 }
 
 // Penalize implements store.Store in one call of the penalize function.
-func (s *Store) Penalize(ctx context.Context, req store.PenalizeRequest) (store.PenalizeResult, error) {
+func (s *Store) Penalize(ctx context.Context, req store.PenalizeRequest) (store.Penalty, error) {
 	ctx, cancel, err := s.begin(ctx)
 	defer cancel()
 	if err != nil {
-		return store.PenalizeResult{}, err
+		return store.Penalty{}, err
 	}
 	now := s.now(req.Now)
 	var code *string
 	var before, after *int64
 	if err := s.pool.QueryRow(ctx, s.q.penalize, req.Dimension, now, req.FactorMilli, s.skewMs()).Scan(&code, &before, &after); err != nil {
-		return store.PenalizeResult{}, fail("penalize", err)
+		return store.Penalty{}, fail("penalize", err)
 	}
 	if code != nil {
 		switch *code {
 		case "unknown":
-			return store.PenalizeResult{}, &store.ConfigurationError{Dimension: req.Dimension}
+			return store.Penalty{}, &store.ConfigurationError{Dimension: req.Dimension}
 		case "concurrent":
-			return store.PenalizeResult{}, (&store.Bucket{Name: req.Dimension, Config: bucket.Config{Type: bucket.Concurrent}}).CheckPenalizable()
+			return store.Penalty{}, (&store.Bucket{Name: req.Dimension, Config: bucket.Config{Type: bucket.Concurrent}}).CheckPenalizable()
 		}
-		return store.PenalizeResult{}, fmt.Errorf("pgstore: penalize: unexpected result %q", *code)
+		return store.Penalty{}, fmt.Errorf("pgstore: penalize: unexpected result %q", *code)
 	}
-	return store.PenalizeResult{Before: *before, After: *after}, nil
+	return store.Penalty{Before: *before, After: *after}, nil
 }

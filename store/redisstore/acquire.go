@@ -212,10 +212,10 @@ func (s *Store) Extend(ctx context.Context, req store.ExtendRequest) (time.Time,
 }
 
 // Adjust implements store.Store.
-func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.AdjustResult, error) {
+func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.Settlement, error) {
 	ctx, cancel, err := s.begin(ctx)
 	if err != nil {
-		return store.AdjustResult{}, err
+		return store.Settlement{}, err
 	}
 	defer done(cancel)
 	now := s.now(req.Now)
@@ -227,7 +227,7 @@ func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.Adju
 	} else if !req.ExpiresAt.IsZero() {
 		exp = req.ExpiresAt.UnixMilli()
 	}
-	var res store.AdjustResult
+	var res store.Settlement
 	var opErr error
 	try := func(vendor string) (bool, error) {
 		if s.slotCheck && Slot(vendor) != k.slot { // the lease cannot hold this dimension
@@ -254,7 +254,7 @@ func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.Adju
 		case -6:
 			_, opErr = store.AdjustHeld(req.Dimension, r.int(), req.Delta)
 		default:
-			res = store.AdjustResult{Held: r.int(), Applied: r.int(), Remaining: r.int()}
+			res = store.Settlement{Held: r.int(), Applied: r.int(), Remaining: r.int()}
 		}
 		return true, r.err
 	}
@@ -266,11 +266,11 @@ func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.Adju
 	}
 	switch {
 	case err != nil:
-		return store.AdjustResult{}, err
+		return store.Settlement{}, err
 	case opErr != nil:
-		return store.AdjustResult{}, opErr
+		return store.Settlement{}, opErr
 	case !found:
-		return store.AdjustResult{}, store.ErrUnknownLease
+		return store.Settlement{}, store.ErrUnknownLease
 	}
 	return res, nil
 }

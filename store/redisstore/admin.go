@@ -14,25 +14,25 @@ import (
 )
 
 // Penalize implements store.Store.
-func (s *Store) Penalize(ctx context.Context, req store.PenalizeRequest) (store.PenalizeResult, error) {
+func (s *Store) Penalize(ctx context.Context, req store.PenalizeRequest) (store.Penalty, error) {
 	ctx, cancel, err := s.begin(ctx)
 	if err != nil {
-		return store.PenalizeResult{}, err
+		return store.Penalty{}, err
 	}
 	defer done(cancel)
 	now := s.now(req.Now)
 	v, err := s.runW(ctx, "penalize", penalizeScript, []string{s.dim(req.Dimension).bucket}, now, req.FactorMilli, s.skewMs)
 	if err != nil {
-		return store.PenalizeResult{}, err
+		return store.Penalty{}, err
 	}
 	r := reply{v: v}
 	switch r.int() {
 	case -1:
-		return store.PenalizeResult{}, &store.ConfigurationError{Dimension: req.Dimension}
+		return store.Penalty{}, &store.ConfigurationError{Dimension: req.Dimension}
 	case -2:
-		return store.PenalizeResult{}, (&store.Bucket{Name: req.Dimension, Config: bucket.Config{Type: bucket.Concurrent}}).CheckPenalizable()
+		return store.Penalty{}, (&store.Bucket{Name: req.Dimension, Config: bucket.Config{Type: bucket.Concurrent}}).CheckPenalizable()
 	}
-	res := store.PenalizeResult{Before: r.int(), After: r.int()}
+	res := store.Penalty{Before: r.int(), After: r.int()}
 	return res, r.err
 }
 

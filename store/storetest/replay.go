@@ -88,7 +88,7 @@ func (r *runner) exec(st Step) (Expect, error) {
 		slices.SortFunc(got.RestoredItems, func(a, b RestoredExpect) int { return strings.Compare(a.Dimension, b.Dimension) })
 	case "adjust":
 		l := r.lease(st.Lease)
-		var ar store.AdjustResult
+		var ar store.Settlement
 		ar, err = r.s.Adjust(r.ctx, store.AdjustRequest{Now: now, ID: l.id, Recorded: l.recorded, Dimension: st.Dimension,
 			Delta: st.Delta, Held: l.held[st.Dimension], ExpiresAt: l.expiresAt})
 		if err == nil {
@@ -104,7 +104,7 @@ func (r *runner) exec(st Step) (Expect, error) {
 			got.ExpiresAtMs = r.rel(exp)
 		}
 	case "penalize":
-		var pr store.PenalizeResult
+		var pr store.Penalty
 		pr, err = r.s.Penalize(r.ctx, store.PenalizeRequest{Now: now, Dimension: st.Dimension, FactorMilli: st.FactorMilli})
 		got.Before, got.After = pr.Before, pr.After
 	case "peek":
