@@ -44,10 +44,9 @@ type Store interface {
 	// (see AcquireRequest.Record), Recorded. A denial fills res.RetryIn with
 	// the longest wait among the denied items and changes nothing, except
 	// that a bucket whose last write is more than the store's maximum clock
-	// skew ahead of Now is rebased to Now (see bucket.Align). Validation
-	// errors (*bucket.FieldError), an unknown dimension
-	// (*ConfigurationError) and a cost above capacity (*CostError) are
-	// returned before anything changes.
+	// skew ahead of Now is rebased to Now (see bucket.Align). An unknown
+	// dimension (*ConfigurationError) and a cost above capacity
+	// (*CostError) are returned before anything changes.
 	//
 	// When req.ID already has a lease record (expired or not), the store
 	// changes nothing: if the record holds the same dimensions at the same
