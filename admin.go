@@ -10,41 +10,27 @@ import (
 	"github.com/ontopix/sluice/store"
 )
 
-// Bucket is a named bucket configuration: Name plus capacity, refill
-// amount per period, limit type, cost per call and maximum debt.
+// Bucket is a named bucket configuration: Name plus a bucket.Config
+// (limit type, capacity, refill amount per period, cost per call and
+// maximum debt), usually built with PerMinute, PerPeriod or
+// ConcurrentLimit.
 type Bucket = store.Bucket
-
-// BucketConfig is a bucket's configuration without its name.
-type BucketConfig = bucket.Config
-
-// BucketState is a bucket's configuration and state: balance (millitokens),
-// active leases and the next lease expiry.
-type BucketState = store.BucketState
-
-// LeaseRecord is a lease as the store records it.
-type LeaseRecord = store.Lease
-
-// LeaseQuery selects lease records.
-type LeaseQuery = store.LeaseQuery
 
 // PerMinute returns a bucket config for a vendor's "n per minute" limit of
 // type t (Requests or Tokens).
-func PerMinute(t LimitType, n int64) BucketConfig { return bucket.PerPeriod(t, n, time.Minute) }
+func PerMinute(t LimitType, n int64) bucket.Config { return bucket.PerPeriod(t, n, time.Minute) }
 
 // PerPeriod returns a bucket config holding n tokens and refilling n every
 // period.
-func PerPeriod(t LimitType, n int64, period time.Duration) BucketConfig {
+func PerPeriod(t LimitType, n int64, period time.Duration) bucket.Config {
 	return bucket.PerPeriod(t, n, period)
 }
 
 // ConcurrentLimit returns a bucket config with n concurrent slots.
-func ConcurrentLimit(n int64) BucketConfig { return bucket.ConcurrentSlots(n) }
+func ConcurrentLimit(n int64) bucket.Config { return bucket.ConcurrentSlots(n) }
 
 // DefaultPenaltyFactor is the factor the seeds apply after a vendor 429.
 const DefaultPenaltyFactor = 0.8
-
-// Penalty reports a Penalize: the balance before and after, in millitokens.
-type Penalty = store.PenalizeResult
 
 // PutOption configures PutBucket.
 type PutOption func(*bool)
@@ -62,60 +48,71 @@ func (c *Client) PutBucket(ctx context.Context, b Bucket, opts ...PutOption) err
 		o(&reset)
 	}
 	now := c.clock.Now()
-	_, err := storeCall(ctx, c, "put bucket", func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, c.st.PutBucket(ctx, now, b, reset)
+	_, err := storeCall(ctx, c, "put_bucket", func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, c.st.PutBucket(ctx, store.PutBucketRequest{Now: now, Bucket: b, Reset: reset})
 	})
 	return err
 }
 
 // GetBucket returns one bucket's state.
 func (c *Client) GetBucket(ctx context.Context, name string) (BucketState, error) {
-	now := c.clock.Now()
-	s, err := storeCall(ctx, c, "peek", func(ctx context.Context) ([]BucketState, error) {
-		return c.st.Peek(ctx, now, []string{name})
-	})
+	s, err := c.Peek(ctx, name)
 	if err != nil {
 		return BucketState{}, err
 	}
 	return s[0], nil
 }
 
-// ListBuckets returns every bucket's state, sorted by name.
-func (c *Client) ListBuckets(ctx context.Context) ([]BucketState, error) {
+// Buckets returns every bucket's state, sorted by name.
+func (c *Client) Buckets(ctx context.Context) ([]BucketState, error) {
 	now := c.clock.Now()
-	return storeCall(ctx, c, "list buckets", func(ctx context.Context) ([]BucketState, error) {
-		return c.st.ListBuckets(ctx, now)
+	s, err := storeCall(ctx, c, "list_buckets", func(ctx context.Context) ([]store.BucketState, error) {
+		return c.st.ListBuckets(ctx, store.ListBucketsRequest{Now: now})
 	})
+	if err != nil {
+		return nil, err
+	}
+	return bucketStates(s), nil
 }
 
 // DeleteBucket removes a bucket; its outstanding leases are cleaned up by
 // the reconciler.
 func (c *Client) DeleteBucket(ctx context.Context, name string) error {
-	_, err := storeCall(ctx, c, "delete bucket", func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, c.st.DeleteBucket(ctx, name)
+	req := store.DeleteBucketRequest{Name: name}
+	_, err := storeCall(ctx, c, "delete_bucket", func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, c.st.DeleteBucket(ctx, req)
 	})
 	return err
 }
 
-// Leases lists lease records; q.Now defaults to the client's clock.
+// Leases lists the lease records q selects, sorted by expiry; expiry is
+// judged against the client's clock.
 func (c *Client) Leases(ctx context.Context, q LeaseQuery) ([]LeaseRecord, error) {
-	if q.Now.IsZero() {
-		q.Now = c.clock.Now()
-	}
-	return storeCall(ctx, c, "leases", func(ctx context.Context) ([]LeaseRecord, error) {
-		return c.st.Leases(ctx, q)
+	sq := store.LeaseQuery{Now: c.clock.Now(), Dimension: q.Dimension, ExpiredOnly: q.ExpiredOnly, Limit: q.Limit}
+	ls, err := storeCall(ctx, c, "leases", func(ctx context.Context) ([]store.LeaseRecord, error) {
+		return c.st.Leases(ctx, sq)
 	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]LeaseRecord, len(ls))
+	for i, l := range ls {
+		out[i] = leaseRecord(l)
+	}
+	return out, nil
 }
 
-// Peek returns the current state of dimensions without consuming anything.
+// Peek returns the current state of dimensions, in the order asked,
+// without consuming anything.
 func (c *Client) Peek(ctx context.Context, dimensions ...string) ([]BucketState, error) {
-	if len(dimensions) == 0 {
-		return nil, invalid("dimensions", 0, "name at least one dimension")
-	}
-	now := c.clock.Now()
-	return storeCall(ctx, c, "peek", func(ctx context.Context) ([]BucketState, error) {
-		return c.st.Peek(ctx, now, dimensions)
+	req := store.PeekRequest{Now: c.clock.Now(), Dimensions: dimensions}
+	s, err := storeCall(ctx, c, "peek", func(ctx context.Context) ([]store.BucketState, error) {
+		return c.st.Peek(ctx, req)
 	})
+	if err != nil {
+		return nil, err
+	}
+	return bucketStates(s), nil
 }
 
 // TimeUntil returns how long after s.Now the bucket will hold n tokens if
@@ -125,7 +122,7 @@ func (c *Client) Peek(ctx context.Context, dimensions ...string) ([]BucketState,
 func TimeUntil(s BucketState, n int64) time.Duration {
 	l := s.Config.Limits()
 	need := n * bucket.Milli
-	if s.Tokens >= need {
+	if int64(s.Tokens) >= need {
 		return 0
 	}
 	if l.Amount == 0 {
@@ -134,7 +131,7 @@ func TimeUntil(s BucketState, n int64) time.Duration {
 		}
 		return -1
 	}
-	ms := bucket.RetryIn(l, bucket.State{Tokens: s.Tokens, Last: s.LastRefill}, s.Now.UnixMilli(), need)
+	ms := bucket.RetryIn(l, bucket.State{Tokens: int64(s.Tokens), Last: s.LastRefill.UnixMilli()}, s.Now.UnixMilli(), need)
 	return time.Duration(ms) * time.Millisecond
 }
 
@@ -147,9 +144,13 @@ func (c *Client) Penalize(ctx context.Context, dimension string, factor float64)
 		return Penalty{}, err
 	}
 	req := store.PenalizeRequest{Now: c.clock.Now(), Dimension: dimension, FactorMilli: fm}
-	res, err := storeCall(ctx, c, "penalize", func(ctx context.Context) (Penalty, error) {
+	res, err := storeCall(ctx, c, "penalize", func(ctx context.Context) (store.Penalty, error) {
 		return c.st.Penalize(ctx, req)
 	})
+	p := Penalty{Before: Millitokens(res.Before), After: Millitokens(res.After)}
+	if o := c.obs; o != nil && o.Penalized != nil {
+		o.Penalized(ctx, PenaltyEvent{Dimension: dimension, Factor: factor, Before: res.Before, After: res.After, Err: err})
+	}
 	if err != nil {
 		return Penalty{}, err
 	}
@@ -157,7 +158,7 @@ func (c *Client) Penalize(ctx context.Context, dimension string, factor float64)
 		c.log.LogAttrs(ctx, slog.LevelInfo, "penalize.applied", slog.String("dimension", dimension),
 			slog.Float64("factor", factor), slog.Int64("tokens_before_milli", res.Before), slog.Int64("tokens_after_milli", res.After))
 	}
-	return res, nil
+	return p, nil
 }
 
 // factorMilli converts a penalty factor to the thousandths the store

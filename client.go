@@ -8,16 +8,41 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/store"
 )
 
-// Client acquires slots from a store. It is safe for concurrent use; create
+// Client acquires slots from a store; it is the one front door to a store
+// for applications and tools alike. It is safe for concurrent use; create
 // one per process and share it.
+//
+// Most callers should use WithSlot (or WithSlotMany), which waits for a
+// slot, runs a function with the lease renewed in the background, and
+// releases it. Slot and SlotMany do the same without the callback; Wait
+// waits for a lease the caller releases; Acquire and AcquireMany make one
+// attempt and answer GRANTED or RETRY_IN.
+//
+// A lease held by another process, or one that outlived its holder, is
+// released, renewed or settled by id with ReleaseLease, ExtendLease,
+// AdjustLease and SettleLease. Reconcile recovers expired leases. Buckets,
+// GetBucket, Peek and Leases list state; PutBucket, DeleteBucket and
+// Penalize change buckets.
+//
+// Every request is validated once, here, before the store sees it; every
+// store call is bounded by Config.OpTimeout and retried on contention with
+// exponential backoff and jitter.
 type Client struct {
+	// st is the store behind the portable layer's checks (contract.Checked);
+	// raw is the store as given.
 	st    store.Store
+	raw   store.Store
 	cfg   Config
 	clock Clock
 	log   *slog.Logger
+	obs   *Observer
+	// inProcess reports a store that never blocks (store.InProcess): its
+	// calls need no OpTimeout context.
+	inProcess bool
 }
 
 // Contention backoff of seed 000: exponential from 25 ms, capped at 200 ms,
@@ -33,7 +58,7 @@ func New(st store.Store, opts ...Option) (*Client, error) {
 	if st == nil {
 		return nil, invalid("store", nil, "must not be nil")
 	}
-	c := &Client{st: st, cfg: DefaultConfig(), clock: SystemClock{}}
+	c := &Client{st: contract.Checked(st), raw: st, cfg: DefaultConfig(), clock: SystemClock{}}
 	for _, o := range opts {
 		o(c)
 	}
@@ -43,6 +68,7 @@ func New(st store.Store, opts ...Option) (*Client, error) {
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
+	_, c.inProcess = contract.Unwrap(st).(store.InProcess)
 	if err := c.cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -53,7 +79,7 @@ func New(st store.Store, opts ...Option) (*Client, error) {
 func (c *Client) Config() Config { return c.cfg }
 
 // Store returns the store the client uses.
-func (c *Client) Store() store.Store { return c.st }
+func (c *Client) Store() store.Store { return c.raw }
 
 // Acquire asks for one slot on dimension at its cost per call, or at the
 // cost given with WithCost. A denial is not an error: it is a Result with
@@ -105,9 +131,25 @@ type acquisition struct {
 	res     store.AcquireResult
 	items   [4]store.Item
 	results [4]store.ItemResult
+	dims    [4]DimensionResult
 }
 
 func (c *Client) acquire(ctx context.Context, a *acquisition, items []store.Item, o *acquireOptions) (Result, error) {
+	if c.obs == nil || c.obs.Acquired == nil {
+		return c.decide(ctx, a, items, o)
+	}
+	start := time.Now()
+	res, err := c.decide(ctx, a, items, o)
+	c.obs.Acquired(ctx, AcquireEvent{
+		Dimensions: requests(items), Outcome: res.Outcome, RetryIn: res.RetryIn,
+		Degraded: res.Degraded, Duration: time.Since(start), Err: err,
+	})
+	return res, err
+}
+
+// decide makes one acquisition: the store call, retried with backoff on
+// contention, and the answer.
+func (c *Client) decide(ctx context.Context, a *acquisition, items []store.Item, o *acquireOptions) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, context.Cause(ctx)
 	}
@@ -131,6 +173,9 @@ func (c *Client) acquire(ctx context.Context, a *acquisition, items []store.Item
 		err := c.st.Acquire(octx, req, res)
 		cancel()
 		err = c.opError(ctx, "acquire", bound, err)
+		if err != nil {
+			c.storeFailed(ctx, "acquire", err)
+		}
 		switch {
 		case err == nil:
 		case errors.Is(err, store.ErrContention):
@@ -156,14 +201,15 @@ func (c *Client) acquire(ctx context.Context, a *acquisition, items []store.Item
 		default:
 			return Result{}, err
 		}
+		dims := dimensionResults(a.dims[:0], res.Items)
 		if !res.Granted {
 			c.event(ctx, slog.LevelDebug, "acquire.retry_in", items, slog.Duration("retry_in", res.RetryIn))
-			return Result{Outcome: RetryIn, RetryIn: res.RetryIn, Dimensions: res.Items}, nil
+			return Result{Outcome: RetryIn, RetryIn: res.RetryIn, Dimensions: dims}, nil
 		}
 		l := &a.lease
 		l.init(c, req, res)
 		c.event(ctx, slog.LevelDebug, "acquire.granted", items, slog.Bool("recorded", res.Recorded))
-		return Result{Outcome: Granted, Lease: l, Dimensions: res.Items}, nil
+		return Result{Outcome: Granted, Lease: l, Dimensions: dims}, nil
 	}
 }
 
@@ -173,10 +219,10 @@ var errOpTimeout = errors.New("sluice: operation timeout")
 
 // opContext bounds one store call by Config.OpTimeout. bound is the time
 // the client cuts the call at, zero when the caller's own deadline comes
-// first (or OpTimeout is 0): then the caller's deadline applies, and is
-// reported as the caller's.
+// first, OpTimeout is 0 or the store never blocks (store.InProcess): then
+// the caller's deadline applies, and is reported as the caller's.
 func (c *Client) opContext(ctx context.Context) (octx context.Context, cancel context.CancelFunc, bound time.Time) {
-	if c.cfg.OpTimeout <= 0 {
+	if c.cfg.OpTimeout <= 0 || c.inProcess {
 		return ctx, noCancel, time.Time{}
 	}
 	bound = time.Now().Add(c.cfg.OpTimeout)
@@ -205,12 +251,25 @@ func (c *Client) opError(ctx context.Context, op string, bound time.Time, err er
 }
 
 // storeCall runs one store operation bounded by Config.OpTimeout (see
-// opContext and opError).
+// opContext and opError), retrying it with the contention backoff up to
+// Config.MaxRetries times, and reports a failure to the observer.
 func storeCall[T any](ctx context.Context, c *Client, op string, f func(context.Context) (T, error)) (T, error) {
-	octx, cancel, bound := c.opContext(ctx)
-	defer cancel()
-	v, err := f(octx)
-	return v, c.opError(ctx, op, bound, err)
+	for attempt := 0; ; attempt++ {
+		octx, cancel, bound := c.opContext(ctx)
+		v, err := f(octx)
+		cancel()
+		err = c.opError(ctx, op, bound, err)
+		if err == nil {
+			return v, nil
+		}
+		c.storeFailed(ctx, op, err)
+		if !errors.Is(err, store.ErrContention) || attempt >= c.cfg.MaxRetries {
+			return v, err
+		}
+		if serr := sleep(ctx, backoff(attempt)); serr != nil {
+			return v, fmt.Errorf("sluice: %s: %w (store: %w)", op, serr, err)
+		}
+	}
 }
 
 // callerDone reports that the caller's context is done, or that its
@@ -234,7 +293,7 @@ func callerCause(ctx context.Context) error {
 
 // degraded grants without the store under FailOpen.
 func (c *Client) degraded(ctx context.Context, a *acquisition, cause error) Result {
-	a.res = store.AcquireResult{Granted: true, ExpiresAt: a.req.Now.Add(a.req.TTL)}
+	a.res = store.AcquireResult{Granted: true, ExpiresAt: a.req.Now.Add(a.req.TTL), Items: a.results[:0]}
 	l := &a.lease
 	l.init(c, &a.req, &a.res)
 	l.degraded = true

@@ -135,7 +135,7 @@ func TestConcurrentReleaseAndReclaim(t *testing.T) {
 	}
 	// The second holder "crashes"; its lease expires and is reclaimed.
 	clk.Advance(11 * time.Second)
-	rr, err := st.Reconcile(ctx, store.ReconcileRequest{Now: clk.Now()})
+	rr, err := st.Reconcile(ctx, store.ReconcileRequest{Now: clk.Now(), Limit: store.DefaultReconcileLimit})
 	if err != nil || rr.Reclaimed != 1 {
 		t.Fatalf("Reconcile = %+v, %v; want 1 reclaimed", rr, err)
 	}
@@ -168,7 +168,7 @@ func TestEstimateThenSettle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := st.Applied, int64(15_000_000); got != want {
+	if got, want := st.Applied, sluice.Millitokens(15_000_000); got != want {
 		t.Errorf("Applied = %d, want %d", got, want)
 	}
 	if got, want := tokens(t, c, "openai#tpm"), int64(-6_300_000); got != want {
@@ -246,7 +246,7 @@ func TestPeekPenalize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := st[0].Tokens, int64(40_000); got != want {
+	if got, want := st[0].Tokens, sluice.Millitokens(40_000); got != want {
 		t.Errorf("after 50 taken and ×0.8: %d, want %d", got, want)
 	}
 	if got, want := sluice.TimeUntil(st[0], 41), 600*time.Millisecond; got != want {

@@ -17,10 +17,13 @@ func TestRootImportsOnlyStdlib(t *testing.T) {
 		"github.com/ontopix/sluice":        true,
 		"github.com/ontopix/sluice/bucket": true,
 		"github.com/ontopix/sluice/store":  true,
+		// contract holds the request checks; it imports only bucket and
+		// store.
+		"github.com/ontopix/sluice/internal/contract": true,
 	}
 	for _, p := range strings.Fields(string(out)) {
 		if !allowed[p] {
-			t.Errorf("package sluice depends on %s; it may import only the standard library, bucket and store", p)
+			t.Errorf("package sluice depends on %s; it may import only the standard library, bucket, store and internal/contract", p)
 		}
 	}
 }

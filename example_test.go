@@ -47,7 +47,7 @@ func ExampleClient_AcquireMany() {
 	_ = res.Lease.Release(ctx)
 
 	s, _ := client.GetBucket(ctx, "openai#tpm")
-	fmt.Println(s.Tokens / 1000)
+	fmt.Println(s.Tokens.Tokens())
 	// Output:
 	// GRANTED
 	// 27400

@@ -66,7 +66,7 @@ func tokens(t *testing.T, c *sluice.Client, dim string) int64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s.Tokens
+	return int64(s.Tokens)
 }
 
 // faultStore wraps a store and fails Acquire with err for the next n calls.

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/store"
 )
 
@@ -132,6 +133,7 @@ func (l *Lease) Release(ctx context.Context) error {
 	if !l.recorded || l.degraded {
 		l.released = true
 		l.c.leaseEvent(ctx, "release.ok", l)
+		l.c.released(ctx, l, false, nil)
 		return nil
 	}
 	req := store.ReleaseRequest{Now: l.c.clock.Now(), ID: l.id, Hint: l.items[0].Dimension}
@@ -139,22 +141,26 @@ func (l *Lease) Release(ctx context.Context) error {
 		return l.c.st.Release(ctx, req)
 	})
 	if err != nil {
+		l.c.released(ctx, l, false, err)
 		return err
 	}
 	l.released = true
 	if !res.Released {
-		return &leaseError{id: l.id, op: "release", err: store.ErrLeaseExpired, why: "was reclaimed by the reconciler after it expired; nothing was restored"}
+		err := &leaseError{id: l.id, op: "release", err: store.ErrLeaseExpired, why: "was reclaimed by the reconciler after it expired; nothing was restored"}
+		l.c.released(ctx, l, false, err)
+		return err
 	}
 	l.c.leaseEvent(ctx, "release.ok", l)
+	l.c.released(ctx, l, true, nil)
 	return nil
 }
 
-// Settlement reports an Adjust or Settle: the lease's new cost on the
-// dimension (Held, tokens), the change actually applied to the balance
-// (Applied, millitokens, positive for a charge; less than asked when the
-// debt floor or the capacity clamped it) and the balance after (Remaining,
-// millitokens).
-type Settlement = store.AdjustResult
+// released reports a release of l to the observer.
+func (c *Client) released(ctx context.Context, l *Lease, found bool, err error) {
+	if o := c.obs; o != nil && o.Released != nil {
+		o.Released(ctx, ReleaseEvent{Lease: l.ID(), Held: c.clock.Now().Sub(l.createdAt), Released: found, Err: err})
+	}
+}
 
 // Adjust settles the estimate on dimension by delta tokens: positive
 // charges more (the balance may go into debt down to the bucket's floor),
@@ -237,17 +243,21 @@ func (l *Lease) adjustLocked(ctx context.Context, i int, delta int64) (Settlemen
 	if !recorded {
 		req.ExpiresAt = l.expiresAt
 	}
-	res, err := l.storeAdjust(ctx, req)
+	late := !now.Before(l.localExpiry)
+	res, err := l.c.storeAdjust(ctx, req)
 	if recorded && delta > 0 && (errors.Is(err, store.ErrUnknownLease) || errors.Is(err, store.ErrLeaseExpired)) {
 		// Usage reported late still counts at the vendor: charge it even
 		// though the lease expired or the reconciler deleted its record,
 		// bounded by the cost this holder knows it held.
 		req.Recorded, req.ExpiresAt = false, l.expiresAt
-		res, err = l.storeAdjust(ctx, req)
+		late = true
+		res, err = l.c.storeAdjust(ctx, req)
 	}
 	if errors.Is(err, store.ErrUnknownLease) {
-		return Settlement{}, &leaseError{id: l.id, op: "adjust", err: store.ErrLeaseExpired, why: "was reclaimed by the reconciler"}
+		err = &leaseError{id: l.id, op: "adjust", err: store.ErrLeaseExpired, why: "was reclaimed by the reconciler"}
 	}
+	estimate := l.items[i].Cost
+	l.c.settled(ctx, req.Dimension, estimate, res, late, err)
 	if err != nil {
 		return Settlement{}, err
 	}
@@ -255,13 +265,31 @@ func (l *Lease) adjustLocked(ctx context.Context, i int, delta int64) (Settlemen
 	if l.degraded {
 		l.charged[i] = true
 	}
-	return res, nil
+	return settlement(res), nil
 }
 
-func (l *Lease) storeAdjust(ctx context.Context, req store.AdjustRequest) (store.AdjustResult, error) {
-	return storeCall(ctx, l.c, "adjust", func(ctx context.Context) (store.AdjustResult, error) {
-		return l.c.st.Adjust(ctx, req)
+func (c *Client) storeAdjust(ctx context.Context, req store.AdjustRequest) (store.Settlement, error) {
+	return storeCall(ctx, c, "adjust", func(ctx context.Context) (store.Settlement, error) {
+		return c.st.Adjust(ctx, req)
 	})
+}
+
+// settled logs a settlement that reached the store and reports it to the
+// observer: estimate is the cost held before, res.Held the cost after.
+func (c *Client) settled(ctx context.Context, dim string, estimate int64, res store.Settlement, late bool, err error) {
+	if o := c.obs; o != nil && o.Settled != nil {
+		ev := SettleEvent{Dimension: dim, Estimate: estimate, Actual: res.Held, Applied: res.Applied, Late: late, Err: err}
+		if err != nil {
+			ev.Actual = estimate
+		}
+		o.Settled(ctx, ev)
+	}
+	if err != nil || !c.log.Enabled(ctx, slog.LevelDebug) {
+		return
+	}
+	c.log.LogAttrs(ctx, slog.LevelDebug, "settle", slog.String("dimension", dim),
+		slog.Int64("estimate", estimate), slog.Int64("actual", res.Held),
+		slog.Float64("applied", Millitokens(res.Applied).Tokens()), slog.Bool("late", late))
 }
 
 // Extend keeps the lease alive for ttl from now (the heartbeat for a long
@@ -275,7 +303,7 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	now := l.c.clock.Now()
 	if !l.recorded || l.degraded {
-		if err := store.ValidateTTL(ttl); err != nil {
+		if err := contract.TTL(ttl); err != nil {
 			return err
 		}
 		if !now.Before(l.localExpiry) {
@@ -313,10 +341,3 @@ func (e *leaseError) Error() string {
 }
 
 func (e *leaseError) Unwrap() error { return e.err }
-
-func (c *Client) leaseEvent(ctx context.Context, msg string, l *Lease) {
-	if !c.log.Enabled(ctx, slog.LevelDebug) {
-		return
-	}
-	c.log.LogAttrs(ctx, slog.LevelDebug, msg, slog.String("lease", l.ID()), slog.Any("dimensions", l.items))
-}

@@ -21,7 +21,7 @@ type lateStore struct {
 	adjusts []store.AdjustRequest
 }
 
-func (s *lateStore) Adjust(ctx context.Context, req store.AdjustRequest) (store.AdjustResult, error) {
+func (s *lateStore) Adjust(ctx context.Context, req store.AdjustRequest) (store.Settlement, error) {
 	s.mu.Lock()
 	s.adjusts = append(s.adjusts, req)
 	s.mu.Unlock()
@@ -95,7 +95,7 @@ func TestLateUsageAfterExpiry(t *testing.T) {
 			l := res.Lease
 			clk.Advance(2 * time.Second)
 			if tt.reconcile {
-				if _, err := ls.Reconcile(ctx, store.ReconcileRequest{Now: clk.Now()}); err != nil {
+				if _, err := ls.Reconcile(ctx, store.ReconcileRequest{Now: clk.Now(), Limit: store.DefaultReconcileLimit}); err != nil {
 					t.Fatal(err)
 				}
 			}

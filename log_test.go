@@ -86,3 +86,59 @@ func TestLogEvents(t *testing.T) {
 		}
 	})
 }
+
+// TestLogKeysSnakeCase checks that every key of every event, nested ones
+// included, is snake_case, and that a settlement logs a settle event.
+func TestLogKeysSnakeCase(t *testing.T) {
+	ctx := context.Background()
+	var out syncBuffer
+	log := slog.New(slog.NewJSONHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	c, _, _ := newClient(t, sluice.WithLogger(log))
+	res, err := c.AcquireMany(ctx, []sluice.Request{{Dimension: "openai#tpm", Cost: 2000}, {Dimension: "elevenlabs#concurrent", Cost: 1}})
+	if err != nil || !res.Granted() {
+		t.Fatal(res.Outcome, err)
+	}
+	if _, err := res.Lease.Settle(ctx, "openai#tpm", 1500); err != nil {
+		t.Fatal(err)
+	}
+	if err := res.Lease.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var settle map[string]any
+	for _, line := range bytes.Split(bytes.TrimSpace(out.buf.Bytes()), []byte("\n")) {
+		var ev map[string]any
+		if err := json.Unmarshal(line, &ev); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		checkKeys(t, ev["msg"], ev)
+		if ev["msg"] == "settle" {
+			settle = ev
+		}
+	}
+	want := map[string]any{"dimension": "openai#tpm", "estimate": 2000.0, "actual": 1500.0, "applied": -500.0}
+	for k, v := range want {
+		if settle[k] != v {
+			t.Errorf("settle event %s = %v, want %v (event %v)", k, settle[k], v, settle)
+		}
+	}
+}
+
+func checkKeys(t *testing.T, msg any, v any) {
+	t.Helper()
+	switch v := v.(type) {
+	case map[string]any:
+		for k, x := range v {
+			for _, r := range k {
+				if (r < 'a' || r > 'z') && r != '_' {
+					t.Errorf("event %v: key %q is not snake_case", msg, k)
+					break
+				}
+			}
+			checkKeys(t, msg, x)
+		}
+	case []any:
+		for _, x := range v {
+			checkKeys(t, msg, x)
+		}
+	}
+}

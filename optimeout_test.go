@@ -43,9 +43,9 @@ func (b *blockStore) Release(ctx context.Context, req store.ReleaseRequest) (sto
 	return b.Store.Release(ctx, req)
 }
 
-func (b *blockStore) Adjust(ctx context.Context, req store.AdjustRequest) (store.AdjustResult, error) {
+func (b *blockStore) Adjust(ctx context.Context, req store.AdjustRequest) (store.Settlement, error) {
 	if err := b.block(ctx); err != nil {
-		return store.AdjustResult{}, err
+		return store.Settlement{}, err
 	}
 	return b.Store.Adjust(ctx, req)
 }
@@ -57,42 +57,42 @@ func (b *blockStore) Extend(ctx context.Context, req store.ExtendRequest) (time.
 	return b.Store.Extend(ctx, req)
 }
 
-func (b *blockStore) Penalize(ctx context.Context, req store.PenalizeRequest) (store.PenalizeResult, error) {
+func (b *blockStore) Penalize(ctx context.Context, req store.PenalizeRequest) (store.Penalty, error) {
 	if err := b.block(ctx); err != nil {
-		return store.PenalizeResult{}, err
+		return store.Penalty{}, err
 	}
 	return b.Store.Penalize(ctx, req)
 }
 
-func (b *blockStore) Peek(ctx context.Context, now time.Time, dims []string) ([]store.BucketState, error) {
+func (b *blockStore) Peek(ctx context.Context, req store.PeekRequest) ([]store.BucketState, error) {
 	if err := b.block(ctx); err != nil {
 		return nil, err
 	}
-	return b.Store.Peek(ctx, now, dims)
+	return b.Store.Peek(ctx, req)
 }
 
-func (b *blockStore) PutBucket(ctx context.Context, now time.Time, bk store.Bucket, reset bool) error {
+func (b *blockStore) PutBucket(ctx context.Context, req store.PutBucketRequest) error {
 	if err := b.block(ctx); err != nil {
 		return err
 	}
-	return b.Store.PutBucket(ctx, now, bk, reset)
+	return b.Store.PutBucket(ctx, req)
 }
 
-func (b *blockStore) DeleteBucket(ctx context.Context, name string) error {
+func (b *blockStore) DeleteBucket(ctx context.Context, req store.DeleteBucketRequest) error {
 	if err := b.block(ctx); err != nil {
 		return err
 	}
-	return b.Store.DeleteBucket(ctx, name)
+	return b.Store.DeleteBucket(ctx, req)
 }
 
-func (b *blockStore) ListBuckets(ctx context.Context, now time.Time) ([]store.BucketState, error) {
+func (b *blockStore) ListBuckets(ctx context.Context, req store.ListBucketsRequest) ([]store.BucketState, error) {
 	if err := b.block(ctx); err != nil {
 		return nil, err
 	}
-	return b.Store.ListBuckets(ctx, now)
+	return b.Store.ListBuckets(ctx, req)
 }
 
-func (b *blockStore) Leases(ctx context.Context, q store.LeaseQuery) ([]store.Lease, error) {
+func (b *blockStore) Leases(ctx context.Context, q store.LeaseQuery) ([]store.LeaseRecord, error) {
 	if err := b.block(ctx); err != nil {
 		return nil, err
 	}
@@ -141,7 +141,7 @@ func TestOpTimeoutBoundsEveryStoreCall(t *testing.T) {
 			{"Penalize", func() error { _, err := c.Penalize(ctx, "openai#rpm", 0.5); return err }},
 			{"Peek", func() error { _, err := c.Peek(ctx, "openai#rpm"); return err }},
 			{"GetBucket", func() error { _, err := c.GetBucket(ctx, "openai#rpm"); return err }},
-			{"ListBuckets", func() error { _, err := c.ListBuckets(ctx); return err }},
+			{"Buckets", func() error { _, err := c.Buckets(ctx); return err }},
 			{"PutBucket", func() error {
 				return c.PutBucket(ctx, sluice.Bucket{Name: "x#rpm", Config: sluice.PerMinute(sluice.Requests, 1)})
 			}},

@@ -15,9 +15,14 @@ func WithConfig(c Config) Option { return func(cl *Client) { cl.cfg = c } }
 // WithClock sets the clock used for every decision (default: SystemClock).
 func WithClock(c Clock) Option { return func(cl *Client) { cl.clock = c } }
 
-// WithLogger sets the structured logger for the seeds' events
+// WithLogger sets the structured logger for the client's events
 // (acquire.granted, acquire.retry_in, acquire.contention_retry,
-// slot.timeout, release.ok, penalize.applied). Default: discard.
+// acquire.degraded, slot.timeout, slot.renew_failed, slot.lease_lost,
+// slot.release_failed, slot.release_abandoned, release.ok, settle,
+// penalize.applied). Keys are snake_case and durations are durations; a
+// settle event carries dimension, estimate and actual (tokens), applied
+// (the balance change in tokens, negative for a refund) and late.
+// Default: discard.
 func WithLogger(l *slog.Logger) Option { return func(cl *Client) { cl.log = l } }
 
 // WithFailurePolicy sets what happens when the store is unreachable.

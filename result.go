@@ -4,11 +4,10 @@ import (
 	"time"
 
 	"github.com/ontopix/sluice/bucket"
-	"github.com/ontopix/sluice/store"
 )
 
 // LimitType is a bucket's limit type: Requests, Tokens or Concurrent.
-type LimitType = bucket.Type
+type LimitType = bucket.LimitType
 
 // The limit types.
 const (
@@ -45,11 +44,6 @@ type Request struct {
 	// Cost in tokens, at least 1.
 	Cost int64
 }
-
-// DimensionResult reports one dimension of an acquisition: its type, the
-// cost charged, the capacity, the balance left (Remaining, in millitokens:
-// divide by 1000 for tokens) and, on a denial, its own RetryIn.
-type DimensionResult = store.ItemResult
 
 // Result is the answer to Acquire or AcquireMany.
 type Result struct {

@@ -26,20 +26,42 @@ func (c *Client) Wait(ctx context.Context, reqs []Request, timeout time.Duration
 }
 
 func (c *Client) wait(ctx context.Context, dims []string, timeout time.Duration, try func() (Result, error)) (*Lease, error) {
+	if c.obs == nil || c.obs.Waited == nil {
+		l, _, err := c.waitLoop(ctx, dims, timeout, try)
+		return l, err
+	}
+	start := time.Now()
+	l, attempts, err := c.waitLoop(ctx, dims, timeout, try)
+	reqs := make([]Request, len(dims))
+	for i, d := range dims {
+		reqs[i].Dimension = d
+	}
+	if l != nil {
+		reqs = l.Dimensions()
+	}
+	c.obs.Waited(ctx, WaitEvent{
+		Dimensions: reqs, Waited: time.Since(start), Attempts: attempts,
+		Granted: l != nil, TimedOut: errors.Is(err, ErrSlotTimeout), Err: err,
+	})
+	return l, err
+}
+
+// waitLoop is wait's loop; it also returns the number of attempts made.
+func (c *Client) waitLoop(ctx context.Context, dims []string, timeout time.Duration, try func() (Result, error)) (*Lease, int, error) {
 	if timeout == 0 {
 		timeout = c.cfg.DefaultSlotTimeout
 	}
 	if timeout < 0 {
-		return nil, invalid("timeout", timeout, "must not be negative")
+		return nil, 0, invalid("timeout", timeout, "must not be negative")
 	}
 	deadline := c.clock.Now().Add(timeout)
 	for attempt := 1; ; attempt++ {
 		res, err := try()
 		if err != nil {
-			return nil, err
+			return nil, attempt, err
 		}
 		if res.Granted() {
-			return res.Lease, nil
+			return res.Lease, attempt, nil
 		}
 		left := deadline.Sub(c.clock.Now())
 		if left <= 0 {
@@ -47,10 +69,10 @@ func (c *Client) wait(ctx context.Context, dims []string, timeout time.Duration,
 				c.log.LogAttrs(ctx, slog.LevelWarn, "slot.timeout", slog.Any("dimensions", dims),
 					slog.Duration("timeout", timeout), slog.Int("attempts", attempt), slog.Duration("retry_in", res.RetryIn))
 			}
-			return nil, &SlotTimeoutError{Dimensions: dims, Timeout: timeout, RetryIn: res.RetryIn, Attempts: attempt}
+			return nil, attempt, &SlotTimeoutError{Dimensions: dims, Timeout: timeout, RetryIn: res.RetryIn, Attempts: attempt}
 		}
 		if err := sleep(ctx, min(jitter(res.RetryIn), left)); err != nil {
-			return nil, err
+			return nil, attempt, err
 		}
 	}
 }
@@ -219,6 +241,9 @@ func (h *SlotHandle) lose(c *Client, why error) {
 		return
 	}
 	c.log.LogAttrs(h.ctx, slog.LevelWarn, "slot.lease_lost", slog.String("lease", h.lease.ID()), slog.String("error", why.Error()))
+	if o := c.obs; o != nil && o.LeaseLost != nil {
+		o.LeaseLost(h.ctx, LeaseLostEvent{Lease: h.lease.ID(), Cause: why})
+	}
 	h.cancel(ErrLeaseLost)
 }
 

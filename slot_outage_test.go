@@ -102,7 +102,7 @@ func TestWithSlotCancelsBeforeExpiryWhenRenewalsFail(t *testing.T) {
 					}
 					got = time.Since(start)
 					// A reconciler running now must find nothing to reclaim.
-					res, err := ps.Store.Reconcile(context.Background(), store.ReconcileRequest{Now: time.Now()})
+					res, err := ps.Store.Reconcile(context.Background(), store.ReconcileRequest{Now: time.Now(), Limit: store.DefaultReconcileLimit})
 					if err != nil {
 						return err
 					}
@@ -218,7 +218,7 @@ func TestSlotReleaseOfReclaimedLeaseNotRetried(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := ps.Store.Reconcile(context.Background(), store.ReconcileRequest{Now: time.Now().Add(time.Hour)}); err != nil {
+		if _, err := ps.Store.Reconcile(context.Background(), store.ReconcileRequest{Now: time.Now().Add(time.Hour), Limit: store.DefaultReconcileLimit}); err != nil {
 			t.Fatal(err)
 		}
 		if err := h.Release(context.Background()); !errors.Is(err, sluice.ErrLeaseExpired) {
@@ -238,10 +238,10 @@ type stuckAdjustStore struct {
 	entered, release chan struct{}
 }
 
-func (s *stuckAdjustStore) Adjust(ctx context.Context, req store.AdjustRequest) (store.AdjustResult, error) {
+func (s *stuckAdjustStore) Adjust(ctx context.Context, req store.AdjustRequest) (store.Settlement, error) {
 	close(s.entered)
 	<-s.release
-	return store.AdjustResult{}, store.Unavailable("adjust", errors.New("stuck"))
+	return store.Settlement{}, store.Unavailable("adjust", errors.New("stuck"))
 }
 
 // An operation stuck on the lease (here an Adjust, with no OpTimeout)

@@ -76,7 +76,7 @@ func TestWithSlotRenewsAndReleases(t *testing.T) {
 			// Hold for 10 TTLs; renewal must keep the lease alive through reconciles.
 			for i := 0; i < 10; i++ {
 				time.Sleep(3 * time.Second)
-				if _, err := st.Reconcile(context.Background(), store.ReconcileRequest{Now: time.Now()}); err != nil {
+				if _, err := st.Reconcile(context.Background(), store.ReconcileRequest{Now: time.Now(), Limit: store.DefaultReconcileLimit}); err != nil {
 					return err
 				}
 				if ctx.Err() != nil {
@@ -102,7 +102,7 @@ func TestWithSlotLeaseLost(t *testing.T) {
 		err := c.WithSlot(ctx, "elevenlabs#concurrent", 0, func(fctx context.Context, l *sluice.Lease) error {
 			// Someone deletes every lease record (as a reconciler with a
 			// skewed clock would): the next renewal must notice.
-			if _, err := st.Reconcile(ctx, store.ReconcileRequest{Now: time.Now().Add(time.Hour)}); err != nil {
+			if _, err := st.Reconcile(ctx, store.ReconcileRequest{Now: time.Now().Add(time.Hour), Limit: store.DefaultReconcileLimit}); err != nil {
 				return err
 			}
 			<-fctx.Done()

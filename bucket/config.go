@@ -28,23 +28,23 @@ func (e *FieldError) Error() string {
 // Is makes errors.Is(err, ErrInvalid) true.
 func (e *FieldError) Is(target error) bool { return target == ErrInvalid }
 
-// Type is a bucket's limit type. The zero value is invalid.
-type Type uint8
+// LimitType is a bucket's limit type. The zero value is invalid.
+type LimitType uint8
 
 // The limit types.
 const (
 	// Requests limits calls per period (e.g. openai#rpm). Costs are consumed.
-	Requests Type = 1
+	Requests LimitType = 1
 	// Tokens limits units per period (e.g. openai#tpm). Costs are consumed and
 	// may be settled with Adjust, into debt.
-	Tokens Type = 2
+	Tokens LimitType = 2
 	// Concurrent limits simultaneous holders (e.g. elevenlabs#concurrent).
 	// It never refills; releasing or reclaiming a lease gives its cost back.
-	Concurrent Type = 3
+	Concurrent LimitType = 3
 )
 
 // String returns the type's wire name: "requests", "tokens" or "concurrent".
-func (t Type) String() string {
+func (t LimitType) String() string {
 	switch t {
 	case Requests:
 		return "requests"
@@ -57,7 +57,7 @@ func (t Type) String() string {
 }
 
 // ParseType parses a wire name as written by String.
-func ParseType(s string) (Type, error) {
+func ParseType(s string) (LimitType, error) {
 	switch s {
 	case "requests":
 		return Requests, nil
@@ -76,7 +76,7 @@ const NoDebt = -1
 // use Validate before trusting one from outside.
 type Config struct {
 	// Type is the limit type. Required.
-	Type Type
+	Type LimitType
 	// Capacity is the most tokens the bucket holds: the burst size. For a
 	// concurrent bucket it is the number of simultaneous slots. 1..10^12.
 	Capacity int64
@@ -98,7 +98,7 @@ type Config struct {
 // PerPeriod returns a time-based bucket of type t that holds capacity tokens
 // and refills capacity tokens every period: the shape of a vendor's
 // "N per minute" limit.
-func PerPeriod(t Type, capacity int64, period time.Duration) Config {
+func PerPeriod(t LimitType, capacity int64, period time.Duration) Config {
 	return Config{Type: t, Capacity: capacity, RefillAmount: capacity, RefillPeriod: period}
 }
 
@@ -168,7 +168,7 @@ func (c Config) Validate() error {
 // Limits is a Config in the integer units the math works in.
 type Limits struct {
 	// Type is the limit type.
-	Type Type
+	Type LimitType
 	// Capacity is the maximum balance in millitokens.
 	Capacity int64
 	// Amount millitokens are earned per Period; 0 for concurrent buckets.

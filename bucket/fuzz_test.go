@@ -7,7 +7,7 @@ import (
 
 // fuzzConfig builds a valid Config from fuzz input, or reports false.
 func fuzzConfig(kind uint8, capacity, amount int64, periodMs int64, debt int64) (Config, bool) {
-	c := Config{Type: Type(kind%3 + 1), Capacity: capacity, MaxDebt: debt}
+	c := Config{Type: LimitType(kind%3 + 1), Capacity: capacity, MaxDebt: debt}
 	if c.Type != Concurrent {
 		c.RefillAmount = amount
 		c.RefillPeriod = time.Duration(periodMs) * time.Millisecond

@@ -195,7 +195,7 @@ func TestMulDivSaturates(t *testing.T) {
 }
 
 func TestParseType(t *testing.T) {
-	for _, ty := range []Type{Requests, Tokens, Concurrent} {
+	for _, ty := range []LimitType{Requests, Tokens, Concurrent} {
 		got, err := ParseType(ty.String())
 		if err != nil || got != ty {
 			t.Errorf("ParseType(%q) = %v, %v; want %v", ty.String(), got, err, ty)

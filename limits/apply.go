@@ -3,7 +3,7 @@ package limits
 import (
 	"context"
 	"fmt"
-	"time"
+	"github.com/ontopix/sluice/store"
 
 	"github.com/ontopix/sluice"
 )
@@ -37,9 +37,14 @@ func Apply(ctx context.Context, c *sluice.Client, f *File, opts ...ApplyOption) 
 	for _, opt := range opts {
 		opt(&o)
 	}
-	current, err := c.Store().ListBuckets(ctx, time.Now())
+	states, err := c.Buckets(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("limits: reading the store's buckets: %w", err)
+	}
+	current := make([]store.BucketState, len(states))
+	for i, b := range states {
+		current[i] = store.BucketState{Bucket: b.Bucket, Tokens: int64(b.Tokens), LastRefill: b.LastRefill.UnixMilli(),
+			ActiveLeases: b.ActiveLeases, NextExpiry: b.NextExpiry, Now: b.Now}
 	}
 	var done []Change
 	for _, ch := range Plan(f, current, o.reset, o.prune) {

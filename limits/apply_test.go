@@ -50,7 +50,7 @@ func actions(cs []limits.Change) map[string]limits.Action {
 // tokens returns the live balance of each bucket, in millitokens.
 func tokens(t *testing.T, st store.Store) map[string]int64 {
 	t.Helper()
-	bs, err := st.ListBuckets(context.Background(), time.Now())
+	bs, err := st.ListBuckets(context.Background(), store.ListBucketsRequest{Now: time.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,6 +56,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/store"
 )
 
@@ -282,7 +283,7 @@ func yamlField(f string) string {
 
 // add records an entry, rejecting invalid names and duplicates.
 func (p *parser) add(at *yaml.Node, path string, e Entry, _ map[string]*yaml.Node) {
-	if err := store.ValidateName(e.Name); err != nil {
+	if err := contract.Name(e.Name); err != nil {
 		var fe *bucket.FieldError
 		msg := err.Error()
 		if errors.As(err, &fe) {

@@ -21,7 +21,7 @@ type preset struct {
 
 type metric struct {
 	key string // in the file, e.g. "rpm"
-	typ bucket.Type
+	typ bucket.LimitType
 }
 
 // presetTable returns the built-in vendor shapes. Each metric key names

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/store"
 )
 
@@ -90,12 +91,16 @@ func WithReportFunc(f func(Report)) Option { return func(r *Reconciler) { r.onRe
 
 // New returns a Reconciler over st.
 func New(st store.Store, opts ...Option) (*Reconciler, error) {
-	r := &Reconciler{st: st, clock: sluice.SystemClock{}, batch: DefaultBatchSize, maxBatches: DefaultMaxBatches}
+	r := &Reconciler{clock: sluice.SystemClock{}, batch: DefaultBatchSize, maxBatches: DefaultMaxBatches}
+	if st != nil {
+		// Requests go through the same checks as a Client's.
+		r.st = contract.Checked(st)
+	}
 	for _, o := range opts {
 		o(r)
 	}
 	switch {
-	case st == nil:
+	case r.st == nil:
 		return nil, &sluice.FieldError{Field: "store", Value: nil, Reason: "must not be nil"}
 	case r.clock == nil:
 		return nil, &sluice.FieldError{Field: "clock", Value: nil, Reason: "must not be nil"}

@@ -94,7 +94,7 @@ func TestRunOnceReportsLikeSeed001(t *testing.T) {
 		t.Errorf("logged %+v, want reconciler.complete with restored 4 over 3 dimensions", ev)
 	}
 	s, _ := c.GetBucket(ctx, "elevenlabs#concurrent")
-	if got, want := s.Tokens, int64(5000); got != want {
+	if got, want := s.Tokens, sluice.Millitokens(5000); got != want {
 		t.Errorf("concurrent balance = %d, want %d", got, want)
 	}
 	// Idempotent: a second pass finds nothing.

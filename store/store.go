@@ -1,13 +1,28 @@
-// Package store defines the contract every Sluice backend implements: memory,
-// Redis, DynamoDB, PostgreSQL and the remote service.
+// Package store defines the interface implemented by Sluice backends:
+// memory, Redis, DynamoDB and PostgreSQL. Application code should use
+// package sluice; this package is for implementing a store.
 //
-// The contract is operation-level, in the manner of database/sql/driver: each
-// method is one atomic operation on the store, and the caller passes the time
-// (Now) so that decisions are deterministic in tests. A store that keeps its
-// own clock (Redis TIME, PostgreSQL clock_timestamp()) documents when it
-// ignores Now. Callers' clocks may disagree: every bucket computation first
-// aligns the stored state with Now (bucket.Align, with the store's maximum
-// skew, DefaultMaxSkew unless configured). Costs and deltas are whole tokens; balances are millitokens.
+// The contract is operation-level, in the manner of database/sql/driver:
+// each method is one atomic operation on the store, and the caller passes
+// the time (Now) so that decisions are deterministic in tests. A store that
+// keeps its own clock (Redis TIME, PostgreSQL clock_timestamp()) documents
+// when it ignores Now. Callers' clocks may disagree: every bucket
+// computation first aligns the stored state with Now (bucket.Align, with
+// the store's maximum skew, DefaultMaxSkew unless configured). Costs and
+// deltas are whole tokens; balances are millitokens.
+//
+// Requests reach a store already validated and defaulted by the portable
+// layer (sluice.Client): Now is in range; names, costs, TTLs, callers,
+// lease ids, deltas, factors, bucket configurations, duplicates and the
+// limits below are checked; Poll and Limit are filled in. The portable
+// layer also bounds each call by its operation timeout, retries
+// ErrContention with backoff and sorts and truncates listings. A store
+// keeps only the checks that need its stored state: an unknown dimension
+// (*ConfigurationError), a cost above capacity (Bucket.ResolveCost),
+// adjusting or penalizing a concurrent bucket (Bucket.CheckAdjustable,
+// Bucket.CheckPenalizable), a refund above what a lease holds
+// (AdjustHeld), a lease's existence and expiry, a lease id in use
+// (SameItems) and a change of limit type (CheckTypeChange).
 //
 // The conformance suite in store/storetest is the definition of correct:
 // every implementation must pass it against its real server.
@@ -29,10 +44,9 @@ type Store interface {
 	// (see AcquireRequest.Record), Recorded. A denial fills res.RetryIn with
 	// the longest wait among the denied items and changes nothing, except
 	// that a bucket whose last write is more than the store's maximum clock
-	// skew ahead of Now is rebased to Now (see bucket.Align). Validation
-	// errors (*bucket.FieldError), an unknown dimension
-	// (*ConfigurationError) and a cost above capacity (*CostError) are
-	// returned before anything changes.
+	// skew ahead of Now is rebased to Now (see bucket.Align). An unknown
+	// dimension (*ConfigurationError) and a cost above capacity
+	// (*CostError) are returned before anything changes.
 	//
 	// When req.ID already has a lease record (expired or not), the store
 	// changes nothing: if the record holds the same dimensions at the same
@@ -52,7 +66,7 @@ type Store interface {
 
 	// Adjust settles an estimate on one requests or tokens item of a lease
 	// (see AdjustRequest).
-	Adjust(ctx context.Context, req AdjustRequest) (AdjustResult, error)
+	Adjust(ctx context.Context, req AdjustRequest) (Settlement, error)
 
 	// Extend moves a recorded lease's expiry to Now+TTL and returns it. It
 	// fails with ErrLeaseExpired when the lease has already expired and with
@@ -61,12 +75,12 @@ type Store interface {
 
 	// Penalize multiplies a time-based bucket's available tokens by
 	// FactorMilli/1000 in one atomic write.
-	Penalize(ctx context.Context, req PenalizeRequest) (PenalizeResult, error)
+	Penalize(ctx context.Context, req PenalizeRequest) (Penalty, error)
 
-	// Peek returns the state of the named buckets at now without changing
-	// them, in the order asked. Each bucket's state is read atomically;
-	// several buckets are not promised to be one snapshot.
-	Peek(ctx context.Context, now time.Time, dimensions []string) ([]BucketState, error)
+	// Peek returns the state of the named buckets at req.Now without
+	// changing them, in the order asked. Each bucket's state is read
+	// atomically; several buckets are not promised to be one snapshot.
+	Peek(ctx context.Context, req PeekRequest) ([]BucketState, error)
 
 	// Reconcile processes up to req.Limit expired lease records: it returns
 	// the cost of concurrent ones (capacity-guarded), deletes them all, and
@@ -79,26 +93,41 @@ type Store interface {
 	Reconcile(ctx context.Context, req ReconcileRequest) (ReconcileResult, error)
 
 	// PutBucket creates or reconfigures a bucket. An existing bucket keeps
-	// its balance (see bucket.Reconfigure) unless reset is true, which
+	// its balance (see bucket.Reconfigure) unless req.Reset is true, which
 	// fills it to capacity. A new bucket starts full. An existing bucket's
 	// limit type cannot change to or from concurrent (CheckTypeChange).
-	PutBucket(ctx context.Context, now time.Time, b Bucket, reset bool) error
+	PutBucket(ctx context.Context, req PutBucketRequest) error
 
 	// DeleteBucket removes a bucket. Its lease records become orphans that
 	// Reconcile deletes; releasing one restores nothing, even into a bucket
 	// re-created under the same name. Deleting a missing bucket returns a
 	// *ConfigurationError.
-	DeleteBucket(ctx context.Context, name string) error
+	DeleteBucket(ctx context.Context, req DeleteBucketRequest) error
 
-	// ListBuckets returns every bucket's state at now, sorted by name.
-	ListBuckets(ctx context.Context, now time.Time) ([]BucketState, error)
+	// ListBuckets returns every bucket's state at req.Now, in any order
+	// (the caller sorts them by name).
+	ListBuckets(ctx context.Context, req ListBucketsRequest) ([]BucketState, error)
 
-	// Leases lists lease records matching q, sorted by expiry.
-	Leases(ctx context.Context, q LeaseQuery) ([]Lease, error)
+	// Leases lists lease records matching q. The store may return them in
+	// any order and may ignore q.Limit: the caller sorts them by expiry and
+	// truncates the list.
+	Leases(ctx context.Context, q LeaseQuery) ([]LeaseRecord, error)
 
 	// Close releases the store's resources. Operations after Close return
 	// ErrClosed. It does not close a client the caller passed in.
 	Close() error
+}
+
+// InProcess is implemented by a store whose operations run in the caller's
+// process and never block on I/O or on a lock held across I/O, such as
+// store/memstore. The client then calls it without bounding each call by
+// its operation timeout, which would cost a timer and a context per call
+// for a bound that can never be reached. A store that reaches a server
+// must not implement it.
+type InProcess interface {
+	Store
+	// InProcess marks the store; it does nothing.
+	InProcess()
 }
 
 // Bucket is a named bucket configuration.
@@ -133,8 +162,8 @@ type AcquireRequest struct {
 	// that the lease can be listed and settled across processes. A record is
 	// always written when an item is concurrent.
 	Record bool
-	// Poll caps the RETRY_IN hint of a denied concurrent item; 0 means
-	// DefaultPoll.
+	// Poll caps the RETRY_IN hint of a denied concurrent item (the client
+	// fills in DefaultPoll).
 	Poll time.Duration
 }
 
@@ -158,7 +187,7 @@ type ItemResult struct {
 	// Dimension names the bucket.
 	Dimension string
 	// Type is the bucket's limit type.
-	Type bucket.Type
+	Type bucket.LimitType
 	// Cost is the cost in tokens that was (or would have been) charged.
 	Cost int64
 	// Capacity is the bucket's capacity in tokens.
@@ -233,8 +262,8 @@ type AdjustRequest struct {
 	ExpiresAt time.Time
 }
 
-// AdjustResult is the output of Store.Adjust.
-type AdjustResult struct {
+// Settlement is the output of Store.Adjust.
+type Settlement struct {
 	// Held is the lease's cost for the dimension after the adjustment.
 	Held int64
 	// Applied is the change to the balance in millitokens (positive for a
@@ -267,8 +296,8 @@ type PenalizeRequest struct {
 	FactorMilli int64
 }
 
-// PenalizeResult is the output of Store.Penalize.
-type PenalizeResult struct {
+// Penalty is the output of Store.Penalize.
+type Penalty struct {
 	// Before and After are the balances in millitokens.
 	Before, After int64
 }
@@ -291,12 +320,43 @@ type BucketState struct {
 	Now time.Time
 }
 
+// PeekRequest is the input of Store.Peek.
+type PeekRequest struct {
+	// Now is the time the states are computed at.
+	Now time.Time
+	// Dimensions names the buckets, at least one.
+	Dimensions []string
+}
+
+// PutBucketRequest is the input of Store.PutBucket.
+type PutBucketRequest struct {
+	// Now is the time of the change.
+	Now time.Time
+	// Bucket is the new configuration, validated.
+	Bucket Bucket
+	// Reset fills an existing bucket to capacity instead of keeping its
+	// balance.
+	Reset bool
+}
+
+// DeleteBucketRequest is the input of Store.DeleteBucket.
+type DeleteBucketRequest struct {
+	// Name is the bucket's name.
+	Name string
+}
+
+// ListBucketsRequest is the input of Store.ListBuckets.
+type ListBucketsRequest struct {
+	// Now is the time the states are computed at.
+	Now time.Time
+}
+
 // ReconcileRequest is the input of Store.Reconcile.
 type ReconcileRequest struct {
 	// Now is the time leases are judged expired against.
 	Now time.Time
-	// Limit bounds the number of lease records processed; 0 means
-	// DefaultReconcileLimit.
+	// Limit bounds the number of lease records processed, at least 1
+	// (the client fills in DefaultReconcileLimit).
 	Limit int
 }
 
@@ -330,8 +390,8 @@ type LeaseQuery struct {
 	Limit int
 }
 
-// Lease is a lease record.
-type Lease struct {
+// LeaseRecord is a lease as a store records it.
+type LeaseRecord struct {
 	// ID is the lease's id.
 	ID LeaseID
 	// Items are the dimensions and their current costs in tokens.

@@ -24,7 +24,7 @@ func newMem(b *testing.B, names ...string) *memstore.Store {
 	st := memstore.New()
 	for _, n := range names {
 		cfg := bucket.PerPeriod(bucket.Requests, huge, time.Millisecond)
-		if err := st.PutBucket(context.Background(), t0, store.Bucket{Name: n, Config: cfg}, false); err != nil {
+		if err := st.PutBucket(context.Background(), store.PutBucketRequest{Now: t0, Bucket: store.Bucket{Name: n, Config: cfg}}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -66,7 +66,7 @@ func BenchmarkClientAcquire(b *testing.B) {
 func BenchmarkClientConcurrentAcquireRelease(b *testing.B) {
 	st := memstore.New()
 	ctx := context.Background()
-	if err := st.PutBucket(ctx, t0, store.Bucket{Name: "elevenlabs#concurrent", Config: bucket.ConcurrentSlots(1000)}, false); err != nil {
+	if err := st.PutBucket(ctx, store.PutBucketRequest{Now: t0, Bucket: store.Bucket{Name: "elevenlabs#concurrent", Config: bucket.ConcurrentSlots(1000)}}); err != nil {
 		b.Fatal(err)
 	}
 	c, _ := sluice.New(st)
@@ -86,7 +86,7 @@ func BenchmarkClientConcurrentAcquireRelease(b *testing.B) {
 func BenchmarkClientAcquireMany3(b *testing.B) {
 	st := newMem(b, "openai#rpm", "openai#tpm")
 	ctx := context.Background()
-	_ = st.PutBucket(ctx, t0, store.Bucket{Name: "openai#concurrent", Config: bucket.ConcurrentSlots(1000)}, false)
+	_ = st.PutBucket(ctx, store.PutBucketRequest{Now: t0, Bucket: store.Bucket{Name: "openai#concurrent", Config: bucket.ConcurrentSlots(1000)}})
 	c, _ := sluice.New(st)
 	reqs := []sluice.Request{{Dimension: "openai#rpm", Cost: 1}, {Dimension: "openai#tpm", Cost: 500}, {Dimension: "openai#concurrent", Cost: 1}}
 	b.ReportAllocs()
@@ -188,7 +188,7 @@ func BenchmarkParallelDistinctMemstore(b *testing.B) {
 func BenchmarkMemstoreConcurrentAcquireRelease(b *testing.B) {
 	st := memstore.New()
 	ctx := context.Background()
-	if err := st.PutBucket(ctx, t0, store.Bucket{Name: "elevenlabs#concurrent", Config: bucket.ConcurrentSlots(1000)}, false); err != nil {
+	if err := st.PutBucket(ctx, store.PutBucketRequest{Now: t0, Bucket: store.Bucket{Name: "elevenlabs#concurrent", Config: bucket.ConcurrentSlots(1000)}}); err != nil {
 		b.Fatal(err)
 	}
 	req := store.AcquireRequest{Items: []store.Item{{Dimension: "elevenlabs#concurrent", Cost: 1}}, TTL: time.Minute, Now: t0}

@@ -57,7 +57,7 @@ func TestHandler(t *testing.T) {
 		{Name: "eleven#concurrent", Config: bucket.ConcurrentSlots(2)},
 		{Name: "openai#rpm", Config: bucket.PerPeriod(bucket.Requests, 100, time.Minute)},
 	} {
-		if err := s.PutBucket(ctx, past, b, false); err != nil {
+		if err := s.PutBucket(ctx, store.PutBucketRequest{Now: past, Bucket: b}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -100,7 +100,7 @@ func TestHandler(t *testing.T) {
 	if err != nil || rep.Restored != 2 || rep.Reclaimed != 1 || strings.Join(rep.Dimensions, ",") != "eleven#concurrent,openai#rpm" {
 		t.Fatalf("first invocation = %+v, %v; want 2 restored, 1 reclaimed", rep, err)
 	}
-	st, err := s.Peek(ctx, time.Now(), []string{"eleven#concurrent"})
+	st, err := s.Peek(ctx, store.PeekRequest{Now: time.Now(), Dimensions: []string{"eleven#concurrent"}})
 	if err != nil || st[0].Tokens != 2000 || st[0].ActiveLeases != 0 {
 		t.Errorf("after: %+v %v; want both slots free", st, err)
 	}

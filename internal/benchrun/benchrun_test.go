@@ -38,7 +38,7 @@ func newMem(t *testing.T) store.Store {
 	t.Helper()
 	st := memstore.New()
 	b := store.Bucket{Name: "v#rpm", Config: bucket.PerPeriod(bucket.Requests, 600, time.Minute)}
-	if err := st.PutBucket(context.Background(), time.Now(), b, true); err != nil {
+	if err := st.PutBucket(context.Background(), store.PutBucketRequest{Now: time.Now(), Bucket: b, Reset: true}); err != nil {
 		t.Fatal(err)
 	}
 	return st

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/store"
 )
 
@@ -43,7 +44,7 @@ func parseItems(args []string) ([]store.Item, error) {
 			}
 			it = store.Item{Dimension: a[:i], Cost: n}
 		}
-		if err := store.ValidateName(it.Dimension); err != nil {
+		if err := contract.Name(it.Dimension); err != nil {
 			return nil, &UsageError{Err: err}
 		}
 		its = append(its, it)

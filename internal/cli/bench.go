@@ -111,7 +111,7 @@ func runBench(cmd *cobra.Command, g *globals, o benchOptions) error {
 			return err
 		}
 		for _, b := range lf.Buckets() {
-			if err := st.PutBucket(ctx, g.now(), b, true); err != nil {
+			if err := st.PutBucket(ctx, store.PutBucketRequest{Now: g.now(), Bucket: b, Reset: true}); err != nil {
 				return err
 			}
 		}
@@ -120,7 +120,7 @@ func runBench(cmd *cobra.Command, g *globals, o benchOptions) error {
 	for i, it := range items {
 		names[i] = it.Dimension
 	}
-	states, err := st.Peek(ctx, g.now(), names)
+	states, err := st.Peek(ctx, store.PeekRequest{Now: g.now(), Dimensions: names})
 	if err != nil {
 		return err
 	}
@@ -131,7 +131,7 @@ func runBench(cmd *cobra.Command, g *globals, o benchOptions) error {
 		buckets[i] = s.Bucket
 		cfg.Concurrent = cfg.Concurrent || s.Type == bucket.Concurrent
 		if o.reset && o.limits == "" {
-			if err := st.PutBucket(ctx, g.now(), s.Bucket, true); err != nil {
+			if err := st.PutBucket(ctx, store.PutBucketRequest{Now: g.now(), Bucket: s.Bucket, Reset: true}); err != nil {
 				return err
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/store"
 )
 
@@ -45,7 +46,7 @@ func newBucketListCmd(g *globals) *cobra.Command {
 				return err
 			}
 			return g.withStore(cmd.Context(), func(st store.Store) error {
-				states, err := st.ListBuckets(cmd.Context(), g.now())
+				states, err := st.ListBuckets(cmd.Context(), store.ListBucketsRequest{Now: g.now()})
 				if err != nil {
 					return err
 				}
@@ -90,7 +91,7 @@ func newBucketGetCmd(g *globals) *cobra.Command {
 				return err
 			}
 			return g.withStore(cmd.Context(), func(st store.Store) error {
-				s, err := st.Peek(cmd.Context(), g.now(), args)
+				s, err := st.Peek(cmd.Context(), store.PeekRequest{Now: g.now(), Dimensions: args})
 				if err != nil {
 					return err
 				}
@@ -169,11 +170,11 @@ larger --capacity allows a burst.`,
 				return err
 			}
 			b := store.Bucket{Name: args[0], Config: c}
-			if err := store.ValidateBucket(b); err != nil {
+			if err := contract.Bucket(b); err != nil {
 				return &UsageError{Err: err}
 			}
 			return g.withStore(cmd.Context(), func(st store.Store) error {
-				if err := st.PutBucket(cmd.Context(), g.now(), b, f.reset); err != nil {
+				if err := st.PutBucket(cmd.Context(), store.PutBucketRequest{Now: g.now(), Bucket: b, Reset: f.reset}); err != nil {
 					return err
 				}
 				how := "keeping its balance"
@@ -206,7 +207,7 @@ func newBucketDeleteCmd(g *globals) *cobra.Command {
 		Args:    exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.withStore(cmd.Context(), func(st store.Store) error {
-				if err := st.DeleteBucket(cmd.Context(), args[0]); err != nil {
+				if err := st.DeleteBucket(cmd.Context(), store.DeleteBucketRequest{Name: args[0]}); err != nil {
 					return err
 				}
 				_, err := fmt.Fprintf(cmd.OutOrStdout(), "deleted %s\n", args[0])
@@ -227,12 +228,12 @@ reclaim is capped at capacity (counted as already_capped).`,
 		Args:    minArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.withStore(cmd.Context(), func(st store.Store) error {
-				states, err := st.Peek(cmd.Context(), g.now(), args)
+				states, err := st.Peek(cmd.Context(), store.PeekRequest{Now: g.now(), Dimensions: args})
 				if err != nil {
 					return err
 				}
 				for _, s := range states {
-					if err := st.PutBucket(cmd.Context(), g.now(), s.Bucket, true); err != nil {
+					if err := st.PutBucket(cmd.Context(), store.PutBucketRequest{Now: g.now(), Bucket: s.Bucket, Reset: true}); err != nil {
 						return err
 					}
 					fmt.Fprintf(cmd.OutOrStdout(), "reset %s: %s -> %d tokens\n", s.Name, milli(s.Tokens), s.Capacity)

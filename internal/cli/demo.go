@@ -209,7 +209,7 @@ func margin(excess int64) string {
 	return fmt.Sprintf("%.3f", float64(m)/bucket.Milli)
 }
 
-func unitOf(t bucket.Type) string {
+func unitOf(t bucket.LimitType) string {
 	switch t {
 	case bucket.Requests:
 		return "req"

@@ -69,7 +69,7 @@ func limitsSub(g *globals, name, short string) *cobra.Command {
 				return err
 			}
 			return g.withStore(cmd.Context(), func(st store.Store) error {
-				cur, err := st.ListBuckets(cmd.Context(), g.now())
+				cur, err := st.ListBuckets(cmd.Context(), store.ListBucketsRequest{Now: g.now()})
 				if err != nil {
 					return err
 				}
@@ -201,9 +201,9 @@ func applyPlan(cmd *cobra.Command, g *globals, st store.Store, f limitsFlags, pl
 		var err error
 		switch c.Action {
 		case limitsfile.Create, limitsfile.Update, limitsfile.Reset:
-			err = st.PutBucket(ctx, g.now(), c.Bucket, c.Reset)
+			err = st.PutBucket(ctx, store.PutBucketRequest{Now: g.now(), Bucket: c.Bucket, Reset: c.Reset})
 		case limitsfile.Delete:
-			err = st.DeleteBucket(ctx, c.Dimension)
+			err = st.DeleteBucket(ctx, store.DeleteBucketRequest{Name: c.Dimension})
 		default:
 			continue
 		}

@@ -51,7 +51,7 @@ after the vendor answered 429 Too Many Requests.`,
 				if output == "json" {
 					return writeJSON(cmd.OutOrStdout(), v)
 				}
-				_, err = fmt.Fprintf(cmd.OutOrStdout(), "penalized %s ×%g: %s -> %s tokens\n", v.Dimension, factor, milli(res.Before), milli(res.After))
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "penalized %s ×%g: %s -> %s tokens\n", v.Dimension, factor, milli(int64(res.Before)), milli(int64(res.After)))
 				return err
 			})
 		},

@@ -51,7 +51,11 @@ func viewOf(s store.BucketState) bucketView {
 		t := s.NextExpiry.UTC()
 		v.NextExpiry = &t
 	}
-	if d := sluice.TimeUntil(s, s.Capacity); d >= 0 && (s.Type != bucket.Concurrent || d == 0) {
+	state := sluice.BucketState{
+		Bucket: s.Bucket, Tokens: sluice.Millitokens(s.Tokens), LastRefill: time.UnixMilli(s.LastRefill),
+		NextExpiry: s.NextExpiry, Now: s.Now,
+	}
+	if d := sluice.TimeUntil(state, s.Capacity); d >= 0 && (s.Type != bucket.Concurrent || d == 0) {
 		ms := d.Milliseconds()
 		v.TimeToFullMs = &ms
 	}
@@ -114,9 +118,9 @@ released or reclaimed ("on release").
 
 func readStates(ctx context.Context, g *globals, st store.Store, dims []string) ([]store.BucketState, error) {
 	if len(dims) > 0 {
-		return st.Peek(ctx, g.now(), dims)
+		return st.Peek(ctx, store.PeekRequest{Now: g.now(), Dimensions: dims})
 	}
-	return st.ListBuckets(ctx, g.now())
+	return st.ListBuckets(ctx, store.ListBucketsRequest{Now: g.now()})
 }
 
 func printStatus(ctx context.Context, g *globals, st store.Store, dims []string, output string, w io.Writer) error {

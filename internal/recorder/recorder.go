@@ -104,7 +104,7 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 }
 
 // Adjust implements store.Store, recording the change the store applied.
-func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.AdjustResult, error) {
+func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.Settlement, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	req.Now = s.now(req.Now)

@@ -27,7 +27,7 @@ func (o overAdmitting) Acquire(ctx context.Context, req *store.AcquireRequest, r
 		return err
 	}
 	for _, b := range buckets {
-		if err := o.PutBucket(ctx, req.Now, b, true); err != nil {
+		if err := o.PutBucket(ctx, store.PutBucketRequest{Now: req.Now, Bucket: b, Reset: true}); err != nil {
 			return err
 		}
 	}

@@ -19,13 +19,7 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 	if err != nil {
 		return err
 	}
-	if err := store.ValidateAcquire(req); err != nil {
-		return err
-	}
-	now, err := store.NowMs(req.Now)
-	if err != nil {
-		return err
-	}
+	now := req.Now.UnixMilli()
 	names := make([]string, len(req.Items))
 	for i, it := range req.Items {
 		names[i] = it.Dimension

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"strings"
 	"time"
 
@@ -53,19 +52,13 @@ func backoff(ctx context.Context, n int) error {
 }
 
 // PutBucket implements store.Store.
-func (s *Store) PutBucket(ctx context.Context, now time.Time, b store.Bucket, reset bool) error {
+func (s *Store) PutBucket(ctx context.Context, req store.PutBucketRequest) error {
 	ctx, cancel, err := s.begin(ctx)
 	defer cancel()
 	if err != nil {
 		return err
 	}
-	ms, err := store.NowMs(now)
-	if err != nil {
-		return err
-	}
-	if err := store.ValidateBucket(b); err != nil {
-		return err
-	}
+	ms, b, reset := req.Now.UnixMilli(), req.Bucket, req.Reset
 	lim := b.Config.Limits()
 	defer s.forget(b.Name)
 	for n := 0; n < maxAdminAttempts; n++ {
@@ -133,15 +126,13 @@ func isCCF(err error) bool {
 }
 
 // DeleteBucket implements store.Store.
-func (s *Store) DeleteBucket(ctx context.Context, name string) error {
+func (s *Store) DeleteBucket(ctx context.Context, req store.DeleteBucketRequest) error {
 	ctx, cancel, err := s.begin(ctx)
 	defer cancel()
 	if err != nil {
 		return err
 	}
-	if err := store.ValidateName(name); err != nil {
-		return err
-	}
+	name := req.Name
 	defer s.forget(name)
 	_, err = s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 		TableName: aws.String(s.table), Key: key(name),
@@ -168,24 +159,13 @@ func (bi *bucketItem) state(now, skew int64) store.BucketState {
 
 // Peek implements store.Store: one consistent read (GetItem or
 // BatchGetItem) of the named rows.
-func (s *Store) Peek(ctx context.Context, now time.Time, dimensions []string) ([]store.BucketState, error) {
+func (s *Store) Peek(ctx context.Context, req store.PeekRequest) ([]store.BucketState, error) {
 	ctx, cancel, err := s.begin(ctx)
 	defer cancel()
 	if err != nil {
 		return nil, err
 	}
-	ms, err := store.NowMs(now)
-	if err != nil {
-		return nil, err
-	}
-	if len(dimensions) == 0 {
-		return []store.BucketState{}, nil
-	}
-	for _, d := range dimensions {
-		if err := store.ValidateName(d); err != nil {
-			return nil, err
-		}
-	}
+	ms, dimensions := req.Now.UnixMilli(), req.Dimensions
 	bis, err := s.readBuckets(ctx, dimensions)
 	if err != nil {
 		return nil, err
@@ -199,16 +179,13 @@ func (s *Store) Peek(ctx context.Context, now time.Time, dimensions []string) ([
 
 // ListBuckets implements store.Store with a consistent Scan of the rows
 // that are not lease records.
-func (s *Store) ListBuckets(ctx context.Context, now time.Time) ([]store.BucketState, error) {
+func (s *Store) ListBuckets(ctx context.Context, req store.ListBucketsRequest) ([]store.BucketState, error) {
 	ctx, cancel, err := s.begin(ctx)
 	defer cancel()
 	if err != nil {
 		return nil, err
 	}
-	ms, err := store.NowMs(now)
-	if err != nil {
-		return nil, err
-	}
+	ms := req.Now.UnixMilli()
 	var out []store.BucketState
 	err = s.scan(ctx, "NOT begins_with(#pk, :p)", nil, nil, func(item map[string]types.AttributeValue) (bool, error) {
 		bi, err := decodeBucket(item)
@@ -221,7 +198,6 @@ func (s *Store) ListBuckets(ctx context.Context, now time.Time) ([]store.BucketS
 	if err != nil {
 		return nil, err
 	}
-	slices.SortFunc(out, func(a, b store.BucketState) int { return strings.Compare(a.Name, b.Name) })
 	if out == nil {
 		out = []store.BucketState{}
 	}
@@ -264,43 +240,37 @@ func (s *Store) scan(ctx context.Context, filter string, names map[string]string
 // Penalize implements store.Store: a read, then an UpdateItem conditioned
 // on the version that was read (a concurrent write makes it retry, so no
 // penalty and no acquisition is ever lost).
-func (s *Store) Penalize(ctx context.Context, req store.PenalizeRequest) (store.PenalizeResult, error) {
+func (s *Store) Penalize(ctx context.Context, req store.PenalizeRequest) (store.Penalty, error) {
 	ctx, cancel, err := s.begin(ctx)
 	defer cancel()
 	if err != nil {
-		return store.PenalizeResult{}, err
+		return store.Penalty{}, err
 	}
-	now, err := store.NowMs(req.Now)
-	if err != nil {
-		return store.PenalizeResult{}, err
-	}
-	if err := store.ValidatePenalize(req); err != nil {
-		return store.PenalizeResult{}, err
-	}
+	now := req.Now.UnixMilli()
 	for n := 0; n < maxAdminAttempts; n++ {
 		if err := backoff(ctx, n); err != nil {
-			return store.PenalizeResult{}, err
+			return store.Penalty{}, err
 		}
 		bis, err := s.readBuckets(ctx, []string{req.Dimension})
 		if err != nil {
-			return store.PenalizeResult{}, err
+			return store.Penalty{}, err
 		}
 		bi := bis[0]
-		if err := store.CheckPenalizable(&bi.b); err != nil {
-			return store.PenalizeResult{}, err
+		if err := bi.b.CheckPenalizable(); err != nil {
+			return store.Penalty{}, err
 		}
 		al, at := bucket.Align(bi.lim, bi.st, now, s.skew)
 		before := bucket.Available(bi.lim, al, at)
 		st := bucket.Penalize(bi.lim, al, at, req.FactorMilli)
 		ok, err := s.writeState(ctx, bi, st, "penalize")
 		if err != nil {
-			return store.PenalizeResult{}, err
+			return store.Penalty{}, err
 		}
 		if ok {
-			return store.PenalizeResult{Before: before, After: st.Tokens}, nil
+			return store.Penalty{Before: before, After: st.Tokens}, nil
 		}
 	}
-	return store.PenalizeResult{}, store.ErrContention
+	return store.Penalty{}, store.ErrContention
 }
 
 // writeState writes st to bi's row conditioned on its version; false means

@@ -83,10 +83,10 @@ func TestMissingCredentialsIsAConfigurationError(t *testing.T) {
 	if !errors.Is(err, ErrCredentials) || errors.Is(err, store.ErrUnavailable) {
 		t.Errorf("store Acquire = %v; want ErrCredentials, not ErrUnavailable", err)
 	}
-	if _, err := s.Peek(context.Background(), t0, []string{"v#rpm"}); !errors.Is(err, ErrCredentials) || errors.Is(err, store.ErrUnavailable) {
+	if _, err := s.Peek(context.Background(), store.PeekRequest{Now: t0, Dimensions: []string{"v#rpm"}}); !errors.Is(err, ErrCredentials) || errors.Is(err, store.ErrUnavailable) {
 		t.Errorf("Peek = %v; want ErrCredentials, not ErrUnavailable", err)
 	}
-	if _, err := s.Reconcile(context.Background(), store.ReconcileRequest{Now: t0}); !errors.Is(err, ErrCredentials) || errors.Is(err, store.ErrUnavailable) {
+	if _, err := s.Reconcile(context.Background(), store.ReconcileRequest{Now: t0, Limit: store.DefaultReconcileLimit}); !errors.Is(err, ErrCredentials) || errors.Is(err, store.ErrUnavailable) {
 		t.Errorf("Reconcile = %v; want ErrCredentials, not ErrUnavailable", err)
 	}
 	open, err := sluice.New(s, sluice.WithFailurePolicy(sluice.FailOpen))

@@ -27,7 +27,7 @@ func decide(bis []*bucketItem, req *store.AcquireRequest, now, skew int64, alway
 	d := &decision{hold: req.Record || alwaysRecord}
 	n := len(bis)
 	for i, bi := range bis {
-		c, err := store.ResolveCost(&bi.b, req.Items[i])
+		c, err := bi.b.ResolveCost(req.Items[i])
 		if err != nil {
 			return nil, err
 		}
@@ -43,9 +43,6 @@ func decide(bis []*bucketItem, req *store.AcquireRequest, now, skew int64, alway
 		res.Items = make([]store.ItemResult, n)
 	}
 	poll := req.Poll
-	if poll == 0 {
-		poll = store.DefaultPoll
-	}
 	d.granted = true
 	var retry int64
 	for i, bi := range bis {

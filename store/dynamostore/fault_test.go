@@ -90,7 +90,7 @@ func TestFaults(t *testing.T) {
 			if err == nil {
 				want -= 1000
 			}
-			st, perr := s.Peek(context.Background(), t0, []string{"v#rpm"})
+			st, perr := s.Peek(context.Background(), store.PeekRequest{Now: t0, Dimensions: []string{"v#rpm"}})
 			if perr != nil || st[0].Tokens != want {
 				t.Errorf("after: %+v %v; want %d millitokens", st, perr, want)
 			}

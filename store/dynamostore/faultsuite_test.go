@@ -166,7 +166,7 @@ func TestFaultSuite(t *testing.T) {
 			case <-stopRec:
 				return
 			case <-time.After(time.Second):
-				_, _ = stores[1].Reconcile(ctx, store.ReconcileRequest{Now: time.Now()})
+				_, _ = stores[1].Reconcile(ctx, store.ReconcileRequest{Now: time.Now(), Limit: store.DefaultReconcileLimit})
 			}
 		}
 	}()
@@ -209,7 +209,7 @@ func TestFaultSuite(t *testing.T) {
 	// One TTL later, one reconcile settles what the faults stranded.
 	time.Sleep(ttl + 100*time.Millisecond)
 	now := time.Now()
-	rec, err := adm.Reconcile(ctx, store.ReconcileRequest{Now: now})
+	rec, err := adm.Reconcile(ctx, store.ReconcileRequest{Now: now, Limit: store.DefaultReconcileLimit})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +218,7 @@ func TestFaultSuite(t *testing.T) {
 	if r.maxInside.Load() > capacity-1 {
 		t.Errorf("%d callbacks ran at once; at most %d slots were free", r.maxInside.Load(), capacity-1)
 	}
-	st, err := adm.Peek(ctx, now, []string{r.concurrentDim, r.tpmDim})
+	st, err := adm.Peek(ctx, store.PeekRequest{Now: now, Dimensions: []string{r.concurrentDim, r.tpmDim}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,9 +260,12 @@ func frozen(t *testing.T, s *Store, now time.Time, dim string, opTimeout time.Du
 			_, err := s.Extend(ctx, store.ExtendRequest{Now: now, ID: store.NewLeaseID(), TTL: time.Minute})
 			return err
 		}},
-		{"Peek", func(ctx context.Context) error { _, err := s.Peek(ctx, now, []string{dim}); return err }},
+		{"Peek", func(ctx context.Context) error {
+			_, err := s.Peek(ctx, store.PeekRequest{Now: now, Dimensions: []string{dim}})
+			return err
+		}},
 		{"Reconcile", func(ctx context.Context) error {
-			_, err := s.Reconcile(ctx, store.ReconcileRequest{Now: now})
+			_, err := s.Reconcile(ctx, store.ReconcileRequest{Now: now, Limit: store.DefaultReconcileLimit})
 			return err
 		}},
 	}

@@ -87,7 +87,7 @@ func TestRetriedWritesApplyOnce(t *testing.T) {
 			ctx := context.Background()
 			tokens := func(dim string) int64 {
 				t.Helper()
-				st, err := s.Peek(ctx, t0, []string{dim})
+				st, err := s.Peek(ctx, store.PeekRequest{Now: t0, Dimensions: []string{dim}})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -147,7 +147,7 @@ func TestRetriedWritesApplyOnce(t *testing.T) {
 					}
 				}
 				l.arm("UpdateItem", 1, reset)
-				if err := s.PutBucket(ctx, t0, c(10), false); err != nil {
+				if err := s.PutBucket(ctx, store.PutBucketRequest{Now: t0, Bucket: c(10)}); err != nil {
 					t.Fatal(err)
 				}
 				if got := tokens("v#concurrent"); got != 8000 {
@@ -170,7 +170,7 @@ func TestRetriedWritesApplyOnce(t *testing.T) {
 				if want := t0.Add(time.Second + 5*time.Minute); !exp.Equal(want) {
 					t.Errorf("Extend = %v, want %v", exp, want)
 				}
-				st, err := s.Peek(ctx, t0, []string{"v#concurrent"})
+				st, err := s.Peek(ctx, store.PeekRequest{Now: t0, Dimensions: []string{"v#concurrent"}})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -200,7 +200,7 @@ func TestWriteStateLostRace(t *testing.T) {
 	if ok || err != nil {
 		t.Errorf("writeState on a stale version = %t, %v; want false, nil", ok, err)
 	}
-	if err := s.DeleteBucket(ctx, "v#rpm"); err != nil {
+	if err := s.DeleteBucket(ctx, store.DeleteBucketRequest{Name: "v#rpm"}); err != nil {
 		t.Fatal(err)
 	}
 	ok, err = s.writeState(ctx, bis[0], bucket.State{Tokens: 1000, Last: t0.UnixMilli()}, "test")

@@ -138,9 +138,6 @@ func (s *Store) Release(ctx context.Context, req store.ReleaseRequest) (store.Re
 	if err != nil {
 		return store.ReleaseResult{}, err
 	}
-	if _, err := store.NowMs(req.Now); err != nil {
-		return store.ReleaseResult{}, err
-	}
 	dims, err := s.findDims(ctx, req.ID)
 	if err != nil || dims == nil {
 		return store.ReleaseResult{}, err
@@ -173,13 +170,7 @@ func (s *Store) Extend(ctx context.Context, req store.ExtendRequest) (time.Time,
 	if err != nil {
 		return time.Time{}, err
 	}
-	now, err := store.NowMs(req.Now)
-	if err != nil {
-		return time.Time{}, err
-	}
-	if err := store.ValidateTTL(req.TTL); err != nil {
-		return time.Time{}, err
-	}
+	now := req.Now.UnixMilli()
 	dims, err := s.findDims(ctx, req.ID)
 	if err != nil {
 		return time.Time{}, err

@@ -79,7 +79,7 @@ var t0 = time.UnixMilli(1_700_000_000_000)
 
 func put(tb testing.TB, s store.Store, now time.Time, b store.Bucket) {
 	tb.Helper()
-	if err := s.PutBucket(context.Background(), now, b, false); err != nil {
+	if err := s.PutBucket(context.Background(), store.PutBucketRequest{Now: now, Bucket: b}); err != nil {
 		tb.Fatal(err)
 	}
 }

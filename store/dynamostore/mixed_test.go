@@ -117,7 +117,7 @@ func TestMixedFleetNoDoubleRestore(t *testing.T) {
 				}
 			}
 			sluiceRun := func() {
-				if _, err := s.Reconcile(ctx, store.ReconcileRequest{Now: now}); err != nil {
+				if _, err := s.Reconcile(ctx, store.ReconcileRequest{Now: now, Limit: store.DefaultReconcileLimit}); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -30,7 +30,7 @@ func decodeRows(items map[string]map[string]types.AttributeValue, names []string
 	for i, name := range names {
 		it := items[name]
 		if it == nil {
-			return nil, store.UnknownDimension(name)
+			return nil, &store.ConfigurationError{Dimension: name}
 		}
 		if out[i], err = decodeBucket(it); err != nil {
 			return nil, err

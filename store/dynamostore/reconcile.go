@@ -59,14 +59,8 @@ func (s *Store) Reconcile(ctx context.Context, req store.ReconcileRequest) (stor
 	if err != nil {
 		return store.ReconcileResult{}, err
 	}
-	now, err := store.NowMs(req.Now)
-	if err != nil {
-		return store.ReconcileResult{}, err
-	}
+	now := req.Now.UnixMilli()
 	limit := req.Limit
-	if limit <= 0 {
-		limit = store.DefaultReconcileLimit
-	}
 	var res store.ReconcileResult
 	var found []*leaseItem              // phase 1: one item of each expired lease
 	var orphaned []string               // phase 2 candidates, in Scan order

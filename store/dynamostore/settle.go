@@ -3,8 +3,6 @@ package dynamostore
 import (
 	"context"
 	"math/rand/v2"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -18,30 +16,24 @@ import (
 // Adjust implements store.Store: a read of the bucket (and of the lease
 // item when recorded), then a write conditioned on the bucket's version and
 // the item's cost; a lost race reads again.
-func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.AdjustResult, error) {
+func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.Settlement, error) {
 	ctx, cancel, err := s.begin(ctx)
 	defer cancel()
 	if err != nil {
-		return store.AdjustResult{}, err
+		return store.Settlement{}, err
 	}
-	now, err := store.NowMs(req.Now)
-	if err != nil {
-		return store.AdjustResult{}, err
-	}
-	if err := store.ValidateAdjust(req); err != nil {
-		return store.AdjustResult{}, err
-	}
+	now := req.Now.UnixMilli()
 	for n := 0; n < maxAdminAttempts; n++ {
 		if err := backoff(ctx, n); err != nil {
-			return store.AdjustResult{}, err
+			return store.Settlement{}, err
 		}
 		bis, err := s.readBuckets(ctx, []string{req.Dimension})
 		if err != nil {
-			return store.AdjustResult{}, err
+			return store.Settlement{}, err
 		}
 		bi := bis[0]
-		if err := store.CheckAdjustable(&bi.b); err != nil {
-			return store.AdjustResult{}, err
+		if err := bi.b.CheckAdjustable(); err != nil {
+			return store.Settlement{}, err
 		}
 		held := req.Held
 		expired := !req.Recorded && !req.ExpiresAt.IsZero() && req.ExpiresAt.UnixMilli() <= now
@@ -49,23 +41,23 @@ func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.Adju
 		if req.Recorded {
 			lis, err := s.loadLease(ctx, req.ID.String(), []string{req.Dimension})
 			if err != nil {
-				return store.AdjustResult{}, err
+				return store.Settlement{}, err
 			}
 			if len(lis) == 0 {
 				dims, err := s.findDims(ctx, req.ID)
 				if err != nil {
-					return store.AdjustResult{}, err
+					return store.Settlement{}, err
 				}
 				if dims == nil {
-					return store.AdjustResult{}, store.ErrUnknownLease
+					return store.Settlement{}, store.ErrUnknownLease
 				}
 				if all, err := s.loadLease(ctx, req.ID.String(), dims); err != nil || len(all) == 0 {
 					if err == nil {
 						err = store.ErrUnknownLease
 					}
-					return store.AdjustResult{}, err
+					return store.Settlement{}, err
 				}
-				return store.AdjustResult{}, &bucket.FieldError{Field: "dimension", Value: req.Dimension, Reason: "is not part of lease " + req.ID.String()}
+				return store.Settlement{}, &bucket.FieldError{Field: "dimension", Value: req.Dimension, Reason: "is not part of lease " + req.ID.String()}
 			}
 			li = lis[0]
 			held = li.cost
@@ -74,19 +66,19 @@ func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.Adju
 		// Late usage is charged (it counted at the vendor); only a refund
 		// on an expired lease is refused.
 		if req.Delta < 0 && expired {
-			return store.AdjustResult{}, store.ErrLeaseExpired
+			return store.Settlement{}, store.ErrLeaseExpired
 		}
 		if _, err := store.AdjustHeld(req.Dimension, held, req.Delta); err != nil {
-			return store.AdjustResult{}, err
+			return store.Settlement{}, err
 		}
 		al, at := bucket.Align(bi.lim, bi.st, now, s.skew)
 		st, applied := bucket.Adjust(bi.lim, al, at, req.Delta*bucket.Milli)
 		newHeld := store.HeldAfter(held, req.Delta, applied)
-		out := store.AdjustResult{Held: newHeld, Applied: applied, Remaining: st.Tokens}
+		out := store.Settlement{Held: newHeld, Applied: applied, Remaining: st.Tokens}
 		if li == nil {
 			ok, err := s.writeState(ctx, bi, st, "adjust")
 			if err != nil {
-				return store.AdjustResult{}, err
+				return store.Settlement{}, err
 			}
 			if ok {
 				return out, nil
@@ -110,10 +102,10 @@ func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.Adju
 			return out, nil
 		}
 		if !anyCCF(err) {
-			return store.AdjustResult{}, classify("adjust", err)
+			return store.Settlement{}, classify("adjust", err)
 		}
 	}
-	return store.AdjustResult{}, store.ErrContention
+	return store.Settlement{}, store.ErrContention
 }
 
 func anyCCF(err error) bool {
@@ -127,16 +119,13 @@ func anyCCF(err error) bool {
 
 // Leases implements store.Store with a consistent Scan of the lease items,
 // grouped by lease id.
-func (s *Store) Leases(ctx context.Context, q store.LeaseQuery) ([]store.Lease, error) {
+func (s *Store) Leases(ctx context.Context, q store.LeaseQuery) ([]store.LeaseRecord, error) {
 	ctx, cancel, err := s.begin(ctx)
 	defer cancel()
 	if err != nil {
 		return nil, err
 	}
-	now, err := store.NowMs(q.Now)
-	if err != nil {
-		return nil, err
-	}
+	now := q.Now.UnixMilli()
 	groups := map[string][]*leaseItem{}
 	err = s.scan(ctx, "begins_with(#pk, :p)", nil, nil, func(item map[string]types.AttributeValue) (bool, error) {
 		if li, ok := decodeLease(item); ok {
@@ -147,7 +136,7 @@ func (s *Store) Leases(ctx context.Context, q store.LeaseQuery) ([]store.Lease, 
 	if err != nil {
 		return nil, err
 	}
-	var out []store.Lease
+	var out []store.LeaseRecord
 	for uuid, lis := range groups {
 		id, err := store.ParseLeaseID(uuid)
 		if err != nil {
@@ -155,7 +144,7 @@ func (s *Store) Leases(ctx context.Context, q store.LeaseQuery) ([]store.Lease, 
 		}
 		first := lis[0]
 		order := first.dims
-		l := store.Lease{ID: id, Caller: first.caller, CreatedAt: time.UnixMilli(first.created), ExpiresAt: time.UnixMilli(first.expires)}
+		l := store.LeaseRecord{ID: id, Caller: first.caller, CreatedAt: time.UnixMilli(first.created), ExpiresAt: time.UnixMilli(first.expires)}
 		has := false
 		for _, d := range order {
 			for _, li := range lis {
@@ -169,15 +158,6 @@ func (s *Store) Leases(ctx context.Context, q store.LeaseQuery) ([]store.Lease, 
 			continue
 		}
 		out = append(out, l)
-	}
-	slices.SortFunc(out, func(a, b store.Lease) int {
-		if c := a.ExpiresAt.Compare(b.ExpiresAt); c != 0 {
-			return c
-		}
-		return strings.Compare(a.ID.String(), b.ID.String())
-	})
-	if q.Limit > 0 && len(out) > q.Limit {
-		out = out[:q.Limit]
 	}
 	return out, nil
 }

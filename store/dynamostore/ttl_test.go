@@ -77,7 +77,7 @@ func waitSwept(t *testing.T, db *dynamodb.Client, table string, leases map[store
 
 func peekOne(t testing.TB, s *Store, dim string) store.BucketState {
 	t.Helper()
-	st, err := s.Peek(context.Background(), time.Now(), []string{dim})
+	st, err := s.Peek(context.Background(), store.PeekRequest{Now: time.Now(), Dimensions: []string{dim}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func TestTTLSweptLeases(t *testing.T) {
 			if st := peekOne(t, s, rpm); st.ActiveLeases != 0 {
 				t.Errorf("%s after: %d holders; want 0", rpm, st.ActiveLeases)
 			}
-			if r, err := s.Reconcile(ctx, store.ReconcileRequest{Now: time.Now()}); err != nil || r.Restored != 0 || r.More {
+			if r, err := s.Reconcile(ctx, store.ReconcileRequest{Now: time.Now(), Limit: store.DefaultReconcileLimit}); err != nil || r.Restored != 0 || r.More {
 				t.Errorf("second reconcile = %+v, %v; want nothing", r, err)
 			}
 			for id := range abandoned {
@@ -233,7 +233,7 @@ func TestTTLSweptRace(t *testing.T) {
 					return
 				default:
 				}
-				st, err := s.Peek(ctx, time.Now(), []string{dim})
+				st, err := s.Peek(ctx, store.PeekRequest{Now: time.Now(), Dimensions: []string{dim}})
 				if err != nil {
 					t.Error(err)
 					return
@@ -331,11 +331,11 @@ func TestLegacyHolderEntry(t *testing.T) {
 	if _, err := db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(table), Key: key(leasePK(dim, id))}); err != nil {
 		t.Fatal(err)
 	}
-	r, err := s.Reconcile(ctx, store.ReconcileRequest{Now: t0.Add(time.Hour)})
+	r, err := s.Reconcile(ctx, store.ReconcileRequest{Now: t0.Add(time.Hour), Limit: store.DefaultReconcileLimit})
 	if err != nil || r.Restored != 0 || r.More {
 		t.Errorf("reconcile = %+v, %v; want nothing done", r, err)
 	}
-	if st, err := s.Peek(ctx, t0, []string{dim}); err != nil || st[0].Tokens != 1000 || st[0].ActiveLeases != 1 {
+	if st, err := s.Peek(ctx, store.PeekRequest{Now: t0, Dimensions: []string{dim}}); err != nil || st[0].Tokens != 1000 || st[0].ActiveLeases != 1 {
 		t.Errorf("after: %+v %v; want the entry left as it was", st, err)
 	}
 }
@@ -386,7 +386,7 @@ func TestPartlySwept(t *testing.T) {
 			// The same through the reconciler's lease-item phase.
 			id = acquireAt(t, s, t0, time.Minute, false, store.Item{Dimension: a, Cost: 2}, store.Item{Dimension: b})
 			sweep(b, id)
-			rec, err := s.Reconcile(ctx, store.ReconcileRequest{Now: t0.Add(time.Hour)})
+			rec, err := s.Reconcile(ctx, store.ReconcileRequest{Now: t0.Add(time.Hour), Limit: store.DefaultReconcileLimit})
 			if err != nil || rec.Restored != 1 || rec.Reclaimed != 1 || strings.Join(rec.Dimensions, ",") != a+","+b {
 				t.Errorf("reconcile = %+v, %v; want one lease over both dimensions", rec, err)
 			}

@@ -76,7 +76,7 @@ func TestSeedWireFormat(t *testing.T) {
 	s := openStore(t, db, table)
 	last := time.Unix(1709550002, 0)
 	// 100 tokens at 1.667/s: the period is ceil(100/1.667 s) = 59989 ms.
-	st, err := s.Peek(ctx, last, []string{"openai#rpm"})
+	st, err := s.Peek(ctx, store.PeekRequest{Now: last, Dimensions: []string{"openai#rpm"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func TestSeedWireFormat(t *testing.T) {
 
 	// A seeds-written lease, long expired: reconcile deletes it and
 	// restores nothing (a requests bucket refills by itself).
-	rec, err := s.Reconcile(ctx, store.ReconcileRequest{Now: time.Unix(1709550161, 0)})
+	rec, err := s.Reconcile(ctx, store.ReconcileRequest{Now: time.Unix(1709550161, 0), Limit: store.DefaultReconcileLimit})
 	if err != nil || rec.Restored != 1 || rec.Reclaimed != 0 || len(rec.Dimensions) != 1 {
 		t.Errorf("Reconcile = %+v, %v; want 1 restored on openai#rpm", rec, err)
 	}

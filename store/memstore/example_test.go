@@ -18,7 +18,7 @@ func Example() {
 	defer s.Close()
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	rpm := store.Bucket{Name: "openai#rpm", Config: bucket.PerPeriod(bucket.Requests, 100, time.Minute)}
-	if err := s.PutBucket(ctx, now, rpm, false); err != nil {
+	if err := s.PutBucket(ctx, store.PutBucketRequest{Now: now, Bucket: rpm}); err != nil {
 		panic(err)
 	}
 	req := &store.AcquireRequest{Now: now, Items: []store.Item{{Dimension: "openai#rpm"}}, ID: store.NewLeaseID(), TTL: time.Minute}

@@ -74,7 +74,11 @@ func New() *Store {
 	return s
 }
 
-var _ store.Store = (*Store)(nil)
+var _ store.InProcess = (*Store)(nil)
+
+// InProcess implements store.InProcess: every operation works on memory
+// under short critical sections and never blocks on I/O.
+func (s *Store) InProcess() {}
 
 func (s *Store) shard(id store.LeaseID) *shard {
 	return &s.shards[id[15]%leaseShards]
@@ -124,20 +128,14 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 	if err := s.check(); err != nil {
 		return err
 	}
-	if err := store.ValidateAcquireShape(req); err != nil {
-		return err
-	}
-	now, err := store.NowMs(req.Now)
-	if err != nil {
-		return err
-	}
+	now := req.Now.UnixMilli()
 	n := len(req.Items)
 	var esBuf [store.MaxItems]*entry
 	var order [store.MaxItems]uint8
 	es := esBuf[:n]
 	for i, it := range req.Items {
 		if es[i] = s.lookup(it.Dimension); es[i] == nil {
-			return store.UnknownDimension(it.Dimension)
+			return &store.ConfigurationError{Dimension: it.Dimension}
 		}
 	}
 	lockSorted(es, order[:])
@@ -150,7 +148,7 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 		if e.deleted {
 			return &store.ConfigurationError{Dimension: e.b.Name}
 		}
-		c, err := store.ResolveCost(&e.b, req.Items[i])
+		c, err := e.b.ResolveCost(req.Items[i])
 		if err != nil {
 			return err
 		}
@@ -165,9 +163,6 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 		res.Items = make([]store.ItemResult, n)
 	}
 	poll := req.Poll
-	if poll == 0 {
-		poll = store.DefaultPoll
-	}
 	if l := s.leaseByID(req.ID); l != nil {
 		return s.replay(req, res, l, es, costs[:n], now)
 	}
@@ -260,9 +255,6 @@ func (s *Store) Release(ctx context.Context, req store.ReleaseRequest) (store.Re
 	if err := s.check(); err != nil {
 		return store.ReleaseResult{}, err
 	}
-	if _, err := store.NowMs(req.Now); err != nil {
-		return store.ReleaseResult{}, err
-	}
 	sh := s.shard(req.ID)
 	sh.mu.Lock()
 	l := sh.m[req.ID]
@@ -331,13 +323,7 @@ func (s *Store) Extend(ctx context.Context, req store.ExtendRequest) (time.Time,
 	if err := s.check(); err != nil {
 		return time.Time{}, err
 	}
-	now, err := store.NowMs(req.Now)
-	if err != nil {
-		return time.Time{}, err
-	}
-	if err := store.ValidateTTL(req.TTL); err != nil {
-		return time.Time{}, err
-	}
+	now := req.Now.UnixMilli()
 	sh := s.shard(req.ID)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()

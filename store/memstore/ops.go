@@ -3,7 +3,6 @@ package memstore
 import (
 	"context"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/ontopix/sluice/bucket"
@@ -11,28 +10,22 @@ import (
 )
 
 // Adjust implements store.Store.
-func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.AdjustResult, error) {
+func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.Settlement, error) {
 	if err := s.check(); err != nil {
-		return store.AdjustResult{}, err
+		return store.Settlement{}, err
 	}
-	now, err := store.NowMs(req.Now)
-	if err != nil {
-		return store.AdjustResult{}, err
-	}
-	if err := store.ValidateAdjust(req); err != nil {
-		return store.AdjustResult{}, err
-	}
+	now := req.Now.UnixMilli()
 	e := s.lookup(req.Dimension)
 	if e == nil {
-		return store.AdjustResult{}, store.UnknownDimension(req.Dimension)
+		return store.Settlement{}, &store.ConfigurationError{Dimension: req.Dimension}
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.deleted {
-		return store.AdjustResult{}, &store.ConfigurationError{Dimension: req.Dimension}
+		return store.Settlement{}, &store.ConfigurationError{Dimension: req.Dimension}
 	}
-	if err := store.CheckAdjustable(&e.b); err != nil {
-		return store.AdjustResult{}, err
+	if err := e.b.CheckAdjustable(); err != nil {
+		return store.Settlement{}, err
 	}
 	held := req.Held
 	var rec *store.Item
@@ -42,7 +35,7 @@ func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.Adju
 		defer sh.mu.Unlock()
 		l := sh.m[req.ID]
 		if l == nil {
-			return store.AdjustResult{}, store.ErrUnknownLease
+			return store.Settlement{}, store.ErrUnknownLease
 		}
 		for i := range l.items {
 			if l.items[i].Dimension == req.Dimension {
@@ -50,17 +43,17 @@ func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.Adju
 			}
 		}
 		if rec == nil {
-			return store.AdjustResult{}, &bucket.FieldError{Field: "dimension", Value: req.Dimension, Reason: "is not part of lease " + req.ID.String()}
+			return store.Settlement{}, &bucket.FieldError{Field: "dimension", Value: req.Dimension, Reason: "is not part of lease " + req.ID.String()}
 		}
 		held = rec.Cost
 		if req.Delta < 0 && l.expires.Load() <= now {
-			return store.AdjustResult{}, store.ErrLeaseExpired
+			return store.Settlement{}, store.ErrLeaseExpired
 		}
 	} else if req.Delta < 0 && !req.ExpiresAt.IsZero() && req.ExpiresAt.UnixMilli() <= now {
-		return store.AdjustResult{}, store.ErrLeaseExpired
+		return store.Settlement{}, store.ErrLeaseExpired
 	}
 	if _, err := store.AdjustHeld(req.Dimension, held, req.Delta); err != nil {
-		return store.AdjustResult{}, err
+		return store.Settlement{}, err
 	}
 	st, at := bucket.Align(e.lim, e.st, now, skewMs)
 	var applied int64
@@ -69,53 +62,44 @@ func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.Adju
 	if rec != nil {
 		rec.Cost = held
 	}
-	return store.AdjustResult{Held: held, Applied: applied, Remaining: e.st.Tokens}, nil
+	return store.Settlement{Held: held, Applied: applied, Remaining: e.st.Tokens}, nil
 }
 
 // Penalize implements store.Store.
-func (s *Store) Penalize(ctx context.Context, req store.PenalizeRequest) (store.PenalizeResult, error) {
+func (s *Store) Penalize(ctx context.Context, req store.PenalizeRequest) (store.Penalty, error) {
 	if err := s.check(); err != nil {
-		return store.PenalizeResult{}, err
+		return store.Penalty{}, err
 	}
-	now, err := store.NowMs(req.Now)
-	if err != nil {
-		return store.PenalizeResult{}, err
-	}
-	if err := store.ValidatePenalize(req); err != nil {
-		return store.PenalizeResult{}, err
-	}
+	now := req.Now.UnixMilli()
 	e := s.lookup(req.Dimension)
 	if e == nil {
-		return store.PenalizeResult{}, store.UnknownDimension(req.Dimension)
+		return store.Penalty{}, &store.ConfigurationError{Dimension: req.Dimension}
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.deleted {
-		return store.PenalizeResult{}, &store.ConfigurationError{Dimension: req.Dimension}
+		return store.Penalty{}, &store.ConfigurationError{Dimension: req.Dimension}
 	}
-	if err := store.CheckPenalizable(&e.b); err != nil {
-		return store.PenalizeResult{}, err
+	if err := e.b.CheckPenalizable(); err != nil {
+		return store.Penalty{}, err
 	}
 	st, at := bucket.Align(e.lim, e.st, now, skewMs)
 	before := bucket.Available(e.lim, st, at)
 	e.st = bucket.Penalize(e.lim, st, at, req.FactorMilli)
-	return store.PenalizeResult{Before: before, After: e.st.Tokens}, nil
+	return store.Penalty{Before: before, After: e.st.Tokens}, nil
 }
 
 // Peek implements store.Store.
-func (s *Store) Peek(ctx context.Context, now time.Time, dimensions []string) ([]store.BucketState, error) {
+func (s *Store) Peek(ctx context.Context, req store.PeekRequest) ([]store.BucketState, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	ms, err := store.NowMs(now)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]store.BucketState, 0, len(dimensions))
-	for _, d := range dimensions {
+	ms := req.Now.UnixMilli()
+	out := make([]store.BucketState, 0, len(req.Dimensions))
+	for _, d := range req.Dimensions {
 		e := s.lookup(d)
 		if e == nil {
-			return nil, store.UnknownDimension(d)
+			return nil, &store.ConfigurationError{Dimension: d}
 		}
 		e.mu.Lock()
 		if e.deleted {
@@ -150,14 +134,8 @@ func (s *Store) Reconcile(ctx context.Context, req store.ReconcileRequest) (stor
 	if err := s.check(); err != nil {
 		return store.ReconcileResult{}, err
 	}
-	now, err := store.NowMs(req.Now)
-	if err != nil {
-		return store.ReconcileResult{}, err
-	}
+	now := req.Now.UnixMilli()
 	limit := req.Limit
-	if limit <= 0 {
-		limit = store.DefaultReconcileLimit
-	}
 	var expired []*lease
 	var res store.ReconcileResult
 	for i := range s.shards {
@@ -216,17 +194,11 @@ func (s *Store) Reconcile(ctx context.Context, req store.ReconcileRequest) (stor
 }
 
 // PutBucket implements store.Store.
-func (s *Store) PutBucket(ctx context.Context, now time.Time, b store.Bucket, reset bool) error {
+func (s *Store) PutBucket(ctx context.Context, req store.PutBucketRequest) error {
 	if err := s.check(); err != nil {
 		return err
 	}
-	ms, err := store.NowMs(now)
-	if err != nil {
-		return err
-	}
-	if err := store.ValidateBucket(b); err != nil {
-		return err
-	}
+	ms, b := req.Now.UnixMilli(), req.Bucket
 	lim := b.Config.Limits()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -237,7 +209,7 @@ func (s *Store) PutBucket(ctx context.Context, now time.Time, b store.Bucket, re
 			return err
 		}
 		st, at := bucket.Align(e.lim, e.st, ms, skewMs)
-		e.b, e.lim, e.st = b, lim, bucket.Reconfigure(e.lim, lim, st, at, reset)
+		e.b, e.lim, e.st = b, lim, bucket.Reconfigure(e.lim, lim, st, at, req.Reset)
 		return nil
 	}
 	old := *s.buckets.Load()
@@ -251,16 +223,17 @@ func (s *Store) PutBucket(ctx context.Context, now time.Time, b store.Bucket, re
 }
 
 // DeleteBucket implements store.Store.
-func (s *Store) DeleteBucket(ctx context.Context, name string) error {
+func (s *Store) DeleteBucket(ctx context.Context, req store.DeleteBucketRequest) error {
 	if err := s.check(); err != nil {
 		return err
 	}
+	name := req.Name
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old := *s.buckets.Load()
 	e := old[name]
 	if e == nil {
-		return store.UnknownDimension(name)
+		return &store.ConfigurationError{Dimension: name}
 	}
 	m := make(map[string]*entry, len(old))
 	for k, v := range old {
@@ -276,14 +249,11 @@ func (s *Store) DeleteBucket(ctx context.Context, name string) error {
 }
 
 // ListBuckets implements store.Store.
-func (s *Store) ListBuckets(ctx context.Context, now time.Time) ([]store.BucketState, error) {
+func (s *Store) ListBuckets(ctx context.Context, req store.ListBucketsRequest) ([]store.BucketState, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	ms, err := store.NowMs(now)
-	if err != nil {
-		return nil, err
-	}
+	ms := req.Now.UnixMilli()
 	m := *s.buckets.Load()
 	out := make([]store.BucketState, 0, len(m))
 	for _, e := range m {
@@ -293,20 +263,16 @@ func (s *Store) ListBuckets(ctx context.Context, now time.Time) ([]store.BucketS
 		}
 		e.mu.Unlock()
 	}
-	slices.SortFunc(out, func(a, b store.BucketState) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
 
 // Leases implements store.Store.
-func (s *Store) Leases(ctx context.Context, q store.LeaseQuery) ([]store.Lease, error) {
+func (s *Store) Leases(ctx context.Context, q store.LeaseQuery) ([]store.LeaseRecord, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	now, err := store.NowMs(q.Now)
-	if err != nil {
-		return nil, err
-	}
-	var out []store.Lease
+	now := q.Now.UnixMilli()
+	var out []store.LeaseRecord
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
@@ -318,21 +284,12 @@ func (s *Store) Leases(ctx context.Context, q store.LeaseQuery) ([]store.Lease, 
 			if q.Dimension != "" && !slices.ContainsFunc(l.items, func(it store.Item) bool { return it.Dimension == q.Dimension }) {
 				continue
 			}
-			out = append(out, store.Lease{
+			out = append(out, store.LeaseRecord{
 				ID: l.id, Items: slices.Clone(l.items), Caller: l.caller,
 				CreatedAt: time.UnixMilli(l.created), ExpiresAt: time.UnixMilli(exp),
 			})
 		}
 		sh.mu.Unlock()
-	}
-	slices.SortFunc(out, func(a, b store.Lease) int {
-		if c := a.ExpiresAt.Compare(b.ExpiresAt); c != 0 {
-			return c
-		}
-		return strings.Compare(a.ID.String(), b.ID.String())
-	})
-	if q.Limit > 0 && len(out) > q.Limit {
-		out = out[:q.Limit]
 	}
 	return out, nil
 }

@@ -18,7 +18,7 @@ func TestReleaseAfterRecreateDoesNotRestoreIntoNewBucket(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	st := memstore.New()
 	b := store.Bucket{Name: "elevenlabs#concurrent", Config: bucket.ConcurrentSlots(2)}
-	if err := st.PutBucket(ctx, now, b, false); err != nil {
+	if err := st.PutBucket(ctx, store.PutBucketRequest{Now: now, Bucket: b}); err != nil {
 		t.Fatal(err)
 	}
 	acquire := func() store.LeaseID {
@@ -30,10 +30,10 @@ func TestReleaseAfterRecreateDoesNotRestoreIntoNewBucket(t *testing.T) {
 		return req.ID
 	}
 	old := acquire()
-	if err := st.DeleteBucket(ctx, b.Name); err != nil {
+	if err := st.DeleteBucket(ctx, store.DeleteBucketRequest{Name: b.Name}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.PutBucket(ctx, now, b, false); err != nil {
+	if err := st.PutBucket(ctx, store.PutBucketRequest{Now: now, Bucket: b}); err != nil {
 		t.Fatal(err)
 	}
 	acquire() // the new bucket lends one of its two slots
@@ -41,7 +41,7 @@ func TestReleaseAfterRecreateDoesNotRestoreIntoNewBucket(t *testing.T) {
 	if err != nil || !rr.Released || len(rr.Restored) != 0 {
 		t.Fatalf("release of the old lease = %+v, %v; want released, nothing restored", rr, err)
 	}
-	ps, err := st.Peek(ctx, now, []string{b.Name})
+	ps, err := st.Peek(ctx, store.PeekRequest{Now: now, Dimensions: []string{b.Name}})
 	if err != nil {
 		t.Fatal(err)
 	}

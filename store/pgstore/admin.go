@@ -38,7 +38,7 @@ func (s *Store) scanBuckets(rows pgx.Rows, hint int) ([]store.BucketState, strin
 			return nil, asked, nil
 		}
 		b := store.Bucket{Name: *name, Config: bucket.Config{
-			Type: bucket.Type(*typ), Capacity: *capacity, RefillAmount: *amount,
+			Type: bucket.LimitType(*typ), Capacity: *capacity, RefillAmount: *amount,
 			RefillPeriod: time.Duration(*period) * time.Millisecond, CostPerCall: *cpc, MaxDebt: *debt,
 		}}
 		lim := b.Config.Limits()
@@ -54,23 +54,14 @@ func (s *Store) scanBuckets(rows pgx.Rows, hint int) ([]store.BucketState, strin
 }
 
 // Peek implements store.Store in one read-only statement.
-func (s *Store) Peek(ctx context.Context, now time.Time, dimensions []string) ([]store.BucketState, error) {
+func (s *Store) Peek(ctx context.Context, req store.PeekRequest) ([]store.BucketState, error) {
 	ctx, cancel, err := s.begin(ctx)
 	defer cancel()
 	if err != nil {
 		return nil, err
 	}
-	ms, err := s.now(now)
-	if err != nil {
-		return nil, err
-	}
-	if dimensions == nil {
-		dimensions = []string{}
-	}
-	if k := firstUnsendable(dimensions); k >= 0 {
-		return nil, s.missingError(ctx, now, dimensions, k)
-	}
-	rows, err := s.pool.Query(ctx, s.q.peek, ms, dimensions)
+	dimensions := req.Dimensions
+	rows, err := s.pool.Query(ctx, s.q.peek, s.now(req.Now), dimensions)
 	if err != nil {
 		return nil, fail("peek", err)
 	}
@@ -79,23 +70,19 @@ func (s *Store) Peek(ctx context.Context, now time.Time, dimensions []string) ([
 		return nil, fail("peek", err)
 	}
 	if missing != "" {
-		return nil, store.UnknownDimension(missing)
+		return nil, &store.ConfigurationError{Dimension: missing}
 	}
 	return out, nil
 }
 
 // ListBuckets implements store.Store in one read-only statement.
-func (s *Store) ListBuckets(ctx context.Context, now time.Time) ([]store.BucketState, error) {
+func (s *Store) ListBuckets(ctx context.Context, req store.ListBucketsRequest) ([]store.BucketState, error) {
 	ctx, cancel, err := s.begin(ctx)
 	defer cancel()
 	if err != nil {
 		return nil, err
 	}
-	ms, err := s.now(now)
-	if err != nil {
-		return nil, err
-	}
-	rows, err := s.pool.Query(ctx, s.q.list, ms)
+	rows, err := s.pool.Query(ctx, s.q.list, s.now(req.Now))
 	if err != nil {
 		return nil, fail("list buckets", err)
 	}
@@ -107,16 +94,13 @@ func (s *Store) ListBuckets(ctx context.Context, now time.Time) ([]store.BucketS
 }
 
 // Leases implements store.Store in one read-only statement.
-func (s *Store) Leases(ctx context.Context, q store.LeaseQuery) ([]store.Lease, error) {
+func (s *Store) Leases(ctx context.Context, q store.LeaseQuery) ([]store.LeaseRecord, error) {
 	ctx, cancel, err := s.begin(ctx)
 	defer cancel()
 	if err != nil {
 		return nil, err
 	}
-	ms, err := s.now(q.Now)
-	if err != nil {
-		return nil, err
-	}
+	ms := s.now(q.Now)
 	if !sendable(q.Dimension) {
 		return nil, nil
 	}
@@ -125,7 +109,7 @@ func (s *Store) Leases(ctx context.Context, q store.LeaseQuery) ([]store.Lease, 
 		return nil, fail("leases", err)
 	}
 	defer rows.Close()
-	var out []store.Lease
+	var out []store.LeaseRecord
 	for rows.Next() {
 		var (
 			id               pgtype.UUID
@@ -137,7 +121,7 @@ func (s *Store) Leases(ctx context.Context, q store.LeaseQuery) ([]store.Lease, 
 		if err := rows.Scan(&id, &dims, &costs, &caller, &created, &expires); err != nil {
 			return nil, fail("leases", err)
 		}
-		l := store.Lease{ID: store.LeaseID(id.Bytes), Caller: caller,
+		l := store.LeaseRecord{ID: store.LeaseID(id.Bytes), Caller: caller,
 			CreatedAt: time.UnixMilli(created), ExpiresAt: time.UnixMilli(expires), Items: make([]store.Item, len(dims))}
 		for i := range dims {
 			l.Items[i] = store.Item{Dimension: dims[i], Cost: costs[i]}
@@ -151,27 +135,21 @@ func (s *Store) Leases(ctx context.Context, q store.LeaseQuery) ([]store.Lease, 
 }
 
 // PutBucket implements store.Store in one call of the put_bucket function.
-func (s *Store) PutBucket(ctx context.Context, now time.Time, b store.Bucket, reset bool) error {
+func (s *Store) PutBucket(ctx context.Context, req store.PutBucketRequest) error {
 	ctx, cancel, err := s.begin(ctx)
 	defer cancel()
 	if err != nil {
 		return err
 	}
-	ms, err := s.now(now)
-	if err != nil {
-		return err
-	}
-	if err := store.ValidateBucket(b); err != nil {
-		return err
-	}
+	b := req.Bucket
 	var old *int16
 	err = s.pool.QueryRow(ctx, s.q.put, b.Name, int16(b.Type), b.Capacity, b.RefillAmount,
-		b.RefillPeriod.Milliseconds(), b.CostPerCall, b.MaxDebt, ms, reset, s.skewMs()).Scan(&old)
+		b.RefillPeriod.Milliseconds(), b.CostPerCall, b.MaxDebt, s.now(req.Now), req.Reset, s.skewMs()).Scan(&old)
 	if err != nil {
 		return fail("put bucket", err)
 	}
 	if old != nil { // the function refused a change of limit type
-		if err := store.CheckTypeChange(store.Bucket{Name: b.Name, Config: bucket.Config{Type: bucket.Type(*old)}}, b); err != nil {
+		if err := store.CheckTypeChange(store.Bucket{Name: b.Name, Config: bucket.Config{Type: bucket.LimitType(*old)}}, b); err != nil {
 			return err
 		}
 		return fmt.Errorf("pgstore: put bucket %q: change from limit type %d refused", b.Name, *old)
@@ -181,21 +159,18 @@ func (s *Store) PutBucket(ctx context.Context, now time.Time, b store.Bucket, re
 
 // DeleteBucket implements store.Store in one statement. The bucket's lease
 // records stay behind as orphans for Reconcile.
-func (s *Store) DeleteBucket(ctx context.Context, name string) error {
+func (s *Store) DeleteBucket(ctx context.Context, req store.DeleteBucketRequest) error {
 	ctx, cancel, err := s.begin(ctx)
 	defer cancel()
 	if err != nil {
 		return err
 	}
-	if !sendable(name) {
-		return store.UnknownDimension(name)
-	}
-	tag, err := s.pool.Exec(ctx, s.q.del, name)
+	tag, err := s.pool.Exec(ctx, s.q.del, req.Name)
 	if err != nil {
 		return fail("delete bucket", err)
 	}
 	if tag.RowsAffected() == 0 {
-		return store.UnknownDimension(name)
+		return &store.ConfigurationError{Dimension: req.Name}
 	}
 	return nil
 }
@@ -210,17 +185,9 @@ func (s *Store) Reconcile(ctx context.Context, req store.ReconcileRequest) (stor
 	if err != nil {
 		return store.ReconcileResult{}, err
 	}
-	ms, err := s.now(req.Now)
-	if err != nil {
-		return store.ReconcileResult{}, err
-	}
-	limit := req.Limit
-	if limit <= 0 {
-		limit = store.DefaultReconcileLimit
-	}
 	var res store.ReconcileResult
 	var dims []string
-	err = s.pool.QueryRow(ctx, s.q.reconcile, ms, int32(min(limit, 1<<30))).
+	err = s.pool.QueryRow(ctx, s.q.reconcile, s.now(req.Now), int32(min(req.Limit, 1<<30))).
 		Scan(&res.Restored, &res.Reclaimed, &res.AlreadyCapped, &res.Orphans, &dims, &res.More)
 	if err != nil {
 		return store.ReconcileResult{}, fail("reconcile", err)
@@ -237,27 +204,4 @@ func (s *Store) Reconcile(ctx context.Context, req store.ReconcileRequest) (stor
 // names), so the store never sends it.
 func sendable(name string) bool {
 	return utf8.ValidString(name) && !strings.ContainsRune(name, 0)
-}
-
-// firstUnsendable returns the index of the first name PostgreSQL cannot
-// hold, or -1.
-func firstUnsendable(names []string) int {
-	for i, n := range names {
-		if !sendable(n) {
-			return i
-		}
-	}
-	return -1
-}
-
-// missingError reports the first name of names[:k+1] that has no bucket, in
-// order, as the memory store does; names[k] cannot be sent, so it is
-// missing. It costs a round trip, on this error path only.
-func (s *Store) missingError(ctx context.Context, now time.Time, names []string, k int) error {
-	if k > 0 {
-		if _, err := s.Peek(ctx, now, names[:k]); err != nil {
-			return err
-		}
-	}
-	return store.UnknownDimension(names[k])
 }

@@ -39,7 +39,7 @@ func pick(r *rand.Rand, lo, hi int64, extremes ...int64) int64 {
 
 func randomCase(r *rand.Rand) mathCase {
 	for {
-		c := bucket.Config{Type: bucket.Type(r.IntN(3) + 1)}
+		c := bucket.Config{Type: bucket.LimitType(r.IntN(3) + 1)}
 		c.Capacity = pick(r, 1, bucket.MaxCapacity, 1, 2, 1000, bucket.MaxCapacity)
 		c.MaxDebt = pick(r, bucket.NoDebt, bucket.MaxCapacity, bucket.NoDebt, 0, bucket.MaxCapacity)
 		if c.Type != bucket.Concurrent {

@@ -65,10 +65,10 @@ func newFaultRig(t *testing.T, opTimeout time.Duration, urls ...string) *faultRi
 	}
 	ctx := context.Background()
 	s := r.admin
-	if err := s.PutBucket(ctx, time.Now(), store.Bucket{Name: faultSlots, Config: bucket.ConcurrentSlots(faultCap)}, false); err != nil {
+	if err := s.PutBucket(ctx, store.PutBucketRequest{Now: time.Now(), Bucket: store.Bucket{Name: faultSlots, Config: bucket.ConcurrentSlots(faultCap)}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.PutBucket(ctx, time.Now(), store.Bucket{Name: faultTPM, Config: bucket.PerPeriod(bucket.Tokens, 1_000_000, time.Minute)}, false); err != nil {
+	if err := s.PutBucket(ctx, store.PutBucketRequest{Now: time.Now(), Bucket: store.Bucket{Name: faultTPM, Config: bucket.PerPeriod(bucket.Tokens, 1_000_000, time.Minute)}}); err != nil {
 		t.Fatal(err)
 	}
 	return r

@@ -56,11 +56,11 @@ func storeOps(s *Store, held store.LeaseID) map[string]func(context.Context) err
 			return err
 		},
 		"peek": func(ctx context.Context) error {
-			_, err := s.Peek(ctx, t0, []string{"r"})
+			_, err := s.Peek(ctx, store.PeekRequest{Now: t0, Dimensions: []string{"r"}})
 			return err
 		},
 		"list buckets": func(ctx context.Context) error {
-			_, err := s.ListBuckets(ctx, t0)
+			_, err := s.ListBuckets(ctx, store.ListBucketsRequest{Now: t0})
 			return err
 		},
 		"leases": func(ctx context.Context) error {
@@ -68,11 +68,11 @@ func storeOps(s *Store, held store.LeaseID) map[string]func(context.Context) err
 			return err
 		},
 		"put bucket": func(ctx context.Context) error {
-			return s.PutBucket(ctx, t0, store.Bucket{Name: "r2", Config: bucket.ConcurrentSlots(1)}, false)
+			return s.PutBucket(ctx, store.PutBucketRequest{Now: t0, Bucket: store.Bucket{Name: "r2", Config: bucket.ConcurrentSlots(1)}})
 		},
-		"delete bucket": func(ctx context.Context) error { return s.DeleteBucket(ctx, "r") },
+		"delete bucket": func(ctx context.Context) error { return s.DeleteBucket(ctx, store.DeleteBucketRequest{Name: "r"}) },
 		"reconcile": func(ctx context.Context) error {
-			_, err := s.Reconcile(ctx, store.ReconcileRequest{Now: t0})
+			_, err := s.Reconcile(ctx, store.ReconcileRequest{Now: t0, Limit: store.DefaultReconcileLimit})
 			return err
 		},
 		"migrate": s.Migrate,

@@ -67,7 +67,7 @@ func reopen(t testing.TB, s *Store, opts ...Option) *Store {
 
 func put(t testing.TB, s store.Store, b store.Bucket) {
 	t.Helper()
-	if err := s.PutBucket(context.Background(), t0, b, false); err != nil {
+	if err := s.PutBucket(context.Background(), store.PutBucketRequest{Now: t0, Bucket: b}); err != nil {
 		t.Fatal(err)
 	}
 }

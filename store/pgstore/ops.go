@@ -54,13 +54,7 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 	if err != nil {
 		return err
 	}
-	if err := store.ValidateAcquireShape(req); err != nil {
-		return err
-	}
-	now, err := s.now(req.Now)
-	if err != nil {
-		return err
-	}
+	now := s.now(req.Now)
 	n := len(req.Items)
 	var dimsBuf [store.MaxItems]string
 	var costsBuf [store.MaxItems]int64
@@ -68,13 +62,7 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 	for i, it := range req.Items {
 		dims[i], costs[i] = it.Dimension, it.Cost
 	}
-	if k := firstUnsendable(dims); k >= 0 {
-		return s.missingError(ctx, req.Now, dims, k)
-	}
 	poll := req.Poll
-	if poll == 0 {
-		poll = store.DefaultPoll
-	}
 	var (
 		errCode, errDim             *string
 		granted, recorded           *bool
@@ -101,7 +89,7 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 	}
 	for i := range res.Items {
 		res.Items[i] = store.ItemResult{
-			Dimension: req.Items[i].Dimension, Type: bucket.Type(types[i]), Cost: rcosts[i],
+			Dimension: req.Items[i].Dimension, Type: bucket.LimitType(types[i]), Cost: rcosts[i],
 			Capacity: caps[i], Remaining: remain[i], RetryIn: time.Duration(waits[i]) * time.Millisecond,
 		}
 	}
@@ -137,7 +125,7 @@ func indexOf(req *store.AcquireRequest, dim string) int {
 func acquireError(req *store.AcquireRequest, code, dim string, costs, caps []int64) error {
 	switch code {
 	case "unknown":
-		return store.UnknownDimension(dim)
+		return &store.ConfigurationError{Dimension: dim}
 	case "cost":
 		if i := indexOf(req, dim); i >= 0 && i < len(costs) && i < len(caps) {
 			return &store.CostError{Dimension: dim, Cost: costs[i], Capacity: caps[i]}
@@ -153,9 +141,6 @@ func (s *Store) Release(ctx context.Context, req store.ReleaseRequest) (store.Re
 	ctx, cancel, err := s.begin(ctx)
 	defer cancel()
 	if err != nil {
-		return store.ReleaseResult{}, err
-	}
-	if _, err := s.now(req.Now); err != nil {
 		return store.ReleaseResult{}, err
 	}
 	var released bool
@@ -182,13 +167,7 @@ func (s *Store) Extend(ctx context.Context, req store.ExtendRequest) (time.Time,
 	if err != nil {
 		return time.Time{}, err
 	}
-	now, err := s.now(req.Now)
-	if err != nil {
-		return time.Time{}, err
-	}
-	if err := store.ValidateTTL(req.TTL); err != nil {
-		return time.Time{}, err
-	}
+	now := s.now(req.Now)
 	var status int
 	var exp *int64
 	if err := s.pool.QueryRow(ctx, s.q.extend, uuidOf(req.ID), now, req.TTL.Milliseconds()).Scan(&status, &exp); err != nil {
@@ -204,19 +183,13 @@ func (s *Store) Extend(ctx context.Context, req store.ExtendRequest) (time.Time,
 }
 
 // Adjust implements store.Store in one call of the adjust function.
-func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.AdjustResult, error) {
+func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.Settlement, error) {
 	ctx, cancel, err := s.begin(ctx)
 	defer cancel()
 	if err != nil {
-		return store.AdjustResult{}, err
+		return store.Settlement{}, err
 	}
-	now, err := s.now(req.Now)
-	if err != nil {
-		return store.AdjustResult{}, err
-	}
-	if err := store.ValidateAdjust(req); err != nil {
-		return store.AdjustResult{}, err
-	}
+	now := s.now(req.Now)
 	var expires *int64
 	if !req.Recorded && !req.ExpiresAt.IsZero() {
 		ms := req.ExpiresAt.UnixMilli()
@@ -227,59 +200,53 @@ func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.Adju
 	err = s.pool.QueryRow(ctx, s.q.adjust, req.Dimension, req.Delta, now, uuidOf(req.ID), req.Recorded, req.Held, expires, s.skewMs()).
 		Scan(&code, &held, &applied, &remaining)
 	if err != nil {
-		return store.AdjustResult{}, fail("adjust", err)
+		return store.Settlement{}, fail("adjust", err)
 	}
 	if code != nil {
 		switch *code {
 		case "unknown":
-			return store.AdjustResult{}, store.UnknownDimension(req.Dimension)
+			return store.Settlement{}, &store.ConfigurationError{Dimension: req.Dimension}
 		case "concurrent":
-			return store.AdjustResult{}, store.CheckAdjustable(&store.Bucket{Name: req.Dimension, Config: bucket.Config{Type: bucket.Concurrent}})
+			return store.Settlement{}, (&store.Bucket{Name: req.Dimension, Config: bucket.Config{Type: bucket.Concurrent}}).CheckAdjustable()
 		case "nolease":
-			return store.AdjustResult{}, store.ErrUnknownLease
+			return store.Settlement{}, store.ErrUnknownLease
 		case "expired":
-			return store.AdjustResult{}, store.ErrLeaseExpired
+			return store.Settlement{}, store.ErrLeaseExpired
 		case "notinlease":
-			return store.AdjustResult{}, &bucket.FieldError{Field: "dimension", Value: req.Dimension, Reason: "is not part of lease " + req.ID.String()}
+			return store.Settlement{}, &bucket.FieldError{Field: "dimension", Value: req.Dimension, Reason: "is not part of lease " + req.ID.String()}
 		case "refund":
 			_, err := store.AdjustHeld(req.Dimension, deref(held), req.Delta)
 			if err == nil {
 				err = fmt.Errorf("pgstore: adjust: refund of %d refused with %d held", -req.Delta, deref(held))
 			}
-			return store.AdjustResult{}, err
+			return store.Settlement{}, err
 		}
-		return store.AdjustResult{}, fmt.Errorf("pgstore: adjust: unexpected result %q", *code)
+		return store.Settlement{}, fmt.Errorf("pgstore: adjust: unexpected result %q", *code)
 	}
-	return store.AdjustResult{Held: *held, Applied: *applied, Remaining: *remaining}, nil
+	return store.Settlement{Held: *held, Applied: *applied, Remaining: *remaining}, nil
 }
 
 // Penalize implements store.Store in one call of the penalize function.
-func (s *Store) Penalize(ctx context.Context, req store.PenalizeRequest) (store.PenalizeResult, error) {
+func (s *Store) Penalize(ctx context.Context, req store.PenalizeRequest) (store.Penalty, error) {
 	ctx, cancel, err := s.begin(ctx)
 	defer cancel()
 	if err != nil {
-		return store.PenalizeResult{}, err
+		return store.Penalty{}, err
 	}
-	now, err := s.now(req.Now)
-	if err != nil {
-		return store.PenalizeResult{}, err
-	}
-	if err := store.ValidatePenalize(req); err != nil {
-		return store.PenalizeResult{}, err
-	}
+	now := s.now(req.Now)
 	var code *string
 	var before, after *int64
 	if err := s.pool.QueryRow(ctx, s.q.penalize, req.Dimension, now, req.FactorMilli, s.skewMs()).Scan(&code, &before, &after); err != nil {
-		return store.PenalizeResult{}, fail("penalize", err)
+		return store.Penalty{}, fail("penalize", err)
 	}
 	if code != nil {
 		switch *code {
 		case "unknown":
-			return store.PenalizeResult{}, store.UnknownDimension(req.Dimension)
+			return store.Penalty{}, &store.ConfigurationError{Dimension: req.Dimension}
 		case "concurrent":
-			return store.PenalizeResult{}, store.CheckPenalizable(&store.Bucket{Name: req.Dimension, Config: bucket.Config{Type: bucket.Concurrent}})
+			return store.Penalty{}, (&store.Bucket{Name: req.Dimension, Config: bucket.Config{Type: bucket.Concurrent}}).CheckPenalizable()
 		}
-		return store.PenalizeResult{}, fmt.Errorf("pgstore: penalize: unexpected result %q", *code)
+		return store.Penalty{}, fmt.Errorf("pgstore: penalize: unexpected result %q", *code)
 	}
-	return store.PenalizeResult{Before: *before, After: *after}, nil
+	return store.Penalty{Before: *before, After: *after}, nil
 }

@@ -40,7 +40,7 @@ func TestOutage(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	before, err := s.ListBuckets(ctx, t0)
+	before, err := s.ListBuckets(ctx, store.ListBucketsRequest{Now: t0})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestOutage(t *testing.T) {
 		}
 		t.Logf("acquire %d with the server down: ErrUnavailable after %v", i, time.Since(start).Round(time.Microsecond))
 	}
-	if _, err := s.Peek(ctx, t0, []string{"openai#rpm"}); !errors.Is(err, store.ErrUnavailable) {
+	if _, err := s.Peek(ctx, store.PeekRequest{Now: t0, Dimensions: []string{"openai#rpm"}}); !errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("peek during the outage: %v, want ErrUnavailable", err)
 	}
 	if _, err := s.Release(ctx, store.ReleaseRequest{Now: t0, ID: leasesBefore[0].ID}); !errors.Is(err, store.ErrUnavailable) {
@@ -73,7 +73,7 @@ func TestOutage(t *testing.T) {
 	restarted := time.Now()
 	deadline := restarted.Add(30 * time.Second)
 	for { // the pool reconnects on its own; poll until it has
-		if _, err := s.ListBuckets(ctx, t0); err == nil {
+		if _, err := s.ListBuckets(ctx, store.ListBucketsRequest{Now: t0}); err == nil {
 			break
 		} else if time.Now().After(deadline) {
 			t.Fatalf("the pool did not recover: %v", err)
@@ -81,7 +81,7 @@ func TestOutage(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Logf("the pool served again %v after the server accepted connections", time.Since(restarted).Round(time.Millisecond))
-	after, err := s.ListBuckets(ctx, t0)
+	after, err := s.ListBuckets(ctx, store.ListBucketsRequest{Now: t0})
 	if err != nil {
 		t.Fatal(err)
 	}

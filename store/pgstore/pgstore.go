@@ -166,16 +166,13 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 // now returns the decision time to pass to SQL: nil (NULL, the server
-// clock) by default, the validated request time with WithCallerClock.
-func (s *Store) now(t time.Time) (*int64, error) {
+// clock) by default, the request time with WithCallerClock.
+func (s *Store) now(t time.Time) *int64 {
 	if !s.callerClock {
-		return nil, nil
+		return nil
 	}
-	ms, err := store.NowMs(t)
-	if err != nil {
-		return nil, err
-	}
-	return &ms, nil
+	ms := t.UnixMilli()
+	return &ms
 }
 
 // fail maps a driver error: serialization failures and deadlocks are

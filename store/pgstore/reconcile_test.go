@@ -88,7 +88,7 @@ func TestReconcilersAndReleasesNeverDoubleRestore(t *testing.T) {
 
 func (s *Store) peekTokens(t *testing.T, now time.Time, dim string) int64 {
 	t.Helper()
-	st, err := s.Peek(context.Background(), now, []string{dim})
+	st, err := s.Peek(context.Background(), store.PeekRequest{Now: now, Dimensions: []string{dim}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -102,7 +102,7 @@ func TestOneRoundTripPerAcquire(t *testing.T) {
 func TestServerClock(t *testing.T) {
 	s := newStoreOn(t, pgtest.Pool(t, nil)) // no WithCallerClock
 	ctx := context.Background()
-	if err := s.PutBucket(ctx, time.Time{}, store.Bucket{Name: "a#rpm", Config: bucket.PerPeriod(bucket.Requests, 5, time.Minute)}, false); err != nil {
+	if err := s.PutBucket(ctx, store.PutBucketRequest{Now: time.Time{}, Bucket: store.Bucket{Name: "a#rpm", Config: bucket.PerPeriod(bucket.Requests, 5, time.Minute)}}); err != nil {
 		t.Fatal(err)
 	}
 	before := time.Now().UnixMilli()
@@ -118,7 +118,7 @@ func TestServerClock(t *testing.T) {
 	if at := res.ExpiresAt.UnixMilli() - 1000; at < before || at > after {
 		t.Errorf("decision time %d is outside the call [%d, %d]: not the server's clock", at, before, after)
 	}
-	st, err := s.Peek(ctx, time.Time{}, []string{"a#rpm"})
+	st, err := s.Peek(ctx, store.PeekRequest{Now: time.Time{}, Dimensions: []string{"a#rpm"}})
 	if err != nil {
 		t.Fatal(err)
 	}

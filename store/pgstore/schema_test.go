@@ -137,7 +137,7 @@ func TestMigrateFromVersion1(t *testing.T) {
 	if err != nil || from != 1 || to != SchemaVersion() {
 		t.Fatalf("MigrateReport = %d, %d, %v; want 1, %d", from, to, err, SchemaVersion())
 	}
-	st, err := s.Peek(ctx, t0, []string{slots.Name})
+	st, err := s.Peek(ctx, store.PeekRequest{Now: t0, Dimensions: []string{slots.Name}})
 	if err != nil || st[0].Tokens != 1000 || st[0].ActiveLeases != 1 {
 		t.Fatalf("Peek after upgrade = %+v, %v; want 1000 tokens, 1 lease", st, err)
 	}
@@ -152,13 +152,13 @@ func TestMigrateFromVersion1(t *testing.T) {
 	if err := s.Acquire(ctx, req, res); err != nil || !res.Granted {
 		t.Fatalf("Acquire = %+v, %v", res, err)
 	}
-	if err := s.DeleteBucket(ctx, slots.Name); err != nil {
+	if err := s.DeleteBucket(ctx, store.DeleteBucketRequest{Name: slots.Name}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.PutBucket(ctx, t0, slots, false); err != nil {
+	if err := s.PutBucket(ctx, store.PutBucketRequest{Now: t0, Bucket: slots}); err != nil {
 		t.Fatal(err)
 	}
-	st, err = s.Peek(ctx, t0, []string{slots.Name})
+	st, err = s.Peek(ctx, store.PeekRequest{Now: t0, Dimensions: []string{slots.Name}})
 	if err != nil || st[0].Tokens != 2000 || st[0].ActiveLeases != 0 {
 		t.Fatalf("Peek after re-create = %+v, %v; want 2000 tokens, no lease", st, err)
 	}
@@ -228,7 +228,7 @@ func TestOutdatedSchemaIsAConfigurationError(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := store.Bucket{Name: "r", Config: bucket.PerPeriod(bucket.Requests, 10, time.Minute)}
-	err = s.PutBucket(ctx, t0, b, false)
+	err = s.PutBucket(ctx, store.PutBucketRequest{Now: t0, Bucket: b})
 	if err == nil || errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "run Migrate") {
 		t.Fatalf("PutBucket on a version-1 schema: %v; want an error saying to migrate, not ErrUnavailable", err)
 	}
@@ -240,7 +240,7 @@ func TestOutdatedSchemaIsAConfigurationError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := missing.Peek(ctx, t0, []string{"r"}); err == nil || errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "run Migrate") {
+	if _, err := missing.Peek(ctx, store.PeekRequest{Now: t0, Dimensions: []string{"r"}}); err == nil || errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "run Migrate") {
 		t.Errorf("Peek on a missing schema: %v; want an error saying to migrate", err)
 	}
 	// Record version 1, as Migrate would have, so that Migrate brings the
@@ -256,7 +256,7 @@ func TestOutdatedSchemaIsAConfigurationError(t *testing.T) {
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.PutBucket(ctx, t0, b, false); err != nil {
+	if err := s.PutBucket(ctx, store.PutBucketRequest{Now: t0, Bucket: b}); err != nil {
 		t.Fatalf("PutBucket after Migrate: %v", err)
 	}
 }

@@ -44,7 +44,7 @@ func TestMaxSkewOption(t *testing.T) {
 			if res := acq(time.Second, 10); !res.Granted {
 				t.Fatalf("emptying acquire denied: %+v", res)
 			}
-			st, err := s.Peek(ctx, t0.Add(500*time.Millisecond), []string{"r"})
+			st, err := s.Peek(ctx, store.PeekRequest{Now: t0.Add(500 * time.Millisecond), Dimensions: []string{"r"}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -18,19 +18,8 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 		return err
 	}
 	defer done(cancel)
-	if err := store.ValidateAcquireShape(req); err != nil {
-		return err
-	}
-	now, err := s.now(req.Now)
-	if err != nil {
-		return err
-	}
+	now := s.now(req.Now)
 	n := len(req.Items)
-	for _, it := range req.Items {
-		if err := store.ValidateName(it.Dimension); err != nil {
-			return err
-		}
-	}
 	first := s.dim(req.Items[0].Dimension)
 	c := newAcquireCall(n)
 	keys, args := c.args[3:3+2*n], c.args[3+2*n:]
@@ -45,9 +34,6 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 		args[acquireArgs+2*i], args[acquireArgs+1+2*i] = k.nameArg, &it.Cost
 	}
 	poll := req.Poll
-	if poll == 0 {
-		poll = store.DefaultPoll
-	}
 	c.now, c.ttl, c.poll = now, req.TTL.Milliseconds(), poll.Milliseconds()
 	c.id.set(req.ID)
 	args[0], args[1], args[3], args[4], args[5], args[6] = &c.now, &c.ttl, &c.poll, &c.id, &req.Caller, first.tagArg
@@ -73,7 +59,7 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 	switch status {
 	case -1:
 		if i := r.int(); r.err == nil && i >= 1 && int(i) <= n {
-			return store.UnknownDimension(req.Items[i-1].Dimension)
+			return &store.ConfigurationError{Dimension: req.Items[i-1].Dimension}
 		}
 	case -2:
 		i, cost, capm := r.int(), r.int(), r.int()
@@ -103,7 +89,7 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 		res.Items = make([]store.ItemResult, n)
 	}
 	for i, it := range req.Items {
-		ir := store.ItemResult{Dimension: it.Dimension, Type: bucket.Type(r.int()), Cost: r.int(),
+		ir := store.ItemResult{Dimension: it.Dimension, Type: bucket.LimitType(r.int()), Cost: r.int(),
 			Capacity: r.int() / bucket.Milli, Remaining: r.int()}
 		if !res.Granted {
 			ir.RetryIn = time.Duration(r.int()) * time.Millisecond
@@ -151,7 +137,7 @@ func (s *Store) onLease(ctx context.Context, id store.LeaseID, hint *dimKeys, fn
 // hint returns the keys of a lease's hinted dimension, or nil when there is
 // no usable hint.
 func (s *Store) hint(dimension string) *dimKeys {
-	if dimension == "" || store.ValidateName(dimension) != nil {
+	if dimension == "" {
 		return nil
 	}
 	return s.dim(dimension)
@@ -164,9 +150,6 @@ func (s *Store) Release(ctx context.Context, req store.ReleaseRequest) (store.Re
 		return store.ReleaseResult{}, err
 	}
 	defer done(cancel)
-	if _, err := s.now(req.Now); err != nil {
-		return store.ReleaseResult{}, err
-	}
 	var res store.ReleaseResult
 	id := req.ID.String()
 	_, err = s.onLease(ctx, req.ID, s.hint(req.Hint), func(vendor string) (bool, error) {
@@ -199,13 +182,7 @@ func (s *Store) Extend(ctx context.Context, req store.ExtendRequest) (time.Time,
 		return time.Time{}, err
 	}
 	defer done(cancel)
-	now, err := s.now(req.Now)
-	if err != nil {
-		return time.Time{}, err
-	}
-	if err := store.ValidateTTL(req.TTL); err != nil {
-		return time.Time{}, err
-	}
+	now := s.now(req.Now)
 	id := req.ID.String()
 	var exp time.Time
 	found, err := s.onLease(ctx, req.ID, s.hint(req.Hint), func(vendor string) (bool, error) {
@@ -235,19 +212,13 @@ func (s *Store) Extend(ctx context.Context, req store.ExtendRequest) (time.Time,
 }
 
 // Adjust implements store.Store.
-func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.AdjustResult, error) {
+func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.Settlement, error) {
 	ctx, cancel, err := s.begin(ctx)
 	if err != nil {
-		return store.AdjustResult{}, err
+		return store.Settlement{}, err
 	}
 	defer done(cancel)
-	now, err := s.now(req.Now)
-	if err != nil {
-		return store.AdjustResult{}, err
-	}
-	if err := store.ValidateAdjust(req); err != nil {
-		return store.AdjustResult{}, err
-	}
+	now := s.now(req.Now)
 	k := s.dim(req.Dimension)
 	id := req.ID.String()
 	recorded, exp := 0, int64(0)
@@ -256,7 +227,7 @@ func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.Adju
 	} else if !req.ExpiresAt.IsZero() {
 		exp = req.ExpiresAt.UnixMilli()
 	}
-	var res store.AdjustResult
+	var res store.Settlement
 	var opErr error
 	try := func(vendor string) (bool, error) {
 		if s.slotCheck && Slot(vendor) != k.slot { // the lease cannot hold this dimension
@@ -271,9 +242,9 @@ func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.Adju
 		r := reply{v: v}
 		switch r.int() {
 		case -1:
-			opErr = store.UnknownDimension(req.Dimension)
+			opErr = &store.ConfigurationError{Dimension: req.Dimension}
 		case -2:
-			opErr = store.CheckAdjustable(&store.Bucket{Name: req.Dimension, Config: bucket.Config{Type: bucket.Concurrent}})
+			opErr = (&store.Bucket{Name: req.Dimension, Config: bucket.Config{Type: bucket.Concurrent}}).CheckAdjustable()
 		case -3:
 			return false, r.err
 		case -4:
@@ -283,7 +254,7 @@ func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.Adju
 		case -6:
 			_, opErr = store.AdjustHeld(req.Dimension, r.int(), req.Delta)
 		default:
-			res = store.AdjustResult{Held: r.int(), Applied: r.int(), Remaining: r.int()}
+			res = store.Settlement{Held: r.int(), Applied: r.int(), Remaining: r.int()}
 		}
 		return true, r.err
 	}
@@ -295,11 +266,11 @@ func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.Adju
 	}
 	switch {
 	case err != nil:
-		return store.AdjustResult{}, err
+		return store.Settlement{}, err
 	case opErr != nil:
-		return store.AdjustResult{}, opErr
+		return store.Settlement{}, opErr
 	case !found:
-		return store.AdjustResult{}, store.ErrUnknownLease
+		return store.Settlement{}, store.ErrUnknownLease
 	}
 	return res, nil
 }

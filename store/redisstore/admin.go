@@ -14,31 +14,25 @@ import (
 )
 
 // Penalize implements store.Store.
-func (s *Store) Penalize(ctx context.Context, req store.PenalizeRequest) (store.PenalizeResult, error) {
+func (s *Store) Penalize(ctx context.Context, req store.PenalizeRequest) (store.Penalty, error) {
 	ctx, cancel, err := s.begin(ctx)
 	if err != nil {
-		return store.PenalizeResult{}, err
+		return store.Penalty{}, err
 	}
 	defer done(cancel)
-	now, err := s.now(req.Now)
-	if err != nil {
-		return store.PenalizeResult{}, err
-	}
-	if err := store.ValidatePenalize(req); err != nil {
-		return store.PenalizeResult{}, err
-	}
+	now := s.now(req.Now)
 	v, err := s.runW(ctx, "penalize", penalizeScript, []string{s.dim(req.Dimension).bucket}, now, req.FactorMilli, s.skewMs)
 	if err != nil {
-		return store.PenalizeResult{}, err
+		return store.Penalty{}, err
 	}
 	r := reply{v: v}
 	switch r.int() {
 	case -1:
-		return store.PenalizeResult{}, store.UnknownDimension(req.Dimension)
+		return store.Penalty{}, &store.ConfigurationError{Dimension: req.Dimension}
 	case -2:
-		return store.PenalizeResult{}, store.CheckPenalizable(&store.Bucket{Name: req.Dimension, Config: bucket.Config{Type: bucket.Concurrent}})
+		return store.Penalty{}, (&store.Bucket{Name: req.Dimension, Config: bucket.Config{Type: bucket.Concurrent}}).CheckPenalizable()
 	}
-	res := store.PenalizeResult{Before: r.int(), After: r.int()}
+	res := store.Penalty{Before: r.int(), After: r.int()}
 	return res, r.err
 }
 
@@ -48,7 +42,7 @@ func readState(r *reply, name string, now int64) store.BucketState {
 	t, capm, amtm, per, k, d := r.int(), r.int(), r.int(), r.int(), r.int(), r.int()
 	bs := store.BucketState{
 		Bucket: store.Bucket{Name: name, Config: bucket.Config{
-			Type: bucket.Type(t), Capacity: capm / bucket.Milli, RefillAmount: amtm / bucket.Milli,
+			Type: bucket.LimitType(t), Capacity: capm / bucket.Milli, RefillAmount: amtm / bucket.Milli,
 			RefillPeriod: time.Duration(per) * time.Millisecond, CostPerCall: k, MaxDebt: d,
 		}},
 		Tokens: r.int(), LastRefill: r.int(), ActiveLeases: int(r.int()), Now: time.UnixMilli(now),
@@ -61,28 +55,18 @@ func readState(r *reply, name string, now int64) store.BucketState {
 
 // Peek implements store.Store: one script call per Cluster slot (one in
 // all on a standalone server).
-func (s *Store) Peek(ctx context.Context, now time.Time, dimensions []string) ([]store.BucketState, error) {
+func (s *Store) Peek(ctx context.Context, req store.PeekRequest) ([]store.BucketState, error) {
 	ctx, cancel, err := s.begin(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer done(cancel)
-	ms, err := s.now(now)
-	if err != nil {
-		return nil, err
-	}
-	valid := len(dimensions) // names before the first invalid one
-	for i, d := range dimensions {
-		if store.ValidateName(d) != nil {
-			valid = i
-			break
-		}
-	}
+	ms, dimensions := s.now(req.Now), req.Dimensions
 	out := make([]store.BucketState, len(dimensions))
 	found := make([]bool, len(dimensions))
 	groups := map[uint16][]int{}
 	var order []uint16
-	for i, d := range dimensions[:valid] {
+	for i, d := range dimensions {
 		g := uint16(0)
 		if s.slotCheck {
 			g = s.dim(d).slot
@@ -114,8 +98,8 @@ func (s *Store) Peek(ctx context.Context, now time.Time, dimensions []string) ([
 		}
 	}
 	for i, d := range dimensions {
-		if i == valid || !found[i] {
-			return nil, store.UnknownDimension(d)
+		if !found[i] {
+			return nil, &store.ConfigurationError{Dimension: d}
 		}
 	}
 	return out, nil
@@ -124,19 +108,13 @@ func (s *Store) Peek(ctx context.Context, now time.Time, dimensions []string) ([
 // PutBucket implements store.Store. It registers the vendor first (a
 // separate command: the registry lives in its own slot), then writes the
 // bucket in one script.
-func (s *Store) PutBucket(ctx context.Context, now time.Time, b store.Bucket, reset bool) error {
+func (s *Store) PutBucket(ctx context.Context, req store.PutBucketRequest) error {
 	ctx, cancel, err := s.begin(ctx)
 	if err != nil {
 		return err
 	}
 	defer done(cancel)
-	ms, err := s.now(now)
-	if err != nil {
-		return err
-	}
-	if err := store.ValidateBucket(b); err != nil {
-		return err
-	}
+	ms, b := s.now(req.Now), req.Bucket
 	k := s.dim(b.Name)
 	if s.pruned() == "" { // else the put script registers the vendor
 		if err := s.register(ctx, k.vendor); err != nil {
@@ -145,7 +123,7 @@ func (s *Store) PutBucket(ctx context.Context, now time.Time, b store.Bucket, re
 	}
 	l := b.Config.Limits()
 	rs := 0
-	if reset {
+	if req.Reset {
 		rs = 1
 	}
 	v, err := s.runW(ctx, "put bucket", putScript, []string{k.bucket, s.bucketSet(k.vendor)}, ms, b.Name,
@@ -156,7 +134,7 @@ func (s *Store) PutBucket(ctx context.Context, now time.Time, b store.Bucket, re
 	}
 	r := reply{v: v}
 	if r.int() == -1 {
-		old := store.Bucket{Name: b.Name, Config: bucket.Config{Type: bucket.Type(r.int())}}
+		old := store.Bucket{Name: b.Name, Config: bucket.Config{Type: bucket.LimitType(r.int())}}
 		if err := store.CheckTypeChange(old, b); err != nil {
 			return err
 		}
@@ -186,15 +164,13 @@ func (s *Store) register(ctx context.Context, vendor string) error {
 }
 
 // DeleteBucket implements store.Store.
-func (s *Store) DeleteBucket(ctx context.Context, name string) error {
+func (s *Store) DeleteBucket(ctx context.Context, req store.DeleteBucketRequest) error {
 	ctx, cancel, err := s.begin(ctx)
 	if err != nil {
 		return err
 	}
 	defer done(cancel)
-	if err := store.ValidateName(name); err != nil {
-		return err
-	}
+	name := req.Name
 	k := s.dim(name)
 	cmd, err := s.write(ctx, "delete bucket", deleteScript, []string{k.bucket, k.index, s.bucketSet(k.vendor)},
 		name, s.pruned(), k.vendor, s.leaseIndex(k.vendor))
@@ -206,22 +182,19 @@ func (s *Store) DeleteBucket(ctx context.Context, name string) error {
 		return fail("delete bucket", err)
 	}
 	if n == 0 {
-		return store.UnknownDimension(name)
+		return &store.ConfigurationError{Dimension: name}
 	}
 	return nil
 }
 
 // ListBuckets implements store.Store: one script call per vendor.
-func (s *Store) ListBuckets(ctx context.Context, now time.Time) ([]store.BucketState, error) {
+func (s *Store) ListBuckets(ctx context.Context, req store.ListBucketsRequest) ([]store.BucketState, error) {
 	ctx, cancel, err := s.begin(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer done(cancel)
-	ms, err := s.now(now)
-	if err != nil {
-		return nil, err
-	}
+	ms := s.now(req.Now)
 	vs, err := s.vendors(ctx)
 	if err != nil {
 		return nil, fail("list buckets", err)
@@ -242,7 +215,6 @@ func (s *Store) ListBuckets(ctx context.Context, now time.Time) ([]store.BucketS
 			return nil, r.err
 		}
 	}
-	slices.SortFunc(out, func(a, b store.BucketState) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
 
@@ -253,27 +225,24 @@ const leasePage = 500
 // script calls that read at most leasePage entries (so a listing of many
 // records never blocks the server for long), until the vendor has given
 // q.Limit matching records or none are left; then sorted by expiry.
-func (s *Store) Leases(ctx context.Context, q store.LeaseQuery) ([]store.Lease, error) {
+func (s *Store) Leases(ctx context.Context, q store.LeaseQuery) ([]store.LeaseRecord, error) {
 	ctx, cancel, err := s.begin(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer done(cancel)
-	ms, err := s.now(q.Now)
-	if err != nil {
-		return nil, err
-	}
+	ms := s.now(q.Now)
 	vs, err := s.vendors(ctx)
 	if err != nil {
 		return nil, fail("leases", err)
 	}
-	var out []store.Lease
+	var out []store.LeaseRecord
 	for _, v := range vs {
 		if out, err = s.vendorLeases(ctx, v, q, ms, out); err != nil {
 			return nil, err
 		}
 	}
-	slices.SortFunc(out, func(a, b store.Lease) int {
+	slices.SortFunc(out, func(a, b store.LeaseRecord) int {
 		if c := a.ExpiresAt.Compare(b.ExpiresAt); c != 0 {
 			return c
 		}
@@ -287,7 +256,7 @@ func (s *Store) Leases(ctx context.Context, q store.LeaseQuery) ([]store.Lease, 
 
 // vendorLeases appends to out the records of one vendor that q selects, in
 // pages, at most q.Limit of them when it is positive.
-func (s *Store) vendorLeases(ctx context.Context, vendor string, q store.LeaseQuery, now int64, out []store.Lease) ([]store.Lease, error) {
+func (s *Store) vendorLeases(ctx context.Context, vendor string, q store.LeaseQuery, now int64, out []store.LeaseRecord) ([]store.LeaseRecord, error) {
 	expired := 0
 	if q.ExpiredOnly {
 		expired = 1
@@ -330,12 +299,12 @@ func (s *Store) vendorLeases(ctx context.Context, vendor string, q store.LeaseQu
 }
 
 // readLease reads one lease of the leases script's reply.
-func readLease(r *reply) (store.Lease, error) {
+func readLease(r *reply) (store.LeaseRecord, error) {
 	id, err := store.ParseLeaseID(r.str())
 	if err != nil {
-		return store.Lease{}, err
+		return store.LeaseRecord{}, err
 	}
-	l := store.Lease{ID: id, Caller: r.str(), CreatedAt: time.UnixMilli(r.int()), ExpiresAt: time.UnixMilli(r.int())}
+	l := store.LeaseRecord{ID: id, Caller: r.str(), CreatedAt: time.UnixMilli(r.int()), ExpiresAt: time.UnixMilli(r.int())}
 	l.Items = make([]store.Item, r.int())
 	for i := range l.Items {
 		l.Items[i] = store.Item{Dimension: r.str(), Cost: r.int()}
@@ -355,14 +324,8 @@ func (s *Store) Reconcile(ctx context.Context, req store.ReconcileRequest) (stor
 		return store.ReconcileResult{}, err
 	}
 	defer done(cancel)
-	now, err := s.now(req.Now)
-	if err != nil {
-		return store.ReconcileResult{}, err
-	}
+	now := s.now(req.Now)
 	limit := req.Limit
-	if limit <= 0 {
-		limit = store.DefaultReconcileLimit
-	}
 	vs, err := s.vendors(ctx)
 	if err != nil {
 		return store.ReconcileResult{}, fail("reconcile", err)

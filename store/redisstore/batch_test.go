@@ -260,7 +260,7 @@ func TestBatchedCancel(t *testing.T) {
 	// y's script runs although its caller gave up; its caller returned at
 	// once, so the command may still be on its way: wait for it.
 	waitFor(t, fmt.Sprintf("%d millitokens left", 1000*(9-sent)), func() bool {
-		st, err := s.Peek(context.Background(), t0, []string{"x#rpm"})
+		st, err := s.Peek(context.Background(), store.PeekRequest{Now: t0, Dimensions: []string{"x#rpm"}})
 		return err == nil && st[0].Tokens == 1000*(9-sent)
 	})
 }

@@ -63,7 +63,7 @@ func benchAcquire(b *testing.B, s *Store, suffix string) {
 		{Name: "bench#tpm", Config: bucket.PerPeriod(bucket.Tokens, bucket.MaxCapacity, time.Minute)},
 		{Name: "bench#concurrent", Config: bucket.ConcurrentSlots(bucket.MaxCapacity)},
 	} {
-		if err := s.PutBucket(ctx, time.Now(), bk, false); err != nil {
+		if err := s.PutBucket(ctx, store.PutBucketRequest{Now: time.Now(), Bucket: bk}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -170,8 +170,8 @@ func BenchmarkBoundedAcquire(b *testing.B) {
 			b.Fatal(err)
 		}
 		ctx := context.Background()
-		if err := s.PutBucket(ctx, time.Now(), store.Bucket{Name: "bench#rpm",
-			Config: bucket.PerPeriod(bucket.Requests, bucket.MaxCapacity, time.Minute)}, false); err != nil {
+		if err := s.PutBucket(ctx, store.PutBucketRequest{Now: time.Now(), Bucket: store.Bucket{Name: "bench#rpm",
+			Config: bucket.PerPeriod(bucket.Requests, bucket.MaxCapacity, time.Minute)}}); err != nil {
 			b.Fatal(err)
 		}
 		items := []store.Item{{Dimension: "bench#rpm", Cost: 1}}

@@ -84,7 +84,7 @@ func TestCrashRecovery(t *testing.T) {
 				return
 			default:
 			}
-			st, err := s.Peek(ctx, t0, []string{crashDim})
+			st, err := s.Peek(ctx, store.PeekRequest{Now: t0, Dimensions: []string{crashDim}})
 			if err != nil {
 				t.Error(err)
 				return
@@ -160,7 +160,7 @@ func TestCrashRecovery(t *testing.T) {
 		if int(reclaimed.Load()) != len(held) || int(restored.Load()) != len(held) {
 			t.Errorf("round %d: reclaimed %d, restored %d, abandoned %d", round, reclaimed.Load(), restored.Load(), len(held))
 		}
-		st, err := s.Peek(ctx, t0, []string{crashDim})
+		st, err := s.Peek(ctx, store.PeekRequest{Now: t0, Dimensions: []string{crashDim}})
 		if err != nil || st[0].Tokens != capacity*1000 || st[0].ActiveLeases != 0 {
 			t.Fatalf("round %d: after reconcile %+v %v", round, st, err)
 		}

@@ -136,7 +136,7 @@ func diffConfigs(rng *rand.Rand) []bucket.Config {
 		bucket.ConcurrentSlots(bucket.MaxCapacity),
 	}
 	for len(cs) < 60 {
-		c := bucket.Config{Type: bucket.Type(rng.IntN(2) + 1), Capacity: rng.Int64N(bucket.MaxCapacity) + 1,
+		c := bucket.Config{Type: bucket.LimitType(rng.IntN(2) + 1), Capacity: rng.Int64N(bucket.MaxCapacity) + 1,
 			RefillAmount: rng.Int64N(bucket.MaxCapacity) + 1, RefillPeriod: time.Duration(rng.Int64N(bucket.MaxPeriodMs)+1) * time.Millisecond,
 			MaxDebt: rng.Int64N(bucket.MaxCapacity+2) - 1}
 		if rng.IntN(2) == 0 {

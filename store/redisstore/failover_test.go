@@ -154,7 +154,7 @@ func runFailover(t *testing.T, lag time.Duration, opts ...Option) failoverResult
 		}
 	}
 	res.acked = len(acked)
-	st, err := promoted.Peek(ctx, t0, []string{"fo#concurrent", "fo#tpm"})
+	st, err := promoted.Peek(ctx, store.PeekRequest{Now: t0, Dimensions: []string{"fo#concurrent", "fo#tpm"}})
 	if err != nil {
 		t.Fatal(err)
 	}

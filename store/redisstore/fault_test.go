@@ -155,7 +155,7 @@ func TestFaults(t *testing.T) {
 			if h := f.holders.Load(); h > faultCapacity {
 				t.Errorf("%d callbacks hold a slot, capacity %d", h, faultCapacity)
 			}
-			st, err := stores[1].Peek(ctx, time.Now(), []string{"fault#concurrent"})
+			st, err := stores[1].Peek(ctx, store.PeekRequest{Now: time.Now(), Dimensions: []string{"fault#concurrent"}})
 			if err != nil {
 				sampleErrs.Add(1)
 				continue
@@ -164,7 +164,7 @@ func TestFaults(t *testing.T) {
 			if tok := st[0].Tokens; tok < 0 || tok/1000+int64(st[0].ActiveLeases) != faultCapacity {
 				t.Errorf("sample: balance %d millitokens with %d lease records, capacity %d", tok, st[0].ActiveLeases, faultCapacity)
 			}
-			_, _ = stores[1].Reconcile(ctx, store.ReconcileRequest{Now: time.Now()})
+			_, _ = stores[1].Reconcile(ctx, store.ReconcileRequest{Now: time.Now(), Limit: store.DefaultReconcileLimit})
 		}
 	}()
 
@@ -222,11 +222,11 @@ func TestFaults(t *testing.T) {
 	// Slots abandoned during the faults (a release that failed, a grant
 	// whose reply was lost) come back within the TTL plus one reconcile.
 	time.Sleep(ttl + 100*time.Millisecond)
-	rec, err := stores[0].Reconcile(ctx, store.ReconcileRequest{Now: time.Now()})
+	rec, err := stores[0].Reconcile(ctx, store.ReconcileRequest{Now: time.Now(), Limit: store.DefaultReconcileLimit})
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := stores[0].Peek(ctx, time.Now(), []string{"fault#concurrent"})
+	st, err := stores[0].Peek(ctx, store.PeekRequest{Now: time.Now(), Dimensions: []string{"fault#concurrent"}})
 	if err != nil {
 		t.Fatal(err)
 	}

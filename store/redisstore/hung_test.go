@@ -39,18 +39,24 @@ func hungOps(s *Store) map[string]func(context.Context) error {
 			_, err := s.Penalize(ctx, store.PenalizeRequest{Now: t0, Dimension: "h#rpm", FactorMilli: 500})
 			return err
 		},
-		"peek": func(ctx context.Context) error { _, err := s.Peek(ctx, t0, []string{"h#rpm"}); return err },
-		"put": func(ctx context.Context) error {
-			return s.PutBucket(ctx, t0, store.Bucket{Name: "h#rpm", Config: bucket.PerPeriod(bucket.Requests, 100, time.Minute)}, false)
+		"peek": func(ctx context.Context) error {
+			_, err := s.Peek(ctx, store.PeekRequest{Now: t0, Dimensions: []string{"h#rpm"}})
+			return err
 		},
-		"delete":       func(ctx context.Context) error { return s.DeleteBucket(ctx, "h#gone") },
-		"list buckets": func(ctx context.Context) error { _, err := s.ListBuckets(ctx, t0); return err },
+		"put": func(ctx context.Context) error {
+			return s.PutBucket(ctx, store.PutBucketRequest{Now: t0, Bucket: store.Bucket{Name: "h#rpm", Config: bucket.PerPeriod(bucket.Requests, 100, time.Minute)}})
+		},
+		"delete": func(ctx context.Context) error { return s.DeleteBucket(ctx, store.DeleteBucketRequest{Name: "h#gone"}) },
+		"list buckets": func(ctx context.Context) error {
+			_, err := s.ListBuckets(ctx, store.ListBucketsRequest{Now: t0})
+			return err
+		},
 		"leases": func(ctx context.Context) error {
 			_, err := s.Leases(ctx, store.LeaseQuery{Now: t0})
 			return err
 		},
 		"reconcile": func(ctx context.Context) error {
-			_, err := s.Reconcile(ctx, store.ReconcileRequest{Now: t0})
+			_, err := s.Reconcile(ctx, store.ReconcileRequest{Now: t0, Limit: store.DefaultReconcileLimit})
 			return err
 		},
 		"8 concurrent acquires": func(ctx context.Context) error {

@@ -55,7 +55,7 @@ func TestLeasesPaged(t *testing.T) {
 	} {
 		put(t, s, t0, b)
 	}
-	var all []store.Lease
+	var all []store.LeaseRecord
 	for i := range 60 {
 		items := []store.Item{{Dimension: "pa#concurrent", Cost: 1}}
 		switch {
@@ -70,16 +70,16 @@ func TestLeasesPaged(t *testing.T) {
 		if err := s.Acquire(ctx, req, &res); err != nil || !res.Granted {
 			t.Fatalf("acquire %d: %+v %v", i, res, err)
 		}
-		all = append(all, store.Lease{ID: req.ID, Caller: "c", CreatedAt: t0, ExpiresAt: res.ExpiresAt, Items: items})
+		all = append(all, store.LeaseRecord{ID: req.ID, Caller: "c", CreatedAt: t0, ExpiresAt: res.ExpiresAt, Items: items})
 	}
-	slices.SortFunc(all, func(a, b store.Lease) int {
+	slices.SortFunc(all, func(a, b store.LeaseRecord) int {
 		if c := a.ExpiresAt.Compare(b.ExpiresAt); c != 0 {
 			return c
 		}
 		return strings.Compare(a.ID.String(), b.ID.String())
 	})
-	filter := func(keep func(store.Lease) bool, limit int) []store.Lease {
-		var out []store.Lease
+	filter := func(keep func(store.LeaseRecord) bool, limit int) []store.LeaseRecord {
+		var out []store.LeaseRecord
 		for _, l := range all {
 			if keep(l) && (limit == 0 || len(out) < limit) {
 				out = append(out, l)
@@ -87,14 +87,14 @@ func TestLeasesPaged(t *testing.T) {
 		}
 		return out
 	}
-	holds := func(d string) func(store.Lease) bool {
-		return func(l store.Lease) bool {
+	holds := func(d string) func(store.LeaseRecord) bool {
+		return func(l store.LeaseRecord) bool {
 			return slices.ContainsFunc(l.Items, func(it store.Item) bool { return it.Dimension == d })
 		}
 	}
 	cut := t0.Add(3 * time.Second)
-	expired := func(l store.Lease) bool { return !l.ExpiresAt.After(cut) }
-	every := func(store.Lease) bool { return true }
+	expired := func(l store.LeaseRecord) bool { return !l.ExpiresAt.After(cut) }
+	every := func(store.LeaseRecord) bool { return true }
 	paged := newStoreOn(t, c, WithPrefix(s.prefix))
 	paged.leasePage = 7
 	h := &scriptHook{}
@@ -102,7 +102,7 @@ func TestLeasesPaged(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		q    store.LeaseQuery
-		want []store.Lease
+		want []store.LeaseRecord
 	}{
 		{"all", store.LeaseQuery{Now: t0}, all},
 		{"limit 10", store.LeaseQuery{Now: t0, Limit: 10}, filter(every, 10)},
@@ -111,7 +111,7 @@ func TestLeasesPaged(t *testing.T) {
 		{"dimension, limit 5", store.LeaseQuery{Now: t0, Dimension: "pa#tpm", Limit: 5}, filter(holds("pa#tpm"), 5)},
 		{"expired", store.LeaseQuery{Now: cut, ExpiredOnly: true}, filter(expired, 0)},
 		{"expired, other vendor", store.LeaseQuery{Now: cut, ExpiredOnly: true, Dimension: "pb#concurrent"},
-			filter(func(l store.Lease) bool { return expired(l) && holds("pb#concurrent")(l) }, 0)},
+			filter(func(l store.LeaseRecord) bool { return expired(l) && holds("pb#concurrent")(l) }, 0)},
 		{"no match", store.LeaseQuery{Now: t0, Dimension: "pz#none"}, nil},
 	} {
 		h.calls.Store(0)
@@ -141,14 +141,14 @@ func TestLeasesPaged(t *testing.T) {
 	}
 }
 
-func equalLeases(a, b []store.Lease) bool {
-	return slices.EqualFunc(a, b, func(x, y store.Lease) bool {
+func equalLeases(a, b []store.LeaseRecord) bool {
+	return slices.EqualFunc(a, b, func(x, y store.LeaseRecord) bool {
 		return x.ID == y.ID && x.Caller == y.Caller && x.CreatedAt.Equal(y.CreatedAt) &&
 			x.ExpiresAt.Equal(y.ExpiresAt) && slices.Equal(x.Items, y.Items)
 	})
 }
 
-func leaseIDs(ls []store.Lease) string {
+func leaseIDs(ls []store.LeaseRecord) string {
 	var b strings.Builder
 	for _, l := range ls {
 		fmt.Fprintf(&b, "%s@%d ", l.ID.String()[:4], l.ExpiresAt.Sub(t0).Milliseconds())

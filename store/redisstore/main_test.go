@@ -85,7 +85,7 @@ var t0 = time.UnixMilli(1_700_000_000_000)
 
 func put(t testing.TB, s store.Store, now time.Time, b store.Bucket) {
 	t.Helper()
-	if err := s.PutBucket(context.Background(), now, b, false); err != nil {
+	if err := s.PutBucket(context.Background(), store.PutBucketRequest{Now: now, Bucket: b}); err != nil {
 		t.Fatal(err)
 	}
 }

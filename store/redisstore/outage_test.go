@@ -53,12 +53,15 @@ func outage(t *testing.T, batched bool) {
 				_, err := s.Release(ctx, store.ReleaseRequest{Now: t0, ID: store.NewLeaseID()})
 				return err
 			},
-			"peek": func() error { _, err := s.Peek(ctx, t0, []string{"o#rpm"}); return err },
-			"reconcile": func() error {
-				_, err := s.Reconcile(ctx, store.ReconcileRequest{Now: t0})
+			"peek": func() error {
+				_, err := s.Peek(ctx, store.PeekRequest{Now: t0, Dimensions: []string{"o#rpm"}})
 				return err
 			},
-			"put": func() error { return s.PutBucket(ctx, t0, b, false) },
+			"reconcile": func() error {
+				_, err := s.Reconcile(ctx, store.ReconcileRequest{Now: t0, Limit: store.DefaultReconcileLimit})
+				return err
+			},
+			"put": func() error { return s.PutBucket(ctx, store.PutBucketRequest{Now: t0, Bucket: b}) },
 		}
 		if batched {
 			ops["8 concurrent acquires"] = func() error {

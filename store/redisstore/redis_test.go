@@ -127,14 +127,14 @@ func TestServerClock(t *testing.T) {
 	}
 	ctx := context.Background()
 	var zero time.Time // before the epoch: invalid for a caller clock
-	if err := s.PutBucket(ctx, zero, store.Bucket{Name: "svc#concurrent", Config: bucket.ConcurrentSlots(1)}, false); err != nil {
+	if err := s.PutBucket(ctx, store.PutBucketRequest{Now: zero, Bucket: store.Bucket{Name: "svc#concurrent", Config: bucket.ConcurrentSlots(1)}}); err != nil {
 		t.Fatal(err)
 	}
 	res := acquire(t, s, zero, store.Item{Dimension: "svc#concurrent"})
 	if !res.Granted || res.ExpiresAt.Year() < 2020 {
 		t.Fatalf("server-clock acquisition: %+v", res)
 	}
-	st, err := s.Peek(ctx, zero, []string{"svc#concurrent"})
+	st, err := s.Peek(ctx, store.PeekRequest{Now: zero, Dimensions: []string{"svc#concurrent"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,9 +143,6 @@ func TestServerClock(t *testing.T) {
 	}
 	if ls, err := s.Leases(ctx, store.LeaseQuery{Now: zero}); err != nil || len(ls) != 1 || !ls[0].ExpiresAt.Equal(res.ExpiresAt) {
 		t.Errorf("leases: %+v %v", ls, err)
-	}
-	if _, err := newStore(t).Release(ctx, store.ReleaseRequest{Now: zero}); !errors.Is(err, store.ErrInvalid) {
-		t.Errorf("caller clock with an invalid Now: %v, want ErrInvalid", err)
 	}
 }
 
@@ -202,11 +199,11 @@ func TestClusterSlots(t *testing.T) {
 	if err != nil || !rel.Released || len(rel.Restored) != 1 || rel.Restored[0].Dimension != "openai#concurrent" {
 		t.Fatalf("release from another store: %+v %v", rel, err)
 	}
-	rec, err := other.Reconcile(ctx, store.ReconcileRequest{Now: t0.Add(2 * time.Minute)})
+	rec, err := other.Reconcile(ctx, store.ReconcileRequest{Now: t0.Add(2 * time.Minute), Limit: store.DefaultReconcileLimit})
 	if err != nil || rec.Restored != 1 || rec.Reclaimed != 1 || !slices.Equal(rec.Dimensions, []string{"eleven#concurrent"}) {
 		t.Fatalf("reconcile on the Cluster: %+v %v", rec, err)
 	}
-	st, err := s.Peek(ctx, t0, []string{"openai#concurrent", "anthropic#rpm", "eleven#concurrent"})
+	st, err := s.Peek(ctx, store.PeekRequest{Now: t0, Dimensions: []string{"openai#concurrent", "anthropic#rpm", "eleven#concurrent"}})
 	if err != nil || st[0].Tokens != 2000 || st[1].Tokens != 10000 || st[2].Tokens != 1000 {
 		t.Fatalf("peek across slots: %+v %v", st, err)
 	}
@@ -303,7 +300,7 @@ func TestReconcileChunks(t *testing.T) {
 	if err != nil || got.Restored != 50 || got.More {
 		t.Fatalf("second batch = %+v, %v; want the last 50 and no more", got, err)
 	}
-	st, err := s.Peek(context.Background(), later, []string{"chunk#concurrent"})
+	st, err := s.Peek(context.Background(), store.PeekRequest{Now: later, Dimensions: []string{"chunk#concurrent"}})
 	if err != nil || st[0].Tokens != 2000*1000 || st[0].ActiveLeases != 0 {
 		t.Fatalf("after reconcile: %+v %v; want full and no leases", st, err)
 	}
@@ -325,7 +322,7 @@ func TestReplayedRecordedAcquire(t *testing.T) {
 			t.Errorf("run %d: remaining %d, want 1000 (one slot taken once)", i+1, got)
 		}
 	}
-	st, err := s.Peek(context.Background(), t0, []string{"replay#concurrent"})
+	st, err := s.Peek(context.Background(), store.PeekRequest{Now: t0, Dimensions: []string{"replay#concurrent"}})
 	if err != nil || st[0].Tokens != 1000 || st[0].ActiveLeases != 1 {
 		t.Fatalf("after a replay: %+v %v; want one slot taken, one lease", st, err)
 	}
@@ -354,7 +351,7 @@ func TestLeaseIDReuse(t *testing.T) {
 	if err := s.Acquire(ctx, &store.AcquireRequest{Now: t0, Items: first, ID: id, TTL: time.Minute}, &res); err != nil || !res.Granted {
 		t.Fatalf("first acquisition: %+v %v", res, err)
 	}
-	before, err := s.Peek(ctx, t0, []string{"ra#concurrent", "ra#rpm", "ra#tpm", "rb#rpm"})
+	before, err := s.Peek(ctx, store.PeekRequest{Now: t0, Dimensions: []string{"ra#concurrent", "ra#rpm", "ra#tpm", "rb#rpm"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,7 +389,7 @@ func TestLeaseIDReuse(t *testing.T) {
 		again.Items[0].Remaining != before[2].Tokens+16666 || again.Items[1].Remaining != before[0].Tokens {
 		t.Errorf("retry: %+v, want the grant expiring at %v with the balances of now", again, res.ExpiresAt)
 	}
-	after, err := s.Peek(ctx, t0, []string{"ra#concurrent", "ra#rpm", "ra#tpm", "rb#rpm"})
+	after, err := s.Peek(ctx, store.PeekRequest{Now: t0, Dimensions: []string{"ra#concurrent", "ra#rpm", "ra#tpm", "rb#rpm"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -454,7 +451,7 @@ func TestVendorPruned(t *testing.T) {
 	put(t, s, t0, store.Bucket{Name: "keep#rpm", Config: bucket.PerPeriod(bucket.Requests, 10, time.Minute)})
 	held := acquire(t, s, t0, store.Item{Dimension: "pr#concurrent"})
 	gone := acquire(t, s, t0, store.Item{Dimension: "pr#concurrent"})
-	if err := s.DeleteBucket(ctx, "pr#concurrent"); err != nil {
+	if err := s.DeleteBucket(ctx, store.DeleteBucketRequest{Name: "pr#concurrent"}); err != nil {
 		t.Fatal(err)
 	}
 	if got := vendors(); !slices.Equal(got, []string{"keep", "pr"}) {
@@ -474,7 +471,7 @@ func TestVendorPruned(t *testing.T) {
 	if got := vendors(); !slices.Equal(got, []string{"keep", "pr"}) {
 		t.Fatalf("with one lease record left: vendors %q", got)
 	}
-	if r, err := s.Reconcile(ctx, store.ReconcileRequest{Now: t0.Add(2 * time.Minute)}); err != nil || r.Orphans != 1 {
+	if r, err := s.Reconcile(ctx, store.ReconcileRequest{Now: t0.Add(2 * time.Minute), Limit: store.DefaultReconcileLimit}); err != nil || r.Orphans != 1 {
 		t.Fatalf("reconcile: %+v %v", r, err)
 	}
 	if got := vendors(); !slices.Equal(got, []string{"keep"}) {
@@ -485,13 +482,13 @@ func TestVendorPruned(t *testing.T) {
 		t.Fatalf("after a new bucket: vendors %q", got)
 	}
 	put(t, s, t0, store.Bucket{Name: "solo#rpm", Config: bucket.PerPeriod(bucket.Requests, 10, time.Minute)})
-	if err := s.DeleteBucket(ctx, "solo#rpm"); err != nil {
+	if err := s.DeleteBucket(ctx, store.DeleteBucketRequest{Name: "solo#rpm"}); err != nil {
 		t.Fatal(err)
 	}
 	if got := vendors(); !slices.Equal(got, []string{"keep", "pr"}) {
 		t.Fatalf("after deleting a vendor's only bucket: vendors %q", got)
 	}
-	if bs, err := s.ListBuckets(ctx, t0); err != nil || len(bs) != 2 {
+	if bs, err := s.ListBuckets(ctx, store.ListBucketsRequest{Now: t0}); err != nil || len(bs) != 2 {
 		t.Fatalf("list: %+v %v", bs, err)
 	}
 }

@@ -256,13 +256,13 @@ func done(cancel context.CancelFunc) {
 	}
 }
 
-// now returns the ARGV clock for t: t in Unix ms with the caller clock
-// (validated), else -1 (the script reads TIME).
-func (s *Store) now(t time.Time) (int64, error) {
+// now returns the ARGV clock for t: t in Unix ms with the caller clock,
+// else -1 (the script reads TIME).
+func (s *Store) now(t time.Time) int64 {
 	if !s.callerClock {
-		return -1, nil
+		return -1
 	}
-	return store.NowMs(t)
+	return t.UnixMilli()
 }
 
 // splitDim splits "vendor#rest" at the first '#' (or returns the

@@ -26,7 +26,7 @@ func testAdmin(t *testing.T, h Harness) {
 		short.TTL = 10 * time.Second
 		e.grant(short)
 		for range 3 { // peeking never consumes
-			st, err := e.s.Peek(e.ctx, At(1500), []string{"openai#concurrent", "openai#rpm"})
+			st, err := e.s.Peek(e.ctx, store.PeekRequest{Now: At(1500), Dimensions: []string{"openai#concurrent", "openai#rpm"}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -53,7 +53,7 @@ func testAdmin(t *testing.T, h Harness) {
 		if res.Granted || res.RetryIn != 300*time.Millisecond {
 			t.Errorf("after peeks: granted %t, RetryIn %s; want denied, 300ms", res.Granted, res.RetryIn)
 		}
-		_, err := e.s.Peek(e.ctx, At(0), []string{"openai#rpm", "openai#nope"})
+		_, err := e.s.Peek(e.ctx, store.PeekRequest{Now: At(0), Dimensions: []string{"openai#rpm", "openai#nope"}})
 		wantErr(t, "Peek unknown", err, store.ErrUnknownDimension, "openai#nope")
 	})
 
@@ -80,7 +80,7 @@ func testAdmin(t *testing.T, h Harness) {
 				if tt.take > 0 {
 					e.grant(e.req(0, item("x#rpm", tt.take)))
 				}
-				if err := e.s.PutBucket(e.ctx, At(tt.at), tt.next, tt.reset); err != nil {
+				if err := e.s.PutBucket(e.ctx, store.PutBucketRequest{Now: At(tt.at), Bucket: tt.next, Reset: tt.reset}); err != nil {
 					t.Fatal(err)
 				}
 				st := e.peek(tt.at, "x#rpm")
@@ -112,16 +112,16 @@ func testAdmin(t *testing.T, h Harness) {
 		lease := e.req(0, item("eleven#concurrent", 1))
 		lease.TTL = time.Second
 		e.grant(lease)
-		if err := e.s.DeleteBucket(e.ctx, "eleven#concurrent"); err != nil {
+		if err := e.s.DeleteBucket(e.ctx, store.DeleteBucketRequest{Name: "eleven#concurrent"}); err != nil {
 			t.Fatal(err)
 		}
 		var res store.AcquireResult
 		err := e.s.Acquire(e.ctx, e.req(0, item("eleven#concurrent", 1)), &res)
 		wantErr(t, "Acquire after delete", err, store.ErrUnknownDimension, "eleven#concurrent")
-		_, err = e.s.Peek(e.ctx, At(0), []string{"eleven#concurrent"})
+		_, err = e.s.Peek(e.ctx, store.PeekRequest{Now: At(0), Dimensions: []string{"eleven#concurrent"}})
 		wantErr(t, "Peek after delete", err, store.ErrUnknownDimension, "eleven#concurrent")
-		wantErr(t, "second delete", e.s.DeleteBucket(e.ctx, "eleven#concurrent"), store.ErrUnknownDimension, "eleven#concurrent")
-		bs, err := e.s.ListBuckets(e.ctx, At(0))
+		wantErr(t, "second delete", e.s.DeleteBucket(e.ctx, store.DeleteBucketRequest{Name: "eleven#concurrent"}), store.ErrUnknownDimension, "eleven#concurrent")
+		bs, err := e.s.ListBuckets(e.ctx, store.ListBucketsRequest{Now: At(0)})
 		if err != nil || !slices.Equal(names(bs), []string{"eleven#rpm"}) {
 			t.Errorf("ListBuckets = %q, %v; want [eleven#rpm]", names(bs), err)
 		}
@@ -142,7 +142,7 @@ func testAdmin(t *testing.T, h Harness) {
 			e.put(0, rpm(n, 60))
 		}
 		e.grant(e.req(0, item("openai#rpm", 60)))
-		bs, err := e.s.ListBuckets(e.ctx, At(2000))
+		bs, err := e.s.ListBuckets(e.ctx, store.ListBucketsRequest{Now: At(2000)})
 		want := []string{"anthropic#rpm", "eleven#concurrent", "openai#gpt-4o#tpm", "openai#rpm", "openai#tpm"}
 		if err != nil || !slices.Equal(names(bs), want) {
 			t.Fatalf("ListBuckets = %q, %v; want %q", names(bs), err, want)
@@ -209,16 +209,16 @@ func testAdmin(t *testing.T, h Harness) {
 		var res store.AcquireResult
 		ops := map[string]error{
 			"Acquire":      e.s.Acquire(ctx, e.req(0, item("x#rpm", 1)), &res),
-			"PutBucket":    e.s.PutBucket(ctx, now, rpm("y#rpm", 1), false),
-			"DeleteBucket": e.s.DeleteBucket(ctx, "x#rpm"),
+			"PutBucket":    e.s.PutBucket(ctx, store.PutBucketRequest{Now: now, Bucket: rpm("y#rpm", 1)}),
+			"DeleteBucket": e.s.DeleteBucket(ctx, store.DeleteBucketRequest{Name: "x#rpm"}),
 		}
 		_, ops["Release"] = e.s.Release(ctx, store.ReleaseRequest{Now: now, ID: id})
 		_, ops["Adjust"] = e.s.Adjust(ctx, store.AdjustRequest{Now: now, ID: id, Recorded: true, Dimension: "x#rpm", Delta: 1})
 		_, ops["Extend"] = e.s.Extend(ctx, store.ExtendRequest{Now: now, ID: id, TTL: time.Second})
 		_, ops["Penalize"] = e.s.Penalize(ctx, store.PenalizeRequest{Now: now, Dimension: "x#rpm", FactorMilli: 800})
-		_, ops["Peek"] = e.s.Peek(ctx, now, []string{"x#rpm"})
+		_, ops["Peek"] = e.s.Peek(ctx, store.PeekRequest{Now: now, Dimensions: []string{"x#rpm"}})
 		_, ops["Reconcile"] = e.s.Reconcile(ctx, store.ReconcileRequest{Now: now})
-		_, ops["ListBuckets"] = e.s.ListBuckets(ctx, now)
+		_, ops["ListBuckets"] = e.s.ListBuckets(ctx, store.ListBucketsRequest{Now: now})
 		_, ops["Leases"] = e.s.Leases(ctx, store.LeaseQuery{Now: now})
 		for op, err := range ops {
 			if !errors.Is(err, store.ErrClosed) {

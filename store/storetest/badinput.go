@@ -96,7 +96,7 @@ func testBadInput(t *testing.T, h Harness) {
 		return err
 	}
 	peek := func(dims ...string) error {
-		_, err := e.s.Peek(e.ctx, At(10), dims)
+		_, err := e.s.Peek(e.ctx, store.PeekRequest{Now: At(10), Dimensions: dims})
 		return err
 	}
 	tests = append(tests, []struct {
@@ -120,11 +120,13 @@ func testBadInput(t *testing.T, h Harness) {
 		{"extend: unknown lease", extend(e.id(), time.Second), store.ErrUnknownLease, nil},
 		{"peek: unknown", peek("openai#rpm", "openai#nope"), store.ErrUnknownDimension, []string{"openai#nope"}},
 		{"peek: bad name", peek("openai#\x00"), store.ErrInvalid, []string{"dimension"}},
-		{"delete: unknown", e.s.DeleteBucket(e.ctx, "openai#nope"), store.ErrUnknownDimension, []string{"openai#nope"}},
-		{"delete: bad name", e.s.DeleteBucket(e.ctx, ""), store.ErrInvalid, []string{"dimension"}},
+		{"delete: unknown", e.s.DeleteBucket(e.ctx, store.DeleteBucketRequest{Name: "openai#nope"}), store.ErrUnknownDimension, []string{"openai#nope"}},
+		{"delete: bad name", e.s.DeleteBucket(e.ctx, store.DeleteBucketRequest{Name: ""}), store.ErrInvalid, []string{"dimension"}},
 	}...)
 
-	put := func(b store.Bucket) error { return e.s.PutBucket(e.ctx, At(10), b, false) }
+	put := func(b store.Bucket) error {
+		return e.s.PutBucket(e.ctx, store.PutBucketRequest{Now: At(10), Bucket: b})
+	}
 	cfg := func(mut func(c *bucket.Config)) store.Bucket {
 		b := rpm("openai#rpm", 100)
 		mut(&b.Config)

@@ -25,7 +25,7 @@ func RunBenchmarks(b *testing.B, h Harness) {
 	setup := func(b *testing.B, bs ...store.Bucket) store.Store {
 		s := h.NewStore(b)
 		for _, bk := range bs {
-			if err := s.PutBucket(context.Background(), Base, bk, false); err != nil {
+			if err := s.PutBucket(context.Background(), store.PutBucketRequest{Now: Base, Bucket: bk}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -94,7 +94,7 @@ func RunBenchmarks(b *testing.B, h Harness) {
 		b.RunParallel(func(pb *testing.PB) {
 			ctx := context.Background()
 			name := fmt.Sprintf("bench#key%d", next.Add(1))
-			if err := s.PutBucket(ctx, Base, store.Bucket{Name: name, Config: big.Config}, false); err != nil {
+			if err := s.PutBucket(ctx, store.PutBucketRequest{Now: Base, Bucket: store.Bucket{Name: name, Config: big.Config}}); err != nil {
 				b.Error(err)
 				return
 			}

@@ -3,9 +3,9 @@ package storetest
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/memstore"
 )
@@ -18,8 +18,8 @@ type lyingStore struct {
 	peeks, honest int
 }
 
-func (s *lyingStore) Peek(ctx context.Context, now time.Time, dims []string) ([]store.BucketState, error) {
-	bs, err := s.Store.Peek(ctx, now, dims)
+func (s *lyingStore) Peek(ctx context.Context, req store.PeekRequest) ([]store.BucketState, error) {
+	bs, err := s.Store.Peek(ctx, req)
 	if s.peeks++; s.peeks > s.honest {
 		for i := range bs {
 			bs[i].Tokens += 1000
@@ -35,18 +35,18 @@ func TestCheckersCatchALyingStore(t *testing.T) {
 	h := Harness{NewStore: func(testing.TB) store.Store { return memstore.New() }}
 	var failed bool
 	for seed := uint64(1); seed <= 50 && !failed; seed++ {
-		mc := &modelChecker{h: h, s: &lyingStore{Store: memstore.New(), honest: 2}}
+		mc := &modelChecker{h: h, s: contract.Checked(&lyingStore{Store: memstore.New(), honest: 2})}
 		failed = mc.check(seed, mc.generate(seed)) != nil
 	}
 	if !failed {
 		t.Error("the model-based test accepted a store whose Peek over-reports balances")
 	}
-	liar := &lyingStore{Store: memstore.New()}
+	liar := contract.Checked(&lyingStore{Store: memstore.New()})
 	mc := &modelChecker{h: h, s: liar}
 	if res, _ := mc.linearizable([]store.Store{liar, liar}, 1); res != porcupine.Illegal {
 		t.Errorf("linearizability check of a lying store = %s, want %s", res, porcupine.Illegal)
 	}
-	honest := memstore.New()
+	honest := contract.Checked(memstore.New())
 	mc = &modelChecker{h: h, s: honest}
 	if res, _ := mc.linearizable([]store.Store{honest, honest}, 1); res != porcupine.Ok {
 		t.Errorf("linearizability check of memstore = %s, want %s", res, porcupine.Ok)

@@ -77,7 +77,7 @@ func testLeaseOps(t *testing.T, h Harness) {
 						e.unchanged(st.at, before, "a failed Adjust")
 						continue
 					}
-					want := store.AdjustResult{Held: st.wantHeld, Applied: st.wantApplied, Remaining: st.wantRemain}
+					want := store.Settlement{Held: st.wantHeld, Applied: st.wantApplied, Remaining: st.wantRemain}
 					if err != nil || got != want {
 						t.Fatalf("step %d: Adjust(%+d at +%dms) = %+v, %v; want %+v", i, st.delta, st.at, got, err, want)
 					}
@@ -181,7 +181,7 @@ func testPenalize(t *testing.T, h Harness) {
 				e.grant(e.req(0, item(dim, tt.take)))
 			}
 			got, err := e.s.Penalize(e.ctx, store.PenalizeRequest{Now: At(tt.at), Dimension: dim, FactorMilli: tt.factor})
-			if want := (store.PenalizeResult{Before: tt.before, After: tt.after}); err != nil || got != want {
+			if want := (store.Penalty{Before: tt.before, After: tt.after}); err != nil || got != want {
 				t.Fatalf("Penalize = %+v, %v; want %+v", got, err, want)
 			}
 			e.wantTokens(tt.at, dim, tt.after)

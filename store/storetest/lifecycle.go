@@ -19,7 +19,7 @@ func testLifecycle(t *testing.T, h Harness) {
 		e.put(0, slots("eleven#concurrent", 2))
 		old := e.req(0, item("eleven#concurrent", 1))
 		e.grant(old)
-		if err := e.s.DeleteBucket(e.ctx, "eleven#concurrent"); err != nil {
+		if err := e.s.DeleteBucket(e.ctx, store.DeleteBucketRequest{Name: "eleven#concurrent"}); err != nil {
 			t.Fatal(err)
 		}
 		e.put(0, slots("eleven#concurrent", 2))
@@ -39,7 +39,7 @@ func testLifecycle(t *testing.T, h Harness) {
 		old := e.req(0, item("eleven#concurrent", 1))
 		old.TTL = time.Second
 		e.grant(old)
-		if err := e.s.DeleteBucket(e.ctx, "eleven#concurrent"); err != nil {
+		if err := e.s.DeleteBucket(e.ctx, store.DeleteBucketRequest{Name: "eleven#concurrent"}); err != nil {
 			t.Fatal(err)
 		}
 		e.put(0, slots("eleven#concurrent", 2))
@@ -84,7 +84,7 @@ func testLifecycle(t *testing.T, h Harness) {
 					e.grant(r)
 					ids = append(ids, r.ID)
 				}
-				if err := e.s.PutBucket(e.ctx, At(10), slots("eleven#concurrent", tt.to), tt.reset); err != nil {
+				if err := e.s.PutBucket(e.ctx, store.PutBucketRequest{Now: At(10), Bucket: slots("eleven#concurrent", tt.to), Reset: tt.reset}); err != nil {
 					t.Fatal(err)
 				}
 				e.wantTokens(10, "eleven#concurrent", tt.wantAfter)
@@ -93,7 +93,7 @@ func testLifecycle(t *testing.T, h Harness) {
 					t.Fatalf("acquire after PutBucket: granted %t, want %t", res.Granted, !tt.wantDenied)
 				}
 				if res.Granted { // give it back so the arithmetic below is about the held leases
-					var ls []store.Lease
+					var ls []store.LeaseRecord
 					ls, err := e.s.Leases(e.ctx, store.LeaseQuery{Now: At(10)})
 					if err != nil {
 						t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/store"
 )
 
@@ -29,11 +30,12 @@ const (
 // reference model: that some order of the operations, consistent with
 // their real-time order, gives every client exactly the results it got.
 func testLinearizable(t *testing.T, h Harness) {
-	s := h.NewStore(t)
+	raw := h.NewStore(t)
+	s := contract.Checked(raw)
 	handles := []store.Store{s}
 	for range linearizeClients - 1 {
 		if h.OpenHandle != nil {
-			handles = append(handles, h.OpenHandle(t, s))
+			handles = append(handles, contract.Checked(h.OpenHandle(t, raw)))
 		} else {
 			handles = append(handles, s)
 		}

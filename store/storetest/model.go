@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/store"
 )
 
@@ -73,7 +74,7 @@ func (m *model) apply(st Step) Expect {
 		return m.put(st, now)
 	case "delete_bucket":
 		if m.buckets[st.Name] == nil {
-			return fail(store.UnknownDimension(st.Name))
+			return fail(unknownDimension(st.Name))
 		}
 		delete(m.buckets, st.Name)
 		return Expect{}
@@ -92,7 +93,7 @@ func (m *model) apply(st Step) Expect {
 		for _, d := range st.Dimensions {
 			b := m.buckets[d]
 			if b == nil {
-				return fail(store.UnknownDimension(d))
+				return fail(unknownDimension(d))
 			}
 			e.Buckets = append(e.Buckets, m.state(b, now))
 		}
@@ -106,7 +107,7 @@ func (m *model) apply(st Step) Expect {
 func (m *model) put(st Step, now int64) Expect {
 	b, err := st.Bucket.Config()
 	if err == nil {
-		err = store.ValidateBucket(b)
+		err = contract.Bucket(b)
 	}
 	if err != nil {
 		return fail(err)
@@ -177,7 +178,7 @@ func (m *model) release(st Step) Expect {
 }
 
 func (m *model) extend(st Step, now int64) Expect {
-	if err := store.ValidateTTL(time.Duration(st.TTLMs) * time.Millisecond); err != nil {
+	if err := contract.TTL(time.Duration(st.TTLMs) * time.Millisecond); err != nil {
 		return fail(err)
 	}
 	l := m.leases[st.Lease]
@@ -192,15 +193,15 @@ func (m *model) extend(st Step, now int64) Expect {
 }
 
 func (m *model) penalize(st Step, now int64) Expect {
-	req := store.PenalizeRequest{Dimension: st.Dimension, FactorMilli: st.FactorMilli}
-	if err := store.ValidatePenalize(req); err != nil {
+	req := store.PenalizeRequest{Now: time.UnixMilli(now), Dimension: st.Dimension, FactorMilli: st.FactorMilli}
+	if err := contract.Penalize(req); err != nil {
 		return fail(err)
 	}
 	b := m.buckets[st.Dimension]
 	if b == nil {
-		return fail(store.UnknownDimension(st.Dimension))
+		return fail(unknownDimension(st.Dimension))
 	}
-	if err := store.CheckPenalizable(&b.b); err != nil {
+	if err := b.b.CheckPenalizable(); err != nil {
 		return fail(err)
 	}
 	s, at := m.aligned(b, now)
@@ -210,12 +211,12 @@ func (m *model) penalize(st Step, now int64) Expect {
 }
 
 func (m *model) acquire(st Step, now int64) Expect {
-	req := &store.AcquireRequest{ID: idFor(st.Lease), TTL: time.Duration(st.TTLMs) * time.Millisecond,
+	req := &store.AcquireRequest{Now: time.UnixMilli(now), ID: idFor(st.Lease), TTL: time.Duration(st.TTLMs) * time.Millisecond,
 		Poll: time.Duration(st.PollMs) * time.Millisecond}
 	for _, it := range st.Items {
 		req.Items = append(req.Items, store.Item{Dimension: it.Dimension, Cost: it.Cost})
 	}
-	if err := store.ValidateAcquire(req); err != nil {
+	if err := contract.Acquire(req); err != nil {
 		return fail(err)
 	}
 	bs := make([]*mBucket, len(req.Items))
@@ -223,11 +224,11 @@ func (m *model) acquire(st Step, now int64) Expect {
 	record := st.Record || m.always
 	for i, it := range req.Items {
 		if bs[i] = m.buckets[it.Dimension]; bs[i] == nil {
-			return fail(store.UnknownDimension(it.Dimension))
+			return fail(unknownDimension(it.Dimension))
 		}
 	}
 	for i, it := range req.Items {
-		c, err := store.ResolveCost(&bs[i].b, it)
+		c, err := bs[i].b.ResolveCost(it)
 		if err != nil {
 			return fail(err)
 		}
@@ -301,7 +302,7 @@ func (m *model) retried(l *mLease, bs []*mBucket, items []store.Item, now int64)
 
 func (m *model) adjust(st Step, now int64) Expect {
 	l := m.leases[st.Lease]
-	req := store.AdjustRequest{Dimension: st.Dimension, Delta: st.Delta, Recorded: l == nil || l.recorded}
+	req := store.AdjustRequest{Now: time.UnixMilli(now), Dimension: st.Dimension, Delta: st.Delta, Recorded: l == nil || l.recorded}
 	i := -1
 	if l != nil {
 		i = slices.IndexFunc(l.items, func(it store.Item) bool { return it.Dimension == st.Dimension })
@@ -309,14 +310,14 @@ func (m *model) adjust(st Step, now int64) Expect {
 			req.Held = l.items[i].Cost
 		}
 	}
-	if err := store.ValidateAdjust(req); err != nil {
+	if err := contract.Adjust(req); err != nil {
 		return fail(err)
 	}
 	b := m.buckets[st.Dimension]
 	if b == nil {
-		return fail(store.UnknownDimension(st.Dimension))
+		return fail(unknownDimension(st.Dimension))
 	}
-	if err := store.CheckAdjustable(&b.b); err != nil {
+	if err := b.b.CheckAdjustable(); err != nil {
 		return fail(err)
 	}
 	if req.Recorded && (l == nil || !l.record) {
@@ -420,4 +421,14 @@ func (m *model) key() string {
 		fmt.Fprintf(&b, "%s %v %v %t %t %d %d;", label, l.items, l.incs, l.record, l.recorded, l.created, l.expires)
 	}
 	return b.String()
+}
+
+// unknownDimension is the error for a name with no bucket: the portable
+// layer's validation error when the name is invalid, else a
+// *store.ConfigurationError.
+func unknownDimension(name string) error {
+	if err := contract.Name(name); err != nil {
+		return err
+	}
+	return &store.ConfigurationError{Dimension: name}
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/store"
 )
 
@@ -53,7 +54,7 @@ func (h Harness) sequences() int {
 // every step, and invariants are checked after every step. A failure
 // prints the seed and a shrunk sequence that still fails.
 func testModel(t *testing.T, h Harness) {
-	s := h.NewStore(t)
+	s := contract.Checked(h.NewStore(t))
 	n := h.sequences()
 	seeds := make([]uint64, 0, n)
 	if *flagSeed != 0 {
@@ -137,7 +138,7 @@ func (mc *modelChecker) check(seed uint64, steps []Step) *modelFailure {
 // model's at ms.
 func (mc *modelChecker) sameState(r *runner, m *model, ms int64) string {
 	now := r.at(ms)
-	bs, err := mc.s.ListBuckets(r.ctx, now)
+	bs, err := mc.s.ListBuckets(r.ctx, store.ListBucketsRequest{Now: now})
 	if err != nil {
 		return "ListBuckets: " + err.Error()
 	}
@@ -164,7 +165,7 @@ func (mc *modelChecker) sameState(r *runner, m *model, ms int64) string {
 
 // leaseLines renders lease records as sorted lines: id, items sorted by
 // dimension, creation and expiry offsets.
-func leaseLines(r *runner, ls []store.Lease) []string {
+func leaseLines(r *runner, ls []store.LeaseRecord) []string {
 	out := make([]string, 0, len(ls))
 	for _, l := range ls {
 		out = append(out, leaseLine(l.ID, l.Items, r.rel(l.CreatedAt), r.rel(l.ExpiresAt)))
@@ -205,9 +206,9 @@ func (mc *modelChecker) cleanup(r *runner, steps []Step) {
 			break
 		}
 	}
-	bs, _ := mc.s.ListBuckets(r.ctx, end)
+	bs, _ := mc.s.ListBuckets(r.ctx, store.ListBucketsRequest{Now: end})
 	for _, b := range bs {
-		_ = mc.s.DeleteBucket(r.ctx, b.Name)
+		_ = mc.s.DeleteBucket(r.ctx, store.DeleteBucketRequest{Name: b.Name})
 	}
 }
 

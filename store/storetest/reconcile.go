@@ -76,7 +76,7 @@ func testReconcile(t *testing.T, h Harness) {
 		e := newEnv(t, h)
 		e.put(0, slots("a#concurrent", 2))
 		lease(e, false, item("a#concurrent", 1))
-		if err := e.s.PutBucket(e.ctx, At(500), slots("a#concurrent", 2), true); err != nil {
+		if err := e.s.PutBucket(e.ctx, store.PutBucketRequest{Now: At(500), Bucket: slots("a#concurrent", 2), Reset: true}); err != nil {
 			t.Fatal(err)
 		}
 		e.wantTokens(500, "a#concurrent", 2000)
@@ -91,7 +91,7 @@ func testReconcile(t *testing.T, h Harness) {
 		lease(e, false, item("a#concurrent", 1))
 		// Shrink to 2 slots with 3 held: the balance goes to -1 slot, and
 		// reclaiming the 3 held slots brings it to exactly 2, uncapped.
-		if err := e.s.PutBucket(e.ctx, At(0), slots("a#concurrent", 2), false); err != nil {
+		if err := e.s.PutBucket(e.ctx, store.PutBucketRequest{Now: At(0), Bucket: slots("a#concurrent", 2)}); err != nil {
 			t.Fatal(err)
 		}
 		e.wantTokens(0, "a#concurrent", -1000)
@@ -110,7 +110,7 @@ func testReconcile(t *testing.T, h Harness) {
 		lease(e, false, item(a, 1))
 		lease(e, false, item(b, 1))
 		lease(e, false, item(a, 1), item(b, 1))
-		if err := e.s.DeleteBucket(e.ctx, a); err != nil {
+		if err := e.s.DeleteBucket(e.ctx, store.DeleteBucketRequest{Name: a}); err != nil {
 			t.Fatal(err)
 		}
 		// The mixed lease still restores b; the a-only lease is an orphan.

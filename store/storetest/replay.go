@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/store"
 )
 
@@ -22,7 +23,7 @@ type replayLease struct {
 
 // replay runs v's steps through a fresh store and compares every result.
 func replay(t *testing.T, h Harness, v Vector) {
-	r := newRunner(h.NewStore(t), v.BaseMs, v.Name+"/")
+	r := newRunner(contract.Checked(h.NewStore(t)), v.BaseMs, v.Name+"/")
 	for i, st := range v.Steps {
 		got, err := r.exec(st)
 		if err != nil {
@@ -71,10 +72,10 @@ func (r *runner) exec(st Step) (Expect, error) {
 	case "put_bucket":
 		var b store.Bucket
 		if b, err = st.Bucket.Config(); err == nil {
-			err = r.s.PutBucket(r.ctx, now, b, st.Reset)
+			err = r.s.PutBucket(r.ctx, store.PutBucketRequest{Now: now, Bucket: b, Reset: st.Reset})
 		}
 	case "delete_bucket":
-		err = r.s.DeleteBucket(r.ctx, st.Name)
+		err = r.s.DeleteBucket(r.ctx, store.DeleteBucketRequest{Name: st.Name})
 	case "acquire":
 		got, err = r.acquire(st, now)
 	case "release":
@@ -87,7 +88,7 @@ func (r *runner) exec(st Step) (Expect, error) {
 		slices.SortFunc(got.RestoredItems, func(a, b RestoredExpect) int { return strings.Compare(a.Dimension, b.Dimension) })
 	case "adjust":
 		l := r.lease(st.Lease)
-		var ar store.AdjustResult
+		var ar store.Settlement
 		ar, err = r.s.Adjust(r.ctx, store.AdjustRequest{Now: now, ID: l.id, Recorded: l.recorded, Dimension: st.Dimension,
 			Delta: st.Delta, Held: l.held[st.Dimension], ExpiresAt: l.expiresAt})
 		if err == nil {
@@ -103,12 +104,12 @@ func (r *runner) exec(st Step) (Expect, error) {
 			got.ExpiresAtMs = r.rel(exp)
 		}
 	case "penalize":
-		var pr store.PenalizeResult
+		var pr store.Penalty
 		pr, err = r.s.Penalize(r.ctx, store.PenalizeRequest{Now: now, Dimension: st.Dimension, FactorMilli: st.FactorMilli})
 		got.Before, got.After = pr.Before, pr.After
 	case "peek":
 		var bs []store.BucketState
-		bs, err = r.s.Peek(r.ctx, now, st.Dimensions)
+		bs, err = r.s.Peek(r.ctx, store.PeekRequest{Now: now, Dimensions: st.Dimensions})
 		for _, b := range bs {
 			got.Buckets = append(got.Buckets, r.bucketExpect(b))
 		}

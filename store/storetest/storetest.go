@@ -15,6 +15,12 @@
 //		storetest.RunBenchmarks(b, storetest.Harness{NewStore: ...})
 //	}
 //
+// The suite calls the store through the same checks package sluice's
+// Client applies (internal/contract): requests reach the store validated
+// and defaulted, and listings are sorted and truncated for it, so the
+// errors the suite expects for bad input are the Client's. The benchmarks
+// call the store directly, with valid requests.
+//
 // Every test passes time explicitly (a fixed base time plus offsets) and
 // never sleeps, so a store must honour the Now of each request: a store with
 // a server clock runs the suite in its caller-clock mode.
@@ -34,6 +40,7 @@ import (
 	"time"
 
 	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/store"
 )
 
@@ -128,7 +135,7 @@ func newEnv(t *testing.T, h Harness) *env {
 	if s == nil {
 		t.Fatal("storetest: Harness.NewStore returned nil")
 	}
-	return &env{t: t, h: h, s: s, ctx: context.Background()}
+	return &env{t: t, h: h, s: contract.Checked(s), ctx: context.Background()}
 }
 
 // id returns a fresh, deterministic lease id.
@@ -158,7 +165,7 @@ func idFor(label string) store.LeaseID {
 
 func (e *env) put(ms int64, b store.Bucket) {
 	e.t.Helper()
-	if err := e.s.PutBucket(e.ctx, At(ms), b, false); err != nil {
+	if err := e.s.PutBucket(e.ctx, store.PutBucketRequest{Now: At(ms), Bucket: b}); err != nil {
 		e.t.Fatalf("PutBucket(%q): %v", b.Name, err)
 	}
 }
@@ -191,7 +198,7 @@ func (e *env) grant(req *store.AcquireRequest) store.AcquireResult {
 // peek returns one bucket's state at ms.
 func (e *env) peek(ms int64, name string) store.BucketState {
 	e.t.Helper()
-	st, err := e.s.Peek(e.ctx, At(ms), []string{name})
+	st, err := e.s.Peek(e.ctx, store.PeekRequest{Now: At(ms), Dimensions: []string{name}})
 	if err != nil {
 		e.t.Fatalf("Peek(%q): %v", name, err)
 	}
@@ -219,12 +226,12 @@ func (e *env) wantTokens(ms int64, name string, want int64) {
 // operation changed nothing.
 type snapshot struct {
 	Buckets []store.BucketState
-	Leases  []store.Lease
+	Leases  []store.LeaseRecord
 }
 
 func (e *env) snapshot(ms int64) snapshot {
 	e.t.Helper()
-	bs, err := e.s.ListBuckets(e.ctx, At(ms))
+	bs, err := e.s.ListBuckets(e.ctx, store.ListBucketsRequest{Now: At(ms)})
 	if err != nil {
 		e.t.Fatalf("ListBuckets: %v", err)
 	}
@@ -297,7 +304,7 @@ func vendor(dim string) string {
 
 // Bucket constructors used throughout the suite.
 
-func perMinute(name string, t bucket.Type, n int64) store.Bucket {
+func perMinute(name string, t bucket.LimitType, n int64) store.Bucket {
 	return store.Bucket{Name: name, Config: bucket.PerPeriod(t, n, time.Minute)}
 }
 

@@ -36,7 +36,7 @@ func TestRedisPrefix(t *testing.T) {
 				t.Fatalf("Open: %v", err)
 			}
 			defer st.Close()
-			if err := st.PutBucket(ctx, time.Now(), b, false); err != nil {
+			if err := st.PutBucket(ctx, store.PutBucketRequest{Now: time.Now(), Bucket: b}); err != nil {
 				t.Fatal(err)
 			}
 			if got, err := srv.Do("EXISTS", tc.key); err != nil || got != "1" {
@@ -74,11 +74,11 @@ func TestOpenStore(t *testing.T) {
 	if err != nil {
 		t.Fatalf("WithMemory: %v", err)
 	}
-	if err := st.PutBucket(ctx, time.Now(), store.Bucket{Name: "m", Config: bucket.ConcurrentSlots(1)}, false); err != nil {
+	if err := st.PutBucket(ctx, store.PutBucketRequest{Now: time.Now(), Bucket: store.Bucket{Name: "m", Config: bucket.ConcurrentSlots(1)}}); err != nil {
 		t.Fatal(err)
 	}
 	st.Close()
-	if got, err := mem.ListBuckets(ctx, time.Now()); err != nil || len(got) != 1 {
+	if got, err := mem.ListBuckets(ctx, store.ListBucketsRequest{Now: time.Now()}); err != nil || len(got) != 1 {
 		t.Errorf("the given memory store after Close: %v, %v; want it open, holding the bucket", got, err)
 	}
 
@@ -89,7 +89,7 @@ func TestOpenStore(t *testing.T) {
 	if err := st.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	if _, err := st.ListBuckets(ctx, time.Now()); err == nil {
+	if _, err := st.ListBuckets(ctx, store.ListBucketsRequest{Now: time.Now()}); err == nil {
 		t.Error("ListBuckets after Close succeeded; want the closed client's error")
 	}
 

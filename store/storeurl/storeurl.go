@@ -51,6 +51,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/memstore"
 	"github.com/ontopix/sluice/store/pgstore"
@@ -150,7 +151,7 @@ func (o Options) password(envName string) (string, error) {
 // Opened is an open store, what the URL resolved to, and what it takes to
 // close it (OpenDetailed).
 type Opened struct {
-	// Store is the store.
+	// Store is the store, behind contract.Checked.
 	Store store.Store
 	// Kind is the scheme family: "memory", "redis", "redis-cluster",
 	// "postgres" or "dynamodb".
@@ -191,12 +192,13 @@ func Schemes() []string {
 	return []string{"memory", "redis", "rediss", "redis+cluster", "rediss+cluster", "postgres", "postgresql", "dynamodb"}
 }
 
-// Open parses raw and opens its store. The store's Close also closes the
-// client it was built on. Connecting is lazy for the network stores: an
+// Open parses raw and opens its store, for a service to pass to
+// sluice.New (which validates every request). The store's Close also
+// closes the client it was built on. Connecting is lazy for the network stores: an
 // unreachable server shows up as store.ErrUnavailable on the first
 // operation, not here.
 func Open(ctx context.Context, raw string, opts ...Option) (store.Store, error) {
-	op, err := OpenDetailed(ctx, raw, opts...)
+	op, err := openDetailed(ctx, raw, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -218,7 +220,20 @@ func (c *closing) Close() error { return c.op.Close() }
 // kind, the URL safe to print, and the PostgreSQL store or DynamoDB client
 // for administration (migrations, table creation). Close the Opened, not
 // its Store.
+//
+// The store is behind the portable layer's checks (the same validation and
+// defaults a Client applies), so that a tool calling it directly gets them
+// too.
 func OpenDetailed(ctx context.Context, raw string, opts ...Option) (*Opened, error) {
+	op, err := openDetailed(ctx, raw, opts...)
+	if err != nil {
+		return nil, err
+	}
+	op.Store = contract.Checked(op.Store)
+	return op, nil
+}
+
+func openDetailed(ctx context.Context, raw string, opts ...Option) (*Opened, error) {
 	var o Options
 	for _, opt := range opts {
 		opt.apply(&o)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/internal/redistest"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/memstore"
@@ -94,13 +95,13 @@ func TestOpenKinds(t *testing.T) {
 func TestMemoryShared(t *testing.T) {
 	mem := memstore.New()
 	op, err := OpenDetailed(context.Background(), "memory://", Options{Memory: mem})
-	if err != nil || op.Store != mem {
+	if err != nil || contract.Unwrap(op.Store) != mem {
 		t.Fatalf("%v", err)
 	}
 	if err := op.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := mem.ListBuckets(context.Background(), time.Now()); err != nil {
+	if _, err := mem.ListBuckets(context.Background(), store.ListBucketsRequest{Now: time.Now()}); err != nil {
 		t.Errorf("Close closed the injected store: %v", err)
 	}
 }
@@ -126,7 +127,7 @@ func TestRedisPassword(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = op.Store.PutBucket(context.Background(), time.Now(), b, false)
+		err = op.Store.PutBucket(context.Background(), store.PutBucketRequest{Now: time.Now(), Bucket: b})
 		if (err == nil) != (name != "none") {
 			t.Errorf("%s: %v", name, err)
 		}
