@@ -71,7 +71,7 @@ func BenchmarkRedis(b *testing.B) {
 	}
 	defer s.Close()
 	cfg := bucket.PerPeriod(bucket.Requests, bucket.MaxCapacity, time.Minute)
-	if err := s.PutBucket(ctx, time.Now(), store.Bucket{Name: "bench#rpm", Config: cfg}, false); err != nil {
+	if err := s.PutBucket(ctx, store.PutBucketRequest{Now: time.Now(), Bucket: store.Bucket{Name: "bench#rpm", Config: cfg}}); err != nil {
 		b.Fatal(err)
 	}
 	items := []store.Item{{Dimension: "bench#rpm", Cost: 1}}
