@@ -67,3 +67,24 @@ func ExampleClient_WithSlot() {
 	// holding one of 5 slots
 	// <nil>
 }
+
+func ExampleLease_Settle() {
+	ctx := context.Background()
+	client, _ := sluice.New(memstore.New(), sluice.WithClock(fixedClock()))
+	_ = client.PutBucket(ctx, sluice.Bucket{Name: "anthropic#otpm", Config: sluice.PerMinute(sluice.Tokens, 8_000)})
+
+	// Reserve the request's max_tokens as the estimate...
+	res, _ := client.Acquire(ctx, "anthropic#otpm", sluice.WithCost(4_000))
+	lease := res.Lease
+	defer lease.Release(ctx)
+
+	// ...and settle to the output tokens the response reported: the
+	// difference goes back to the bucket at once.
+	s, err := lease.Settle(ctx, "anthropic#otpm", 1_200)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(lease.Cost("anthropic#otpm"), s.Remaining.Tokens())
+	// Output:
+	// 1200 6800
+}
