@@ -29,7 +29,7 @@ type leaseItem struct {
 	index         bool // an index item (see indexPK), not a lease item
 }
 
-// decodeLease reads a lease item written by Sluice or by the seeds' SDKs
+// decodeLease reads a lease item written by Sluice or by the Python and TypeScript SDKs
 // (which write no lease_id, dims, expires_ms or created_ms: the uuid comes
 // from the key and the expiry from ttl).
 func decodeLease(item map[string]types.AttributeValue) (*leaseItem, bool) {

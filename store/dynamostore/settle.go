@@ -140,7 +140,7 @@ func (s *Store) Leases(ctx context.Context, q store.LeaseQuery) ([]store.LeaseRe
 	for uuid, lis := range groups {
 		id, err := store.ParseLeaseID(uuid)
 		if err != nil {
-			continue // not a Sluice lease id; the seeds' SDKs use other forms
+			continue // not a Sluice lease id; the Python and TypeScript SDKs use other forms
 		}
 		first := lis[0]
 		order := first.dims
