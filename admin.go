@@ -29,7 +29,8 @@ func PerPeriod(t LimitType, n int64, period time.Duration) bucket.Config {
 // ConcurrentLimit returns a bucket config with n concurrent slots.
 func ConcurrentLimit(n int64) bucket.Config { return bucket.ConcurrentSlots(n) }
 
-// DefaultPenaltyFactor is the factor the seeds apply after a vendor 429.
+// DefaultPenaltyFactor is the factor the Python and TypeScript SDKs apply
+// after a vendor 429.
 const DefaultPenaltyFactor = 0.8
 
 // PutOption configures PutBucket.

@@ -45,7 +45,7 @@ type Client struct {
 	inProcess bool
 }
 
-// Contention backoff of seed 000: exponential from 25 ms, capped at 200 ms,
+// Contention backoff of the original algorithm: exponential from 25 ms, capped at 200 ms,
 // with jitter.
 const (
 	backoffBase = 25 * time.Millisecond
@@ -324,7 +324,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// event logs one of the seeds' events if the logger wants it.
+// event logs one of the SDKs' events if the logger wants it.
 func (c *Client) event(ctx context.Context, level slog.Level, msg string, items []store.Item, attrs ...slog.Attr) {
 	if !c.log.Enabled(ctx, level) {
 		return

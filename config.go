@@ -28,7 +28,7 @@ func (p FailurePolicy) String() string {
 	return "closed"
 }
 
-// Config holds the client settings, named after the seeds' SLUICE_*
+// Config holds the client settings, named after the SDKs' SLUICE_*
 // environment variables. The zero value is not ready to use; start from
 // DefaultConfig or ConfigFromEnv.
 type Config struct {
@@ -150,8 +150,8 @@ func ConfigFromLookup(lookup func(string) (string, bool)) (Config, error) {
 	return c, c.Validate()
 }
 
-// parseSeconds accepts a number of seconds ("60", "1.5", as the seeds'
-// SDKs do) or a Go duration ("90s", "2m").
+// parseSeconds accepts a number of seconds ("60", "1.5", as the Python and
+// TypeScript SDKs write them) or a Go duration ("90s", "2m").
 func parseSeconds(v string) (time.Duration, error) {
 	if f, err := strconv.ParseFloat(v, 64); err == nil {
 		if f != f || f < 0 || f > 1e9 {

@@ -20,7 +20,7 @@ func TestConfigFromLookup(t *testing.T) {
 			return c.LeaseTTL == time.Minute && c.MaxRetries == 3 && c.Store == "memory://" &&
 				c.FailurePolicy == sluice.FailClosed && c.DefaultSlotTimeout == 30*time.Second
 		}, ""},
-		{"seconds as the seeds write them", map[string]string{"SLUICE_LEASE_TTL": "90"}, func(c sluice.Config) bool { return c.LeaseTTL == 90*time.Second }, ""},
+		{"seconds as the SDKs write them", map[string]string{"SLUICE_LEASE_TTL": "90"}, func(c sluice.Config) bool { return c.LeaseTTL == 90*time.Second }, ""},
 		{"fractional seconds", map[string]string{"SLUICE_DEFAULT_SLOT_TIMEOUT": "1.5"}, func(c sluice.Config) bool { return c.DefaultSlotTimeout == 1500*time.Millisecond }, ""},
 		{"go duration", map[string]string{"SLUICE_LEASE_TTL": "2m"}, func(c sluice.Config) bool { return c.LeaseTTL == 2*time.Minute }, ""},
 		{"table, region, endpoint", map[string]string{

@@ -55,7 +55,7 @@ var ErrLeaseLost = errors.New("sluice: lease lost")
 // ErrInvalid.
 type FieldError = bucket.FieldError
 
-// ConfigurationError reports a dimension with no bucket (the seeds'
+// ConfigurationError reports a dimension with no bucket (the SDKs'
 // ConfigurationError). It matches ErrUnknownDimension.
 type ConfigurationError = store.ConfigurationError
 
@@ -64,7 +64,7 @@ type ConfigurationError = store.ConfigurationError
 type CostError = store.CostError
 
 // SlotTimeoutError reports that a slot was not granted within the timeout
-// (the seeds' SlotTimeout). It matches ErrSlotTimeout.
+// (the SDKs' SlotTimeout). It matches ErrSlotTimeout.
 type SlotTimeoutError struct {
 	// Dimensions are the dimensions that were asked for.
 	Dimensions []string

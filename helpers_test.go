@@ -31,7 +31,7 @@ func (c *manualClock) Advance(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-// newClient returns a client over a fresh memstore with the seed buckets:
+// newClient returns a client over a fresh memstore with the example buckets:
 // openai#rpm 100/min, openai#tpm 10000/min, elevenlabs#concurrent 2.
 func newClient(t *testing.T, opts ...sluice.Option) (*sluice.Client, *manualClock, store.Store) {
 	t.Helper()

@@ -44,7 +44,7 @@ func (b *syncBuffer) events(t *testing.T) map[string]int {
 	return got
 }
 
-// TestLogEvents checks that the seeds' event names are emitted.
+// TestLogEvents checks that the SDKs' event names are emitted.
 func TestLogEvents(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()

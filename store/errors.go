@@ -34,7 +34,7 @@ var (
 	ErrClosed = errors.New("sluice: store closed")
 )
 
-// ConfigurationError reports a dimension with no bucket (the seeds'
+// ConfigurationError reports a dimension with no bucket (the SDKs'
 // ConfigurationError). It matches ErrUnknownDimension.
 type ConfigurationError struct {
 	// Dimension is the name that has no bucket.

@@ -227,8 +227,8 @@ type Restored struct {
 	Dimension string
 	// Cost is the lease's cost in tokens.
 	Cost int64
-	// Capped reports that the capacity guard limited the restore (seed 001:
-	// already_capped).
+	// Capped reports that the capacity guard limited the restore (the
+	// SDKs' reconciler calls it already_capped).
 	Capped bool
 }
 
@@ -360,10 +360,11 @@ type ReconcileRequest struct {
 	Limit int
 }
 
-// ReconcileResult reports one reconcile batch; field names follow seed 001.
+// ReconcileResult reports one reconcile batch; field names follow the SDKs'
+// reconciler.
 type ReconcileResult struct {
 	// Restored counts expired leases processed (cost returned or record
-	// cleaned up), as seed 001's "restored".
+	// cleaned up), as the SDKs' reconciler's "restored".
 	Restored int
 	// Reclaimed counts concurrent leases whose cost went back to the bucket.
 	Reclaimed int

@@ -34,6 +34,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/ontopix/sluice/internal/testproc"
+	"github.com/ontopix/sluice/internal/testserver"
 )
 
 // EnvDir names the environment variable that locates DynamoDB Local.
@@ -190,24 +191,28 @@ func New(tb testing.TB) *Server {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(s.Close)
+	tb.Cleanup(func() { _ = s.Close() })
 	return s
 }
 
 // Close kills the server and waits for it to exit.
-func (s *Server) Close() {
+func (s *Server) Close() error {
 	if s == nil || s.cmd.Process == nil {
-		return
+		return nil
 	}
 	if err := testproc.KillGroup(s.cmd.Process.Pid); err != nil {
 		_ = s.cmd.Process.Kill() // no process groups here: the JVM alone
 	}
 	<-s.exit
+	return nil
 }
 
 // Kill sends SIGKILL to the server (kill -9: no shutdown of any kind) and
 // waits for it to exit.
-func (s *Server) Kill() { s.Close() }
+func (s *Server) Kill() error { return s.Close() }
+
+// Address returns the server's endpoint URL.
+func (s *Server) Address() string { return s.Endpoint }
 
 // Restart starts the server again on the same port with the same options,
 // after Kill. With Options.DBPath the tables are still there; in memory
@@ -253,3 +258,5 @@ func (s *Server) Ping(ctx context.Context) error {
 	_, err := s.Client().ListTables(ctx, &dynamodb.ListTablesInput{Limit: aws.Int32(1)})
 	return err
 }
+
+var _ testserver.Server = (*Server)(nil)

@@ -32,6 +32,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ontopix/sluice/internal/testproc"
+	"github.com/ontopix/sluice/internal/testserver"
 )
 
 // EnvURL names the environment variable that points the tests at an
@@ -280,6 +281,9 @@ func (s *Server) Restart() error {
 // Committed transactions survive: the tests run with synchronous_commit on.
 func (s *Server) Kill() error { return s.stop(syscall.SIGQUIT) }
 
+// Address returns the server's connection URL.
+func (s *Server) Address() string { return s.URL }
+
 // Crash kills the postmaster and every backend at once with SIGKILL (what
 // kill -9 of the whole server or the OOM killer does) and waits for the
 // postmaster to exit. Restart then runs crash recovery; committed
@@ -306,10 +310,10 @@ func (s *Server) Crash() error {
 	return nil
 }
 
-// Pause freezes the postmaster and every backend with SIGSTOP: the server
+// Stop freezes the postmaster and every backend with SIGSTOP: the server
 // keeps its sockets open, the kernel still accepts connections, and nothing
-// answers, as with a hung host. Resume undoes it.
-func (s *Server) Pause() error {
+// answers, as with a hung host. Cont undoes it.
+func (s *Server) Stop() error {
 	if s.cmd == nil {
 		return errors.New("pgtest: server not running")
 	}
@@ -323,8 +327,8 @@ func (s *Server) Pause() error {
 	return nil
 }
 
-// Resume continues a server frozen by Pause (SIGCONT), backends first.
-func (s *Server) Resume() error {
+// Cont continues a server frozen by Stop (SIGCONT), backends first.
+func (s *Server) Cont() error {
 	if s.cmd == nil {
 		return errors.New("pgtest: server not running")
 	}
@@ -359,7 +363,7 @@ func (s *Server) stop(sig syscall.Signal) error {
 // paused server is resumed first.
 func (s *Server) Close() error {
 	if s.cmd != nil {
-		s.Resume()
+		s.Cont()
 	}
 	err := s.stop(syscall.SIGINT)
 	if rerr := os.RemoveAll(s.dir); err == nil {
@@ -367,3 +371,5 @@ func (s *Server) Close() error {
 	}
 	return err
 }
+
+var _ testserver.Server = (*Server)(nil)

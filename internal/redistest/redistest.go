@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/ontopix/sluice/internal/testproc"
+	"github.com/ontopix/sluice/internal/testserver"
 )
 
 // Server is one redis-server process.
@@ -119,7 +120,7 @@ func New(tb testing.TB, extra ...string) *Server {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(s.Close)
+	tb.Cleanup(func() { _ = s.Close() })
 	return s
 }
 
@@ -189,10 +190,13 @@ func (s *Server) kill() {
 	}
 }
 
-// Stop kills the server (SIGKILL, as in a crash) and waits for it to exit.
+// Kill kills the server (SIGKILL, as in a crash) and waits for it to exit.
 // Restart brings it back on the same port: empty, unless it was started
 // with persistence (see Persistent).
-func (s *Server) Stop() { s.kill() }
+func (s *Server) Kill() error { s.kill(); return nil }
+
+// Address returns the server's host:port.
+func (s *Server) Address() string { return s.Addr }
 
 // Terminate shuts the server down cleanly (SIGTERM: a persistent server
 // writes its files first) and waits for it to exit.
@@ -276,9 +280,9 @@ func (s *Server) Info(section string) (string, error) {
 }
 
 // Close stops the server and removes its directory.
-func (s *Server) Close() {
+func (s *Server) Close() error {
 	s.kill()
-	os.RemoveAll(s.dir)
+	return os.RemoveAll(s.dir)
 }
 
 // Cluster is a Redis Cluster of masters without replicas.
@@ -348,9 +352,11 @@ func (s *Server) info(args ...string) (string, error) {
 	return string(out), err
 }
 
-// Pause freezes the server (SIGSTOP): connections stay open and nothing
-// answers, as with a hung or partitioned server. Resume undoes it.
-func (s *Server) Pause() error { return testproc.Stop(s.cmd.Process.Pid) }
+// Stop freezes the server (SIGSTOP): connections stay open and nothing
+// answers, as with a hung or partitioned server. Cont undoes it.
+func (s *Server) Stop() error { return testproc.Stop(s.cmd.Process.Pid) }
 
-// Resume continues a paused server (SIGCONT).
-func (s *Server) Resume() error { return testproc.Continue(s.cmd.Process.Pid) }
+// Cont continues a frozen server (SIGCONT).
+func (s *Server) Cont() error { return testproc.Continue(s.cmd.Process.Pid) }
+
+var _ testserver.Server = (*Server)(nil)

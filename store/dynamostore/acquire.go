@@ -25,14 +25,14 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 		names[i] = it.Dimension
 	}
 	if s.seeds {
-		return s.acquireSeeds(ctx, req, now, names, res)
+		return s.acquireReadThenTransact(ctx, req, now, names, res)
 	}
 	return s.acquireFast(ctx, req, now, names, res)
 }
 
-// acquireSeeds is seed 000's algorithm: consistent pre-read, no write on
+// acquireReadThenTransact is the original algorithm: read, then transact: consistent pre-read, no write on
 // denial, then one version-conditioned transaction with the lease records.
-func (s *Store) acquireSeeds(ctx context.Context, req *store.AcquireRequest, now int64, names []string, res *store.AcquireResult) error {
+func (s *Store) acquireReadThenTransact(ctx context.Context, req *store.AcquireRequest, now int64, names []string, res *store.AcquireResult) error {
 	// One read fetches the rows and the lease id's index item, if any.
 	items, err := s.snapshot(ctx, append(names[:len(names):len(names)], indexPK(req.ID)))
 	if err != nil {

@@ -18,7 +18,7 @@ import (
 var paths = []struct {
 	name string
 	opts []Option
-}{{"fast", nil}, {"seeds", []Option{WithSeedsPath()}}}
+}{{"fast", nil}, {"readfirst", []Option{WithReadThenTransact()}}}
 
 // benchStore opens a store on a fresh table with one hot bucket large
 // enough never to run dry, through a tap measuring capacity.
@@ -76,7 +76,7 @@ func BenchmarkAcquire(b *testing.B) {
 
 // BenchmarkHotBucket is 16 workers on one bucket through the root client,
 // which backs off 25–200 ms on contention up to MaxRetries (3) and then
-// answers RETRY_IN, as seed 000 does: goodput is grants per second.
+// answers RETRY_IN, as the original algorithm does: goodput is grants per second.
 func BenchmarkHotBucket(b *testing.B) {
 	for _, p := range paths {
 		b.Run(p.name+"/workers=16", func(b *testing.B) {

@@ -12,7 +12,7 @@ import (
 	"github.com/ontopix/sluice/store"
 )
 
-// Attribute names. The first block is the seeds' schema (seed 000), shared
+// Attribute names. The first block is the Python and TypeScript SDKs' schema, shared
 // with the Python and TypeScript SDKs; the second holds what Sluice adds and
 // the older SDKs ignore.
 const (
@@ -32,7 +32,7 @@ const (
 	attrHolders = "holders"          // map lease uuid → holder entry (see holder) of this bucket's lease records
 	attrLastOp  = "last_op"          // token of the last acquisition that wrote the bucket
 
-	// Lease items (seed 000), plus Sluice's extras.
+	// Lease items (the SDKs' format), plus Sluice's extras.
 	attrDimension = "dimension"
 	attrLeaseCost = "cost"
 	attrCreated   = "created_at"
@@ -106,7 +106,7 @@ func formatSeconds(ms int64) string { return formatMilli(ms) }
 
 // parseMilli reads a decimal number as thousandths, rounding toward minus
 // infinity when it has more than three decimals (values written by the
-// seeds' SDKs, which store floats): never more tokens than written.
+// Python and TypeScript SDKs, which store floats): never more tokens than written.
 func parseMilli(s string) (int64, error) {
 	return parseScaled(s, false)
 }
@@ -152,7 +152,7 @@ func parseInt(s string) (int64, error) {
 	return q, nil
 }
 
-// formatRate writes tokens per second as a decimal for the seeds' SDKs
+// formatRate writes tokens per second as a decimal for the Python and TypeScript SDKs
 // (amount tokens per periodMs), with at most six decimals.
 func formatRate(amount, periodMs int64) string {
 	if periodMs == 0 {
@@ -164,7 +164,7 @@ func formatRate(amount, periodMs int64) string {
 	return strings.TrimSuffix(s, ".")
 }
 
-// deriveRefill turns the seeds' refill_rate (tokens per second, a decimal)
+// deriveRefill turns the SDKs' refill_rate (tokens per second, a decimal)
 // into Sluice's exact fraction for items that lack refill_amount and
 // refill_period_ms: amount = capacity per period = capacity/rate seconds,
 // with the period rounded UP to whole milliseconds so that the derived rate
@@ -228,7 +228,7 @@ type bucketItem struct {
 	rawTok  string // tokens exactly as stored, for conditions (see versionCond)
 }
 
-// decodeBucket reads a bucket row written by Sluice or by the seeds' SDKs.
+// decodeBucket reads a bucket row written by Sluice or by the Python and TypeScript SDKs.
 func decodeBucket(item map[string]types.AttributeValue) (*bucketItem, error) {
 	name, _ := getS(item, attrPK)
 	bad := func(attr string, err error) error {

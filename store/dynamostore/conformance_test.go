@@ -18,11 +18,11 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-// TestConformanceSeedsPath runs it on seed 000's two-round-trip path, which
+// TestConformanceSeedsPath runs it on the original two-round-trip path (read, then transact), which
 // writes a lease record for every grant.
 func TestConformanceSeedsPath(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
-		NewStore:       func(tb testing.TB) store.Store { return newStore(tb, WithSeedsPath()) },
+		NewStore:       func(tb testing.TB) store.Store { return newStore(tb, WithReadThenTransact()) },
 		AlwaysRecords:  true,
 		OpenHandle:     openHandle,
 		Goroutines:     16,
@@ -42,7 +42,7 @@ func openHandle(tb testing.TB, s store.Store) store.Store {
 	d := s.(*Store)
 	var opts []Option
 	if d.seeds {
-		opts = append(opts, WithSeedsPath())
+		opts = append(opts, WithReadThenTransact())
 	}
 	return openStore(tb, newClient(), d.table, opts...)
 }

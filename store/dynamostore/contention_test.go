@@ -73,10 +73,10 @@ func TestManyHoldersRelease(t *testing.T) {
 // release makes room again.
 func TestLeaseLimit(t *testing.T) {
 	for _, seeds := range []bool{false, true} {
-		t.Run(map[bool]string{false: "fast", true: "seeds"}[seeds], func(t *testing.T) {
+		t.Run(map[bool]string{false: "fast", true: "readfirst"}[seeds], func(t *testing.T) {
 			opts := []Option{WithMaxLeasesPerBucket(3)}
 			if seeds {
-				opts = append(opts, WithSeedsPath())
+				opts = append(opts, WithReadThenTransact())
 			}
 			s := newStore(t, opts...)
 			put(t, s, t0, store.Bucket{Name: "v#concurrent", Config: bucket.ConcurrentSlots(10)})

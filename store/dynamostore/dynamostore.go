@@ -1,12 +1,12 @@
-// Package dynamostore is Sluice's DynamoDB store: the seeds' table
-// (seed 000), wire-compatible with the seeds' Python and TypeScript SDKs, over
+// Package dynamostore is Sluice's DynamoDB store: the table format
+// of the Python and TypeScript SDKs, wire-compatible with them, over
 // aws-sdk-go-v2 (a *dynamodb.Client the caller configures).
 //
 // # Table
 //
 // One table per environment, partition key vendor_dimension (S), TTL
 // attribute ttl. A bucket row is keyed by its dimension ("openai#rpm") and
-// holds the seeds' attributes capacity, tokens, refill_rate,
+// holds the SDKs' attributes capacity, tokens, refill_rate,
 // last_refill_at, cost_per_call, limit_type and version. tokens is written
 // with exactly three decimals (millitokens/1000, "47.125") and
 // last_refill_at as Unix seconds with millisecond decimals
@@ -19,15 +19,15 @@
 // concurrent bucket; it gives Peek its lease count and the concurrent
 // RETRY_IN hint without a Scan, and lets Reconcile restore a slot whose
 // lease item DynamoDB's TTL process deleted first) and last_op.
-// Rows written by the seeds' SDKs lack them: the refill fraction is then
+// Rows written by the Python and TypeScript SDKs lack them: the refill fraction is then
 // derived from refill_rate (see deriveRefill) and the rest defaults.
 //
 // A lease record is one item per dimension, lease#{dimension}#{uuid}, with
-// the seeds' dimension, cost, created_at, ttl (whole seconds, rounded up)
+// the SDKs' dimension, cost, created_at, ttl (whole seconds, rounded up)
 // and caller, plus lease_id, dims (all the lease's dimensions), expires_ms
 // and created_ms. A multi-dimension lease's items share the uuid and are
 // written and deleted in the same transaction. On a concurrent dimension
-// the item's cost is 0 and slot_cost holds it: the seeds' reconciler, which
+// the item's cost is 0 and slot_cost holds it: the SDKs' reconciler, which
 // restores an item's cost, must not restore a slot that Sluice restores
 // from the bucket's holders. A recorded lease also has an index item,
 // lease#{uuid} (see reuse.go), which makes lease ids unique across
@@ -35,11 +35,11 @@
 //
 // # Paths
 //
-// The seeds' path (WithSeedsPath) is seed 000's algorithm: a consistent
+// The read-then-transact path (WithReadThenTransact) is the original algorithm: a consistent
 // GetItem (BatchGetItem for several dimensions), no write when the quota is
 // exhausted, then one TransactWriteItems conditioned on version =
 // :expected plus the lease Puts. It always writes a lease record, as the
-// seeds do. The fast path (the default) remembers each dimension's last
+// SDKs do. The fast path (the default) remembers each dimension's last
 // seen row and writes conditionally against it without reading; a lost
 // condition returns the current row (ALL_OLD), from which the store decides
 // again without another read. Pure requests/tokens acquisitions that do not
@@ -47,7 +47,7 @@
 // the store's internal attempts, in store.ErrContention, which the client
 // backs off from (25–200 ms) and retries. Every write of an absolute
 // balance is conditioned on the version and on tokens as read, so that an
-// increment written by the seeds' SDKs (which leave the version alone) is
+// increment written by the Python and TypeScript SDKs (which leave the version alone) is
 // never erased; releases return slots as increments.
 //
 // # Clock
@@ -122,9 +122,15 @@ type Store struct {
 // Option configures a Store.
 type Option func(*Store)
 
-// WithSeedsPath selects seed 000's two-round-trip algorithm (consistent
-// read, then a version-conditioned transaction with a lease record).
-func WithSeedsPath() Option { return func(s *Store) { s.seeds = true } }
+// WithReadThenTransact selects the original two-round-trip algorithm
+// (consistent read, then a version-conditioned transaction with a lease
+// record), as the Python and TypeScript SDKs acquire.
+func WithReadThenTransact() Option { return func(s *Store) { s.seeds = true } }
+
+// WithSeedsPath selects the read-then-transact algorithm.
+//
+// Deprecated: use WithReadThenTransact.
+func WithSeedsPath() Option { return WithReadThenTransact() }
 
 // WithTimeout bounds each operation, including the SDK's retries.
 func WithTimeout(d time.Duration) Option { return func(s *Store) { s.timeout = d } }

@@ -99,10 +99,10 @@ func (s *Store) acquireTx(bis []*bucketItem, d *decision, req *store.AcquireRequ
 
 // leaseItemCost is the cost attribute of a lease item on bi. On a
 // concurrent bucket it is 0, and the cost is kept in slot_cost and in the
-// bucket's holder entry: the seeds' reconciler restores an expired lease's
+// bucket's holder entry: the SDKs' reconciler restores an expired lease's
 // cost attribute to its bucket and deletes the item, but leaves the holder
 // entry, from which Sluice restores the slot (see remove) — with the real
-// cost in the item, the slot would come back twice. The seeds' reconciler
+// cost in the item, the slot would come back twice. The SDKs' reconciler
 // still deletes such an item, restoring nothing.
 func leaseItemCost(bi *bucketItem, cost int64) int64 {
 	if bi.b.Type == bucket.Concurrent {
@@ -154,7 +154,7 @@ func (s *Store) bucketUpdate(bi *bucketItem, st bucket.State, tok string, id str
 
 // versionCond is the optimistic-locking condition on bi's row: same
 // version, same incarnation (a re-created bucket restarts its version) and
-// same tokens, compared with the value exactly as read. The seeds' SDKs
+// same tokens, compared with the value exactly as read. The Python and TypeScript SDKs
 // return a concurrent slot with "SET tokens = tokens + :cost", which leaves
 // the version alone: conditioning on the version only, a write of an
 // absolute balance computed from an earlier read would erase that

@@ -2,16 +2,10 @@ package dynamostore
 
 import (
 	"context"
-	"math/rand/v2"
-	"slices"
 	"strconv"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
-	"github.com/ontopix/sluice/bucket"
 	"github.com/ontopix/sluice/store"
 )
 
@@ -29,7 +23,7 @@ type leaseItem struct {
 	index         bool // an index item (see indexPK), not a lease item
 }
 
-// decodeLease reads a lease item written by Sluice or by the seeds' SDKs
+// decodeLease reads a lease item written by Sluice or by the Python and TypeScript SDKs
 // (which write no lease_id, dims, expires_ms or created_ms: the uuid comes
 // from the key and the expiry from ttl).
 func decodeLease(item map[string]types.AttributeValue) (*leaseItem, bool) {
@@ -128,152 +122,47 @@ func (s *Store) loadLease(ctx context.Context, uuid string, dims []string) ([]*l
 	return out, nil
 }
 
-// Release implements store.Store. When DynamoDB's TTL process has deleted
-// some or all of the lease's items, the slots their buckets still list in
-// holders are restored from there (see remove); the lease's dimensions are
-// then known only from an item that is left or from this process's cache.
-func (s *Store) Release(ctx context.Context, req store.ReleaseRequest) (store.ReleaseResult, error) {
+// Leases implements store.Store with a consistent Scan of the lease items,
+// grouped by lease id.
+func (s *Store) Leases(ctx context.Context, q store.LeaseQuery) ([]store.LeaseRecord, error) {
 	ctx, cancel, err := s.begin(ctx)
 	defer cancel()
 	if err != nil {
-		return store.ReleaseResult{}, err
+		return nil, err
 	}
-	dims, err := s.findDims(ctx, req.ID)
-	if err != nil || dims == nil {
-		return store.ReleaseResult{}, err
-	}
-	lis, err := s.loadLease(ctx, req.ID.String(), dims)
-	if err != nil {
-		return store.ReleaseResult{}, err
-	}
-	r, err := s.remove(ctx, req.ID.String(), dims, lis, 0)
-	if err != nil {
-		return store.ReleaseResult{}, err
-	}
-	s.forgetLease(req.ID)
-	if !r.ok {
-		return store.ReleaseResult{}, nil
-	}
-	return store.ReleaseResult{Released: true, Restored: r.restored}, nil
-}
-
-// Extend implements store.Store: the lease items' expiry and the buckets'
-// holder entries move together, in one transaction. One consistent read
-// fetches the lease items and their buckets; each bucket write is
-// conditioned on the version read (and bumps it, like every other write of
-// a bucket row) and on the entry existing. A bucket that no longer lists
-// the lease (deleted, or re-created under the same name) is left alone and
-// the records alone are extended.
-func (s *Store) Extend(ctx context.Context, req store.ExtendRequest) (time.Time, error) {
-	ctx, cancel, err := s.begin(ctx)
-	defer cancel()
-	if err != nil {
-		return time.Time{}, err
-	}
-	now := req.Now.UnixMilli()
-	dims, err := s.findDims(ctx, req.ID)
-	if err != nil {
-		return time.Time{}, err
-	}
-	uuid := req.ID.String()
-	exp := now + req.TTL.Milliseconds()
-	pks := make([]string, 0, 2*len(dims))
-	for _, d := range dims {
-		pks = append(pks, store.LeasePrefix+d+"#"+uuid)
-	}
-	for _, d := range dims {
-		if !slices.Contains(pks, d) {
-			pks = append(pks, d)
+	now := q.Now.UnixMilli()
+	groups := map[string][]*leaseItem{}
+	err = s.scan(ctx, "begins_with(#pk, :p)", nil, nil, func(item map[string]types.AttributeValue) (bool, error) {
+		if li, ok := decodeLease(item); ok {
+			groups[li.uuid] = append(groups[li.uuid], li)
 		}
+		return true, nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	pks = append(pks, indexPK(req.ID))
-	for n := 0; n < maxAdminAttempts; n++ {
-		if err := backoff(ctx, n); err != nil {
-			return time.Time{}, err
-		}
-		items, err := s.getItems(ctx, pks)
+	var out []store.LeaseRecord
+	for uuid, lis := range groups {
+		id, err := store.ParseLeaseID(uuid)
 		if err != nil {
-			return time.Time{}, err
+			continue // not a Sluice lease id; the Python and TypeScript SDKs use other forms
 		}
-		var lis []*leaseItem
-		for _, pk := range pks[:len(dims)] {
-			if it := items[pk]; it != nil {
-				if li, ok := decodeLease(it); ok {
-					lis = append(lis, li)
+		first := lis[0]
+		order := first.dims
+		l := store.LeaseRecord{ID: id, Caller: first.caller, CreatedAt: time.UnixMilli(first.created), ExpiresAt: time.UnixMilli(first.expires)}
+		has := false
+		for _, d := range order {
+			for _, li := range lis {
+				if li.dim == d {
+					l.Items = append(l.Items, store.Item{Dimension: d, Cost: li.cost})
+					has = has || d == q.Dimension
 				}
 			}
 		}
-		if len(lis) == 0 {
-			return time.Time{}, store.ErrUnknownLease
+		if q.ExpiredOnly && first.expires > now || q.Dimension != "" && !has {
+			continue
 		}
-		tx := make([]types.TransactWriteItem, 0, 2*len(lis))
-		for _, li := range lis {
-			if li.expires <= now {
-				return time.Time{}, store.ErrLeaseExpired
-			}
-			tx = append(tx, types.TransactWriteItem{Update: &types.Update{
-				TableName: aws.String(s.table), Key: key(li.pk),
-				UpdateExpression:         aws.String("SET #exp = :e, #ttl = :ttl"),
-				ConditionExpression:      aws.String("attribute_exists(#pk) AND #exp = :old"),
-				ExpressionAttributeNames: map[string]string{"#pk": attrPK, "#exp": attrExpiresMs, "#ttl": attrTTL},
-				ExpressionAttributeValues: map[string]types.AttributeValue{
-					":e": numInt(exp), ":ttl": numInt((exp + 999) / 1000), ":old": numInt(li.expires)},
-			}})
-		}
-		if items[indexPK(req.ID)] != nil {
-			tx = append(tx, types.TransactWriteItem{Update: &types.Update{
-				TableName: aws.String(s.table), Key: key(indexPK(req.ID)),
-				UpdateExpression:          aws.String("SET #exp = :e"),
-				ConditionExpression:       aws.String("attribute_exists(#pk)"),
-				ExpressionAttributeNames:  map[string]string{"#pk": attrPK, "#exp": attrExpiresMs},
-				ExpressionAttributeValues: map[string]types.AttributeValue{":e": numInt(exp)},
-			}})
-		}
-		parts := []int64{-3, s.nonce, int64(rand.Uint64() >> 1)}
-		for _, li := range lis {
-			row := items[li.dim]
-			if row == nil {
-				continue // deleted: the records alone
-			}
-			bi, err := decodeBucket(row)
-			if err != nil {
-				return time.Time{}, err
-			}
-			if _, holds := bi.holders[uuid]; !holds || li.hasInc && bi.inc != li.inc {
-				continue // not this lease's bucket any more
-			}
-			// The whole entry is rewritten: a concurrent one keeps its cost
-			// (fixed: concurrent items cannot be adjusted). The write
-			// touches this lease's entry alone, so it is conditioned on the
-			// entry and the incarnation, not on the version: renewals do not
-			// race the bucket's other writers (it still bumps the version,
-			// like every write of a bucket row).
-			h := holder{exp: exp, cost: li.cost, hasCost: li.typ == bucket.Concurrent.String()}
-			names := map[string]string{"#h": attrHolders, "#id": uuid, "#ver": attrVersion, "#inc": attrInc}
-			vals := map[string]types.AttributeValue{":e": h.value(), ":one": numInt(1)}
-			tx = append(tx, types.TransactWriteItem{Update: &types.Update{
-				TableName: aws.String(s.table), Key: key(li.dim),
-				UpdateExpression:          aws.String("SET #h.#id = :e ADD #ver :one"),
-				ConditionExpression:       aws.String(incCond(bi, vals) + " AND attribute_exists(#h.#id)"),
-				ExpressionAttributeNames:  names,
-				ExpressionAttributeValues: vals,
-			}})
-			parts = append(parts, bi.version)
-		}
-		// A fresh nonce per attempt: an SDK retry of this attempt is
-		// idempotent; a new attempt, after a lost race, is a new request.
-		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
-			TransactItems: tx, ClientRequestToken: aws.String(requestToken(req.ID, parts...)),
-		}, opts)
-		for _, li := range lis {
-			s.forget(li.dim)
-		}
-		if err == nil {
-			return time.UnixMilli(exp), nil
-		}
-		if !anyCCF(err) {
-			return time.Time{}, classify("extend", err)
-		}
+		out = append(out, l)
 	}
-	return time.Time{}, store.ErrContention
+	return out, nil
 }

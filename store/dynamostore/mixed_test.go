@@ -16,13 +16,13 @@ import (
 func unixSeconds(t time.Time) float64 { return float64(t.UnixMilli()) / 1000 }
 
 // TestMixedFleetNoLostIncrement races Sluice (fast path, three handles
-// taking and returning slots) against the seeds' SDK returning slots it
+// taking and returning slots) against the SDKs returning slots it
 // took beforehand, with its exact write: "SET tokens = tokens + :cost",
 // which leaves the version alone. Sluice's writes used to be conditioned on
 // the version only and erased such increments. At the end every slot must
 // be back: tokens exactly the capacity.
 //
-// (The seeds' SDK loses such increments on its own: its acquisition writes
+// (The SDKs loses such increments on its own: its acquisition writes
 // an absolute balance conditioned on the version only, so it can erase a
 // concurrent release of its own. Only Sluice's side can be tested here.)
 func TestMixedFleetNoLostIncrement(t *testing.T) {
@@ -36,7 +36,7 @@ func TestMixedFleetNoLostIncrement(t *testing.T) {
 	for range seedSlots {
 		l, err := c.acquire(ctx, "m#concurrent", 1, unixSeconds(time.Now()), 3600, 3)
 		if err != nil || l == nil {
-			t.Fatalf("seeds acquire = %v, %v", l, err)
+			t.Fatalf("SDK acquire = %v, %v", l, err)
 		}
 		held = append(held, l)
 	}
@@ -75,30 +75,30 @@ func TestMixedFleetNoLostIncrement(t *testing.T) {
 			for i := w; i < len(held); i += 3 {
 				time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond)
 				if err := c.release(ctx, held[i], true); err != nil {
-					t.Errorf("seeds release: %v", err)
+					t.Errorf("SDK release: %v", err)
 				}
 			}
 		}()
 	}
 	wg.Wait()
 	st := peekOne(t, openStore(t, db, table), "m#concurrent")
-	t.Logf("%d Sluice grants raced %d seeds' releases", grants.Load(), seedSlots)
+	t.Logf("%d Sluice grants raced %d SDK releases", grants.Load(), seedSlots)
 	if st.Tokens != capacity*bucket.Milli || st.ActiveLeases != 0 {
 		t.Errorf("after every slot was returned: %d millitokens, %d leases; want %d and 0 (an increment was lost)", st.Tokens, st.ActiveLeases, capacity*bucket.Milli)
 	}
 }
 
-// TestMixedFleetNoDoubleRestore lets the seeds' reconciler reclaim an
+// TestMixedFleetNoDoubleRestore lets the SDKs' reconciler reclaim an
 // expired Sluice lease before Sluice's reconciler runs, then runs Sluice's:
-// the slot comes back once. The seeds' reconciler used to restore the
+// the slot comes back once. The SDKs' reconciler used to restore the
 // item's cost and leave the bucket's holder entry, from which Sluice
 // restored it a second time. A live lease keeps the balance below
 // capacity, so that the capacity guard cannot hide a double restore. The
-// seeds' own expired lease is reclaimed once too, whichever reconciler
+// SDKs' own expired lease is reclaimed once too, whichever reconciler
 // runs first.
 func TestMixedFleetNoDoubleRestore(t *testing.T) {
 	for _, seedsFirst := range []bool{true, false} {
-		t.Run(map[bool]string{true: "seeds reconciler first", false: "sluice reconciler first"}[seedsFirst], func(t *testing.T) {
+		t.Run(map[bool]string{true: "SDK reconciler first", false: "sluice reconciler first"}[seedsFirst], func(t *testing.T) {
 			ctx := context.Background()
 			db := newClient()
 			table := newTable(t, db)
@@ -109,7 +109,7 @@ func TestMixedFleetNoDoubleRestore(t *testing.T) {
 			acquireAt(t, s, now, time.Hour, false, store.Item{Dimension: "m#concurrent"})                   // live
 			c := &seedSDK{db: db, table: table}
 			if l, err := c.acquire(ctx, "m#concurrent", 1, unixSeconds(now.Add(-time.Hour)), 60, 3); err != nil || l == nil {
-				t.Fatalf("seeds acquire = %v, %v", l, err)
+				t.Fatalf("SDK acquire = %v, %v", l, err)
 			}
 			seedsRun := func() {
 				if _, err := c.reconcile(ctx, unixSeconds(now)); err != nil {
@@ -139,8 +139,8 @@ func TestMixedFleetNoDoubleRestore(t *testing.T) {
 }
 
 // TestMixedFleetShare measures, without asserting, how a saturated
-// requests bucket is shared between Sluice's fast path and the seeds' SDK
-// under equal demand (three workers each), and with Sluice on the seeds'
+// requests bucket is shared between Sluice's fast path and the SDKs
+// under equal demand (three workers each), and with Sluice on the read-then-transact
 // path; docs/stores/dynamodb.md reports the figures.
 func TestMixedFleetShare(t *testing.T) {
 	for _, seedsPath := range []bool{false, true} {
@@ -153,7 +153,7 @@ func TestMixedFleetShare(t *testing.T) {
 		for range 3 {
 			var opts []Option
 			if seedsPath {
-				opts = append(opts, WithSeedsPath())
+				opts = append(opts, WithReadThenTransact())
 			}
 			s := openStore(t, newClient(), table, opts...)
 			wg.Add(2)
@@ -184,6 +184,6 @@ func TestMixedFleetShare(t *testing.T) {
 		wg.Wait()
 		cancel()
 		total := sl.Load() + sd.Load()
-		t.Logf("seeds path %t: Sluice %d grants, seeds' SDK %d grants: Sluice share %.0f %%", seedsPath, sl.Load(), sd.Load(), 100*float64(sl.Load())/float64(max(total, 1)))
+		t.Logf("read-then-transact %t: Sluice %d grants, SDKs %d grants: Sluice share %.0f %%", seedsPath, sl.Load(), sd.Load(), 100*float64(sl.Load())/float64(max(total, 1)))
 	}
 }

@@ -12,8 +12,8 @@ import (
 
 // reconcileFilter selects, in one Scan, the two things Reconcile works on:
 //
-//   - lease items expired at :now (ms), or, for items the seeds' SDKs
-//     wrote, whose ttl (seconds) is below :nows (seed 001);
+//   - lease items expired at :now (ms), or, for items the Python and TypeScript SDKs
+//     wrote, whose ttl (seconds) is below :nows (the SDKs' reconciler);
 //   - bucket rows whose holders map is not empty, among which those listing
 //     an expired lease whose item DynamoDB's TTL process has deleted.
 //

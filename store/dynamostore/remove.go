@@ -54,12 +54,12 @@ type removeTx struct {
 // the balance read.
 //
 // dims lists all the lease's dimensions. For a dimension whose item is gone
-// (DynamoDB's TTL process or the seeds' reconciler deleted it) while its
+// (DynamoDB's TTL process or the SDKs' reconciler deleted it) while its
 // bucket still lists the lease in holders, the transaction restores the
 // cost kept in the holder entry and removes the entry, conditioned on the
 // entry existing and on the lease item being absent (a ConditionCheck): the
 // entry is the slot's only record, so whoever removes it restores it, once.
-// (Sluice writes its concurrent lease items with cost 0 for the seeds'
+// (Sluice writes its concurrent lease items with cost 0 for the SDKs'
 // reconciler, which restores from the item; see leaseItemAttrs.) An entry
 // written before the cost was kept in it, on a concurrent bucket, cannot be
 // restored and is left.

@@ -14,9 +14,9 @@ import (
 )
 
 // A recorded lease also has an index item, lease#{uuid}, holding its
-// lease_id, dims and expires_ms. Its key has no dimension, so the seeds'
+// lease_id, dims and expires_ms. Its key has no dimension, so the SDKs'
 // SDKs (and Sluice versions before it) never read it as a lease item, and
-// it has no ttl, so neither DynamoDB's TTL process nor the seeds'
+// it has no ttl, so neither DynamoDB's TTL process nor the SDKs'
 // reconciler deletes it. It is written, extended and deleted in the
 // transactions that write, extend and delete the lease's items, and it is
 // what makes a lease id unique across dimensions: a recorded acquisition

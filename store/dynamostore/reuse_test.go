@@ -19,10 +19,10 @@ import (
 // create a second lease with the same id, of which Release freed one.
 func TestLeaseIDReuse(t *testing.T) {
 	for _, seeds := range []bool{false, true} {
-		t.Run(map[bool]string{false: "fast", true: "seeds"}[seeds], func(t *testing.T) {
+		t.Run(map[bool]string{false: "fast", true: "readfirst"}[seeds], func(t *testing.T) {
 			var opts []Option
 			if seeds {
-				opts = append(opts, WithSeedsPath())
+				opts = append(opts, WithReadThenTransact())
 			}
 			db := newClient()
 			table := newTable(t, db)

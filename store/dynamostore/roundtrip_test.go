@@ -22,14 +22,14 @@ func acquireOnce(t testing.TB, s *Store, now time.Time, record bool, items ...st
 
 // TestRoundTrips counts HTTP requests per acquisition on both paths: the
 // fast path needs one when uncontended (after the first, which reads the
-// row), the seeds' path two (read, then transaction), and a denial on
+// row), the read-then-transact path two (read, then transaction), and a denial on
 // either writes nothing.
 func TestRoundTrips(t *testing.T) {
 	tp := newTap()
 	db := tp.client()
 	table := newTable(t, db)
 	fast := openStore(t, db, table)
-	seeds := openStore(t, db, table, WithSeedsPath())
+	seeds := openStore(t, db, table, WithReadThenTransact())
 	put(t, fast, t0, store.Bucket{Name: "openai#rpm", Config: bucket.PerPeriod(bucket.Requests, 1000, time.Minute)})
 	put(t, fast, t0, store.Bucket{Name: "openai#tpm", Config: bucket.PerPeriod(bucket.Tokens, 100000, time.Minute)})
 	put(t, fast, t0, store.Bucket{Name: "eleven#concurrent", Config: bucket.ConcurrentSlots(100)})
@@ -56,8 +56,8 @@ func TestRoundTrips(t *testing.T) {
 	acquireOnce(t, fast, t0, false, conc)
 	count("fast, concurrent (lease record)", 1, func() { acquireOnce(t, fast, t0, false, conc) })
 	count("fast, recorded", 1, func() { acquireOnce(t, fast, t0, true, rpm) })
-	count("seeds", 2, func() { acquireOnce(t, seeds, t0, false, rpm) })
-	count("seeds, two dimensions", 2, func() { acquireOnce(t, seeds, t0, false, rpm, tpm) })
+	count("readfirst", 2, func() { acquireOnce(t, seeds, t0, false, rpm) })
+	count("readfirst, two dimensions", 2, func() { acquireOnce(t, seeds, t0, false, rpm, tpm) })
 	// Another writer makes the fast path's row stale: the lost condition
 	// returns the row (ALL_OLD) and the retry needs no read.
 	acquireOnce(t, seeds, t0, false, rpm)
@@ -72,7 +72,7 @@ func TestRoundTrips(t *testing.T) {
 			t.Fatalf("want a denial: %+v %v", res, err)
 		}
 	}
-	count("seeds, denial (read only)", 1, func() { deny(seeds) })
+	count("readfirst, denial (read only)", 1, func() { deny(seeds) })
 	count("fast, denial (read only)", 1, func() { deny(fast) })
 	ops, _, _ := tp.snapshot()
 	if ops["UpdateItem"]+ops["TransactWriteItems"] != 0 {

@@ -14,8 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// seedSDK re-implements, write for write, the seeds' Python/TypeScript
-// SDK (seed 000) and its reconciler (seed 001) on the shared table, so that
+// seedSDK re-implements, write for write, the Python and TypeScript
+// SDKs and their reconciler on the shared table, so that
 // Sluice can be raced against the other SDKs of a mixed fleet. Numbers are
 // floats, as those SDKs write them.
 type seedSDK struct {
@@ -23,14 +23,14 @@ type seedSDK struct {
 	table string
 }
 
-// sdkLease is a lease the seeds' SDK holds.
+// sdkLease is a lease the SDKs holds.
 type sdkLease struct {
 	dim  string
 	pk   string
 	cost float64
 }
 
-// acquire is seed 000's acquisition of cost on dim at now (Unix seconds):
+// acquire is the SDKs' acquisition of cost on dim at now (Unix seconds):
 // consistent GetItem, refill, no write when short, then a transaction
 // conditioned on version = :expected that writes the absolute balance and
 // the lease item; a lost race retries after 25–200 ms with jitter, up to
@@ -75,7 +75,7 @@ func (c *seedSDK) acquire(ctx context.Context, dim string, cost, now float64, tt
 	return nil, nil
 }
 
-// release is the seeds' release: a concurrent slot is returned with
+// release is the SDKs' release: a concurrent slot is returned with
 // "SET tokens = tokens + :cost" under the capacity guard, in a transaction
 // with the lease's delete; when the guard refuses, the lease alone is
 // deleted. Other types only delete the lease.
@@ -87,7 +87,7 @@ func (c *seedSDK) release(ctx context.Context, l *sdkLease, concurrent bool) err
 	return c.restore(ctx, l.dim, l.pk, l.cost)
 }
 
-// restore is the seeds' capacity-guarded restore and delete (release and
+// restore is the SDKs' capacity-guarded restore and delete (release and
 // reconciler alike).
 func (c *seedSDK) restore(ctx context.Context, dim, pk string, cost float64) error {
 	r, err := c.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(c.table), Key: key(dim), ConsistentRead: aws.Bool(true)})
@@ -114,7 +114,7 @@ func (c *seedSDK) restore(ctx context.Context, dim, pk string, cost float64) err
 	return err
 }
 
-// reconcile is seed 001's reconciler at now (Unix seconds): a Scan for
+// reconcile is the SDKs' reconciler at now (Unix seconds): a Scan for
 // lease items whose ttl has passed; for each, the parent bucket from the
 // key; a concurrent one gets the item's cost back under the capacity
 // guard; the item is deleted. It returns how many items it processed.

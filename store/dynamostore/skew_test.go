@@ -31,10 +31,10 @@ func TestClockSkew(t *testing.T) {
 	}
 	for _, tt := range tests {
 		for _, seeds := range []bool{false, true} {
-			t.Run(tt.name+map[bool]string{false: "", true: ", seeds' path"}[seeds], func(t *testing.T) {
+			t.Run(tt.name+map[bool]string{false: "", true: ", read-then-transact path"}[seeds], func(t *testing.T) {
 				var opts []Option
 				if seeds {
-					opts = append(opts, WithSeedsPath())
+					opts = append(opts, WithReadThenTransact())
 				}
 				s := newStore(t, opts...)
 				put(t, s, t0.Add(-time.Minute), rpm)

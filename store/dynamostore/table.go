@@ -14,7 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// CreateTable creates the seeds' table: partition key vendor_dimension (S),
+// CreateTable creates the SDKs' table: partition key vendor_dimension (S),
 // on-demand billing (PAY_PER_REQUEST), TTL enabled on ttl. It waits until
 // the table is ACTIVE. A table that already exists is not an error; its TTL
 // setting is still ensured.

@@ -95,7 +95,7 @@ func TestTTLSweptLeases(t *testing.T) {
 	for _, path := range []struct {
 		name string
 		opts []Option
-	}{{"fast", nil}, {"seeds", []Option{WithSeedsPath()}}} {
+	}{{"fast", nil}, {"readfirst", []Option{WithReadThenTransact()}}} {
 		t.Run(path.name, func(t *testing.T) {
 			ctx := context.Background()
 			db := newClient()
@@ -349,7 +349,7 @@ func TestPartlySwept(t *testing.T) {
 	for _, path := range []struct {
 		name string
 		opts []Option
-	}{{"fast", nil}, {"seeds", []Option{WithSeedsPath()}}} {
+	}{{"fast", nil}, {"readfirst", []Option{WithReadThenTransact()}}} {
 		t.Run(path.name, func(t *testing.T) {
 			ctx := context.Background()
 			db := newClient()

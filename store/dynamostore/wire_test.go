@@ -13,8 +13,8 @@ import (
 	"github.com/ontopix/sluice/store"
 )
 
-// seedBucket and seedLease are seed 000's JSON examples, attribute for
-// attribute, as the seeds' Python/TypeScript SDKs write them.
+// seedBucket and seedLease are the JSON examples of the SDKs' table format, attribute for
+// attribute, as the Python and TypeScript SDKs write them.
 func seedBucket() map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{
 		"vendor_dimension": str("openai#rpm"),
@@ -60,8 +60,8 @@ func wantN(t *testing.T, item map[string]types.AttributeValue, attr, want string
 	}
 }
 
-// TestSeedWireFormat reads rows in the exact shape of seed 000's examples,
-// acquires against them, and checks what it writes back is what the seeds'
+// TestSeedWireFormat reads rows in the exact shape of the SDKs' table format examples,
+// acquires against them, and checks what it writes back is what the SDKs'
 // SDKs read: their attributes untouched except tokens, last_refill_at and
 // version, with three-decimal tokens and millisecond-decimal seconds.
 func TestSeedWireFormat(t *testing.T) {
@@ -101,17 +101,17 @@ func TestSeedWireFormat(t *testing.T) {
 		t.Errorf("limit_type = %q", v)
 	}
 
-	// A seeds-written lease, long expired: reconcile deletes it and
+	// An SDK-written lease, long expired: reconcile deletes it and
 	// restores nothing (a requests bucket refills by itself).
 	rec, err := s.Reconcile(ctx, store.ReconcileRequest{Now: time.Unix(1709550161, 0), Limit: store.DefaultReconcileLimit})
 	if err != nil || rec.Restored != 1 || rec.Reclaimed != 0 || len(rec.Dimensions) != 1 {
 		t.Errorf("Reconcile = %+v, %v; want 1 restored on openai#rpm", rec, err)
 	}
 	if rawGet(t, db, table, "lease#openai#rpm#a3f8c910") != nil {
-		t.Error("the seeds' lease record survived reconcile")
+		t.Error("the SDKs' lease record survived reconcile")
 	}
 
-	// What Sluice writes: every seed attribute, in the seeds' types.
+	// What Sluice writes: every SDK attribute, in the SDKs' types.
 	b := store.Bucket{Name: "openai#tpm", Config: bucket.Config{Type: bucket.Tokens, Capacity: 30000, RefillAmount: 30000, RefillPeriod: time.Minute, CostPerCall: 100}}
 	put(t, s, now, b)
 	row = rawGet(t, db, table, "openai#tpm")
@@ -127,7 +127,7 @@ func TestSeedWireFormat(t *testing.T) {
 	if err != nil || len(ls) != 1 || len(ls[0].Items) != 2 {
 		t.Fatalf("Leases = %+v, %v", ls, err)
 	}
-	// One lease item per dimension, sharing the uuid, each in seed 000's shape.
+	// One lease item per dimension, sharing the uuid, each in the SDKs' shape.
 	for _, it := range ls[0].Items {
 		lr := rawGet(t, db, table, "lease#"+it.Dimension+"#"+ls[0].ID.String())
 		if d, _ := getS(lr, "dimension"); d != it.Dimension {

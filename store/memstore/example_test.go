@@ -10,7 +10,7 @@ import (
 	"github.com/ontopix/sluice/store/memstore"
 )
 
-// Example shares seed 000's openai#rpm limit (100 requests per minute) with
+// Example shares the SDKs' example openai#rpm limit (100 requests per minute) with
 // an embedded store: the 101st request in the same instant must wait 600 ms.
 func Example() {
 	ctx := context.Background()

@@ -11,7 +11,6 @@
 package memstore
 
 import (
-	"context"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -123,121 +122,6 @@ func unlockAll(es []*entry) {
 	}
 }
 
-// Acquire implements store.Store.
-func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *store.AcquireResult) error {
-	if err := s.check(); err != nil {
-		return err
-	}
-	now := req.Now.UnixMilli()
-	n := len(req.Items)
-	var esBuf [store.MaxItems]*entry
-	var order [store.MaxItems]uint8
-	es := esBuf[:n]
-	for i, it := range req.Items {
-		if es[i] = s.lookup(it.Dimension); es[i] == nil {
-			return &store.ConfigurationError{Dimension: it.Dimension}
-		}
-	}
-	lockSorted(es, order[:])
-	defer unlockAll(es)
-
-	var next [store.MaxItems]bucket.State
-	var costs [store.MaxItems]int64
-	record := req.Record
-	for i, e := range es {
-		if e.deleted {
-			return &store.ConfigurationError{Dimension: e.b.Name}
-		}
-		c, err := e.b.ResolveCost(req.Items[i])
-		if err != nil {
-			return err
-		}
-		costs[i] = c
-		if e.b.Type == bucket.Concurrent {
-			record = true
-		}
-	}
-	if cap(res.Items) >= n {
-		res.Items = res.Items[:n]
-	} else {
-		res.Items = make([]store.ItemResult, n)
-	}
-	poll := req.Poll
-	if l := s.leaseByID(req.ID); l != nil {
-		return s.replay(req, res, l, es, costs[:n], now)
-	}
-	granted := true
-	var retry int64
-	var aligned [store.MaxItems]bucket.State
-	var ats [store.MaxItems]int64
-	for i, e := range es {
-		aligned[i], ats[i] = bucket.Align(e.lim, e.st, now, skewMs)
-		st, wait, ok := bucket.Take(e.lim, aligned[i], ats[i], costs[i]*bucket.Milli)
-		next[i] = st
-		ir := &res.Items[i]
-		*ir = store.ItemResult{Dimension: e.b.Name, Type: e.b.Type, Cost: costs[i], Capacity: e.b.Capacity}
-		if ok {
-			ir.Remaining = st.Tokens
-			continue
-		}
-		granted = false
-		if e.lim.Type == bucket.Concurrent {
-			wait = bucket.ConcurrentRetry(now, e.earliestExpiry(), poll.Milliseconds())
-		}
-		ir.Remaining = bucket.Available(e.lim, aligned[i], ats[i])
-		ir.RetryIn = time.Duration(wait) * time.Millisecond
-		retry = max(retry, wait)
-	}
-	res.Granted, res.Recorded = granted, false
-	res.RetryIn, res.ExpiresAt = 0, time.Time{}
-	if !granted {
-		res.RetryIn = time.Duration(retry) * time.Millisecond
-		for i, e := range es {
-			if res.Items[i].RetryIn == 0 { // granted-looking items report what they have now
-				res.Items[i].Remaining = bucket.Available(e.lim, aligned[i], ats[i])
-			}
-			// A bucket whose clock ran more than the maximum skew ahead is
-			// rebased even on a denial, or its refill would never start.
-			e.st = aligned[i]
-		}
-		return nil
-	}
-	expires := now + req.TTL.Milliseconds()
-	if record {
-		l := &lease{id: req.ID, caller: req.Caller, created: now}
-		if n <= len(l.buf) {
-			l.items, l.ents = l.buf[:n], l.entBuf[:n]
-		} else {
-			l.items, l.ents = make([]store.Item, n), make([]*entry, n)
-		}
-		copy(l.ents, es)
-		l.expires.Store(expires)
-		for i, e := range es {
-			l.items[i] = store.Item{Dimension: e.b.Name, Cost: costs[i]}
-		}
-		sh := s.shard(req.ID)
-		sh.mu.Lock()
-		if dup := sh.m[req.ID]; dup != nil { // a concurrent acquisition with the same id won
-			sh.mu.Unlock()
-			return s.replay(req, res, dup, es, costs[:n], now)
-		}
-		sh.m[req.ID] = l
-		sh.mu.Unlock()
-		for _, e := range es {
-			if e.leases == nil {
-				e.leases = map[*lease]struct{}{}
-			}
-			e.leases[l] = struct{}{}
-		}
-		res.Recorded = true
-	}
-	for i, e := range es {
-		e.st = next[i]
-	}
-	res.ExpiresAt = time.UnixMilli(expires)
-	return nil
-}
-
 // earliestExpiry returns the earliest expiry among e's leases, or 0. The
 // caller holds e.mu.
 func (e *entry) earliestExpiry() int64 {
@@ -248,25 +132,6 @@ func (e *entry) earliestExpiry() int64 {
 		}
 	}
 	return min
-}
-
-// Release implements store.Store.
-func (s *Store) Release(ctx context.Context, req store.ReleaseRequest) (store.ReleaseResult, error) {
-	if err := s.check(); err != nil {
-		return store.ReleaseResult{}, err
-	}
-	sh := s.shard(req.ID)
-	sh.mu.Lock()
-	l := sh.m[req.ID]
-	sh.mu.Unlock()
-	if l == nil {
-		return store.ReleaseResult{}, nil
-	}
-	restored, ok, _ := s.remove(l, 0)
-	if !ok {
-		return store.ReleaseResult{}, nil
-	}
-	return store.ReleaseResult{Released: true, Restored: restored}, nil
 }
 
 // remove deletes lease l exactly once and restores its concurrent costs. It
@@ -318,23 +183,19 @@ func (s *Store) remove(l *lease, expiredBy int64) (restored []store.Restored, ok
 	return restored, true, live == 0
 }
 
-// Extend implements store.Store.
-func (s *Store) Extend(ctx context.Context, req store.ExtendRequest) (time.Time, error) {
-	if err := s.check(); err != nil {
-		return time.Time{}, err
+// state snapshots e at now; the caller holds e.mu.
+func (e *entry) state(now int64) store.BucketState {
+	st, at := bucket.Align(e.lim, e.st, now, skewMs)
+	r := bucket.Refill(e.lim, st, at)
+	bs := store.BucketState{
+		Bucket:       e.b,
+		Tokens:       r.Tokens,
+		LastRefill:   r.Last,
+		ActiveLeases: len(e.leases),
+		Now:          time.UnixMilli(now),
 	}
-	now := req.Now.UnixMilli()
-	sh := s.shard(req.ID)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	l := sh.m[req.ID]
-	if l == nil {
-		return time.Time{}, store.ErrUnknownLease
+	if x := e.earliestExpiry(); x != 0 {
+		bs.NextExpiry = time.UnixMilli(x)
 	}
-	if l.expires.Load() <= now {
-		return time.Time{}, store.ErrLeaseExpired
-	}
-	exp := now + req.TTL.Milliseconds()
-	l.expires.Store(exp)
-	return time.UnixMilli(exp), nil
+	return bs
 }

@@ -261,11 +261,11 @@ func TestFaultsUnderLoad(t *testing.T) {
 			return srv.Restart()
 		}},
 		{"SIGSTOP for 3 op timeouts, SIGCONT", func() error {
-			if err := srv.Pause(); err != nil {
+			if err := srv.Stop(); err != nil {
 				return err
 			}
 			time.Sleep(3 * faultOpTO)
-			return srv.Resume()
+			return srv.Cont()
 		}},
 		{"immediate restart", func() error {
 			if err := srv.Kill(); err != nil {

@@ -150,7 +150,7 @@ func TestHungServer(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if err := srv.Pause(); err != nil {
+	if err := srv.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	paused := time.Now()
@@ -169,7 +169,7 @@ func TestHungServer(t *testing.T) {
 		ops := storeOps(defaultStore, fixtures["default pool"].held)
 		runBounded(t, map[string]func(context.Context) error{"acquire": ops["acquire"], "migrate": ops["migrate"]}, ctx, DefaultTimeout)
 	})
-	if err := srv.Resume(); err != nil {
+	if err := srv.Cont(); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("server frozen for %v", time.Since(paused).Round(time.Millisecond))
@@ -233,7 +233,7 @@ func TestHungServerLong(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if err := srv.Pause(); err != nil {
+	if err := srv.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	paused := time.Now()
@@ -264,7 +264,7 @@ func TestHungServerLong(t *testing.T) {
 		t.Errorf("ping on a frozen server: %v, want ErrUnavailable", err)
 	}
 	t.Logf("a call after that: ErrUnavailable after %v", time.Since(start).Round(time.Millisecond))
-	if err := srv.Resume(); err != nil {
+	if err := srv.Cont(); err != nil {
 		t.Fatal(err)
 	}
 	resumed := time.Now()

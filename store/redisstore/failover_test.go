@@ -82,12 +82,12 @@ func runFailover(t *testing.T, lag time.Duration, opts ...Option) failoverResult
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(m.Close)
+	t.Cleanup(func() { _ = m.Close() })
 	r, err := redistest.StartReplica(m)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(r.Close)
+	t.Cleanup(func() { _ = r.Close() })
 	c := redis.NewClient(&redis.Options{Addr: m.Addr, MaxRetries: -1})
 	t.Cleanup(func() { c.Close() })
 	s := newStoreOn(t, c, append([]Option{WithTimeout(500 * time.Millisecond)}, opts...)...)
@@ -117,7 +117,7 @@ func runFailover(t *testing.T, lag time.Duration, opts ...Option) failoverResult
 	}()
 	time.Sleep(100 * time.Millisecond) // load with the replica in sync
 	if lag > 0 {
-		if err := r.Pause(); err != nil {
+		if err := r.Stop(); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := m.Do("CLIENT", "KILL", "TYPE", "replica"); err != nil {
@@ -125,11 +125,11 @@ func runFailover(t *testing.T, lag time.Duration, opts ...Option) failoverResult
 		}
 		time.Sleep(lag) // load with the replica cut off
 	}
-	m.Stop() // SIGKILL under load
+	_ = m.Kill() // SIGKILL under load
 	close(stop)
 	<-loaded
 	if lag > 0 {
-		if err := r.Resume(); err != nil {
+		if err := r.Cont(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -212,12 +212,12 @@ func TestConformanceReplicaAck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(m.Close)
+	t.Cleanup(func() { _ = m.Close() })
 	r, err := redistest.StartReplica(m)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(r.Close)
+	t.Cleanup(func() { _ = r.Close() })
 	c := redis.NewClient(&redis.Options{Addr: m.Addr})
 	t.Cleanup(func() { c.Close() })
 	storetest.Run(t, storetest.Harness{

@@ -108,7 +108,7 @@ func TestFaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(srv.Close)
+	t.Cleanup(func() { _ = srv.Close() })
 	const ttl, timeout = 2 * time.Second, 300 * time.Millisecond
 	prefix := uniquePrefix()
 	var clients []*sluice.Client
@@ -191,17 +191,17 @@ func TestFaults(t *testing.T) {
 	}
 	recovered("start")
 	for range rounds {
-		srv.Stop() // SIGKILL
+		_ = srv.Kill() // SIGKILL
 		time.Sleep(300 * time.Millisecond)
 		if err := srv.Restart(); err != nil {
 			t.Fatal(err)
 		}
 		recovered("SIGKILL, restarted after 300ms")
-		if err := srv.Pause(); err != nil {
+		if err := srv.Stop(); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(3 * timeout) // hung for longer than the timeout, less than the TTL
-		if err := srv.Resume(); err != nil {
+		if err := srv.Cont(); err != nil {
 			t.Fatal(err)
 		}
 		recovered("SIGSTOP for 3x the timeout, SIGCONT")

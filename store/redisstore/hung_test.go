@@ -91,7 +91,7 @@ func TestHungServerBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(srv.Close)
+	t.Cleanup(func() { _ = srv.Close() })
 	type variant struct {
 		name     string
 		opts     redis.Options
@@ -120,10 +120,10 @@ func TestHungServerBounded(t *testing.T) {
 		acquire(t, s, t0, store.Item{Dimension: "h#rpm"}) // a pooled connection
 		stores = append(stores, s)
 	}
-	if err := srv.Pause(); err != nil {
+	if err := srv.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = srv.Resume() }()
+	defer func() { _ = srv.Cont() }()
 	// Each case runs in parallel with the others: the bound is per
 	// operation, and the hung server answers none of them.
 	var wg sync.WaitGroup

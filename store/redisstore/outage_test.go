@@ -27,7 +27,7 @@ func outage(t *testing.T, batched bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(srv.Close)
+	t.Cleanup(func() { _ = srv.Close() })
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr, DialTimeout: 200 * time.Millisecond,
 		ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond, MaxRetries: -1})
 	t.Cleanup(func() { c.Close() })
@@ -99,7 +99,7 @@ func outage(t *testing.T, batched bool) {
 		}
 	}
 
-	srv.Stop() // killed: connections refused
+	_ = srv.Kill() // killed: connections refused
 	unavailable("server killed")
 
 	if err := srv.Restart(); err != nil {
@@ -117,11 +117,11 @@ func outage(t *testing.T, batched bool) {
 		t.Fatalf("after restart: %+v", r)
 	}
 
-	if err := srv.Pause(); err != nil { // hung: connections open, no answers
+	if err := srv.Stop(); err != nil { // hung: connections open, no answers
 		t.Fatal(err)
 	}
 	unavailable("server hung")
-	if err := srv.Resume(); err != nil {
+	if err := srv.Cont(); err != nil {
 		t.Fatal(err)
 	}
 	if r := acquire(t, s, t0, store.Item{Dimension: "o#rpm"}); !r.Granted {

@@ -17,7 +17,7 @@ type adjStep struct {
 	wantErr                           error
 }
 
-// testLeaseOps covers Adjust, Extend and Penalize (design.md §2 "Lease",
+// testLeaseOps covers Adjust, Extend and Penalize (the Lease semantics,
 // "Penalize").
 func testLeaseOps(t *testing.T, h Harness) {
 	withDebt := func(c bucket.Config, debt int64) bucket.Config { c.MaxDebt = debt; return c }

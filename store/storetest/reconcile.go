@@ -7,7 +7,7 @@ import (
 	"github.com/ontopix/sluice/store"
 )
 
-// testReconcile covers design.md §2 "Reconcile": restoring expired
+// testReconcile covers the Reconcile semantics: restoring expired
 // concurrent leases with the capacity guard, deleting expired records and
 // orphans, batching, and idempotence.
 func testReconcile(t *testing.T, h Harness) {

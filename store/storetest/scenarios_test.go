@@ -51,7 +51,7 @@ func scenarios() []Vector {
 	const rpm, tpm, conc = "openai#rpm", "openai#tpm", "elevenlabs#concurrent"
 	const oconc, conc2 = "openai#concurrent", "elevenlabs#concurrent-b" // conc's vendor mates
 
-	var drain []Step // seed 000: 100 requests per minute, cost 1
+	var drain []Step // the SDKs' example: 100 requests per minute, cost 1
 	for i := range 100 {
 		drain = append(drain, acq(int64(i*10), fmt.Sprintf("D%d", i), 60_000, false, it(rpm, 1)))
 	}
@@ -69,7 +69,7 @@ func scenarios() []Vector {
 	}
 
 	return []Vector{
-		v("openai-rpm", "seed 000: openai#rpm, capacity 100, refill 100/min, cost 1; drain, exact retry-in, refill",
+		v("openai-rpm", "the SDKs' example: openai#rpm, capacity 100, refill 100/min, cost 1; drain, exact retry-in, refill",
 			s(putB(0, rpm, "requests", 100, 100, 60_000)), drain, s(
 				acq(990, "X1", 60_000, false, it(rpm, 1)),
 				peek(990, rpm),

@@ -9,7 +9,7 @@ import (
 	"github.com/ontopix/sluice/store"
 )
 
-// testAcquire covers design.md §2 "Acquire": grants, exact RETRY_IN,
+// testAcquire covers the Acquire semantics: grants, exact RETRY_IN,
 // all-or-nothing, cost resolution, errors and concurrent dimensions.
 func testAcquire(t *testing.T, h Harness) {
 	t.Run("GrantReportsEveryField", func(t *testing.T) {

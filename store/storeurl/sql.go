@@ -150,7 +150,7 @@ func openDynamo(ctx context.Context, u *url.URL, o Options) (*Opened, error) {
 	if twoTrips, err := boolOpt(u, so, "seeds_path", false); err != nil {
 		return nil, err
 	} else if twoTrips {
-		opts = append(opts, dynamostore.WithSeedsPath())
+		opts = append(opts, dynamostore.WithReadThenTransact())
 	}
 	// No SDK log lines: the CLI reports failures itself, in one line (the
 	// SDK's default logger would print warnings such as a checksum it could

@@ -3,12 +3,10 @@ package dynamostore
 import (
 	"context"
 	"math/rand/v2"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
 	"github.com/ontopix/sluice/bucket"
 	"github.com/ontopix/sluice/store"
 )
@@ -106,58 +104,4 @@ func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.Sett
 		}
 	}
 	return store.Settlement{}, store.ErrContention
-}
-
-func anyCCF(err error) bool {
-	for _, r := range reasons(err) {
-		if reasonIs(r, "ConditionalCheckFailed") {
-			return true
-		}
-	}
-	return false
-}
-
-// Leases implements store.Store with a consistent Scan of the lease items,
-// grouped by lease id.
-func (s *Store) Leases(ctx context.Context, q store.LeaseQuery) ([]store.LeaseRecord, error) {
-	ctx, cancel, err := s.begin(ctx)
-	defer cancel()
-	if err != nil {
-		return nil, err
-	}
-	now := q.Now.UnixMilli()
-	groups := map[string][]*leaseItem{}
-	err = s.scan(ctx, "begins_with(#pk, :p)", nil, nil, func(item map[string]types.AttributeValue) (bool, error) {
-		if li, ok := decodeLease(item); ok {
-			groups[li.uuid] = append(groups[li.uuid], li)
-		}
-		return true, nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	var out []store.LeaseRecord
-	for uuid, lis := range groups {
-		id, err := store.ParseLeaseID(uuid)
-		if err != nil {
-			continue // not a Sluice lease id; the seeds' SDKs use other forms
-		}
-		first := lis[0]
-		order := first.dims
-		l := store.LeaseRecord{ID: id, Caller: first.caller, CreatedAt: time.UnixMilli(first.created), ExpiresAt: time.UnixMilli(first.expires)}
-		has := false
-		for _, d := range order {
-			for _, li := range lis {
-				if li.dim == d {
-					l.Items = append(l.Items, store.Item{Dimension: d, Cost: li.cost})
-					has = has || d == q.Dimension
-				}
-			}
-		}
-		if q.ExpiredOnly && first.expires > now || q.Dimension != "" && !has {
-			continue
-		}
-		out = append(out, l)
-	}
-	return out, nil
 }

@@ -1,0 +1,128 @@
+package dynamostore
+
+import (
+	"context"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/store"
+)
+
+// PutBucket implements store.Store.
+func (s *Store) PutBucket(ctx context.Context, req store.PutBucketRequest) error {
+	ctx, cancel, err := s.begin(ctx)
+	defer cancel()
+	if err != nil {
+		return err
+	}
+	ms, b, reset := req.Now.UnixMilli(), req.Bucket, req.Reset
+	lim := b.Config.Limits()
+	defer s.forget(b.Name)
+	for n := 0; n < maxAdminAttempts; n++ {
+		if err := backoff(ctx, n); err != nil {
+			return err
+		}
+		items, err := s.getItems(ctx, []string{b.Name})
+		if err != nil {
+			return err
+		}
+		if items[b.Name] == nil {
+			item := encodeBucket(b, bucket.State{Tokens: lim.Capacity, Last: ms}, 1, store.NewLeaseID().String(), nil)
+			_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
+				TableName: aws.String(s.table), Item: item,
+				ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
+				ExpressionAttributeNames: map[string]string{"#pk": attrPK},
+			}, opts)
+			if isCCF(err) {
+				continue
+			}
+			return classify("put bucket", err)
+		}
+		old, err := decodeBucket(items[b.Name])
+		if err != nil {
+			return err
+		}
+		if err := store.CheckTypeChange(old.b, b); err != nil {
+			return err
+		}
+		// (A concurrent reconfigure applied twice by an SDK retry is
+		// harmless: the second read sees the new capacity, a zero change.)
+		al, at := bucket.Align(old.lim, old.st, ms, s.skew)
+		st := bucket.Reconfigure(old.lim, lim, al, at, reset)
+		full := encodeBucket(b, st, 0, "", nil)
+		names := map[string]string{"#ver": attrVersion, "#inc": attrInc}
+		vals := map[string]types.AttributeValue{":v": numInt(old.version), ":one": numInt(1)}
+		set := make([]string, 0, 12)
+		for _, a := range []string{attrCapacity, attrTokens, attrRate, attrLast, attrCost, attrType, attrAmount, attrPeriod, attrMaxDebt} {
+			k := "#a" + itoa(len(set))
+			names[k], vals[":"+k[1:]] = a, full[a]
+			set = append(set, k+" = :"+k[1:])
+		}
+		if !old.hasMap {
+			names["#h"], vals[":hm"] = attrHolders, &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{}}
+			set = append(set, "#h = :hm")
+		}
+		_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: aws.String(s.table), Key: key(b.Name),
+			UpdateExpression:          aws.String("SET " + strings.Join(set, ", ") + " ADD #ver :one"),
+			ConditionExpression:       aws.String(versionCond(old, names, vals)),
+			ExpressionAttributeNames:  names,
+			ExpressionAttributeValues: vals,
+		}, opts)
+		if isCCF(err) {
+			continue
+		}
+		return classify("put bucket", err)
+	}
+	return store.ErrContention
+}
+
+// DeleteBucket implements store.Store.
+func (s *Store) DeleteBucket(ctx context.Context, req store.DeleteBucketRequest) error {
+	ctx, cancel, err := s.begin(ctx)
+	defer cancel()
+	if err != nil {
+		return err
+	}
+	name := req.Name
+	defer s.forget(name)
+	_, err = s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName: aws.String(s.table), Key: key(name),
+		ConditionExpression:      aws.String("attribute_exists(#pk)"),
+		ExpressionAttributeNames: map[string]string{"#pk": attrPK},
+	}, opts)
+	if isCCF(err) {
+		return &store.ConfigurationError{Dimension: name}
+	}
+	return classify("delete bucket", err)
+}
+
+// ListBuckets implements store.Store with a consistent Scan of the rows
+// that are not lease records.
+func (s *Store) ListBuckets(ctx context.Context, req store.ListBucketsRequest) ([]store.BucketState, error) {
+	ctx, cancel, err := s.begin(ctx)
+	defer cancel()
+	if err != nil {
+		return nil, err
+	}
+	ms := req.Now.UnixMilli()
+	var out []store.BucketState
+	err = s.scan(ctx, "NOT begins_with(#pk, :p)", nil, nil, func(item map[string]types.AttributeValue) (bool, error) {
+		bi, err := decodeBucket(item)
+		if err != nil {
+			return false, err
+		}
+		out = append(out, bi.state(ms, s.skew))
+		return true, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if out == nil {
+		out = []store.BucketState{}
+	}
+	return out, nil
+}

@@ -1,0 +1,150 @@
+package dynamostore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/store"
+)
+
+// maxAdminAttempts bounds the read-modify-write loops of administrative
+// operations and lease settlement under contention; each loop is also
+// bounded by the operation's timeout.
+const maxAdminAttempts = 1000
+
+// Backoff between attempts of a read-modify-write loop: full jitter,
+// uniformly random in [0, min(backoffCap, backoffBase·2^n)).
+const (
+	backoffBase = 5 * time.Millisecond
+	backoffCap  = 200 * time.Millisecond
+)
+
+// backoff waits before attempt n of a read-modify-write loop (not before
+// the first). The wait is random (full jitter): writers that lost a race on
+// one bucket row do not come back in lockstep to lose it again. Attempts
+// come after a lost race, so when ctx ends first the outcome is
+// store.ErrContention (the table is answering), wrapping ctx's error.
+func backoff(ctx context.Context, n int) error {
+	if n == 0 {
+		return nil
+	}
+	ceil := backoffCap
+	if n < 6 {
+		ceil = min(backoffCap, backoffBase<<n)
+	}
+	t := time.NewTimer(rand.N(ceil))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("%w: dynamostore: %d attempts lost a race: %w", store.ErrContention, n, ctx.Err())
+	case <-t.C:
+		return nil
+	}
+}
+
+func isCCF(err error) bool {
+	var ccf *types.ConditionalCheckFailedException
+	return errors.As(err, &ccf)
+}
+
+// state is a row's state at now, aligned with maximum skew skew (see
+// bucket.Align).
+func (bi *bucketItem) state(now, skew int64) store.BucketState {
+	al, at := bucket.Align(bi.lim, bi.st, now, skew)
+	r := bucket.Refill(bi.lim, al, at)
+	bs := store.BucketState{Bucket: bi.b, Tokens: r.Tokens, LastRefill: r.Last, ActiveLeases: len(bi.holders), Now: time.UnixMilli(now)}
+	if x := bi.earliest(); x != 0 {
+		bs.NextExpiry = time.UnixMilli(x)
+	}
+	return bs
+}
+
+// scan runs a consistent, paginated Scan with filter (":p" is bound to the
+// lease prefix and "#pk" to the key) and calls f on every item until f
+// returns false.
+func (s *Store) scan(ctx context.Context, filter string, names map[string]string, vals map[string]types.AttributeValue, f func(map[string]types.AttributeValue) (bool, error)) error {
+	n := map[string]string{"#pk": attrPK}
+	for k, v := range names {
+		n[k] = v
+	}
+	v := map[string]types.AttributeValue{":p": str(store.LeasePrefix)}
+	for k, x := range vals {
+		v[k] = x
+	}
+	in := &dynamodb.ScanInput{
+		TableName: aws.String(s.table), ConsistentRead: aws.Bool(true),
+		FilterExpression: aws.String(filter), ExpressionAttributeNames: n, ExpressionAttributeValues: v,
+		Limit: aws.Int32(1000),
+	}
+	p := dynamodb.NewScanPaginator(s.db, in)
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx, opts)
+		if err != nil {
+			return classify("scan", err)
+		}
+		for _, item := range page.Items {
+			more, err := f(item)
+			if err != nil || !more {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// writeState writes st to bi's row conditioned on its version; false means
+// the condition failed (a concurrent write), and the row is forgotten.
+//
+// The callers apply a delta to the state they read (a refund, a penalty),
+// so the write must take effect at most once per call. An UpdateItem has no
+// idempotency token: when one is applied but its response is lost (or a 5xx
+// comes back), the SDK sends it again and the version condition fails. Each
+// attempt therefore records a token of its own in last_op and asks for the
+// row on a failed condition: a row at version+1 carrying that token is this
+// very write, already applied, and counts as success rather than as a lost
+// race (which would read again and apply the delta a second time).
+func (s *Store) writeState(ctx context.Context, bi *bucketItem, st bucket.State, op string) (bool, error) {
+	defer s.forget(bi.b.Name)
+	tok := opToken(op)
+	up := s.bucketUpdate(bi, st, tok, "", holder{})
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: up.TableName, Key: up.Key, UpdateExpression: up.UpdateExpression,
+		ConditionExpression: up.ConditionExpression, ExpressionAttributeNames: up.ExpressionAttributeNames,
+		ExpressionAttributeValues:           up.ExpressionAttributeValues,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}, opts)
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		if ccf.Item == nil {
+			return false, nil // deleted: the next read reports it
+		}
+		cur, derr := decodeBucket(ccf.Item)
+		if derr != nil {
+			return false, derr
+		}
+		return cur.lastOp == tok && cur.version == bi.version+1 && cur.inc == bi.inc, nil
+	}
+	return err == nil, classify(op, err)
+}
+
+// opToken returns a token unique to one write attempt of operation op, for
+// last_op.
+func opToken(op string) string {
+	return op + ":" + store.NewLeaseID().String()
+}
+
+func anyCCF(err error) bool {
+	for _, r := range reasons(err) {
+		if reasonIs(r, "ConditionalCheckFailed") {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,124 @@
+package memstore
+
+import (
+	"context"
+	"time"
+
+	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/store"
+)
+
+// Acquire implements store.Store.
+func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *store.AcquireResult) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	now := req.Now.UnixMilli()
+	n := len(req.Items)
+	var esBuf [store.MaxItems]*entry
+	var order [store.MaxItems]uint8
+	es := esBuf[:n]
+	for i, it := range req.Items {
+		if es[i] = s.lookup(it.Dimension); es[i] == nil {
+			return &store.ConfigurationError{Dimension: it.Dimension}
+		}
+	}
+	lockSorted(es, order[:])
+	defer unlockAll(es)
+
+	var next [store.MaxItems]bucket.State
+	var costs [store.MaxItems]int64
+	record := req.Record
+	for i, e := range es {
+		if e.deleted {
+			return &store.ConfigurationError{Dimension: e.b.Name}
+		}
+		c, err := e.b.ResolveCost(req.Items[i])
+		if err != nil {
+			return err
+		}
+		costs[i] = c
+		if e.b.Type == bucket.Concurrent {
+			record = true
+		}
+	}
+	if cap(res.Items) >= n {
+		res.Items = res.Items[:n]
+	} else {
+		res.Items = make([]store.ItemResult, n)
+	}
+	poll := req.Poll
+	if l := s.leaseByID(req.ID); l != nil {
+		return s.replay(req, res, l, es, costs[:n], now)
+	}
+	granted := true
+	var retry int64
+	var aligned [store.MaxItems]bucket.State
+	var ats [store.MaxItems]int64
+	for i, e := range es {
+		aligned[i], ats[i] = bucket.Align(e.lim, e.st, now, skewMs)
+		st, wait, ok := bucket.Take(e.lim, aligned[i], ats[i], costs[i]*bucket.Milli)
+		next[i] = st
+		ir := &res.Items[i]
+		*ir = store.ItemResult{Dimension: e.b.Name, Type: e.b.Type, Cost: costs[i], Capacity: e.b.Capacity}
+		if ok {
+			ir.Remaining = st.Tokens
+			continue
+		}
+		granted = false
+		if e.lim.Type == bucket.Concurrent {
+			wait = bucket.ConcurrentRetry(now, e.earliestExpiry(), poll.Milliseconds())
+		}
+		ir.Remaining = bucket.Available(e.lim, aligned[i], ats[i])
+		ir.RetryIn = time.Duration(wait) * time.Millisecond
+		retry = max(retry, wait)
+	}
+	res.Granted, res.Recorded = granted, false
+	res.RetryIn, res.ExpiresAt = 0, time.Time{}
+	if !granted {
+		res.RetryIn = time.Duration(retry) * time.Millisecond
+		for i, e := range es {
+			if res.Items[i].RetryIn == 0 { // granted-looking items report what they have now
+				res.Items[i].Remaining = bucket.Available(e.lim, aligned[i], ats[i])
+			}
+			// A bucket whose clock ran more than the maximum skew ahead is
+			// rebased even on a denial, or its refill would never start.
+			e.st = aligned[i]
+		}
+		return nil
+	}
+	expires := now + req.TTL.Milliseconds()
+	if record {
+		l := &lease{id: req.ID, caller: req.Caller, created: now}
+		if n <= len(l.buf) {
+			l.items, l.ents = l.buf[:n], l.entBuf[:n]
+		} else {
+			l.items, l.ents = make([]store.Item, n), make([]*entry, n)
+		}
+		copy(l.ents, es)
+		l.expires.Store(expires)
+		for i, e := range es {
+			l.items[i] = store.Item{Dimension: e.b.Name, Cost: costs[i]}
+		}
+		sh := s.shard(req.ID)
+		sh.mu.Lock()
+		if dup := sh.m[req.ID]; dup != nil { // a concurrent acquisition with the same id won
+			sh.mu.Unlock()
+			return s.replay(req, res, dup, es, costs[:n], now)
+		}
+		sh.m[req.ID] = l
+		sh.mu.Unlock()
+		for _, e := range es {
+			if e.leases == nil {
+				e.leases = map[*lease]struct{}{}
+			}
+			e.leases[l] = struct{}{}
+		}
+		res.Recorded = true
+	}
+	for i, e := range es {
+		e.st = next[i]
+	}
+	res.ExpiresAt = time.UnixMilli(expires)
+	return nil
+}

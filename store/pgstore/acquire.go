@@ -1,0 +1,66 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/store"
+)
+
+// Acquire implements store.Store in one call of the acquire function.
+func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *store.AcquireResult) error {
+	ctx, cancel, err := s.begin(ctx)
+	defer cancel()
+	if err != nil {
+		return err
+	}
+	now := s.now(req.Now)
+	n := len(req.Items)
+	var dimsBuf [store.MaxItems]string
+	var costsBuf [store.MaxItems]int64
+	dims, costs := dimsBuf[:n], costsBuf[:n]
+	for i, it := range req.Items {
+		dims[i], costs[i] = it.Dimension, it.Cost
+	}
+	poll := req.Poll
+	var (
+		errCode, errDim             *string
+		granted, recorded           *bool
+		nowMs, retry, expires       *int64
+		types                       []int16
+		rcosts, caps, remain, waits []int64
+	)
+	err = s.pool.QueryRow(ctx, s.q.acquire, dims, costs, now, req.TTL.Milliseconds(), uuidOf(req.ID),
+		req.Caller, req.Record, poll.Milliseconds(), s.skewMs()).
+		Scan(&errCode, &errDim, &granted, &recorded, &nowMs, &retry, &types, &rcosts, &caps, &remain, &waits, &expires)
+	if err != nil {
+		return fail("acquire", err)
+	}
+	if errCode != nil {
+		return acquireError(req, *errCode, deref(errDim), rcosts, caps)
+	}
+	if len(types) != n || len(rcosts) != n || len(caps) != n || len(remain) != n || len(waits) != n || granted == nil || recorded == nil {
+		return fmt.Errorf("pgstore: acquire: malformed result for %d items (schema older than this code? run Migrate)", n)
+	}
+	if cap(res.Items) >= n {
+		res.Items = res.Items[:n]
+	} else {
+		res.Items = make([]store.ItemResult, n)
+	}
+	for i := range res.Items {
+		res.Items[i] = store.ItemResult{
+			Dimension: req.Items[i].Dimension, Type: bucket.LimitType(types[i]), Cost: rcosts[i],
+			Capacity: caps[i], Remaining: remain[i], RetryIn: time.Duration(waits[i]) * time.Millisecond,
+		}
+	}
+	res.Granted, res.Recorded = *granted, *recorded
+	res.RetryIn, res.ExpiresAt = 0, time.Time{}
+	if !res.Granted {
+		res.RetryIn = time.Duration(*retry) * time.Millisecond
+		return nil
+	}
+	res.ExpiresAt = time.UnixMilli(*expires)
+	return nil
+}

@@ -1,0 +1,68 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/store"
+)
+
+// PutBucket implements store.Store in one call of the put_bucket function.
+func (s *Store) PutBucket(ctx context.Context, req store.PutBucketRequest) error {
+	ctx, cancel, err := s.begin(ctx)
+	defer cancel()
+	if err != nil {
+		return err
+	}
+	b := req.Bucket
+	var old *int16
+	err = s.pool.QueryRow(ctx, s.q.put, b.Name, int16(b.Type), b.Capacity, b.RefillAmount,
+		b.RefillPeriod.Milliseconds(), b.CostPerCall, b.MaxDebt, s.now(req.Now), req.Reset, s.skewMs()).Scan(&old)
+	if err != nil {
+		return fail("put bucket", err)
+	}
+	if old != nil { // the function refused a change of limit type
+		if err := store.CheckTypeChange(store.Bucket{Name: b.Name, Config: bucket.Config{Type: bucket.LimitType(*old)}}, b); err != nil {
+			return err
+		}
+		return fmt.Errorf("pgstore: put bucket %q: change from limit type %d refused", b.Name, *old)
+	}
+	return nil
+}
+
+// DeleteBucket implements store.Store in one statement. The bucket's lease
+// records stay behind as orphans for Reconcile.
+func (s *Store) DeleteBucket(ctx context.Context, req store.DeleteBucketRequest) error {
+	ctx, cancel, err := s.begin(ctx)
+	defer cancel()
+	if err != nil {
+		return err
+	}
+	tag, err := s.pool.Exec(ctx, s.q.del, req.Name)
+	if err != nil {
+		return fail("delete bucket", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return &store.ConfigurationError{Dimension: req.Name}
+	}
+	return nil
+}
+
+// ListBuckets implements store.Store in one read-only statement.
+func (s *Store) ListBuckets(ctx context.Context, req store.ListBucketsRequest) ([]store.BucketState, error) {
+	ctx, cancel, err := s.begin(ctx)
+	defer cancel()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, s.q.list, s.now(req.Now))
+	if err != nil {
+		return nil, fail("list buckets", err)
+	}
+	out, _, err := s.scanBuckets(rows, 0)
+	if err != nil {
+		return nil, fail("list buckets", err)
+	}
+	return out, nil
+}
