@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/ontopix/sluice/internal/crashtest"
 	"github.com/ontopix/sluice/internal/ddbtest"
 	"github.com/ontopix/sluice/internal/testproc"
 	"github.com/ontopix/sluice/store"
@@ -20,8 +21,8 @@ import (
 var server *ddbtest.Server
 
 func TestMain(m *testing.M) {
-	if os.Getenv(childEnv) != "" {
-		os.Exit(crashChild())
+	if code, ok := crashtest.Child(crashConfig); ok {
+		os.Exit(code)
 	}
 	if testproc.SkipPackage("DynamoDB Local") {
 		os.Exit(0)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ontopix/sluice/internal/crashtest"
 	"github.com/ontopix/sluice/internal/redistest"
 	"github.com/ontopix/sluice/internal/testproc"
 	"github.com/ontopix/sluice/store"
@@ -23,8 +24,8 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv(childEnv) != "" {
-		os.Exit(crashChild())
+	if code, ok := crashtest.Child(crashConfig); ok {
+		os.Exit(code)
 	}
 	if testproc.SkipPackage("redis-server") {
 		os.Exit(0)
