@@ -68,7 +68,9 @@ func newStore(tb testing.TB, opts ...Option) *Store {
 
 func openStore(tb testing.TB, db *dynamodb.Client, table string, opts ...Option) *Store {
 	tb.Helper()
-	s, err := New(db, table, opts...)
+	// A loaded test machine can stall DynamoDB Local past the 5 s default;
+	// tests of the bound itself pass their own WithTimeout, which wins.
+	s, err := New(db, table, append([]Option{WithTimeout(30 * time.Second)}, opts...)...)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -74,7 +74,10 @@ func newStore(t testing.TB, opts ...Option) *Store {
 
 func newStoreOn(t testing.TB, c redis.UniversalClient, opts ...Option) *Store {
 	t.Helper()
-	s, err := New(c, append([]Option{WithPrefix(uniquePrefix()), WithCallerClock()}, opts...)...)
+	// A loaded test machine can stall a command past the 2 s default; tests
+	// of the bound itself pass their own WithTimeout, which comes later and
+	// wins.
+	s, err := New(c, append([]Option{WithPrefix(uniquePrefix()), WithCallerClock(), WithTimeout(testTimeout)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,6 +86,9 @@ func newStoreOn(t testing.TB, c redis.UniversalClient, opts ...Option) *Store {
 }
 
 var t0 = time.UnixMilli(1_700_000_000_000)
+
+// testTimeout bounds each operation of the test stores.
+const testTimeout = 30 * time.Second
 
 func put(t testing.TB, s store.Store, now time.Time, b store.Bucket) {
 	t.Helper()

@@ -114,15 +114,16 @@ func openPostgres(ctx context.Context, u *url.URL, o Options) (*Opened, error) {
 // openDynamo opens dynamodb://TABLE?region=R&endpoint=URL with the AWS SDK's
 // default credential chain. TABLE, region and endpoint default to
 // SLUICE_TABLE_NAME, SLUICE_AWS_REGION and SLUICE_ENDPOINT_URL. Options:
-// timeout, seeds_path (acquire in two round trips: read, then transact).
+// timeout, read_then_transact (acquire in two round trips: read, then
+// transact; seeds_path is its former name, still accepted).
 func openDynamo(ctx context.Context, u *url.URL, o Options) (*Opened, error) {
 	if u.User != nil {
 		return nil, badf("%s: dynamodb:// takes no user; credentials come from the AWS SDK's default chain", redact(u))
 	}
 	q := u.Query()
-	so := takeOpts(q, "region", "endpoint", "timeout", "seeds_path")
+	so := takeOpts(q, "region", "endpoint", "timeout", "read_then_transact", "seeds_path")
 	if len(q) > 0 {
-		return nil, badf("%s: unknown option(s) %s (want region, endpoint, timeout, seeds_path)", redact(u), q.Encode())
+		return nil, badf("%s: unknown option(s) %s (want region, endpoint, timeout, read_then_transact)", redact(u), q.Encode())
 	}
 	table := o.Table
 	if table == "" {
@@ -147,9 +148,16 @@ func openDynamo(ctx context.Context, u *url.URL, o Options) (*Opened, error) {
 	} else if d > 0 {
 		opts = append(opts, dynamostore.WithTimeout(d))
 	}
-	if twoTrips, err := boolOpt(u, so, "seeds_path", false); err != nil {
+	twoTrips, err := boolOpt(u, so, "read_then_transact", false)
+	if err != nil {
 		return nil, err
-	} else if twoTrips {
+	}
+	if old, err := boolOpt(u, so, "seeds_path", false); err != nil {
+		return nil, err
+	} else if old {
+		twoTrips = true
+	}
+	if twoTrips {
 		opts = append(opts, dynamostore.WithReadThenTransact())
 	}
 	// No SDK log lines: the CLI reports failures itself, in one line (the

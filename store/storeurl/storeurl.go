@@ -23,7 +23,7 @@
 // PostgreSQL, schema (default sluice), timeout (default 2s), caller_clock
 // and migrate (default true: create or upgrade the schema when opening), the
 // rest going to pgx and libpq (sslmode, …); for DynamoDB, region, endpoint,
-// timeout and seeds_path (acquire in two round trips: read the buckets,
+// timeout and read_then_transact (acquire in two round trips: read the buckets,
 // then write them in one transaction, the original algorithm, instead of
 // the one-round-trip conditional write).
 //

@@ -51,6 +51,8 @@ func TestOpenErrors(t *testing.T) {
 		{"postgres://127.0.0.1:1/db?timeout=x", `timeout="x"`},
 		{"dynamodb://?region=eu-west-1", "name the table"},
 		{"dynamodb://t1?bogus=1", "unknown option"},
+		{"dynamodb://t1?region=eu-west-1&read_then_transact=maybe", `read_then_transact="maybe"`},
+		{"dynamodb://t1?region=eu-west-1&seeds_path=maybe", `seeds_path="maybe"`},
 		{"dynamodb://user@t1", "takes no user"},
 	} {
 		_, err := OpenDetailed(context.Background(), c.url, Options{})
