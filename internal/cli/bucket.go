@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/bucket"
@@ -133,9 +132,8 @@ type bucketFlags struct {
 
 // config returns the configuration bucket put writes: a new bucket's from
 // the flags (--type and --capacity required), or base with only the flags
-// given on the command line changed.
-func (f *bucketFlags) config(fs *pflag.FlagSet, base *bucket.Config) (bucket.Config, error) {
-	set := fs.Changed
+// given on the command line (set) changed.
+func (f *bucketFlags) config(set func(flag string) bool, base *bucket.Config) (bucket.Config, error) {
 	var c bucket.Config
 	if base != nil {
 		c = *base
@@ -242,7 +240,7 @@ func putBucket(cmd *cobra.Command, c *sluice.Client, name string, f *bucketFlags
 	case !errors.Is(err, sluice.ErrUnknownDimension):
 		return err
 	}
-	cfg, err := f.config(cmd.Flags(), base)
+	cfg, err := f.config(cmd.Flags().Changed, base)
 	if err != nil {
 		return err
 	}

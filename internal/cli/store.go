@@ -102,14 +102,16 @@ func (g *globals) withClient(cmd *cobra.Command, stateful bool, f func(c *sluice
 	return nil
 }
 
-// client returns a Client over st configured as withClient describes.
-func (g *globals) client(st store.Store, log *slog.Logger) (*sluice.Client, error) {
+// client returns a Client over st configured as withClient describes, then
+// by extra.
+func (g *globals) client(st store.Store, log *slog.Logger, extra ...sluice.Option) (*sluice.Client, error) {
 	cfg, err := g.config()
 	if err != nil {
 		return nil, &UsageError{Err: err}
 	}
-	return sluice.New(st, sluice.WithConfig(cfg), sluice.WithClock(g.clock()), sluice.WithLogger(log),
-		sluice.WithFailurePolicy(sluice.FailClosed))
+	opts := []sluice.Option{sluice.WithConfig(cfg), sluice.WithClock(g.clock()), sluice.WithLogger(log),
+		sluice.WithFailurePolicy(sluice.FailClosed)}
+	return sluice.New(st, append(opts, extra...)...)
 }
 
 // warnEphemeral warns on stderr that a change to a store living only in
