@@ -12,6 +12,7 @@ import (
 
 	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/internal/contract"
+	"github.com/ontopix/sluice/internal/jsonout"
 	"github.com/ontopix/sluice/store"
 )
 
@@ -19,17 +20,17 @@ import (
 type acquireView struct {
 	Outcome    string            `json:"outcome"`
 	Lease      *leaseView        `json:"lease,omitempty"`
-	RetryInMs  int64             `json:"retry_in_ms,omitempty"`
+	RetryIn    jsonout.Duration  `json:"retry_in,omitempty"`
 	Dimensions []acquireItemView `json:"dimensions"`
 }
 
 type acquireItemView struct {
-	Dimension string  `json:"dimension"`
-	Type      string  `json:"type"`
-	Cost      int64   `json:"cost"`
-	Capacity  int64   `json:"capacity"`
-	Remaining float64 `json:"remaining"`
-	RetryInMs int64   `json:"retry_in_ms,omitempty"`
+	Dimension string           `json:"dimension"`
+	Type      string           `json:"type"`
+	Cost      int64            `json:"cost"`
+	Capacity  int64            `json:"capacity"`
+	Remaining float64          `json:"remaining"`
+	RetryIn   jsonout.Duration `json:"retry_in,omitempty"`
 }
 
 // parseItems parses DIM[:COST] arguments; the cost is after the last
@@ -211,14 +212,14 @@ func printAcquire(cmd *cobra.Command, output string, res sluice.Result) error {
 	v := acquireView{Outcome: "GRANTED"}
 	for _, it := range res.Dimensions {
 		v.Dimensions = append(v.Dimensions, acquireItemView{Dimension: it.Dimension, Type: it.Type.String(), Cost: it.Cost,
-			Capacity: it.Capacity, Remaining: it.Remaining.Tokens(), RetryInMs: it.RetryIn.Milliseconds()})
+			Capacity: it.Capacity, Remaining: it.Remaining.Tokens(), RetryIn: jsonout.Duration(it.RetryIn)})
 	}
 	if l := res.Lease; res.Granted() {
 		lv := leaseView{ID: l.ID(), Caller: l.Caller(), CreatedAt: l.CreatedAt().UTC(), ExpiresAt: l.ExpiresAt().UTC(),
 			Dimensions: items(l.Dimensions())}
 		v.Lease = &lv
 	} else {
-		v.Outcome, v.RetryInMs = "RETRY_IN", max(1, res.RetryIn.Milliseconds())
+		v.Outcome, v.RetryIn = "RETRY_IN", jsonout.Duration(max(time.Millisecond, res.RetryIn))
 	}
 	w := cmd.OutOrStdout()
 	var err error

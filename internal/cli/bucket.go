@@ -74,7 +74,7 @@ func bucketTable(w io.Writer, views []bucketView) error {
 		if v.RefillAmount > 0 {
 			refill = itoa(v.RefillAmount)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%d\t%s\n", v.Dimension, v.Type, v.Capacity, refill, v.RefillPeriod,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%d\t%s\n", v.Dimension, v.Type, v.Capacity, refill, periodString(v.RefillPeriod.D()),
 			v.CostPerCall, v.MaxDebt, milli(v.TokensMilli))
 	}
 	return tw.Flush()
@@ -107,7 +107,7 @@ func newBucketGetCmd(g *globals) *cobra.Command {
 				}
 				for _, kv := range [][2]string{
 					{"dimension", v.Dimension}, {"type", v.Type}, {"limit", rateOf(v)}, {"capacity", itoa(v.Capacity)},
-					{"refill", itoa(v.RefillAmount) + " per " + v.RefillPeriod}, {"cost per call", itoa(v.CostPerCall)},
+					{"refill", itoa(v.RefillAmount) + " per " + periodString(v.RefillPeriod.D())}, {"cost per call", itoa(v.CostPerCall)},
 					{"max debt", itoa(v.MaxDebt)}, {"tokens", milli(v.TokensMilli)}, {"fill", fmt.Sprintf("%.1f%%", v.FillPct)},
 					{"active leases", fmt.Sprint(v.ActiveLeases)}, {"next expiry", next}, {"time to full", v.timeToFull()},
 				} {

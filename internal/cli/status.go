@@ -13,6 +13,7 @@ import (
 
 	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/internal/jsonout"
 )
 
 // bucketView is a bucket's configuration and state as status, bucket list
@@ -22,9 +23,10 @@ type bucketView struct {
 	Type         string `json:"type"`
 	Capacity     int64  `json:"capacity"`
 	RefillAmount int64  `json:"refill_amount"`
-	RefillPeriod string `json:"refill_period"`
-	CostPerCall  int64  `json:"cost_per_call"`
-	MaxDebt      int64  `json:"max_debt"`
+	// RefillPeriod is 0s for a concurrent bucket.
+	RefillPeriod jsonout.Duration `json:"refill_period"`
+	CostPerCall  int64            `json:"cost_per_call"`
+	MaxDebt      int64            `json:"max_debt"`
 	// Tokens is the balance now (negative: debt).
 	Tokens      float64 `json:"tokens"`
 	TokensMilli int64   `json:"tokens_milli"`
@@ -32,16 +34,16 @@ type bucketView struct {
 	// ActiveLeases counts lease records, expired or not.
 	ActiveLeases int        `json:"active_leases"`
 	NextExpiry   *time.Time `json:"next_expiry,omitempty"`
-	// TimeToFullMs is how long until the bucket is full if nothing else
+	// TimeToFull is how long until the bucket is full if nothing else
 	// takes from it; null for a concurrent bucket waiting on releases.
-	TimeToFullMs *int64    `json:"time_to_full_ms"`
-	At           time.Time `json:"at"`
+	TimeToFull *jsonout.Duration `json:"time_to_full"`
+	At         time.Time         `json:"at"`
 }
 
 func viewOf(s sluice.BucketState) bucketView {
 	v := bucketView{
 		Dimension: s.Name, Type: s.Type.String(), Capacity: s.Capacity, RefillAmount: s.RefillAmount,
-		RefillPeriod: periodString(s.RefillPeriod), CostPerCall: s.Config.Cost(), MaxDebt: s.Config.Debt(),
+		RefillPeriod: jsonout.Duration(s.RefillPeriod), CostPerCall: s.Config.Cost(), MaxDebt: s.Config.Debt(),
 		Tokens: s.Tokens.Tokens(), TokensMilli: int64(s.Tokens), ActiveLeases: s.ActiveLeases, At: s.Now.UTC(),
 	}
 	if s.Capacity > 0 {
@@ -52,20 +54,20 @@ func viewOf(s sluice.BucketState) bucketView {
 		v.NextExpiry = &t
 	}
 	if d := sluice.TimeUntil(s, s.Capacity); d >= 0 && (s.Type != bucket.Concurrent || d == 0) {
-		ms := d.Milliseconds()
-		v.TimeToFullMs = &ms
+		ttf := jsonout.Duration(d.Truncate(time.Millisecond))
+		v.TimeToFull = &ttf
 	}
 	return v
 }
 
 func (v bucketView) timeToFull() string {
 	switch {
-	case v.TimeToFullMs == nil:
+	case v.TimeToFull == nil:
 		return "on release"
-	case *v.TimeToFullMs == 0:
+	case *v.TimeToFull == 0:
 		return "full"
 	}
-	return dur(time.Duration(*v.TimeToFullMs) * time.Millisecond)
+	return dur(v.TimeToFull.D())
 }
 
 func newStatusCmd(g *globals) *cobra.Command {
@@ -165,8 +167,7 @@ func statusTable(w io.Writer, views []bucketView) error {
 
 func rateOf(v bucketView) string {
 	t, _ := bucket.ParseType(v.Type)
-	p, _ := time.ParseDuration(v.RefillPeriod)
-	return rateString(bucket.Config{Type: t, Capacity: v.Capacity, RefillAmount: v.RefillAmount, RefillPeriod: p})
+	return rateString(bucket.Config{Type: t, Capacity: v.Capacity, RefillAmount: v.RefillAmount, RefillPeriod: v.RefillPeriod.D()})
 }
 
 func watchStatus(ctx context.Context, g *globals, c *sluice.Client, dims []string, output string, w io.Writer, every time.Duration, count int) error {

@@ -33,6 +33,11 @@ func (g *globals) openWith(ctx context.Context, o storeurl.Options) (*storeurl.O
 	if errors.Is(err, storeurl.ErrBadURL) {
 		return nil, &UsageError{Err: err}
 	}
+	if err == nil {
+		if log, lerr := g.logger(g.env.Stderr); lerr == nil {
+			log.LogAttrs(ctx, slog.LevelDebug, "cli.store.opened", slog.String("store", op.Redacted), slog.String("kind", op.Kind))
+		}
+	}
 	return op, err
 }
 
@@ -74,8 +79,9 @@ func (g *globals) logger(w io.Writer) (*slog.Logger, error) {
 // store. The Client reads the SLUICE_* variables, tells time by the Env's
 // clock, logs at SLUICE_LOG_LEVEL to stderr and fails closed: a command
 // never grants without the store. A stateful command (one that changes the
-// store) warns after it succeeded when the store lives only in this
-// process.
+// store) warns, after it ran (unless the command line was wrong), when the
+// store lives only in this process: a change is lost, and a bucket put by
+// an earlier command is not there.
 func (g *globals) withClient(cmd *cobra.Command, stateful bool, f func(c *sluice.Client) error) error {
 	ctx := cmd.Context()
 	log, err := g.logger(cmd.ErrOrStderr())
@@ -91,15 +97,12 @@ func (g *globals) withClient(cmd *cobra.Command, stateful bool, f func(c *sluice
 	if err != nil {
 		return err
 	}
-	log.LogAttrs(ctx, slog.LevelDebug, "cli.store.opened", slog.String("command", cmd.CommandPath()),
-		slog.String("store", op.Redacted), slog.String("kind", op.Kind))
-	if err := f(c); err != nil {
-		return err
-	}
-	if stateful {
+	err = f(c)
+	var u *UsageError
+	if stateful && !errors.As(err, &u) {
 		g.warnEphemeral(cmd, op)
 	}
-	return nil
+	return err
 }
 
 // client returns a Client over st configured as withClient describes, then
@@ -123,7 +126,7 @@ func (g *globals) warnEphemeral(cmd *cobra.Command, op *storeurl.Opened) {
 		return
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "sluice: warning: %s ran on memory://, which lives in this process only: "+
-		"nothing persists after it exits (set --store or SLUICE_STORE to a shared store)\n", cmd.CommandPath())
+		"nothing persists after it exits, and nothing an earlier command did is here (set --store or SLUICE_STORE to a shared store)\n", cmd.CommandPath())
 }
 
 // writeJSON prints v indented.
