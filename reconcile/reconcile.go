@@ -1,7 +1,8 @@
 // Package reconcile recovers what crashed callers leaked: it returns the
 // cost of expired concurrent leases to their buckets (with the capacity
-// guard of seed 001), deletes expired lease records of every type, and
-// deletes records whose bucket is gone.
+// guard: a restore never lifts a bucket above its capacity), deletes
+// expired lease records of every type, and deletes records whose bucket is
+// gone.
 //
 // A Reconciler works through a *sluice.Client (Client.Reconcile), so its
 // requests are validated and its contention retried like every other
@@ -10,7 +11,7 @@
 //
 // A Reconciler runs once (RunOnce, for a cron job or the DynamoDB Lambda) or
 // every interval until its context is cancelled (Run, for a sidecar or the
-// service). Every pass is idempotent and logs the seed's reconciler.complete
+// service). Every pass is idempotent and logs the reconciler.complete
 // event with restored, dimensions and already_capped.
 package reconcile
 
@@ -32,11 +33,12 @@ const (
 	// DefaultMaxBatches bounds one pass, so that a huge backlog is worked
 	// off over several passes instead of one unbounded one.
 	DefaultMaxBatches = 100
-	// DefaultInterval is the seeds' schedule: rate(5 minutes).
+	// DefaultInterval is the usual schedule: every 5 minutes.
 	DefaultInterval = 5 * time.Minute
 )
 
-// Report is the outcome of one pass; the first three fields are seed 001's.
+// Report is the outcome of one pass; the first three fields are those
+// reconciler.complete has always logged.
 type Report struct {
 	// Restored counts expired leases processed (cost returned or record
 	// cleaned up).

@@ -18,8 +18,8 @@ import (
 )
 
 // Handler runs one reconcile pass per invocation and returns its report
-// (seed 001's restored, dimensions and already_capped, plus Sluice's
-// counters) as the Lambda's result. The event is ignored.
+// (restored, dimensions and already_capped, plus the other counters) as
+// the Lambda's result. The event is ignored.
 type Handler func(ctx context.Context) (reconcile.Report, error)
 
 // NewHandler returns a Handler over st, logging to log. Its passes run

@@ -1,4 +1,4 @@
-// Command sluice-reconciler is the reconciler Lambda of seed 001: every
+// Command sluice-reconciler is the reconciler as an AWS Lambda: every
 // invocation (EventBridge, rate(5 minutes)) runs one reconcile pass over the
 // DynamoDB table — expired concurrent leases give their slots back with the
 // capacity guard, expired records of every type and orphans are deleted —

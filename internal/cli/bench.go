@@ -78,9 +78,10 @@ clock; with caller_clock=true, --slack widens the windows (default 10ms).`,
 	return cmd
 }
 
-// benchPrefix starts the names of buckets meant for benchmarks only: bench
+// benchMark is in the names of buckets meant for benchmarks only
+// ("bench#rpm", "openai#bench#tpm", "elevenlabs-bench#concurrent"): bench
 // warns before draining a shared store's bucket without it.
-const benchPrefix = "bench"
+const benchMark = "bench"
 
 func runBench(cmd *cobra.Command, g *globals, o benchOptions) error {
 	if err := o.validate(); err != nil {
@@ -301,12 +302,12 @@ func (r *rateMeter) line(now time.Time, p progressLine, total time.Duration) str
 }
 
 // warnShared warns when the run drains buckets other callers may be using:
-// names without the bench prefix, or buckets that held leases before the
+// names without "bench" in them, or buckets that held leases before the
 // run.
 func warnShared(w io.Writer, states []sluice.BucketState) {
 	var named, leased []string
 	for _, s := range states {
-		if !strings.HasPrefix(s.Name, benchPrefix) {
+		if !strings.Contains(s.Name, benchMark) {
 			named = append(named, s.Name)
 		}
 		if s.ActiveLeases > 0 {
@@ -314,8 +315,8 @@ func warnShared(w io.Writer, states []sluice.BucketState) {
 		}
 	}
 	if len(named) > 0 {
-		fmt.Fprintf(w, "sluice: warning: bench drains %s, whose name does not start with %q: callers sharing this store "+
-			"are denied while it runs (name benchmark buckets %s#...)\n", strings.Join(named, ", "), benchPrefix, benchPrefix)
+		fmt.Fprintf(w, "sluice: warning: bench drains %s, not named as a benchmark bucket (no %q in the name): callers sharing "+
+			"this store are denied while it runs (use buckets such as openai#%s#rpm)\n", strings.Join(named, ", "), benchMark, benchMark)
 	}
 	if len(leased) > 0 {
 		fmt.Fprintf(w, "sluice: warning: bench drains buckets that hold leases before it starts: %s; "+

@@ -167,7 +167,7 @@ func TestBenchMemoryDefault(t *testing.T) {
 }
 
 // bench warns before draining buckets other callers may use: names
-// without the bench prefix, and buckets that hold leases.
+// without "bench" in them, and buckets that hold leases.
 func TestBenchWarnsOnSharedBuckets(t *testing.T) {
 	e := memEnv(t)
 	e.clock.Store(0) // bench runs on the wall clock
@@ -181,11 +181,15 @@ func TestBenchWarnsOnSharedBuckets(t *testing.T) {
 		}
 		return errs
 	}
-	if errs := bench("openai#rpm"); !strings.Contains(errs, `warning: bench drains openai#rpm, whose name does not start with "bench"`) {
+	if errs := bench("openai#rpm"); !strings.Contains(errs, `warning: bench drains openai#rpm, not named as a benchmark bucket (no "bench" in the name)`) {
 		t.Errorf("non-bench name: no warning:\n%s", errs)
 	}
 	if errs := bench("bench#rpm"); strings.Contains(errs, "warning") {
 		t.Errorf("bench name: warned:\n%s", errs)
+	}
+	e.ok("bucket", "put", "openai#bench#rpm", "--type", "requests", "--capacity", "100")
+	if errs := bench("openai#bench#rpm"); strings.Contains(errs, "warning") {
+		t.Errorf("bench model name: warned:\n%s", errs)
 	}
 	e.ok("acquire", "bench#conc", "--hold", "1m")
 	if errs := bench("bench#conc"); !strings.Contains(errs, "hold leases before it starts: bench#conc (1)") {

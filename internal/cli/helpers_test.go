@@ -174,7 +174,7 @@ func ddbURL(t *testing.T, table string) string {
 	return "dynamodb://" + table + "?region=us-east-1&endpoint=" + ddbServer(t).Endpoint
 }
 
-// newDDBTable creates the seeds' table, without TTL, under a fresh name.
+// newDDBTable creates the store's table, without TTL, under a fresh name.
 func newDDBTable(t *testing.T) string {
 	srv := ddbServer(t)
 	name := srv.TableName("cli")
