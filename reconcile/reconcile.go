@@ -1,14 +1,18 @@
 // Package reconcile recovers what crashed callers leaked: it returns the
-// cost of expired concurrent leases to their buckets (capped at capacity,
-// so that a slot freed twice never grows a bucket past its limit), deletes
+// cost of expired concurrent leases to their buckets (with the capacity
+// guard: a restore never lifts a bucket above its capacity), deletes
 // expired lease records of every type, and deletes records whose bucket is
 // gone.
 //
+// A Reconciler works through a *sluice.Client (Client.Reconcile), so its
+// requests are validated and its contention retried like every other
+// caller's. New builds that Client over a store; NewForClient uses one the
+// caller already has.
+//
 // A Reconciler runs once (RunOnce, for a cron job or the DynamoDB Lambda) or
-// every interval until its context is cancelled (Run, for a sidecar or a
-// goroutine of one of your services). Every pass is idempotent and logs the
-// reconciler.complete event with restored, dimensions and already_capped,
-// the fields of the reconciler Lambda of the Python and TypeScript SDKs.
+// every interval until its context is cancelled (Run, for a sidecar or the
+// service). Every pass is idempotent and logs the reconciler.complete
+// event with restored, dimensions and already_capped.
 package reconcile
 
 import (
@@ -19,7 +23,6 @@ import (
 	"time"
 
 	"github.com/ontopix/sluice"
-	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/store"
 )
 
@@ -30,13 +33,12 @@ const (
 	// DefaultMaxBatches bounds one pass, so that a huge backlog is worked
 	// off over several passes instead of one unbounded one.
 	DefaultMaxBatches = 100
-	// DefaultInterval is the reconciler Lambda's schedule in the Python
-	// and TypeScript SDKs' deployment: rate(5 minutes).
+	// DefaultInterval is the usual schedule: every 5 minutes.
 	DefaultInterval = 5 * time.Minute
 )
 
-// Report is the outcome of one pass; the first three fields are those of
-// the Python and TypeScript SDKs' reconciler.
+// Report is the outcome of one pass; the first three fields are those
+// reconciler.complete has always logged.
 type Report struct {
 	// Restored counts expired leases processed (cost returned or record
 	// cleaned up).
@@ -62,8 +64,9 @@ type Report struct {
 // concurrent use, and several reconcilers (in several processes) may run
 // against one store: each lease is processed exactly once.
 type Reconciler struct {
-	st         store.Store
+	c          *sluice.Client
 	clock      sluice.Clock
+	clockSet   bool
 	log        *slog.Logger
 	batch      int
 	maxBatches int
@@ -74,8 +77,11 @@ type Reconciler struct {
 type Option func(*Reconciler)
 
 // WithClock sets the clock leases are judged expired against (default: the
-// wall clock).
-func WithClock(c sluice.Clock) Option { return func(r *Reconciler) { r.clock = c } }
+// wall clock). It applies to New only: a Reconciler from NewForClient
+// uses its Client's clock.
+func WithClock(c sluice.Clock) Option {
+	return func(r *Reconciler) { r.clock, r.clockSet = c, true }
+}
 
 // WithLogger sets the logger for reconciler.complete (default: discard).
 func WithLogger(l *slog.Logger) Option { return func(r *Reconciler) { r.log = l } }
@@ -89,19 +95,48 @@ func WithMaxBatches(n int) Option { return func(r *Reconciler) { r.maxBatches = 
 // WithReportFunc calls f after every successful pass, e.g. to export metrics.
 func WithReportFunc(f func(Report)) Option { return func(r *Reconciler) { r.onReport = f } }
 
-// New returns a Reconciler over st.
+// New returns a Reconciler over st. Its Client has no OpTimeout: a batch
+// is bounded by the store's own timeouts, as a large batch may take longer
+// than an acquisition's bound.
 func New(st store.Store, opts ...Option) (*Reconciler, error) {
-	r := &Reconciler{clock: sluice.SystemClock{}, batch: DefaultBatchSize, maxBatches: DefaultMaxBatches}
-	if st != nil {
-		// Requests go through the same checks as a Client's.
-		r.st = contract.Checked(st)
+	r, err := newReconciler(opts)
+	if err != nil {
+		return nil, err
 	}
+	if st == nil {
+		return nil, &sluice.FieldError{Field: "store", Value: nil, Reason: "must not be nil"}
+	}
+	r.c, err = sluice.New(st, sluice.WithClock(r.clock), sluice.WithOpTimeout(0))
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// NewForClient returns a Reconciler that runs its batches through c, with
+// c's clock, bound (Config.OpTimeout) and Observer.
+func NewForClient(c *sluice.Client, opts ...Option) (*Reconciler, error) {
+	r, err := newReconciler(opts)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case c == nil:
+		return nil, &sluice.FieldError{Field: "client", Value: nil, Reason: "must not be nil"}
+	case r.clockSet:
+		return nil, &sluice.FieldError{Field: "clock", Value: r.clock, Reason: "set the clock on the Client (sluice.WithClock), not the Reconciler"}
+	}
+	r.c = c
+	return r, nil
+}
+
+// newReconciler applies opts to the defaults and checks them.
+func newReconciler(opts []Option) (*Reconciler, error) {
+	r := &Reconciler{clock: sluice.SystemClock{}, batch: DefaultBatchSize, maxBatches: DefaultMaxBatches}
 	for _, o := range opts {
 		o(r)
 	}
 	switch {
-	case r.st == nil:
-		return nil, &sluice.FieldError{Field: "store", Value: nil, Reason: "must not be nil"}
 	case r.clock == nil:
 		return nil, &sluice.FieldError{Field: "clock", Value: nil, Reason: "must not be nil"}
 	case r.batch < 1 || r.batch > 100_000:
@@ -122,13 +157,13 @@ func (r *Reconciler) RunOnce(ctx context.Context) (Report, error) {
 	var rep Report
 	dims := map[string]bool{}
 	for {
-		res, err := r.st.Reconcile(ctx, store.ReconcileRequest{Now: r.clock.Now(), Limit: r.batch})
+		res, err := r.c.Reconcile(ctx, sluice.ReconcileOptions{Limit: r.batch})
 		if err != nil {
 			rep.Dimensions = sortedKeys(dims)
 			return rep, fmt.Errorf("reconcile: batch %d: %w", rep.Batches+1, err)
 		}
 		rep.Batches++
-		rep.Restored += res.Restored
+		rep.Restored += res.Processed
 		rep.AlreadyCapped += res.AlreadyCapped
 		rep.Reclaimed += res.Reclaimed
 		rep.Orphans += res.Orphans

@@ -162,3 +162,55 @@ func equal(a, b reconcile.Report) bool {
 		a.AlreadyCapped == b.AlreadyCapped && a.Reclaimed == b.Reclaimed && a.Orphans == b.Orphans &&
 		a.Batches == b.Batches && a.Truncated == b.Truncated
 }
+
+// A Reconciler over a Client runs its batches through it: with its clock,
+// and reported to its Observer.
+func TestNewForClient(t *testing.T) {
+	ctx := context.Background()
+	_, st, clk := setup(t)
+	var batches atomic.Int64
+	obs := &sluice.Observer{Reconciled: func(context.Context, sluice.ReconcileEvent) { batches.Add(1) }}
+	c, err := sluice.New(st, sluice.WithClock(clk), sluice.WithObserver(obs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	acquire(t, c, "elevenlabs#concurrent")
+	r, err := reconcile.NewForClient(c, reconcile.WithBatchSize(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := r.RunOnce(ctx); err != nil || rep.Restored != 0 {
+		t.Fatalf("before expiry: %+v, %v; want nothing restored", rep, err)
+	}
+	clk.Advance(2 * time.Minute)
+	rep, err := r.RunOnce(ctx)
+	if err != nil || rep.Restored != 1 || rep.Reclaimed != 1 {
+		t.Fatalf("after expiry by the Client's clock: %+v, %v; want 1 restored", rep, err)
+	}
+	if got := batches.Load(); got < 2 {
+		t.Errorf("observer saw %d batches, want at least 2", got)
+	}
+}
+
+func TestNewForClientRejects(t *testing.T) {
+	c, _, clk := setup(t)
+	tests := []struct {
+		name  string
+		c     *sluice.Client
+		opts  []reconcile.Option
+		field string
+	}{
+		{"nil client", nil, nil, "client"},
+		{"clock on the reconciler", c, []reconcile.Option{reconcile.WithClock(clk)}, "clock"},
+		{"batch size", c, []reconcile.Option{reconcile.WithBatchSize(0)}, "batch_size"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := reconcile.NewForClient(tt.c, tt.opts...)
+			var fe *sluice.FieldError
+			if !errors.As(err, &fe) || fe.Field != tt.field || !errors.Is(err, sluice.ErrInvalid) {
+				t.Errorf("got %v, want a FieldError on %s matching ErrInvalid", err, tt.field)
+			}
+		})
+	}
+}

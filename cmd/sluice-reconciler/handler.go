@@ -18,16 +18,22 @@ import (
 )
 
 // Handler runs one reconcile pass per invocation and returns its report
-// (restored, dimensions and already_capped, as the Python and TypeScript
-// SDKs' reconciler reports them, plus Sluice's counters) as the Lambda's result. The event is ignored.
+// (restored, dimensions and already_capped, plus the other counters) as
+// the Lambda's result. The event is ignored.
 type Handler func(ctx context.Context) (reconcile.Report, error)
 
-// NewHandler returns a Handler over st, logging to log.
+// NewHandler returns a Handler over st, logging to log. Its passes run
+// through a sluice.Client over st (see reconcile.New).
 func NewHandler(st store.Store, log *slog.Logger, opts ...reconcile.Option) (Handler, error) {
 	r, err := reconcile.New(st, append([]reconcile.Option{reconcile.WithLogger(log)}, opts...)...)
 	if err != nil {
 		return nil, err
 	}
+	return handlerOf(r, log), nil
+}
+
+// handlerOf returns the Handler running r.
+func handlerOf(r *reconcile.Reconciler, log *slog.Logger) Handler {
 	return func(ctx context.Context) (reconcile.Report, error) {
 		rep, err := r.RunOnce(ctx)
 		if err != nil {
@@ -35,7 +41,7 @@ func NewHandler(st store.Store, log *slog.Logger, opts ...reconcile.Option) (Han
 				slog.Int("restored", rep.Restored))
 		}
 		return rep, err
-	}, nil
+	}
 }
 
 // HandlerFromEnv builds the Handler from the SLUICE_* variables read
@@ -67,5 +73,16 @@ func HandlerFromEnv(ctx context.Context, lookup func(string) (string, bool), out
 		return nil, err
 	}
 	log := slog.New(slog.NewJSONHandler(out, &slog.HandlerOptions{Level: cfg.LogLevel}))
-	return NewHandler(st, log)
+	// The Client reads the same SLUICE_* configuration and logs store
+	// errors; a batch is bounded by the store's own timeouts, not by the
+	// per-acquisition OpTimeout.
+	c, err := sluice.New(st, sluice.WithConfig(cfg), sluice.WithLogger(log), sluice.WithOpTimeout(0))
+	if err != nil {
+		return nil, err
+	}
+	r, err := reconcile.NewForClient(c, reconcile.WithLogger(log))
+	if err != nil {
+		return nil, err
+	}
+	return handlerOf(r, log), nil
 }

@@ -1,6 +1,5 @@
-// Command sluice-reconciler is the reconciler as an AWS Lambda, a drop-in
-// replacement for the reconciler Lambda of the Python and TypeScript SDKs:
-// every invocation (EventBridge, rate(5 minutes)) runs one reconcile pass over the
+// Command sluice-reconciler is the reconciler as an AWS Lambda: every
+// invocation (EventBridge, rate(5 minutes)) runs one reconcile pass over the
 // DynamoDB table — expired concurrent leases give their slots back with the
 // capacity guard, expired records of every type and orphans are deleted —
 // and logs reconciler.complete as JSON.

@@ -17,11 +17,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/bucket"
 	"github.com/ontopix/sluice/internal/verify"
 	"github.com/ontopix/sluice/store"
@@ -74,7 +74,7 @@ type Counters struct {
 	Granted, Denied, Errors atomic.Int64
 }
 
-// Run runs cfg's workers against st until cfg.Duration passes or ctx is
+// Run runs cfg's workers through c until cfg.Duration passes or ctx is
 // done, and returns their merged log.
 //
 // The end of the run stops the workers from starting new calls; it does
@@ -82,9 +82,14 @@ type Counters struct {
 // timeout) and are counted as they come out: a store error then is a store
 // error, and a grant is logged. Only ctx, the caller's, cuts calls, and
 // what it cuts is not counted.
-func Run(ctx context.Context, st store.Store, cfg Config, live *Counters) (*Part, error) {
+func Run(ctx context.Context, c *sluice.Client, cfg Config, live *Counters) (*Part, error) {
 	if cfg.Workers < 1 || len(cfg.Items) == 0 {
 		return nil, errors.New("benchrun: need at least one worker and one item")
+	}
+	for _, it := range cfg.Items {
+		if it.Cost < 1 {
+			return nil, fmt.Errorf("benchrun: item %q: cost %d: must be at least 1 (resolve the bucket's cost per call first)", it.Dimension, it.Cost)
+		}
 	}
 	if live == nil {
 		live = &Counters{}
@@ -96,7 +101,7 @@ func Run(ctx context.Context, st store.Store, cfg Config, live *Counters) (*Part
 	start := time.Now()
 	for i := range cfg.Workers {
 		parts[i] = &Part{}
-		wg.Go(func() { worker(ctx, end, st, cfg, parts[i], live) })
+		wg.Go(func() { worker(ctx, end, c, cfg, parts[i], live) })
 	}
 	wg.Wait()
 	out := &Part{Start: start, End: time.Now()}
@@ -115,37 +120,32 @@ func Run(ctx context.Context, st store.Store, cfg Config, live *Counters) (*Part
 
 // worker acquires in a loop, waiting out RETRY_IN answers, until end is
 // done. Its store calls run under ctx, which the run's end does not cut.
-func worker(ctx, end context.Context, st store.Store, cfg Config, p *Part, live *Counters) {
-	items := append([]store.Item(nil), cfg.Items...)
-	req := &store.AcquireRequest{Items: items, Caller: "sluice-bench", TTL: cfg.TTL, Record: cfg.Concurrent}
-	var res store.AcquireResult
+// Contention is retried by the Client; what it gives up on is a RETRY_IN.
+func worker(ctx, end context.Context, c *sluice.Client, cfg Config, p *Part, live *Counters) {
+	reqs := make([]sluice.Request, len(cfg.Items))
+	for i, it := range cfg.Items {
+		reqs[i] = sluice.Request{Dimension: it.Dimension, Cost: it.Cost}
+	}
+	opts := []sluice.AcquireOption{sluice.WithCaller("sluice-bench"), sluice.WithTTL(cfg.TTL)}
+	if cfg.Concurrent {
+		opts = append(opts, sluice.WithRecord())
+	}
 	var offLo int64 // lower bound of store clock − worker clock, in ms
 	haveOff := false
 	for end.Err() == nil {
-		req.ID = store.NewLeaseID()
 		c0 := time.Now()
-		req.Now = c0
-		err := st.Acquire(ctx, req, &res)
+		res, err := c.AcquireMany(ctx, reqs, opts...)
 		c1 := time.Now()
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return
-		case errors.Is(err, store.ErrContention):
-			p.Denied++
-			live.Denied.Add(1)
-			pause(end, time.Duration(1+rand.IntN(5))*time.Millisecond)
-			continue
 		case err != nil:
-			p.Errors++
-			live.Errors.Add(1)
-			if p.FirstErr == "" {
-				p.FirstErr = err.Error()
-			}
+			p.fail(live, err.Error())
 			pause(end, 10*time.Millisecond)
 			continue
 		}
 		p.LatencyUS = append(p.LatencyUS, c1.Sub(c0).Microseconds())
-		if !res.Granted {
+		if !res.Granted() {
 			p.Denied++
 			live.Denied.Add(1)
 			pause(end, max(res.RetryIn, time.Millisecond))
@@ -153,37 +153,49 @@ func worker(ctx, end context.Context, st store.Store, cfg Config, p *Part, live 
 		}
 		p.Granted++
 		live.Granted.Add(1)
-		tg := res.ExpiresAt.Add(-cfg.TTL).UnixMilli()
+		tg := res.Lease.ExpiresAt().Add(-cfg.TTL).UnixMilli()
 		if o := tg - c1.UnixMilli(); !haveOff || o > offLo {
 			offLo, haveOff = o, true
 		}
-		for i, it := range res.Items {
-			p.Events = append(p.Events, Event{T: tg, I: i, K: verify.Grant, M: it.Cost * bucket.Milli})
+		for i, d := range res.Dimensions {
+			p.Events = append(p.Events, Event{T: tg, I: i, K: verify.Grant, M: d.Cost * bucket.Milli})
 		}
-		if !cfg.Concurrent {
-			continue
+		if cfg.Concurrent {
+			release(ctx, c, cfg, res.Lease.ID(), offLo, p, live)
 		}
-		pause(context.WithoutCancel(ctx), cfg.Hold)
-		rn := time.Now()
-		rr, err := st.Release(context.WithoutCancel(ctx), store.ReleaseRequest{Now: rn, ID: req.ID})
-		if err != nil {
-			p.Errors++
-			if p.FirstErr == "" {
-				p.FirstErr = fmt.Sprintf("release: %v", err)
+	}
+}
+
+// release holds a granted lease for cfg.Hold, releases it and logs the
+// slots it gave back.
+func release(ctx context.Context, c *sluice.Client, cfg Config, id string, offLo int64, p *Part, live *Counters) {
+	ctx = context.WithoutCancel(ctx)
+	pause(ctx, cfg.Hold)
+	rn := time.Now()
+	rr, err := c.ReleaseLease(ctx, id)
+	if err != nil {
+		p.fail(live, fmt.Sprintf("release: %v", err))
+		return
+	}
+	tr := rn.UnixMilli()
+	if cfg.StoreClock {
+		tr += offLo
+	}
+	for _, r := range rr.Restored {
+		for i, it := range cfg.Items {
+			if it.Dimension == r.Dimension {
+				p.Events = append(p.Events, Event{T: tr, I: i, K: verify.Release, M: r.Cost * bucket.Milli})
 			}
-			continue
 		}
-		tr := rn.UnixMilli()
-		if cfg.StoreClock {
-			tr += offLo
-		}
-		for _, r := range rr.Restored {
-			for i, it := range cfg.Items {
-				if it.Dimension == r.Dimension {
-					p.Events = append(p.Events, Event{T: tr, I: i, K: verify.Release, M: r.Cost * bucket.Milli})
-				}
-			}
-		}
+	}
+}
+
+// fail counts a store error, keeping the first.
+func (p *Part) fail(live *Counters, msg string) {
+	p.Errors++
+	live.Errors.Add(1)
+	if p.FirstErr == "" {
+		p.FirstErr = msg
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/bucket"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/memstore"
@@ -37,11 +38,22 @@ func (downStore) Acquire(context.Context, *store.AcquireRequest, *store.AcquireR
 func newMem(t *testing.T) store.Store {
 	t.Helper()
 	st := memstore.New()
-	b := store.Bucket{Name: "v#rpm", Config: bucket.PerPeriod(bucket.Requests, 600, time.Minute)}
-	if err := st.PutBucket(context.Background(), store.PutBucketRequest{Now: time.Now(), Bucket: b, Reset: true}); err != nil {
+	b := sluice.Bucket{Name: "v#rpm", Config: bucket.PerPeriod(bucket.Requests, 600, time.Minute)}
+	if err := client(t, st).PutBucket(context.Background(), b, sluice.ResetTokens()); err != nil {
 		t.Fatal(err)
 	}
 	return st
+}
+
+// client returns a Client over st without an OpTimeout, so that the only
+// deadline a call can carry is the caller's.
+func client(t *testing.T, st store.Store) *sluice.Client {
+	t.Helper()
+	c, err := sluice.New(st, sluice.WithOpTimeout(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 var cfg = Config{Items: []store.Item{{Dimension: "v#rpm", Cost: 1}}, Workers: 3, Duration: 500 * time.Millisecond, TTL: time.Minute}
@@ -62,7 +74,7 @@ func TestRunEndIsNotAStoreError(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				p, err := Run(context.Background(), tt.wrap(newMem(t)), cfg, nil)
+				p, err := Run(context.Background(), client(t, tt.wrap(newMem(t))), cfg, nil)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -94,7 +106,7 @@ func TestRunCallerCancelCutsCalls(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		time.AfterFunc(100*time.Millisecond, cancel)
-		p, err := Run(ctx, blockStore{newMem(t)}, cfg, nil)
+		p, err := Run(ctx, client(t, blockStore{newMem(t)}), cfg, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

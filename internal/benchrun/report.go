@@ -4,34 +4,36 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ontopix/sluice/internal/jsonout"
 	"github.com/ontopix/sluice/internal/verify"
 	"github.com/ontopix/sluice/store"
 )
 
-// Report is a whole run: every process's part merged and verified.
+// Report is a whole run: every process's part merged and verified. Its
+// durations print as strings ("1.5s").
 type Report struct {
-	Processes  int            `json:"processes"`
-	Workers    int            `json:"workers_per_process"`
-	Elapsed    time.Duration  `json:"elapsed_ns"`
-	Granted    int64          `json:"granted"`
-	Denied     int64          `json:"retry_in"`
-	Errors     int64          `json:"errors"`
-	FirstErr   string         `json:"first_error,omitempty"`
-	Throughput float64        `json:"granted_per_second"`
-	Acquires   int            `json:"acquire_calls"`
-	P50        time.Duration  `json:"p50_ns"`
-	P99        time.Duration  `json:"p99_ns"`
-	Max        time.Duration  `json:"max_ns"`
-	Slack      time.Duration  `json:"slack_ns"`
-	Events     int            `json:"events"`
-	Verdict    *verify.Report `json:"verdict"`
-	OK         bool           `json:"ok"`
+	Processes  int              `json:"processes"`
+	Workers    int              `json:"workers_per_process"`
+	Elapsed    jsonout.Duration `json:"elapsed"`
+	Granted    int64            `json:"granted"`
+	Denied     int64            `json:"retry_in"`
+	Errors     int64            `json:"errors"`
+	FirstErr   string           `json:"first_error,omitempty"`
+	Throughput float64          `json:"granted_per_second"`
+	Acquires   int              `json:"acquire_calls"`
+	P50        jsonout.Duration `json:"p50"`
+	P99        jsonout.Duration `json:"p99"`
+	Max        jsonout.Duration `json:"max"`
+	Slack      jsonout.Duration `json:"slack"`
+	Events     int              `json:"events"`
+	Verdict    *verify.Report   `json:"verdict"`
+	OK         bool             `json:"ok"`
 }
 
 // Merge verifies the parts against buckets (in the order of the items the
 // parts index). slack widens every window for logs from disagreeing clocks.
 func Merge(parts []*Part, buckets []store.Bucket, items []store.Item, workers int, slack time.Duration) (*Report, error) {
-	r := &Report{Processes: len(parts), Workers: workers, Slack: slack}
+	r := &Report{Processes: len(parts), Workers: workers, Slack: jsonout.Duration(slack)}
 	var lat []int64
 	var evs []verify.Event
 	var start, end time.Time
@@ -62,16 +64,15 @@ func Merge(parts []*Part, buckets []store.Bucket, items []store.Item, workers in
 		return rank(a.Kind) - rank(b.Kind)
 	})
 	r.Events = len(evs)
-	r.Elapsed = end.Sub(start)
+	r.Elapsed = jsonout.Duration(end.Sub(start))
 	if r.Elapsed > 0 {
-		r.Throughput = float64(r.Granted) / r.Elapsed.Seconds()
+		r.Throughput = float64(r.Granted) / r.Elapsed.D().Seconds()
 	}
 	slices.Sort(lat)
 	r.Acquires = len(lat)
 	if n := len(lat); n > 0 {
-		r.P50 = time.Duration(lat[(n-1)/2]) * time.Microsecond
-		r.P99 = time.Duration(lat[(n-1)*99/100]) * time.Microsecond
-		r.Max = time.Duration(lat[n-1]) * time.Microsecond
+		us := func(i int) jsonout.Duration { return jsonout.Duration(time.Duration(lat[i]) * time.Microsecond) }
+		r.P50, r.P99, r.Max = us((n-1)/2), us((n-1)*99/100), us(n-1)
 	}
 	v, err := verify.Check(verify.Input{Buckets: buckets, Events: evs, Start: start, End: end, Slack: slack})
 	if err != nil {

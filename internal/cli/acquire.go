@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -11,7 +10,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/internal/contract"
+	"github.com/ontopix/sluice/internal/jsonout"
 	"github.com/ontopix/sluice/store"
 )
 
@@ -19,28 +20,29 @@ import (
 type acquireView struct {
 	Outcome    string            `json:"outcome"`
 	Lease      *leaseView        `json:"lease,omitempty"`
-	RetryInMs  int64             `json:"retry_in_ms,omitempty"`
+	RetryIn    jsonout.Duration  `json:"retry_in,omitempty"`
 	Dimensions []acquireItemView `json:"dimensions"`
 }
 
 type acquireItemView struct {
-	Dimension string  `json:"dimension"`
-	Type      string  `json:"type"`
-	Cost      int64   `json:"cost"`
-	Capacity  int64   `json:"capacity"`
-	Remaining float64 `json:"remaining"`
-	RetryInMs int64   `json:"retry_in_ms,omitempty"`
+	Dimension string           `json:"dimension"`
+	Type      string           `json:"type"`
+	Cost      int64            `json:"cost"`
+	Capacity  int64            `json:"capacity"`
+	Remaining float64          `json:"remaining"`
+	RetryIn   jsonout.Duration `json:"retry_in,omitempty"`
 }
 
-// parseItems parses DIM[:COST] arguments; the cost is after the last colon.
+// parseItems parses DIM[:COST] arguments; the cost is after the last
+// colon, so a dimension whose name has a colon needs an explicit cost.
 func parseItems(args []string) ([]store.Item, error) {
 	its := make([]store.Item, 0, len(args))
 	for _, a := range args {
 		it := store.Item{Dimension: a}
-		if i := strings.LastIndexByte(a, ':'); i >= 0 && digits(a[i+1:]) {
+		if i := strings.LastIndexByte(a, ':'); i >= 0 {
 			n, err := strconv.ParseInt(a[i+1:], 10, 64)
-			if err != nil || n < 1 {
-				return nil, usagef("%q: the cost after ':' must be a whole number of tokens, at least 1", a)
+			if !digits(a[i+1:]) || err != nil || n < 1 {
+				return nil, usagef("%q: the cost after ':' must be a whole number of tokens, at least 1 (DIMENSION[:COST])", a)
 			}
 			it = store.Item{Dimension: a[:i], Cost: n}
 		}
@@ -112,14 +114,13 @@ Exit code 4 means RETRY_IN.`,
 			if caller == "" {
 				caller = "sluice-cli"
 			}
-			return g.withStore(cmd.Context(), func(st store.Store) error {
-				req := &store.AcquireRequest{Items: its, ID: store.NewLeaseID(), Caller: caller, TTL: hold,
-					Record: true, Poll: cfg.PollInterval}
-				var res store.AcquireResult
-				if err := acquireWaiting(cmd.Context(), g, st, req, &res, wait); err != nil {
+			return g.withClient(cmd, true, func(c *sluice.Client) error {
+				opts := []sluice.AcquireOption{sluice.WithCaller(caller), sluice.WithTTL(hold), sluice.WithRecord()}
+				res, err := acquireWaiting(cmd.Context(), c, its, wait, opts)
+				if err != nil {
 					return err
 				}
-				return printAcquire(cmd, output, req, &res)
+				return printAcquire(cmd, output, res)
 			})
 		},
 	}
@@ -131,30 +132,69 @@ Exit code 4 means RETRY_IN.`,
 	return cmd
 }
 
-// acquireWaiting acquires, retrying contention and, within wait, RETRY_IN.
-func acquireWaiting(ctx context.Context, g *globals, st store.Store, req *store.AcquireRequest, res *store.AcquireResult, wait time.Duration) error {
+// acquireWaiting acquires its, waiting out RETRY_IN answers for up to
+// wait. Contention is retried by the Client, with its backoff.
+func acquireWaiting(ctx context.Context, c *sluice.Client, its []store.Item, wait time.Duration, opts []sluice.AcquireOption) (sluice.Result, error) {
+	reqs, err := requestsOf(ctx, c, its)
+	if err != nil {
+		return sluice.Result{}, err
+	}
 	deadline := time.Now().Add(wait)
-	for contention := 0; ; {
-		req.Now = g.now()
-		err := st.Acquire(ctx, req, res)
-		if errors.Is(err, store.ErrContention) && contention < 5 {
-			contention++
-			if err := sleepCtx(ctx, time.Duration(contention)*25*time.Millisecond); err != nil {
-				return err
-			}
-			continue
-		}
-		if err != nil || res.Granted {
-			return err
+	for {
+		res, err := acquireOnce(ctx, c, reqs, opts)
+		if err != nil || res.Granted() {
+			return res, err
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
-			return nil
+			return res, nil
 		}
 		if err := sleepCtx(ctx, min(left, res.RetryIn)); err != nil {
-			return err
+			return res, err
 		}
 	}
+}
+
+// requestsOf turns its into requests. A zero cost means the bucket's cost
+// per call: one dimension leaves that to the Client; several read it from
+// the buckets first.
+func requestsOf(ctx context.Context, c *sluice.Client, its []store.Item) ([]sluice.Request, error) {
+	reqs := make([]sluice.Request, len(its))
+	var unset []string
+	for i, it := range its {
+		reqs[i] = sluice.Request{Dimension: it.Dimension, Cost: it.Cost}
+		if it.Cost == 0 {
+			unset = append(unset, it.Dimension)
+		}
+	}
+	if len(reqs) == 1 || len(unset) == 0 {
+		return reqs, nil
+	}
+	states, err := c.Peek(ctx, unset...)
+	if err != nil {
+		return nil, err
+	}
+	cost := make(map[string]int64, len(states))
+	for _, s := range states {
+		cost[s.Name] = s.Config.Cost()
+	}
+	for i := range reqs {
+		if reqs[i].Cost == 0 {
+			reqs[i].Cost = cost[reqs[i].Dimension]
+		}
+	}
+	return reqs, nil
+}
+
+// acquireOnce makes one acquisition of reqs.
+func acquireOnce(ctx context.Context, c *sluice.Client, reqs []sluice.Request, opts []sluice.AcquireOption) (sluice.Result, error) {
+	if len(reqs) > 1 {
+		return c.AcquireMany(ctx, reqs, opts...)
+	}
+	if reqs[0].Cost > 0 {
+		opts = append(opts[:len(opts):len(opts)], sluice.WithCost(reqs[0].Cost))
+	}
+	return c.Acquire(ctx, reqs[0].Dimension, opts...)
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
@@ -168,20 +208,18 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-func printAcquire(cmd *cobra.Command, output string, req *store.AcquireRequest, res *store.AcquireResult) error {
+func printAcquire(cmd *cobra.Command, output string, res sluice.Result) error {
 	v := acquireView{Outcome: "GRANTED"}
-	for _, it := range res.Items {
+	for _, it := range res.Dimensions {
 		v.Dimensions = append(v.Dimensions, acquireItemView{Dimension: it.Dimension, Type: it.Type.String(), Cost: it.Cost,
-			Capacity: it.Capacity, Remaining: float64(it.Remaining) / 1000, RetryInMs: it.RetryIn.Milliseconds()})
+			Capacity: it.Capacity, Remaining: it.Remaining.Tokens(), RetryIn: jsonout.Duration(it.RetryIn)})
 	}
-	if res.Granted {
-		l := leaseView{ID: req.ID.String(), Caller: req.Caller, CreatedAt: req.Now.UTC(), ExpiresAt: res.ExpiresAt.UTC()}
-		for _, it := range res.Items {
-			l.Dimensions = append(l.Dimensions, itemView{Dimension: it.Dimension, Cost: it.Cost})
-		}
-		v.Lease = &l
+	if l := res.Lease; res.Granted() {
+		lv := leaseView{ID: l.ID(), Caller: l.Caller(), CreatedAt: l.CreatedAt().UTC(), ExpiresAt: l.ExpiresAt().UTC(),
+			Dimensions: items(l.Dimensions())}
+		v.Lease = &lv
 	} else {
-		v.Outcome, v.RetryInMs = "RETRY_IN", max(1, res.RetryIn.Milliseconds())
+		v.Outcome, v.RetryIn = "RETRY_IN", jsonout.Duration(max(time.Millisecond, res.RetryIn))
 	}
 	w := cmd.OutOrStdout()
 	var err error
@@ -195,20 +233,20 @@ func printAcquire(cmd *cobra.Command, output string, req *store.AcquireRequest, 
 		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "DIMENSION\tTYPE\tCOST\tCAPACITY\tREMAINING\tRETRY_IN")
-		for _, it := range res.Items {
+		for _, it := range res.Dimensions {
 			ri := "-"
 			if it.RetryIn > 0 {
 				ri = dur(it.RetryIn)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\n", it.Dimension, it.Type, it.Cost, it.Capacity, milli(it.Remaining), ri)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\n", it.Dimension, it.Type, it.Cost, it.Capacity, milli(int64(it.Remaining)), ri)
 		}
 		err = tw.Flush()
 	}
-	if err != nil || res.Granted {
+	if err != nil || res.Granted() {
 		return err
 	}
 	var short []string
-	for _, it := range res.Items {
+	for _, it := range res.Dimensions {
 		if it.RetryIn > 0 {
 			short = append(short, it.Dimension)
 		}

@@ -7,16 +7,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/bucket"
 	"github.com/ontopix/sluice/internal/benchrun"
 	"github.com/ontopix/sluice/internal/recorder"
@@ -75,20 +78,13 @@ clock; with caller_clock=true, --slack widens the windows (default 10ms).`,
 	return cmd
 }
 
+// benchMark is in the names of buckets meant for benchmarks only
+// ("bench#rpm", "openai#bench#tpm", "elevenlabs-bench#concurrent"): bench
+// warns before draining a shared store's bucket without it.
+const benchMark = "bench"
+
 func runBench(cmd *cobra.Command, g *globals, o benchOptions) error {
-	switch {
-	case o.workers < 1 || o.workers > 10_000:
-		return usagef("--workers %d: must be between 1 and 10000", o.workers)
-	case o.processes < 1 || o.processes > 256:
-		return usagef("--processes %d: must be between 1 and 256", o.processes)
-	case o.duration < 100*time.Millisecond || o.duration > 24*time.Hour:
-		return usagef("--duration %s: must be between 100ms and 24h", o.duration)
-	case len(o.dims) == 0:
-		return usagef("name what to acquire with --dimension DIM[:COST]")
-	case o.hold < 0:
-		return usagef("--hold must not be negative")
-	}
-	if err := outputFlag(o.output); err != nil {
+	if err := o.validate(); err != nil {
 		return err
 	}
 	items, err := parseItems(o.dims)
@@ -96,45 +92,36 @@ func runBench(cmd *cobra.Command, g *globals, o benchOptions) error {
 		return err
 	}
 	ctx, errw := cmd.Context(), cmd.ErrOrStderr()
+	log, err := g.logger(errw)
+	if err != nil {
+		return &UsageError{Err: err}
+	}
 	op, err := g.open(ctx)
 	if err != nil {
 		return err
 	}
 	defer op.Close()
-	st := op.Store
-	if op.Kind == "memory" && o.processes != 1 {
-		return usagef("memory:// lives in one process: run bench on it with --processes 1, or use a shared store")
-	}
-	if o.limits != "" {
-		lf, err := limitsfile.Load(o.limits)
-		if err != nil {
-			return err
+	if op.Kind == "memory" {
+		if cmd.Flags().Changed("processes") && o.processes != 1 {
+			return usagef("--processes %d: memory:// lives in one process: run bench on it with --processes 1 (the default there), or use a shared store", o.processes)
 		}
-		for _, b := range lf.Buckets() {
-			if err := st.PutBucket(ctx, store.PutBucketRequest{Now: g.now(), Bucket: b, Reset: true}); err != nil {
-				return err
-			}
-		}
+		o.processes = 1
 	}
-	names := make([]string, len(items))
-	for i, it := range items {
-		names[i] = it.Dimension
-	}
-	states, err := st.Peek(ctx, store.PeekRequest{Now: g.now(), Dimensions: names})
+	c, err := g.client(op.Store, log)
 	if err != nil {
 		return err
 	}
-	cfg := benchrun.Config{Items: items, Workers: o.workers, Duration: o.duration, Hold: o.hold, TTL: time.Minute,
-		StoreClock: op.Kind != "memory" && op.SharedClock}
+	cfg, states, err := prepareBench(ctx, c, o, items)
+	if err != nil {
+		return err
+	}
+	cfg.StoreClock = op.Kind != "memory" && op.SharedClock
+	if op.Kind != "memory" || g.env.Memory != nil {
+		warnShared(errw, states)
+	}
 	buckets := make([]store.Bucket, len(states))
 	for i, s := range states {
 		buckets[i] = s.Bucket
-		cfg.Concurrent = cfg.Concurrent || s.Type == bucket.Concurrent
-		if o.reset && o.limits == "" {
-			if err := st.PutBucket(ctx, store.PutBucketRequest{Now: g.now(), Bucket: s.Bucket, Reset: true}); err != nil {
-				return err
-			}
-		}
 	}
 	slack := o.slack
 	if slack < 0 {
@@ -149,32 +136,105 @@ func runBench(cmd *cobra.Command, g *globals, o benchOptions) error {
 	}
 	var parts []*benchrun.Part
 	if op.Kind == "memory" {
-		// One process: the recorder serialises the store so that decision
-		// order and decision time agree.
-		var live benchrun.Counters
-		stop := progress(ctx, errw, o, func() progressLine {
-			return progressLine{live.Granted.Load(), live.Denied.Load(), live.Errors.Load()}
-		})
-		p, err := benchrun.Run(ctx, recorder.New(st), cfg, &live)
-		stop()
-		if err != nil {
-			return err
-		}
-		parts = []*benchrun.Part{p}
-	} else if parts, err = runChildren(ctx, g, o, cfg, errw); err != nil {
+		parts, err = benchInProcess(ctx, g, op.Store, log, o, cfg, errw)
+	} else {
+		parts, err = runChildren(ctx, g, o, cfg, errw)
+	}
+	if err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("bench interrupted: %w", err)
 	}
-	rep, err := benchrun.Merge(parts, buckets, items, o.workers, slack)
+	rep, err := benchrun.Merge(parts, buckets, cfg.Items, o.workers, slack)
 	if err != nil {
 		return err
 	}
+	return reportBench(cmd, o, rep, op.Redacted)
+}
+
+// validate checks bench's flags.
+func (o *benchOptions) validate() error {
+	switch {
+	case o.workers < 1 || o.workers > 10_000:
+		return usagef("--workers %d: must be between 1 and 10000", o.workers)
+	case o.processes < 1 || o.processes > 256:
+		return usagef("--processes %d: must be between 1 and 256", o.processes)
+	case o.duration < 100*time.Millisecond || o.duration > 24*time.Hour:
+		return usagef("--duration %s: must be between 100ms and 24h", o.duration)
+	case len(o.dims) == 0:
+		return usagef("name what to acquire with --dimension DIM[:COST]")
+	case o.hold < 0:
+		return usagef("--hold %s: must not be negative", o.hold)
+	}
+	return outputFlag(o.output)
+}
+
+// prepareBench applies --limits or --reset and returns the run's
+// configuration, with every cost resolved (a dimension named without one
+// costs its bucket's cost per call), and the buckets it acquires from as
+// they were before the run.
+func prepareBench(ctx context.Context, c *sluice.Client, o benchOptions, items []store.Item) (benchrun.Config, []sluice.BucketState, error) {
+	cfg := benchrun.Config{Items: items, Workers: o.workers, Duration: o.duration, Hold: o.hold, TTL: time.Minute}
+	if o.limits != "" {
+		lf, err := limitsfile.Load(o.limits)
+		if err != nil {
+			return cfg, nil, err
+		}
+		for _, b := range lf.Buckets() {
+			if err := c.PutBucket(ctx, b, sluice.ResetTokens()); err != nil {
+				return cfg, nil, err
+			}
+		}
+	}
+	names := make([]string, len(items))
+	for i, it := range items {
+		names[i] = it.Dimension
+	}
+	states, err := c.Peek(ctx, names...)
+	if err != nil {
+		return cfg, nil, err
+	}
+	for i, s := range states {
+		cfg.Concurrent = cfg.Concurrent || s.Type == bucket.Concurrent
+		if items[i].Cost == 0 {
+			items[i].Cost = s.Config.Cost()
+		}
+		if o.reset && o.limits == "" {
+			if err := c.PutBucket(ctx, s.Bucket, sluice.ResetTokens()); err != nil {
+				return cfg, nil, err
+			}
+		}
+	}
+	return cfg, states, nil
+}
+
+// benchInProcess runs the workers in this process, through a recorder that
+// serialises the store so that decision order and decision time agree.
+func benchInProcess(ctx context.Context, g *globals, st store.Store, log *slog.Logger, o benchOptions, cfg benchrun.Config, errw io.Writer) ([]*benchrun.Part, error) {
+	c, err := g.client(recorder.New(st), log)
+	if err != nil {
+		return nil, err
+	}
+	var live benchrun.Counters
+	stop := progress(ctx, errw, o, func() progressLine {
+		return progressLine{live.Granted.Load(), live.Denied.Load(), live.Errors.Load()}
+	})
+	p, err := benchrun.Run(ctx, c, cfg, &live)
+	stop()
+	if err != nil {
+		return nil, err
+	}
+	return []*benchrun.Part{p}, nil
+}
+
+// reportBench prints the report and turns its verdict into the exit code.
+func reportBench(cmd *cobra.Command, o benchOptions, rep *benchrun.Report, where string) error {
+	var err error
 	if o.output == "json" {
 		err = writeJSON(cmd.OutOrStdout(), rep)
 	} else {
-		err = writeBench(cmd.OutOrStdout(), rep, op.Redacted)
+		err = writeBench(cmd.OutOrStdout(), rep, where)
 	}
 	if err != nil {
 		return err
@@ -188,7 +248,8 @@ func runBench(cmd *cobra.Command, g *globals, o benchOptions) error {
 	return nil
 }
 
-// progress prints live totals to stderr every second until stop is called.
+// progress prints live totals to stderr every second until stop is called,
+// with the rate granted over the last second.
 func progress(ctx context.Context, w io.Writer, o benchOptions, read func() progressLine) (stop func()) {
 	if o.output != "table" {
 		return func() {}
@@ -196,10 +257,11 @@ func progress(ctx context.Context, w io.Writer, o benchOptions, read func() prog
 	tty := isTerminal(w)
 	done := make(chan struct{})
 	var wg sync.WaitGroup
-	start := time.Now()
 	wg.Go(func() {
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
+		r := rateMeter{start: time.Now()}
+		r.last = r.start
 		for {
 			select {
 			case <-done:
@@ -209,10 +271,8 @@ func progress(ctx context.Context, w io.Writer, o benchOptions, read func() prog
 				return
 			case <-ctx.Done():
 				return
-			case <-t.C:
-				p := read()
-				line := fmt.Sprintf("[%4.1fs/%s] granted %d (%.0f/s) · RETRY_IN %d · errors %d",
-					time.Since(start).Seconds(), o.duration, p.Granted, float64(p.Granted)/time.Since(start).Seconds(), p.Denied, p.Errors)
+			case now := <-t.C:
+				line := r.line(now, read(), o.duration)
 				if tty {
 					fmt.Fprint(w, "\r\x1b[K"+line)
 				} else {
@@ -222,6 +282,46 @@ func progress(ctx context.Context, w io.Writer, o benchOptions, read func() prog
 		}
 	})
 	return func() { close(done); wg.Wait() }
+}
+
+// rateMeter turns cumulative totals into progress lines showing the rate
+// over the interval since the previous line.
+type rateMeter struct {
+	start, last time.Time
+	granted     int64
+}
+
+func (r *rateMeter) line(now time.Time, p progressLine, total time.Duration) string {
+	rate := 0.0
+	if d := now.Sub(r.last).Seconds(); d > 0 {
+		rate = float64(p.Granted-r.granted) / d
+	}
+	r.last, r.granted = now, p.Granted
+	return fmt.Sprintf("[%4.1fs/%s] granted %d (now %.0f/s) · RETRY_IN %d · errors %d",
+		now.Sub(r.start).Seconds(), total, p.Granted, rate, p.Denied, p.Errors)
+}
+
+// warnShared warns when the run drains buckets other callers may be using:
+// names without "bench" in them, or buckets that held leases before the
+// run.
+func warnShared(w io.Writer, states []sluice.BucketState) {
+	var named, leased []string
+	for _, s := range states {
+		if !strings.Contains(s.Name, benchMark) {
+			named = append(named, s.Name)
+		}
+		if s.ActiveLeases > 0 {
+			leased = append(leased, fmt.Sprintf("%s (%d)", s.Name, s.ActiveLeases))
+		}
+	}
+	if len(named) > 0 {
+		fmt.Fprintf(w, "sluice: warning: bench drains %s, not named as a benchmark bucket (no %q in the name): callers sharing "+
+			"this store are denied while it runs (use buckets such as openai#%s#rpm)\n", strings.Join(named, ", "), benchMark, benchMark)
+	}
+	if len(leased) > 0 {
+		fmt.Fprintf(w, "sluice: warning: bench drains buckets that hold leases before it starts: %s; "+
+			"their holders compete with it, and the verdict counts only the bench's own grants\n", strings.Join(leased, ", "))
+	}
 }
 
 // runChildren re-runs this binary as o.processes bench-child processes and

@@ -33,11 +33,19 @@ func newBenchChildCmd(g *globals) *cobra.Command {
 			if err := json.Unmarshal([]byte(cfgJSON), &cfg); err != nil {
 				return usagef("--config: %v", err)
 			}
+			log, err := g.logger(cmd.ErrOrStderr())
+			if err != nil {
+				return &UsageError{Err: err}
+			}
 			op, err := g.open(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer op.Close()
+			c, err := g.client(op.Store, log)
+			if err != nil {
+				return err
+			}
 			var live benchrun.Counters
 			done := make(chan struct{})
 			var wg sync.WaitGroup
@@ -55,7 +63,7 @@ func newBenchChildCmd(g *globals) *cobra.Command {
 					}
 				}
 			})
-			part, err := benchrun.Run(cmd.Context(), op.Store, cfg, &live)
+			part, err := benchrun.Run(cmd.Context(), c, cfg, &live)
 			close(done)
 			wg.Wait()
 			if err != nil {

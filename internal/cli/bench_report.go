@@ -12,9 +12,9 @@ import (
 
 // writeBench prints the bench report.
 func writeBench(w io.Writer, r *benchrun.Report, where string) error {
-	fmt.Fprintf(w, "\n%d process(es) × %d workers on %s ran %.1fs\n", r.Processes, r.Workers, where, r.Elapsed.Seconds())
+	fmt.Fprintf(w, "\n%d process(es) × %d workers on %s ran %.1fs\n", r.Processes, r.Workers, where, r.Elapsed.D().Seconds())
 	fmt.Fprintf(w, "acquisitions: %d granted (%.1f/s), %d RETRY_IN, %d errors\n", r.Granted, r.Throughput, r.Denied, r.Errors)
-	fmt.Fprintf(w, "acquire latency: p50 %s, p99 %s, max %s (%d calls)\n\n", lat(r.P50), lat(r.P99), lat(r.Max), r.Acquires)
+	fmt.Fprintf(w, "acquire latency: p50 %s, p99 %s, max %s (%d calls)\n\n", lat(r.P50.D()), lat(r.P99.D()), lat(r.Max.D()), r.Acquires)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "DIMENSION\tLIMIT\tGRANTS\tUSED\tALLOWED\tUTILISATION\tMAX IN ANY WINDOW\tOVER-ADMISSION\tVERDICT")
 	for _, d := range r.Verdict.Dimensions {
@@ -40,7 +40,7 @@ func writeBench(w io.Writer, r *benchrun.Report, where string) error {
 	fmt.Fprintln(w, "\nutilisation: granted ÷ capacity + refill over the run (concurrent: mean share of slots held)")
 	fmt.Fprintln(w, "over-admission: the largest excess over capacity + refill in any window ending at a grant (concurrent: slots above capacity)")
 	if r.Slack > 0 {
-		fmt.Fprintf(w, "windows widened by %s for clock disagreement between processes\n", r.Slack)
+		fmt.Fprintf(w, "windows widened by %s for clock disagreement between processes\n", r.Slack.D())
 	}
 	if r.OK {
 		_, err := fmt.Fprintf(w, "\nverdict: no limit exceeded (%d grants and releases from %d process(es) checked against every window)\n", r.Events, r.Processes)

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	limitsfile "github.com/ontopix/sluice/limits"
 	"io"
@@ -9,9 +10,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/bucket"
 	"github.com/ontopix/sluice/internal/contract"
-	"github.com/ontopix/sluice/store"
 )
 
 func newBucketCmd(g *globals) *cobra.Command {
@@ -45,8 +46,8 @@ func newBucketListCmd(g *globals) *cobra.Command {
 			if err := outputFlag(output); err != nil {
 				return err
 			}
-			return g.withStore(cmd.Context(), func(st store.Store) error {
-				states, err := st.ListBuckets(cmd.Context(), store.ListBucketsRequest{Now: g.now()})
+			return g.withClient(cmd, false, func(c *sluice.Client) error {
+				states, err := c.Buckets(cmd.Context())
 				if err != nil {
 					return err
 				}
@@ -73,7 +74,7 @@ func bucketTable(w io.Writer, views []bucketView) error {
 		if v.RefillAmount > 0 {
 			refill = itoa(v.RefillAmount)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%d\t%s\n", v.Dimension, v.Type, v.Capacity, refill, v.RefillPeriod,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%d\t%s\n", v.Dimension, v.Type, v.Capacity, refill, periodString(v.RefillPeriod.D()),
 			v.CostPerCall, v.MaxDebt, milli(v.TokensMilli))
 	}
 	return tw.Flush()
@@ -90,12 +91,12 @@ func newBucketGetCmd(g *globals) *cobra.Command {
 			if err := outputFlag(output); err != nil {
 				return err
 			}
-			return g.withStore(cmd.Context(), func(st store.Store) error {
-				s, err := st.Peek(cmd.Context(), store.PeekRequest{Now: g.now(), Dimensions: args})
+			return g.withClient(cmd, false, func(c *sluice.Client) error {
+				s, err := c.GetBucket(cmd.Context(), args[0])
 				if err != nil {
 					return err
 				}
-				v := viewOf(s[0])
+				v := viewOf(s)
 				if output == "json" {
 					return writeJSON(cmd.OutOrStdout(), v)
 				}
@@ -106,7 +107,7 @@ func newBucketGetCmd(g *globals) *cobra.Command {
 				}
 				for _, kv := range [][2]string{
 					{"dimension", v.Dimension}, {"type", v.Type}, {"limit", rateOf(v)}, {"capacity", itoa(v.Capacity)},
-					{"refill", itoa(v.RefillAmount) + " per " + v.RefillPeriod}, {"cost per call", itoa(v.CostPerCall)},
+					{"refill", itoa(v.RefillAmount) + " per " + periodString(v.RefillPeriod.D())}, {"cost per call", itoa(v.CostPerCall)},
 					{"max debt", itoa(v.MaxDebt)}, {"tokens", milli(v.TokensMilli)}, {"fill", fmt.Sprintf("%.1f%%", v.FillPct)},
 					{"active leases", fmt.Sprint(v.ActiveLeases)}, {"next expiry", next}, {"time to full", v.timeToFull()},
 				} {
@@ -129,21 +130,39 @@ type bucketFlags struct {
 	reset                  bool
 }
 
-func (f *bucketFlags) config() (bucket.Config, error) {
-	t, err := bucket.ParseType(f.typ)
-	if err != nil {
-		return bucket.Config{}, usagef("--type %q: must be requests, tokens or concurrent", f.typ)
+// config returns the configuration bucket put writes: a new bucket's from
+// the flags (--type and --capacity required), or base with only the flags
+// given on the command line (set) changed.
+func (f *bucketFlags) config(set func(flag string) bool, base *bucket.Config) (bucket.Config, error) {
+	var c bucket.Config
+	if base != nil {
+		c = *base
+	} else if !set("type") || !set("capacity") {
+		return c, usagef("a new bucket needs --type and --capacity")
 	}
-	c := bucket.Config{Type: t, Capacity: f.capacity, CostPerCall: f.cost, MaxDebt: f.maxDebt}
-	if t != bucket.Concurrent {
-		p, err := limitsfile.ParsePeriod(f.per)
+	if set("type") {
+		t, err := bucket.ParseType(f.typ)
 		if err != nil {
-			return c, usagef("--per %q: %v", f.per, err)
+			return c, usagef("--type %q: must be requests, tokens or concurrent", f.typ)
 		}
-		c.RefillPeriod, c.RefillAmount = p, f.refill
-		if c.RefillAmount == 0 {
-			c.RefillAmount = c.Capacity
+		c.Type = t
+	}
+	if set("capacity") {
+		c.Capacity = f.capacity
+	}
+	if set("cost") {
+		c.CostPerCall = f.cost
+	}
+	if set("max-debt") {
+		c.MaxDebt = f.maxDebt
+	}
+	if c.Type == bucket.Concurrent {
+		if set("per") || set("refill") {
+			return c, usagef("--per and --refill do not apply to a concurrent bucket")
 		}
+		c.RefillAmount, c.RefillPeriod = 0, 0
+	} else if err := f.refillOf(set, &c); err != nil {
+		return c, err
 	}
 	if err := c.Validate(); err != nil {
 		return c, &UsageError{Err: err}
@@ -151,52 +170,100 @@ func (f *bucketFlags) config() (bucket.Config, error) {
 	return c, nil
 }
 
+// refillOf sets c's refill from --per and --refill; one not given keeps
+// c's value, or for a bucket that had none (new, or concurrent until now)
+// defaults to 1m and the capacity.
+func (f *bucketFlags) refillOf(set func(string) bool, c *bucket.Config) error {
+	if set("per") || c.RefillPeriod == 0 {
+		p, err := limitsfile.ParsePeriod(f.per)
+		if err != nil {
+			return usagef("--per %q: %v", f.per, err)
+		}
+		c.RefillPeriod = p
+	}
+	switch {
+	case set("refill"):
+		c.RefillAmount = f.refill
+	case c.RefillAmount == 0:
+		c.RefillAmount = c.Capacity
+	}
+	return nil
+}
+
 func newBucketPutCmd(g *globals) *cobra.Command {
 	var f bucketFlags
 	cmd := &cobra.Command{
-		Use:   "put DIMENSION --type T --capacity N [--per 1m] [--refill N]",
+		Use:   "put DIMENSION [--type T] [--capacity N] [--per 1m] [--refill N]",
 		Short: "Create or reconfigure a bucket (keeps its live balance unless --reset)",
-		Long: `put creates a bucket, full, or reconfigures an existing one. An existing
-bucket keeps its balance (clamped to the new capacity) unless --reset fills it.
---refill defaults to --capacity (N per period); a smaller --refill with a
-larger --capacity allows a burst.`,
+		Long: `put creates a bucket, full, or reconfigures an existing one.
+
+A new bucket needs --type and --capacity; --per defaults to 1m and --refill
+to --capacity (N per period); a smaller --refill with a larger --capacity
+allows a burst.
+
+On an existing bucket only the flags given change: 'put DIM --capacity 5'
+keeps its type, refill, cost per call and max debt. It keeps its balance
+(clamped to the new capacity) unless --reset fills it.`,
 		Example: `  sluice bucket put openai#rpm --type requests --capacity 500 --per 1m
   sluice bucket put openai#tpm --type tokens --capacity 40000 --refill 30000 --per 1m --cost 1000
-  sluice bucket put elevenlabs#concurrent --type concurrent --capacity 5`,
+  sluice bucket put elevenlabs#concurrent --type concurrent --capacity 5
+  sluice bucket put openai#rpm --capacity 600`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := f.config()
-			if err != nil {
-				return err
-			}
-			b := store.Bucket{Name: args[0], Config: c}
-			if err := contract.Bucket(b); err != nil {
+			if err := contract.Name(args[0]); err != nil {
 				return &UsageError{Err: err}
 			}
-			return g.withStore(cmd.Context(), func(st store.Store) error {
-				if err := st.PutBucket(cmd.Context(), store.PutBucketRequest{Now: g.now(), Bucket: b, Reset: f.reset}); err != nil {
-					return err
-				}
-				how := "keeping its balance"
-				if f.reset {
-					how = "full"
-				}
-				_, err := fmt.Fprintf(cmd.OutOrStdout(), "put %s: %s %s (%s)\n", b.Name, c.Type, rateString(c), how)
-				return err
+			return g.withClient(cmd, true, func(c *sluice.Client) error {
+				return putBucket(cmd, c, args[0], &f)
 			})
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.typ, "type", "", "limit type: requests, tokens or concurrent (required)")
-	fl.Int64Var(&f.capacity, "capacity", 0, "capacity in tokens (the burst), or slots for concurrent (required)")
+	fl.StringVar(&f.typ, "type", "", "limit type: requests, tokens or concurrent (required for a new bucket)")
+	fl.Int64Var(&f.capacity, "capacity", 0, "capacity in tokens (the burst), or slots for concurrent (required for a new bucket)")
 	fl.StringVar(&f.per, "per", "1m", "refill period: 1s, 1m, 1h, 1d or a Go duration")
-	fl.Int64Var(&f.refill, "refill", 0, "tokens added every period (default: the capacity)")
+	fl.Int64Var(&f.refill, "refill", 0, "tokens added every period (default for a new bucket: the capacity)")
 	fl.Int64Var(&f.cost, "cost", 0, "cost per call when an acquisition names none (default 1)")
 	fl.Int64Var(&f.maxDebt, "max-debt", 0, "how far below zero settlements may go, in tokens (0: capacity, -1: none)")
 	fl.BoolVar(&f.reset, "reset", false, "fill the bucket to capacity")
-	_ = cmd.MarkFlagRequired("type")
-	_ = cmd.MarkFlagRequired("capacity")
 	return cmd
+}
+
+// putBucket creates or reconfigures name from f and prints what it did.
+func putBucket(cmd *cobra.Command, c *sluice.Client, name string, f *bucketFlags) error {
+	ctx := cmd.Context()
+	var base *bucket.Config
+	cur, err := c.GetBucket(ctx, name)
+	switch {
+	case err == nil:
+		base = &cur.Config
+	case !errors.Is(err, sluice.ErrUnknownDimension):
+		return err
+	}
+	cfg, err := f.config(cmd.Flags().Changed, base)
+	if err != nil {
+		return err
+	}
+	b := sluice.Bucket{Name: name, Config: cfg}
+	if err := contract.Bucket(b); err != nil {
+		return &UsageError{Err: err}
+	}
+	var opts []sluice.PutOption
+	if f.reset {
+		opts = append(opts, sluice.ResetTokens())
+	}
+	if err := c.PutBucket(ctx, b, opts...); err != nil {
+		return err
+	}
+	how := "created, full"
+	switch {
+	case base != nil && f.reset:
+		how = "updated, refilled"
+	case base != nil:
+		how = "updated, keeping its balance"
+	}
+	_, err = fmt.Fprintf(cmd.OutOrStdout(), "put %s: %s (%s)\n", name, limitString(cfg), how)
+	return err
 }
 
 func newBucketDeleteCmd(g *globals) *cobra.Command {
@@ -206,8 +273,8 @@ func newBucketDeleteCmd(g *globals) *cobra.Command {
 		Example: "  sluice bucket delete openai#rpm",
 		Args:    exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return g.withStore(cmd.Context(), func(st store.Store) error {
-				if err := st.DeleteBucket(cmd.Context(), store.DeleteBucketRequest{Name: args[0]}); err != nil {
+			return g.withClient(cmd, true, func(c *sluice.Client) error {
+				if err := c.DeleteBucket(cmd.Context(), args[0]); err != nil {
 					return err
 				}
 				_, err := fmt.Fprintf(cmd.OutOrStdout(), "deleted %s\n", args[0])
@@ -227,16 +294,16 @@ reclaim is capped at capacity (counted as already_capped).`,
 		Example: "  sluice bucket reset openai#rpm openai#tpm",
 		Args:    minArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return g.withStore(cmd.Context(), func(st store.Store) error {
-				states, err := st.Peek(cmd.Context(), store.PeekRequest{Now: g.now(), Dimensions: args})
+			return g.withClient(cmd, true, func(c *sluice.Client) error {
+				states, err := c.Peek(cmd.Context(), args...)
 				if err != nil {
 					return err
 				}
 				for _, s := range states {
-					if err := st.PutBucket(cmd.Context(), store.PutBucketRequest{Now: g.now(), Bucket: s.Bucket, Reset: true}); err != nil {
+					if err := c.PutBucket(cmd.Context(), s.Bucket, sluice.ResetTokens()); err != nil {
 						return err
 					}
-					fmt.Fprintf(cmd.OutOrStdout(), "reset %s: %s -> %d tokens\n", s.Name, milli(s.Tokens), s.Capacity)
+					fmt.Fprintf(cmd.OutOrStdout(), "reset %s: %s -> %d tokens\n", s.Name, milli(int64(s.Tokens)), s.Capacity)
 				}
 				return nil
 			})

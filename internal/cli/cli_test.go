@@ -113,7 +113,7 @@ func TestUsageErrors(t *testing.T) {
 		{map[string]string{"SLUICE_STORE": "ftp://db"}, []string{"demo"}, `scheme "ftp" is not supported`},
 		{nil, []string{"status", "--store", "redis://u:secret@127.0.0.1:6379"}, "the URL contains a password"},
 		{nil, []string{"status", "--store", "postgres://127.0.0.1:1/db?password=secret"}, "postgres://127.0.0.1:1/db?password=xxxxx: the URL contains a password (password=)"},
-		{nil, []string{"bucket", "put", "x#y", "--type", "requests"}, `required flag(s) "capacity" not set`},
+		{nil, []string{"bucket", "put", "x#y", "--type", "requests"}, `a new bucket needs --type and --capacity`},
 		{nil, []string{"bucket", "put", "x#y", "--type", "bogus", "--capacity", "1"}, `--type "bogus"`},
 		{nil, []string{"acquire"}, "needs at least 1 argument"},
 		{nil, []string{"acquire", "a#b:0"}, "the cost after ':'"},

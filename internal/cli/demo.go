@@ -133,7 +133,7 @@ func progressPrinter(w io.Writer, tty bool, total time.Duration, capacity int64)
 // writeDemoTable prints the per-dimension table and the verdict.
 func writeDemoTable(w io.Writer, run *demoRun) error {
 	fmt.Fprintf(w, "\n%d workers (%d chat on OpenAI, %d speech on ElevenLabs) ran %.1fs; %d events recorded\n\n",
-		run.Workers, run.ChatWorkers, run.SpeechWorkers, run.Elapsed.Seconds(), run.Events)
+		run.Workers, run.ChatWorkers, run.SpeechWorkers, run.Elapsed.D().Seconds(), run.Events)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "DIMENSION\tLIMIT\tGRANTED\tRETRY_IN\tUSED\tPEAK IN-FLIGHT\tUTILISATION\tMAX IN ANY WINDOW\tWORST MARGIN\tVERDICT")
 	for _, d := range run.Report.Dimensions {

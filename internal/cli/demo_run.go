@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/internal/jsonout"
 	"github.com/ontopix/sluice/internal/recorder"
 	"github.com/ontopix/sluice/internal/verify"
 	"github.com/ontopix/sluice/store"
@@ -69,7 +70,7 @@ type demoRun struct {
 	Workers       int                        `json:"workers"`
 	ChatWorkers   int                        `json:"chat_workers"`
 	SpeechWorkers int                        `json:"speech_workers"`
-	Elapsed       time.Duration              `json:"elapsed_ns"`
+	Elapsed       jsonout.Duration           `json:"elapsed"`
 	Events        int                        `json:"events"`
 	Counts        map[string]recorder.Counts `json:"counts"`
 	ChatCalls     int64                      `json:"chat_calls"`
@@ -161,7 +162,7 @@ func runDemo(ctx context.Context, o demoOptions, st store.Store, progress func(t
 	if err != nil {
 		return nil, err
 	}
-	run.Elapsed, run.Events, run.Counts, run.Report = end.Sub(start), len(events), rec.Snapshot(), rep
+	run.Elapsed, run.Events, run.Counts, run.Report = jsonout.Duration(end.Sub(start)), len(events), rec.Snapshot(), rep
 	run.ChatCalls, run.SpeechCalls, run.PeakSpeech = ws.chat.Load(), ws.speech.Load(), ws.peak.Load()
 	run.Timeouts, run.Above, run.Below = ws.timeouts.Load(), ws.above.Load(), ws.below.Load()
 	run.OK = rep.OK()

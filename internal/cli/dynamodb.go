@@ -16,8 +16,7 @@ import (
 	"github.com/ontopix/sluice/store/storeurl"
 )
 
-// The table layout of the Python and TypeScript SDKs, which
-// dynamostore.CreateTable makes.
+// The table layout dynamostore.CreateTable makes.
 const (
 	ddbPartitionKey = "vendor_dimension"
 	ddbTTLAttribute = "ttl"
@@ -57,8 +56,7 @@ SLUICE_ENDPOINT_URL; credentials come from the AWS SDK's default chain).`,
 	create := &cobra.Command{
 		Use:   "create-table [TABLE]",
 		Short: "Create the store's table: on-demand billing, TTL on ttl",
-		Long: `create-table creates the store's table in the layout of the Python and
-TypeScript SDKs: partition key
+		Long: `create-table creates the store's table as dynamostore expects it: partition key
 vendor_dimension (string), on-demand billing (PAY_PER_REQUEST), and TTL
 enabled on the ttl attribute, so that DynamoDB eventually deletes lease
 records the reconciler has not. It waits until the table is ACTIVE.

@@ -40,3 +40,12 @@ func rateString(c bucket.Config) string {
 	}
 	return s
 }
+
+// limitString describes a bucket's limit and type, naming the type once:
+// "500/1m requests", "30000/1m burst 40000 tokens", "5 concurrent".
+func limitString(c bucket.Config) string {
+	if c.Type == bucket.Concurrent {
+		return rateString(c)
+	}
+	return rateString(c) + " " + c.Type.String()
+}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ontopix/sluice/store"
+	"github.com/ontopix/sluice"
 )
 
 // leaseView is a lease record as leases list and acquire print it.
@@ -26,7 +26,7 @@ type itemView struct {
 	Cost      int64  `json:"cost"`
 }
 
-func items(its []store.Item) []itemView {
+func items(its []sluice.Request) []itemView {
 	out := make([]itemView, len(its))
 	for i, it := range its {
 		out[i] = itemView{Dimension: it.Dimension, Cost: it.Cost}
@@ -73,15 +73,15 @@ those past their expiry, which the reconciler has yet to reclaim.`,
 			if limit < 0 {
 				return usagef("--limit %d: must not be negative", limit)
 			}
-			return g.withStore(cmd.Context(), func(st store.Store) error {
+			return g.withClient(cmd, false, func(c *sluice.Client) error {
 				now := g.now()
-				ls, err := st.Leases(cmd.Context(), store.LeaseQuery{Now: now, Dimension: dim, ExpiredOnly: expired, Limit: limit})
+				ls, err := c.Leases(cmd.Context(), sluice.LeaseQuery{Dimension: dim, ExpiredOnly: expired, Limit: limit})
 				if err != nil {
 					return err
 				}
 				views := make([]leaseView, len(ls))
 				for i, l := range ls {
-					views[i] = leaseView{ID: l.ID.String(), Caller: l.Caller, Dimensions: items(l.Items),
+					views[i] = leaseView{ID: l.ID, Caller: l.Caller, Dimensions: items(l.Dimensions),
 						CreatedAt: l.CreatedAt.UTC(), ExpiresAt: l.ExpiresAt.UTC(), Expired: !l.ExpiresAt.After(now)}
 				}
 				w := cmd.OutOrStdout()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ontopix/sluice"
 	limitsfile "github.com/ontopix/sluice/limits"
 	"github.com/ontopix/sluice/store"
 )
@@ -68,12 +69,12 @@ func limitsSub(g *globals, name, short string) *cobra.Command {
 				}
 				return err
 			}
-			return g.withStore(cmd.Context(), func(st store.Store) error {
-				cur, err := st.ListBuckets(cmd.Context(), store.ListBucketsRequest{Now: g.now()})
+			return g.withClient(cmd, name == "apply", func(c *sluice.Client) error {
+				cur, err := c.Buckets(cmd.Context())
 				if err != nil {
 					return err
 				}
-				plan := limitsfile.Plan(lf, cur, f.reset, f.prune)
+				plan := limitsfile.Plan(lf, storeStates(cur), f.reset, f.prune)
 				w := cmd.OutOrStdout()
 				switch name {
 				case "plan":
@@ -87,7 +88,7 @@ func limitsSub(g *globals, name, short string) *cobra.Command {
 					}
 					return nil
 				}
-				return applyPlan(cmd, g, st, f, plan)
+				return applyPlan(cmd, c, f, plan)
 			})
 		},
 	}
@@ -194,16 +195,20 @@ func writeDiff(w io.Writer, output string, plan []limitsfile.Change) error {
 	return nil
 }
 
-func applyPlan(cmd *cobra.Command, g *globals, st store.Store, f limitsFlags, plan []limitsfile.Change) error {
+func applyPlan(cmd *cobra.Command, cl *sluice.Client, f limitsFlags, plan []limitsfile.Change) error {
 	ctx, w := cmd.Context(), cmd.OutOrStdout()
 	var done []limitsfile.Change
 	for _, c := range plan {
 		var err error
 		switch c.Action {
 		case limitsfile.Create, limitsfile.Update, limitsfile.Reset:
-			err = st.PutBucket(ctx, store.PutBucketRequest{Now: g.now(), Bucket: c.Bucket, Reset: c.Reset})
+			var opts []sluice.PutOption
+			if c.Reset {
+				opts = append(opts, sluice.ResetTokens())
+			}
+			err = cl.PutBucket(ctx, c.Bucket, opts...)
 		case limitsfile.Delete:
-			err = st.DeleteBucket(ctx, store.DeleteBucketRequest{Name: c.Dimension})
+			err = cl.DeleteBucket(ctx, c.Dimension)
 		default:
 			continue
 		}
@@ -216,7 +221,7 @@ func applyPlan(cmd *cobra.Command, g *globals, st store.Store, f limitsFlags, pl
 			if s := fieldsString(c.Fields); s != "" && c.Action != limitsfile.Create {
 				line += ": " + s
 			} else if c.Action == limitsfile.Create {
-				line += ": " + rateString(c.Bucket.Config) + " " + c.Bucket.Type.String()
+				line += ": " + limitString(c.Bucket.Config)
 			}
 			fmt.Fprintln(w, line)
 		}
@@ -236,4 +241,15 @@ func nonNil(cs []limitsfile.Change) []limitsfile.Change {
 		return []limitsfile.Change{}
 	}
 	return cs
+}
+
+// storeStates converts the Client's bucket states to the form the limits
+// file planner compares against.
+func storeStates(ss []sluice.BucketState) []store.BucketState {
+	out := make([]store.BucketState, len(ss))
+	for i, s := range ss {
+		out[i] = store.BucketState{Bucket: s.Bucket, Tokens: int64(s.Tokens), LastRefill: s.LastRefill.UnixMilli(),
+			ActiveLeases: s.ActiveLeases, NextExpiry: s.NextExpiry, Now: s.Now}
+	}
+	return out
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ontopix/sluice/internal/jsonout"
 )
 
 // TestOps runs the operation commands end to end on every store.
@@ -32,7 +34,7 @@ func testOps(t *testing.T, e *testEnv) {
 	}
 	out, _, code = e.run("acquire", "openai#rpm:2", "-o", "json")
 	var retry acquireView
-	if err := json.Unmarshal([]byte(out), &retry); err != nil || code != ExitRetry || retry.Outcome != "RETRY_IN" || retry.RetryInMs < 1 {
+	if err := json.Unmarshal([]byte(out), &retry); err != nil || code != ExitRetry || retry.Outcome != "RETRY_IN" || retry.RetryIn < jsonout.Duration(time.Millisecond) {
 		t.Fatalf("json RETRY_IN: exit %d %v\n%s", code, err, out)
 	}
 

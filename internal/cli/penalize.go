@@ -7,7 +7,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ontopix/sluice"
-	"github.com/ontopix/sluice/store"
 )
 
 // penalizeView is what penalize prints.
@@ -35,11 +34,7 @@ after the vendor answered 429 Too Many Requests.`,
 			if err := outputFlag(output); err != nil {
 				return err
 			}
-			return g.withStore(cmd.Context(), func(st store.Store) error {
-				c, err := sluice.New(st, sluice.WithClock(g.clock()))
-				if err != nil {
-					return err
-				}
+			return g.withClient(cmd, true, func(c *sluice.Client) error {
 				res, err := c.Penalize(cmd.Context(), args[0], factor)
 				if fe := (*sluice.FieldError)(nil); errors.As(err, &fe) && fe.Field == "factor" {
 					return usagef("--factor %v: %s", factor, fe.Reason)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/reconcile"
 )
 
@@ -52,7 +53,13 @@ sidecar); a failed pass is logged as reconciler.error and retried.`,
 				return err
 			}
 			defer op.Close()
-			r, err := reconcile.New(op.Store, reconcile.WithLogger(log), reconcile.WithClock(g.clock()), reconcile.WithBatchSize(batch))
+			// A batch is bounded by the store's own timeouts, not by the
+			// Client's per-acquisition OpTimeout.
+			c, err := g.client(op.Store, log, sluice.WithOpTimeout(0))
+			if err != nil {
+				return err
+			}
+			r, err := reconcile.NewForClient(c, reconcile.WithLogger(log), reconcile.WithBatchSize(batch))
 			if err != nil {
 				return err
 			}
@@ -63,6 +70,7 @@ sidecar); a failed pass is logged as reconciler.error and retried.`,
 			if err != nil {
 				return err
 			}
+			defer g.warnEphemeral(cmd, op)
 			if output == "json" {
 				return writeJSON(cmd.OutOrStdout(), rep)
 			}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/store"
 )
 
@@ -40,8 +41,8 @@ reconciler after it expired, is reported as not found and restores nothing.`,
 			if err != nil {
 				return &UsageError{Err: err}
 			}
-			return g.withStore(cmd.Context(), func(st store.Store) error {
-				res, err := st.Release(cmd.Context(), store.ReleaseRequest{Now: g.now(), ID: id})
+			return g.withClient(cmd, true, func(c *sluice.Client) error {
+				res, err := c.ReleaseLease(cmd.Context(), id.String())
 				if err != nil {
 					return err
 				}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -12,7 +13,7 @@ import (
 
 	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/bucket"
-	"github.com/ontopix/sluice/store"
+	"github.com/ontopix/sluice/internal/jsonout"
 )
 
 // bucketView is a bucket's configuration and state as status, bucket list
@@ -22,9 +23,10 @@ type bucketView struct {
 	Type         string `json:"type"`
 	Capacity     int64  `json:"capacity"`
 	RefillAmount int64  `json:"refill_amount"`
-	RefillPeriod string `json:"refill_period"`
-	CostPerCall  int64  `json:"cost_per_call"`
-	MaxDebt      int64  `json:"max_debt"`
+	// RefillPeriod is 0s for a concurrent bucket.
+	RefillPeriod jsonout.Duration `json:"refill_period"`
+	CostPerCall  int64            `json:"cost_per_call"`
+	MaxDebt      int64            `json:"max_debt"`
 	// Tokens is the balance now (negative: debt).
 	Tokens      float64 `json:"tokens"`
 	TokensMilli int64   `json:"tokens_milli"`
@@ -32,17 +34,17 @@ type bucketView struct {
 	// ActiveLeases counts lease records, expired or not.
 	ActiveLeases int        `json:"active_leases"`
 	NextExpiry   *time.Time `json:"next_expiry,omitempty"`
-	// TimeToFullMs is how long until the bucket is full if nothing else
+	// TimeToFull is how long until the bucket is full if nothing else
 	// takes from it; null for a concurrent bucket waiting on releases.
-	TimeToFullMs *int64    `json:"time_to_full_ms"`
-	At           time.Time `json:"at"`
+	TimeToFull *jsonout.Duration `json:"time_to_full"`
+	At         time.Time         `json:"at"`
 }
 
-func viewOf(s store.BucketState) bucketView {
+func viewOf(s sluice.BucketState) bucketView {
 	v := bucketView{
 		Dimension: s.Name, Type: s.Type.String(), Capacity: s.Capacity, RefillAmount: s.RefillAmount,
-		RefillPeriod: periodString(s.RefillPeriod), CostPerCall: s.Config.Cost(), MaxDebt: s.Config.Debt(),
-		Tokens: float64(s.Tokens) / bucket.Milli, TokensMilli: s.Tokens, ActiveLeases: s.ActiveLeases, At: s.Now.UTC(),
+		RefillPeriod: jsonout.Duration(s.RefillPeriod), CostPerCall: s.Config.Cost(), MaxDebt: s.Config.Debt(),
+		Tokens: s.Tokens.Tokens(), TokensMilli: int64(s.Tokens), ActiveLeases: s.ActiveLeases, At: s.Now.UTC(),
 	}
 	if s.Capacity > 0 {
 		v.FillPct = math.Round(float64(s.Tokens)/float64(s.Capacity)) / 10
@@ -51,25 +53,21 @@ func viewOf(s store.BucketState) bucketView {
 		t := s.NextExpiry.UTC()
 		v.NextExpiry = &t
 	}
-	state := sluice.BucketState{
-		Bucket: s.Bucket, Tokens: sluice.Millitokens(s.Tokens), LastRefill: time.UnixMilli(s.LastRefill),
-		NextExpiry: s.NextExpiry, Now: s.Now,
-	}
-	if d := sluice.TimeUntil(state, s.Capacity); d >= 0 && (s.Type != bucket.Concurrent || d == 0) {
-		ms := d.Milliseconds()
-		v.TimeToFullMs = &ms
+	if d := sluice.TimeUntil(s, s.Capacity); d >= 0 && (s.Type != bucket.Concurrent || d == 0) {
+		ttf := jsonout.Duration(d.Truncate(time.Millisecond))
+		v.TimeToFull = &ttf
 	}
 	return v
 }
 
 func (v bucketView) timeToFull() string {
 	switch {
-	case v.TimeToFullMs == nil:
+	case v.TimeToFull == nil:
 		return "on release"
-	case *v.TimeToFullMs == 0:
+	case *v.TimeToFull == 0:
 		return "full"
 	}
-	return dur(time.Duration(*v.TimeToFullMs) * time.Millisecond)
+	return dur(v.TimeToFull.D())
 }
 
 func newStatusCmd(g *globals) *cobra.Command {
@@ -99,12 +97,12 @@ released or reclaimed ("on release").
 			if interval < 100*time.Millisecond {
 				return usagef("--interval %s: must be at least 100ms", interval)
 			}
-			return g.withStore(cmd.Context(), func(st store.Store) error {
+			return g.withClient(cmd, false, func(c *sluice.Client) error {
 				w := cmd.OutOrStdout()
 				if !watch {
-					return printStatus(cmd.Context(), g, st, args, output, w)
+					return printStatus(cmd.Context(), c, args, output, w)
 				}
-				return watchStatus(cmd.Context(), g, st, args, output, w, interval, count)
+				return watchStatus(cmd.Context(), g, c, args, output, w, interval, count)
 			})
 		},
 	}
@@ -116,26 +114,41 @@ released or reclaimed ("on release").
 	return cmd
 }
 
-func readStates(ctx context.Context, g *globals, st store.Store, dims []string) ([]store.BucketState, error) {
+func readStates(ctx context.Context, c *sluice.Client, dims []string) ([]sluice.BucketState, error) {
 	if len(dims) > 0 {
-		return st.Peek(ctx, store.PeekRequest{Now: g.now(), Dimensions: dims})
+		return c.Peek(ctx, dims...)
 	}
-	return st.ListBuckets(ctx, store.ListBucketsRequest{Now: g.now()})
+	return c.Buckets(ctx)
 }
 
-func printStatus(ctx context.Context, g *globals, st store.Store, dims []string, output string, w io.Writer) error {
-	states, err := readStates(ctx, g, st, dims)
+func readViews(ctx context.Context, c *sluice.Client, dims []string) ([]bucketView, error) {
+	states, err := readStates(ctx, c, dims)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	views := make([]bucketView, len(states))
 	for i, s := range states {
 		views[i] = viewOf(s)
 	}
+	return views, nil
+}
+
+func printStatus(ctx context.Context, c *sluice.Client, dims []string, output string, w io.Writer) error {
+	views, err := readViews(ctx, c, dims)
+	if err != nil {
+		return err
+	}
 	if output == "json" {
 		return writeJSON(w, views)
 	}
 	return statusTable(w, views)
+}
+
+// statusLine is one refresh of status --watch --output json: one compact
+// JSON object per line (NDJSON).
+type statusLine struct {
+	At      time.Time    `json:"at"`
+	Buckets []bucketView `json:"buckets"`
 }
 
 func statusTable(w io.Writer, views []bucketView) error {
@@ -154,28 +167,28 @@ func statusTable(w io.Writer, views []bucketView) error {
 
 func rateOf(v bucketView) string {
 	t, _ := bucket.ParseType(v.Type)
-	p, _ := time.ParseDuration(v.RefillPeriod)
-	return rateString(bucket.Config{Type: t, Capacity: v.Capacity, RefillAmount: v.RefillAmount, RefillPeriod: p})
+	return rateString(bucket.Config{Type: t, Capacity: v.Capacity, RefillAmount: v.RefillAmount, RefillPeriod: v.RefillPeriod.D()})
 }
 
-func watchStatus(ctx context.Context, g *globals, st store.Store, dims []string, output string, w io.Writer, every time.Duration, count int) error {
-	tty := isTerminal(w)
+func watchStatus(ctx context.Context, g *globals, c *sluice.Client, dims []string, output string, w io.Writer, every time.Duration, count int) error {
+	tty := isTerminal(w) && output == "table"
+	enc := json.NewEncoder(w)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for n := 1; ; n++ {
-		if tty {
-			fmt.Fprint(w, "\x1b[H\x1b[2J")
+		var err error
+		if output == "json" {
+			err = watchLine(ctx, g, c, dims, enc)
+		} else {
+			err = watchTable(ctx, g, c, dims, w, every, tty)
 		}
-		if output == "table" {
-			fmt.Fprintf(w, "Every %s: sluice status  %s\n\n", every, g.now().UTC().Format(time.RFC3339))
-		}
-		if err := printStatus(ctx, g, st, dims, output, w); err != nil {
+		if err != nil {
 			return err
 		}
 		if count > 0 && n >= count {
 			return nil
 		}
-		if !tty && output == "table" {
+		if output == "table" && !tty {
 			fmt.Fprintln(w)
 		}
 		select {
@@ -184,4 +197,25 @@ func watchStatus(ctx context.Context, g *globals, st store.Store, dims []string,
 		case <-t.C:
 		}
 	}
+}
+
+// watchLine writes one refresh as one line of JSON.
+func watchLine(ctx context.Context, g *globals, c *sluice.Client, dims []string, enc *json.Encoder) error {
+	views, err := readViews(ctx, c, dims)
+	if err != nil {
+		return err
+	}
+	if views == nil {
+		views = []bucketView{}
+	}
+	return enc.Encode(statusLine{At: g.now().UTC(), Buckets: views})
+}
+
+// watchTable writes one refresh as a table, clearing a terminal first.
+func watchTable(ctx context.Context, g *globals, c *sluice.Client, dims []string, w io.Writer, every time.Duration, tty bool) error {
+	if tty {
+		fmt.Fprint(w, "\x1b[H\x1b[2J")
+	}
+	fmt.Fprintf(w, "Every %s: sluice status  %s\n\n", every, g.now().UTC().Format(time.RFC3339))
+	return printStatus(ctx, c, dims, "table", w)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/spf13/cobra"
 
 	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/store"
@@ -34,6 +35,11 @@ func (g *globals) openWith(ctx context.Context, o storeurl.Options) (*storeurl.O
 	op, err := storeurl.OpenDetailed(ctx, g.store, o)
 	if errors.Is(err, storeurl.ErrBadURL) {
 		return nil, &UsageError{Err: err}
+	}
+	if err == nil {
+		if log, lerr := g.logger(g.env.Stderr); lerr == nil {
+			log.LogAttrs(ctx, slog.LevelDebug, "cli.store.opened", slog.String("store", op.Redacted), slog.String("kind", op.Kind))
+		}
 	}
 	return op, err
 }
@@ -72,14 +78,58 @@ func (g *globals) logger(w io.Writer) (*slog.Logger, error) {
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: cfg.LogLevel})), nil
 }
 
-// withStore opens the store, runs f and closes the store.
-func (g *globals) withStore(ctx context.Context, f func(st store.Store) error) error {
+// withClient opens the store, runs f with a Client over it and closes the
+// store. The Client reads the SLUICE_* variables, tells time by the Env's
+// clock, logs at SLUICE_LOG_LEVEL to stderr and fails closed: a command
+// never grants without the store. A stateful command (one that changes the
+// store) warns, after it ran (unless the command line was wrong), when the
+// store lives only in this process: a change is lost, and a bucket put by
+// an earlier command is not there.
+func (g *globals) withClient(cmd *cobra.Command, stateful bool, f func(c *sluice.Client) error) error {
+	ctx := cmd.Context()
+	log, err := g.logger(cmd.ErrOrStderr())
+	if err != nil {
+		return &UsageError{Err: err}
+	}
 	op, err := g.open(ctx)
 	if err != nil {
 		return err
 	}
 	defer op.Close()
-	return f(op.Store)
+	c, err := g.client(op.Store, log)
+	if err != nil {
+		return err
+	}
+	err = f(c)
+	var u *UsageError
+	if stateful && !errors.As(err, &u) {
+		g.warnEphemeral(cmd, op)
+	}
+	return err
+}
+
+// client returns a Client over st configured as withClient describes, then
+// by extra.
+func (g *globals) client(st store.Store, log *slog.Logger, extra ...sluice.Option) (*sluice.Client, error) {
+	cfg, err := g.config()
+	if err != nil {
+		return nil, &UsageError{Err: err}
+	}
+	opts := []sluice.Option{sluice.WithConfig(cfg), sluice.WithClock(g.clock()), sluice.WithLogger(log),
+		sluice.WithFailurePolicy(sluice.FailClosed)}
+	return sluice.New(st, append(opts, extra...)...)
+}
+
+// warnEphemeral warns on stderr that a change to a store living only in
+// this process (memory:// without a store shared by the Env) is lost when
+// the command exits. It warns rather than refuses: trying a command out on
+// memory:// is how the CLI is learnt.
+func (g *globals) warnEphemeral(cmd *cobra.Command, op *storeurl.Opened) {
+	if op.Kind != "memory" || g.env.Memory != nil {
+		return
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "sluice: warning: %s ran on memory://, which lives in this process only: "+
+		"nothing persists after it exits, and nothing an earlier command did is here (set --store or SLUICE_STORE to a shared store)\n", cmd.CommandPath())
 }
 
 // writeJSON prints v indented.

@@ -28,12 +28,14 @@
 package verify
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/bits"
 	"slices"
 	"time"
 
 	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/internal/jsonout"
 	"github.com/ontopix/sluice/store"
 )
 
@@ -386,4 +388,35 @@ func maxTime(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// dimensionJSON is a Dimension with its Config in the JSON form the
+// command line prints (snake_case, the type as a word, the period as a
+// duration string).
+type dimensionJSON struct {
+	*dimensionFields
+	Config jsonout.Config `json:"config"`
+}
+
+// dimensionFields is Dimension without its methods, so that the JSON
+// encoder does not recurse.
+type dimensionFields Dimension
+
+// MarshalJSON implements json.Marshaler.
+func (d Dimension) MarshalJSON() ([]byte, error) {
+	return json.Marshal(dimensionJSON{dimensionFields: (*dimensionFields)(&d), Config: jsonout.ConfigOf(d.Config)})
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (d *Dimension) UnmarshalJSON(b []byte) error {
+	v := dimensionJSON{dimensionFields: (*dimensionFields)(d)}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	c, err := v.Config.Bucket()
+	if err != nil {
+		return fmt.Errorf("dimension %q: config: %w", d.Name, err)
+	}
+	d.Config = c
+	return nil
 }

@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"encoding/json"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -204,5 +205,28 @@ func TestRealBucketMathPassesAndCheatingFails(t *testing.T) {
 		if !d.Exceeded {
 			t.Fatalf("seed %d: a bucket crediting 5 extra tokens now and then was not caught (excess %d)", seed, d.WorstExcess)
 		}
+	}
+}
+
+// A verdict prints its bucket configuration as the command line's other
+// JSON does: snake_case keys, the type as a word, the period as a string.
+func TestDimensionJSON(t *testing.T) {
+	d := Dimension{Name: "v#tpm", Config: bucket.PerPeriod(bucket.Tokens, 600, 1500*time.Millisecond), Grants: 3}
+	b, err := json.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"name":"v#tpm"`, `"grants":3`,
+		`"config":{"type":"tokens","capacity":600,"refill_amount":600,"refill_period":"1.5s","cost_per_call":1,"max_debt":600}`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("got %s\nwant it to contain %s", b, want)
+		}
+	}
+	var back Dimension
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := back.Config.Limits(), d.Config.Limits(); back.Name != d.Name || back.Grants != 3 || got != want {
+		t.Errorf("round trip = %+v, want %+v", back, d)
 	}
 }
