@@ -58,7 +58,7 @@ func setup(t *testing.T) (*sluice.Client, *memstore.Store, *clock) {
 	return c, st, clk
 }
 
-func TestRunOnceReportsLikeSeed001(t *testing.T) {
+func TestRunOnceReportsLikeTheSDKsReconciler(t *testing.T) {
 	ctx := context.Background()
 	c, st, clk := setup(t)
 	for i := 0; i < 3; i++ {

@@ -24,7 +24,7 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 	for i, it := range req.Items {
 		names[i] = it.Dimension
 	}
-	if s.seeds {
+	if s.readFirst {
 		return s.acquireReadThenTransact(ctx, req, now, names, res)
 	}
 	return s.acquireFast(ctx, req, now, names, res)

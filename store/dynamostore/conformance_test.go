@@ -41,7 +41,7 @@ const modelSequences = 40
 func openHandle(tb testing.TB, s store.Store) store.Store {
 	d := s.(*Store)
 	var opts []Option
-	if d.seeds {
+	if d.readFirst {
 		opts = append(opts, WithReadThenTransact())
 	}
 	return openStore(tb, newClient(), d.table, opts...)

@@ -72,10 +72,10 @@ func TestManyHoldersRelease(t *testing.T) {
 // fail-open client returns it instead of granting a degraded lease); a
 // release makes room again.
 func TestLeaseLimit(t *testing.T) {
-	for _, seeds := range []bool{false, true} {
-		t.Run(map[bool]string{false: "fast", true: "readfirst"}[seeds], func(t *testing.T) {
+	for _, readFirst := range []bool{false, true} {
+		t.Run(map[bool]string{false: "fast", true: "readfirst"}[readFirst], func(t *testing.T) {
 			opts := []Option{WithMaxLeasesPerBucket(3)}
-			if seeds {
+			if readFirst {
 				opts = append(opts, WithReadThenTransact())
 			}
 			s := newStore(t, opts...)

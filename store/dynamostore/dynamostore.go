@@ -104,7 +104,7 @@ const (
 type Store struct {
 	db        *dynamodb.Client
 	table     string
-	seeds     bool
+	readFirst bool
 	timeout   time.Duration
 	attempts  int
 	skew      int64 // maximum clock skew, ms (see bucket.Align)
@@ -125,7 +125,7 @@ type Option func(*Store)
 // WithReadThenTransact selects the original two-round-trip algorithm
 // (consistent read, then a version-conditioned transaction with a lease
 // record), as the Python and TypeScript SDKs acquire.
-func WithReadThenTransact() Option { return func(s *Store) { s.seeds = true } }
+func WithReadThenTransact() Option { return func(s *Store) { s.readFirst = true } }
 
 // WithSeedsPath selects the read-then-transact algorithm.
 //

@@ -18,10 +18,10 @@ import (
 // grant it was; and one Release frees the lease whole. A reuse used to
 // create a second lease with the same id, of which Release freed one.
 func TestLeaseIDReuse(t *testing.T) {
-	for _, seeds := range []bool{false, true} {
-		t.Run(map[bool]string{false: "fast", true: "readfirst"}[seeds], func(t *testing.T) {
+	for _, readFirst := range []bool{false, true} {
+		t.Run(map[bool]string{false: "fast", true: "readfirst"}[readFirst], func(t *testing.T) {
 			var opts []Option
-			if seeds {
+			if readFirst {
 				opts = append(opts, WithReadThenTransact())
 			}
 			db := newClient()

@@ -29,7 +29,7 @@ func TestRoundTrips(t *testing.T) {
 	db := tp.client()
 	table := newTable(t, db)
 	fast := openStore(t, db, table)
-	seeds := openStore(t, db, table, WithReadThenTransact())
+	readFirst := openStore(t, db, table, WithReadThenTransact())
 	put(t, fast, t0, store.Bucket{Name: "openai#rpm", Config: bucket.PerPeriod(bucket.Requests, 1000, time.Minute)})
 	put(t, fast, t0, store.Bucket{Name: "openai#tpm", Config: bucket.PerPeriod(bucket.Tokens, 100000, time.Minute)})
 	put(t, fast, t0, store.Bucket{Name: "eleven#concurrent", Config: bucket.ConcurrentSlots(100)})
@@ -56,15 +56,15 @@ func TestRoundTrips(t *testing.T) {
 	acquireOnce(t, fast, t0, false, conc)
 	count("fast, concurrent (lease record)", 1, func() { acquireOnce(t, fast, t0, false, conc) })
 	count("fast, recorded", 1, func() { acquireOnce(t, fast, t0, true, rpm) })
-	count("readfirst", 2, func() { acquireOnce(t, seeds, t0, false, rpm) })
-	count("readfirst, two dimensions", 2, func() { acquireOnce(t, seeds, t0, false, rpm, tpm) })
+	count("readfirst", 2, func() { acquireOnce(t, readFirst, t0, false, rpm) })
+	count("readfirst, two dimensions", 2, func() { acquireOnce(t, readFirst, t0, false, rpm, tpm) })
 	// Another writer makes the fast path's row stale: the lost condition
 	// returns the row (ALL_OLD) and the retry needs no read.
-	acquireOnce(t, seeds, t0, false, rpm)
+	acquireOnce(t, readFirst, t0, false, rpm)
 	count("fast, stale row", 2, func() { acquireOnce(t, fast, t0, false, rpm) })
 
 	tiny := store.Item{Dimension: "tiny#rpm", Cost: 1}
-	acquireOnce(t, seeds, t0, false, tiny)
+	acquireOnce(t, readFirst, t0, false, tiny)
 	deny := func(s *Store) {
 		var res store.AcquireResult
 		req := &store.AcquireRequest{Now: t0, Items: []store.Item{tiny}, ID: store.NewLeaseID(), TTL: time.Minute}
@@ -72,7 +72,7 @@ func TestRoundTrips(t *testing.T) {
 			t.Fatalf("want a denial: %+v %v", res, err)
 		}
 	}
-	count("readfirst, denial (read only)", 1, func() { deny(seeds) })
+	count("readfirst, denial (read only)", 1, func() { deny(readFirst) })
 	count("fast, denial (read only)", 1, func() { deny(fast) })
 	ops, _, _ := tp.snapshot()
 	if ops["UpdateItem"]+ops["TransactWriteItems"] != 0 {

@@ -30,10 +30,10 @@ func TestClockSkew(t *testing.T) {
 		{"host on time, then a host 2 s behind (beyond the 1 s maximum skew)", 0, -2 * time.Second, time.Second},
 	}
 	for _, tt := range tests {
-		for _, seeds := range []bool{false, true} {
-			t.Run(tt.name+map[bool]string{false: "", true: ", read-then-transact path"}[seeds], func(t *testing.T) {
+		for _, readFirst := range []bool{false, true} {
+			t.Run(tt.name+map[bool]string{false: "", true: ", read-then-transact path"}[readFirst], func(t *testing.T) {
 				var opts []Option
-				if seeds {
+				if readFirst {
 					opts = append(opts, WithReadThenTransact())
 				}
 				s := newStore(t, opts...)

@@ -56,16 +56,16 @@ func (h Harness) sequences() int {
 func testModel(t *testing.T, h Harness) {
 	s := contract.Checked(h.NewStore(t))
 	n := h.sequences()
-	seeds := make([]uint64, 0, n)
+	runs := make([]uint64, 0, n)
 	if *flagSeed != 0 {
-		seeds = append(seeds, *flagSeed)
+		runs = append(runs, *flagSeed)
 	} else {
 		for i := range n {
-			seeds = append(seeds, uint64(i+1))
+			runs = append(runs, uint64(i+1))
 		}
 	}
 	mc := &modelChecker{h: h, s: s}
-	for _, seed := range seeds {
+	for _, seed := range runs {
 		steps := mc.generate(seed)
 		f := mc.check(seed, steps)
 		if f == nil {
@@ -75,7 +75,7 @@ func testModel(t *testing.T, h Harness) {
 		t.Fatalf("model-based test failed (seed %d; rerun with -args -sluice.seed=%d):\n%s\nshrunk to %d steps:\n%s",
 			seed, seed, f, len(min.steps), min)
 	}
-	t.Logf("%d random sequences of %d steps matched the model", len(seeds), modelSteps)
+	t.Logf("%d random sequences of %d steps matched the model", len(runs), modelSteps)
 }
 
 // modelChecker runs sequences on one store. Each sequence uses its own

@@ -148,7 +148,7 @@ func (e *env) id() store.LeaseID {
 // deterministic.
 func idFor(label string) store.LeaseID {
 	var id store.LeaseID
-	h := uint64(14695981039346656037) // FNV-1a, twice with different seeds
+	h := uint64(14695981039346656037) // FNV-1a, mixing in the byte index each round
 	for i := range id {
 		for j := 0; j < len(label); j++ {
 			h ^= uint64(label[j])
