@@ -141,7 +141,7 @@ func (c *Client) acquire(ctx context.Context, a *acquisition, items []store.Item
 	start := time.Now()
 	res, err := c.decide(ctx, a, items, o)
 	c.obs.Acquired(ctx, AcquireEvent{
-		Dimensions: requests(items), Outcome: res.Outcome, RetryIn: res.RetryIn,
+		Dimensions: requests(items), Outcome: res.Outcome, RetryIn: res.RetryIn, Results: res.Dimensions,
 		Degraded: res.Degraded, Duration: time.Since(start), Err: err,
 	})
 	return res, err

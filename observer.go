@@ -47,6 +47,11 @@ type AcquireEvent struct {
 	Outcome Outcome
 	// RetryIn is the wait the store answered, for a RetryIn outcome.
 	RetryIn time.Duration
+	// Results has one entry per dimension, in request order, when the store
+	// answered (it is empty for a degraded grant or an error). On a RetryIn
+	// outcome, an entry's RetryIn tells whether that dimension was short
+	// (non-zero) and its own wait.
+	Results []DimensionResult
 	// Degraded reports a grant made without the store (fail open).
 	Degraded bool
 	// Duration is how long the decision took, store round trips included.

@@ -68,12 +68,14 @@ func requestAttrs(reqs []sluice.Request) []attribute.KeyValue {
 func (a *adapter) acquired(ctx context.Context, e sluice.AcquireEvent) {
 	in, o := a.in, label.Acquire(&e)
 	in.acquireDur.Record(ctx, e.Duration.Seconds(), in.outcomes[o]...)
-	for _, r := range e.Dimensions {
+	for i, r := range e.Dimensions {
 		d := in.dims.Get(r.Dimension)
 		in.acquire.Add(ctx, 1, d.acquire[o]...)
 		switch label.Outcomes[o] {
 		case label.RetryIn:
-			in.retryIn.Record(ctx, e.RetryIn.Seconds(), d.record...)
+			if w, short := label.DimensionWait(&e, i); short {
+				in.retryIn.Record(ctx, w.Seconds(), d.record...)
+			}
 		case label.Degraded:
 			in.degraded.Add(ctx, 1, d.add...)
 		}

@@ -148,12 +148,14 @@ func (m *metrics) observer() *sluice.Observer {
 func (m *metrics) acquired(_ context.Context, e sluice.AcquireEvent) {
 	o := label.Acquire(&e)
 	m.acquireDurs[o].Observe(e.Duration.Seconds())
-	for _, r := range e.Dimensions {
+	for i, r := range e.Dimensions {
 		s := m.dims.Get(r.Dimension)
 		s.acquire[o].Inc()
 		switch label.Outcomes[o] {
 		case label.RetryIn:
-			s.retryIn.Observe(e.RetryIn.Seconds())
+			if w, short := label.DimensionWait(&e, i); short {
+				s.retryIn.Observe(w.Seconds())
+			}
 		case label.Degraded:
 			s.degraded.Inc()
 		}

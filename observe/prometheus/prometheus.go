@@ -15,7 +15,7 @@
 //
 //	sluice_acquire_total                  counter    dimension, outcome  acquisitions (granted, retry_in, degraded, error)
 //	sluice_acquire_duration_seconds       histogram  outcome             time to decide, store round trips included
-//	sluice_retry_in_seconds               histogram  dimension           the wait a denial asked for
+//	sluice_retry_in_seconds               histogram  dimension           the wait of each short dimension
 //	sluice_degraded_grants_total          counter    dimension           grants made without the store (fail open)
 //	sluice_wait_seconds                   histogram  result              time Wait, WithSlot or Slot waited (granted, timeout, error)
 //	sluice_wait_attempts                  histogram  result              acquisitions one wait made

@@ -309,3 +309,23 @@ func TestConcurrentHooks(t *testing.T) {
 		}
 	}
 }
+
+// TestRetryInPerDimension: when the event carries per-dimension results,
+// only the dimensions that were short record a wait, their own.
+func TestRetryInPerDimension(t *testing.T) {
+	obs, reg := newObserver(t)
+	obs.Acquired(context.Background(), sluice.AcquireEvent{Dimensions: both, Outcome: sluice.RetryIn, RetryIn: 2 * time.Second,
+		Results: []sluice.DimensionResult{{Dimension: "openai#rpm"}, {Dimension: "openai#tpm", RetryIn: 2 * time.Second}}})
+	got := series(scrape(t, reg))
+	for _, tt := range []struct{ series, want string }{
+		{`sluice_acquire_total{dimension="openai#rpm",outcome="retry_in"}`, "1"},
+		{`sluice_acquire_total{dimension="openai#tpm",outcome="retry_in"}`, "1"},
+		{`sluice_retry_in_seconds_count{dimension="openai#rpm"}`, "0"},
+		{`sluice_retry_in_seconds_count{dimension="openai#tpm"}`, "1"},
+		{`sluice_retry_in_seconds_sum{dimension="openai#tpm"}`, "2"},
+	} {
+		if g := got[tt.series]; g != tt.want {
+			t.Errorf("%s = %q, want %q", tt.series, g, tt.want)
+		}
+	}
+}

@@ -7,6 +7,7 @@ package label
 import (
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/ontopix/sluice"
 )
@@ -215,4 +216,15 @@ func (d *Dimensions[T]) Get(dim string) T {
 	d.m.Store(dim, v)
 	d.n++
 	return v
+}
+
+// DimensionWait returns the wait to record for dimension i of a RetryIn
+// acquisition: its own wait when the event carries per-dimension results
+// (ok false for a dimension that was not short), else the acquisition's.
+func DimensionWait(e *sluice.AcquireEvent, i int) (time.Duration, bool) {
+	if len(e.Results) != len(e.Dimensions) {
+		return e.RetryIn, true
+	}
+	w := e.Results[i].RetryIn
+	return w, w > 0
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ontopix/sluice"
 )
@@ -92,6 +93,29 @@ func TestDimensionsCap(t *testing.T) {
 	for dim := range builds {
 		if got := d.Get(dim); got != dim {
 			t.Errorf("Get(%q) = %q after the cap, want its own entry", dim, got)
+		}
+	}
+}
+
+func TestDimensionWait(t *testing.T) {
+	two := []sluice.Request{{Dimension: "a#x", Cost: 1}, {Dimension: "a#y", Cost: 1}}
+	withResults := &sluice.AcquireEvent{Dimensions: two, RetryIn: 3 * time.Second,
+		Results: []sluice.DimensionResult{{RetryIn: 0}, {RetryIn: 3 * time.Second}}}
+	without := &sluice.AcquireEvent{Dimensions: two, RetryIn: 3 * time.Second}
+	tests := []struct {
+		e         *sluice.AcquireEvent
+		i         int
+		want      time.Duration
+		wantShort bool
+	}{
+		{withResults, 0, 0, false},
+		{withResults, 1, 3 * time.Second, true},
+		{without, 0, 3 * time.Second, true},
+		{without, 1, 3 * time.Second, true},
+	}
+	for _, tt := range tests {
+		if got, short := DimensionWait(tt.e, tt.i); got != tt.want || short != tt.wantShort {
+			t.Errorf("DimensionWait(%d) = %s, %t; want %s, %t", tt.i, got, short, tt.want, tt.wantShort)
 		}
 	}
 }
