@@ -95,31 +95,42 @@ type State struct {
 	// Last is the refill timestamp in Unix milliseconds: the instant up to
 	// which refill has been credited.
 	Last int64
+	// Until is the end of a cooldown in Unix milliseconds, 0 when the bucket
+	// has never had one (see Cooldown). Before Until the bucket earns
+	// nothing and grants nothing; it earns again from Until on. A past
+	// Until changes nothing and is kept, so that a state can be shown with
+	// its last cooldown.
+	Until int64
 }
 
 // Refill returns s with the tokens earned between s.Last and now added,
 // capped at the capacity. A time at or before s.Last changes nothing, so a
 // clock that runs backwards never removes or adds tokens. Concurrent buckets
-// (Amount 0) never refill.
+// (Amount 0) never refill. A bucket in a cooldown earns nothing before
+// s.Until, and earns from s.Until on (the refill timestamp moves to s.Until
+// first).
 func Refill(l Limits, s State, now int64) State {
-	if l.Amount <= 0 || now <= s.Last {
+	if l.Amount <= 0 || now <= s.Last || now <= s.Until {
 		return s
 	}
+	if s.Last < s.Until {
+		s.Last = s.Until
+	}
 	if s.Tokens >= l.Capacity {
-		return State{Tokens: l.Capacity, Last: now}
+		return State{Tokens: l.Capacity, Last: now, Until: s.Until}
 	}
 	need := l.Capacity - s.Tokens
 	elapsed := now - s.Last
 	if !prodLess(elapsed, l.Amount, need, l.Period) {
 		// Enough time has passed to fill the bucket.
-		return State{Tokens: l.Capacity, Last: now}
+		return State{Tokens: l.Capacity, Last: now, Until: s.Until}
 	}
 	add := mulDiv(elapsed, l.Amount, l.Period) // < need
 	if add == 0 {
 		return s
 	}
 	used := ceilMulDiv(add, l.Period, l.Amount) // <= elapsed
-	return State{Tokens: s.Tokens + add, Last: s.Last + used}
+	return State{Tokens: s.Tokens + add, Last: s.Last + used, Until: s.Until}
 }
 
 // Available returns the balance at now in millitokens, without changing
@@ -132,10 +143,11 @@ func Available(l Limits, s State, now int64) int64 {
 // state, 0 and true. On denial it returns s unchanged, the exact wait in
 // milliseconds (see RetryIn) and false; a denial never consumes anything and
 // writes nothing. For a concurrent bucket a denial's wait is 0: the store
-// supplies a hint with ConcurrentRetry.
+// supplies a hint with ConcurrentRetry. Nothing is granted before the end
+// of a cooldown (s.Until).
 func Take(l Limits, s State, now, cost int64) (State, int64, bool) {
 	r := Refill(l, s, now)
-	if r.Tokens >= cost {
+	if r.Tokens >= cost && now >= s.Until {
 		r.Tokens -= cost
 		return r, 0, true
 	}
@@ -149,18 +161,23 @@ func Take(l Limits, s State, now, cost int64) (State, int64, bool) {
 // hold cost millitokens, assuming nothing else changes it: waiting exactly
 // that long makes Take succeed, and one millisecond less does not. It returns
 // 0 when cost is already available and for concurrent buckets, and saturates
-// at MaxRetryMs.
+// at MaxRetryMs. During a cooldown the wait runs to s.Until and then for as
+// long as the bucket takes to earn cost from there.
 func RetryIn(l Limits, s State, now, cost int64) int64 {
-	if l.Amount <= 0 || s.Tokens >= cost || s.Tokens >= l.Capacity {
+	if l.Amount <= 0 {
 		return 0
 	}
+	start := max(s.Last, s.Until)
+	if s.Tokens >= cost || s.Tokens >= l.Capacity {
+		return min(max(s.Until-now, 0), MaxRetryMs)
+	}
 	need := cost - s.Tokens
-	// The smallest whole number of ms after s.Last that earns need.
+	// The smallest whole number of ms after start that earns need.
 	e := ceilMulDiv(need, l.Period, l.Amount)
 	if e > MaxRetryMs {
 		return MaxRetryMs
 	}
-	w := s.Last + e - now
+	w := start + e - now
 	switch {
 	case w <= 0:
 		return 0
@@ -173,18 +190,24 @@ func RetryIn(l Limits, s State, now, cost int64) int64 {
 // Adjust settles an estimate: a positive delta charges delta more
 // millitokens, a negative delta refunds -delta. The balance is refilled to now
 // first and then clamped to [Floor, Capacity]: debt never goes below the
-// floor, and a refund never lifts the balance above the capacity. It returns
-// the new state and the change actually applied to the balance (positive for
-// a charge).
+// floor, and a refund never lifts the balance above the capacity. During a
+// cooldown (now before s.Until) a refund lifts the balance at most to zero,
+// so that the bucket resumes at its refill rate and not in a burst. It
+// returns the new state and the change actually applied to the balance
+// (positive for a charge).
 func Adjust(l Limits, s State, now, delta int64) (State, int64) {
 	r := Refill(l, s, now)
 	before := r.Tokens
+	ceiling := l.Capacity
+	if now < r.Until {
+		ceiling = min(ceiling, max(before, 0))
+	}
 	t := before - delta
 	if t < l.Floor {
 		t = l.Floor
 	}
-	if t > l.Capacity {
-		t = l.Capacity
+	if t > ceiling {
+		t = ceiling
 	}
 	r.Tokens = t
 	return r, before - t
@@ -197,9 +220,9 @@ func Adjust(l Limits, s State, now, delta int64) (State, int64) {
 func Restore(l Limits, s State, amount int64) (State, bool) {
 	t := s.Tokens + amount
 	if t > l.Capacity {
-		return State{Tokens: l.Capacity, Last: s.Last}, true
+		return State{Tokens: l.Capacity, Last: s.Last, Until: s.Until}, true
 	}
-	return State{Tokens: t, Last: s.Last}, false
+	return State{Tokens: t, Last: s.Last, Until: s.Until}, false
 }
 
 // Penalize refills the bucket to now and then multiplies a positive balance
@@ -209,6 +232,37 @@ func Penalize(l Limits, s State, now, factorMilli int64) State {
 	r := Refill(l, s, now)
 	if r.Tokens > 0 {
 		r.Tokens = r.Tokens * factorMilli / 1000
+	}
+	return r
+}
+
+// Cooldown starts a cooldown until the instant until (Unix milliseconds), as
+// after a vendor's 429 with a retry-after: the bucket is refilled to now,
+// its balance is lowered to zero if it was positive (debt is kept), and
+// nothing is granted before until; from until on it earns at its refill
+// rate, so grants resume one at a time rather than in a burst. A cooldown
+// never shortens one already running: the later end wins. An until at or
+// before now only refills. Concurrent buckets are not cooled (the store
+// rejects them, see store.Bucket.CheckPenalizable).
+func Cooldown(l Limits, s State, now, until int64) State {
+	r := Refill(l, s, now)
+	if until <= now {
+		return r
+	}
+	r.Tokens = min(r.Tokens, 0)
+	r.Until = max(r.Until, until)
+	return r
+}
+
+// Sync lowers the balance to remaining millitokens, as reported by a
+// vendor's rate-limit headers: the bucket is refilled to now and its
+// balance becomes min(balance, remaining). It never raises the balance, so
+// a vendor that reports more than Sluice holds changes nothing, and it
+// never lowers it below the floor. remaining must be at least zero.
+func Sync(l Limits, s State, now, remaining int64) State {
+	r := Refill(l, s, now)
+	if remaining < r.Tokens {
+		r.Tokens = max(remaining, l.Floor)
 	}
 	return r
 }
@@ -237,6 +291,7 @@ func Reconfigure(old, next Limits, s State, now int64, reset bool) State {
 	r := Refill(old, s, now)
 	switch {
 	case reset:
+		// A reset fills the bucket and ends any cooldown.
 		return State{Tokens: next.Capacity, Last: now}
 	case old.Type == Concurrent && next.Type == Concurrent:
 		r.Tokens = min(r.Tokens+next.Capacity-old.Capacity, next.Capacity)
@@ -270,5 +325,5 @@ func Align(l Limits, s State, now, maxSkew int64) (State, int64) {
 	case s.Last-now <= maxSkew:
 		return s, s.Last
 	}
-	return State{Tokens: s.Tokens, Last: now}, now
+	return State{Tokens: s.Tokens, Last: now, Until: s.Until}, now
 }
