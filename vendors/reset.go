@@ -225,10 +225,17 @@ func relative(d time.Duration, reason string) func(time.Time) (time.Time, string
 	}
 }
 
-// parseDuration reads a Go-style duration and checks its range.
+// parseDuration reads a Go-style duration and checks its range. A bare "0"
+// is zero; any other bare number lacks a unit.
 func parseDuration(v string) (time.Duration, string) {
-	if !hasUnit(v) && strings.Trim(v, "+-0.") != "" {
-		return 0, "a bare number has no unit; want a Go-style duration such as 6m0s, 1s or 20ms"
+	if !hasUnit(v) {
+		if n, reason := parseDecimal(v); reason == "" {
+			if n == 0 {
+				return 0, checkDelay(0)
+			}
+			return 0, "a bare number has no unit; want a Go-style duration such as 6m0s, 1s or 20ms"
+		}
+		return 0, "not a Go-style duration such as 6m0s, 1s or 20ms"
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil {
@@ -314,13 +321,15 @@ func looksRFC3339(v string) bool {
 	return len(v) >= 10 && v[4] == '-' && strings.ContainsAny(v, "Tt")
 }
 
-// hasUnit reports whether v ends in a letter: a duration such as 6m0s.
+// hasUnit reports whether v looks like a number with a unit, such as 6m0s:
+// it starts with a digit, a sign or a dot, and ends in a letter.
 func hasUnit(v string) bool {
-	if v == "" {
+	if len(v) < 2 {
 		return false
 	}
-	c := v[len(v)-1]
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= 0x80
+	first, last := v[0], v[len(v)-1]
+	return (first >= '0' && first <= '9' || first == '+' || first == '-' || first == '.') &&
+		(last >= 'a' && last <= 'z' || last >= 'A' && last <= 'Z' || last >= 0x80)
 }
 
 // parseDecimal reads an optionally signed decimal number: digits with an
