@@ -99,7 +99,7 @@ func (f ResetFormat) String() string {
 }
 
 // ParseReset turns a reset header value into the instant the vendor's limit
-// is back to full, given now. It returns a *ValueError (matching
+// is back to full, given now, in now's location. It returns a *ValueError (matching
 // ErrUnusableValue) when the value is empty, malformed, zero, negative, not
 // finite, not after now, or more than MaxHorizon after now: a reset that is
 // unknown, never "reset now". On success the instant is after now and at most
@@ -221,7 +221,7 @@ func relative(d time.Duration, reason string) func(time.Time) (time.Time, string
 		if reason != "" {
 			return time.Time{}, reason
 		}
-		return now.Add(d), ""
+		return now.Add(d).Round(0), ""
 	}
 }
 
@@ -304,7 +304,8 @@ func absoluteRFC3339(v string, now time.Time) (time.Time, string) {
 	return checkInstant(t, now)
 }
 
-// checkInstant accepts an instant in (now, now+MaxHorizon].
+// checkInstant accepts an instant in (now, now+MaxHorizon] and returns it in
+// now's location, with no monotonic reading.
 func checkInstant(t, now time.Time) (time.Time, string) {
 	switch {
 	case !t.After(now):
@@ -312,7 +313,7 @@ func checkInstant(t, now time.Time) (time.Time, string) {
 	case t.Sub(now) > MaxHorizon:
 		return time.Time{}, "more than a year away"
 	}
-	return t, ""
+	return t.In(now.Location()).Round(0), ""
 }
 
 // looksRFC3339 reports whether v has the shape of a date-time: digits, a dash
