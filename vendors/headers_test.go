@@ -276,8 +276,8 @@ func TestParseHeadersAnthropicUnified(t *testing.T) {
 		RepresentativeClaim: "five_hour",
 		FallbackPercentage:  Fraction{0.5, true, "anthropic-ratelimit-unified-fallback-percentage"},
 		Windows: map[string]UnifiedWindow{
-			"5h": {"allowed", instant(3*time.Hour, "anthropic-ratelimit-unified-5h-reset"), Fraction{0.24, true, "anthropic-ratelimit-unified-5h-utilization"}},
-			"7d": {Status: "rejected", Reset: instant(48*time.Hour, "anthropic-ratelimit-unified-7d-reset")},
+			"5h":      {"allowed", instant(3*time.Hour, "anthropic-ratelimit-unified-5h-reset"), Fraction{0.24, true, "anthropic-ratelimit-unified-5h-utilization"}},
+			"7d":      {Status: "rejected", Reset: instant(48*time.Hour, "anthropic-ratelimit-unified-7d-reset")},
 			"overage": {},
 		},
 	}

@@ -12,7 +12,7 @@ import (
 // testNow is the instant every parser test treats as now.
 var testNow = time.Date(2026, 11, 23, 14, 0, 0, 0, time.UTC)
 
-func unix(d time.Duration) string  { return strconv.FormatInt(testNow.Add(d).Unix(), 10) }
+func unix(d time.Duration) string   { return strconv.FormatInt(testNow.Add(d).Unix(), 10) }
 func millis(d time.Duration) string { return strconv.FormatInt(testNow.Add(d).UnixMilli(), 10) }
 
 func TestParseReset(t *testing.T) {
