@@ -95,7 +95,9 @@ func parseBody(body []byte) parsedBody {
 			specific = append(specific, c)
 		}
 		specific = append(specific, e.Type, e.Status)
-		b.metric = metricFromType(e.Type)
+		if b.metric == "" {
+			b.metric = metricFromType(e.Type)
+		}
 	} else if s := jsonString(raw.Error); s != "" {
 		b.message = s
 	}
