@@ -216,7 +216,9 @@ const maxBody = 1 << 20
 //
 //  1. 2xx is OK.
 //  2. QuotaExhausted: insufficient_quota, enforced_spend_limit_reached, a
-//     Gemini quotaId containing "PerDay", quota_exceeded.
+//     Gemini quotaId containing "PerDay", quota_exceeded, OpenRouter's
+//     free-models-per-day cap, Anthropic's "reached your specified API
+//     usage limits" and "credit balance is too low".
 //  3. TooLarge: HTTP 413, request_too_large, "Request too large",
 //     max_character_limit_exceeded.
 //  4. ConcurrencyLimited: too_many_concurrent_requests.
@@ -250,7 +252,8 @@ func Classify(v Vendor, status int, h http.Header, body []byte, now time.Time) C
 
 func kindOf(status int, b parsedBody) Kind {
 	switch {
-	case b.has("insufficient_quota", "enforced_spend_limit_reached", "quota_exceeded") || b.perDay:
+	case b.has("insufficient_quota", "enforced_spend_limit_reached", "quota_exceeded") || b.perDay ||
+		b.mentions("free-models-per-day") || b.mentions("reached your specified api usage limits") || b.mentions("credit balance is too low"):
 		return QuotaExhausted
 	case status == http.StatusRequestEntityTooLarge || b.has("request_too_large", "max_character_limit_exceeded") || b.mentions("request too large"):
 		return TooLarge

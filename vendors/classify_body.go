@@ -191,6 +191,7 @@ var textMetrics = []struct {
 	{"(tpm)", Tokens}, {"(rpm)", Requests}, {"(rpd)", RequestsPerDay}, {"(tpd)", TokensPerDay},
 	{"input tokens per min", InputTokens}, {"output tokens per min", OutputTokens},
 	{"number of request tokens", InputTokens},
+	{"free-models-per-day", RequestsPerDay}, {"free-models-per-min", Requests},
 	{"tokens per day", TokensPerDay}, {"requests per day", RequestsPerDay},
 	{"tokens per min", Tokens}, {"requests per min", Requests},
 	{"token rate limit", Tokens}, {"call rate limit", Requests},

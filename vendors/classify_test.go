@@ -33,8 +33,13 @@ const (
 	elevenQuota      = `{"detail":{"status":"quota_exceeded","message":"This request exceeds your quota. You have 12 credits remaining, while 480 credits are required for this request."}}`
 	elevenTooLong    = `{"detail":{"status":"max_character_limit_exceeded","message":"Text is too long."}}`
 
-	azureRateLimit = `{"error":{"code":"429","message":"Requests to the ChatCompletions_Create Operation under Azure OpenAI API version 2024-02-01 have exceeded token rate limit of your current OpenAI S0 pricing tier. Please retry after 33 seconds. Please go here: https://aka.ms/oai/quotaincrease if you would like to further increase the default rate limit."}}`
-	azureCapacity  = `{"error":{"code":"429","message":"The server is temporarily unable to process your request. Please try again later."}}`
+	azureRateLimit          = `{"error":{"code":"429","message":"Requests to the ChatCompletions_Create Operation under Azure OpenAI API version 2024-02-01 have exceeded token rate limit of your current OpenAI S0 pricing tier. Please retry after 33 seconds. Please go here: https://aka.ms/oai/quotaincrease if you would like to further increase the default rate limit."}}`
+	openRouterDaily         = `{"error":{"message":"Rate limit exceeded: free-models-per-day. Add 10 credits to unlock 1000 free model requests per day","code":429}}`
+	openRouterMinute        = `{"error":{"message":"Rate limit exceeded: free-models-per-min.","code":429}}`
+	anthropicWorkspaceLimit = `{"type":"error","error":{"type":"invalid_request_error","message":"You have reached your specified API usage limits. You will regain access on 2026-12-01 at 00:00 UTC."}}`
+	anthropicCredit         = `{"type":"error","error":{"type":"invalid_request_error","message":"Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits."}}`
+
+	azureCapacity = `{"error":{"code":"429","message":"The server is temporarily unable to process your request. Please try again later."}}`
 )
 
 func TestClassify(t *testing.T) {
@@ -113,6 +118,14 @@ func TestClassify(t *testing.T) {
 			kind: RateLimited, metric: Tokens, retry: RetryDelay{33 * time.Second, true, "retry-after-ms"}, sentinel: ErrRateLimited},
 		{name: "Azure capacity", vendor: Azure, status: 429, body: azureCapacity,
 			kind: Overloaded, sentinel: ErrOverloaded},
+		{name: "OpenRouter free daily cap", vendor: OpenRouter, status: 429, body: openRouterDaily,
+			kind: QuotaExhausted, metric: RequestsPerDay, sentinel: ErrQuotaExhausted},
+		{name: "OpenRouter free per-minute cap", vendor: OpenRouter, status: 429, body: openRouterMinute,
+			kind: RateLimited, metric: Requests, sentinel: ErrRateLimited},
+		{name: "Anthropic workspace spend limit (400)", vendor: Anthropic, status: 400, body: anthropicWorkspaceLimit,
+			kind: QuotaExhausted, code: "invalid_request_error", sentinel: ErrQuotaExhausted},
+		{name: "Anthropic credit balance (400)", vendor: Anthropic, status: 400, body: anthropicCredit,
+			kind: QuotaExhausted, code: "invalid_request_error", sentinel: ErrQuotaExhausted},
 		{name: "429 that is not JSON", vendor: OpenRouter, status: 429, body: "<html>slow down</html>", h: header("retry-after", "5"),
 			kind: RateLimited, retry: RetryDelay{5 * time.Second, true, "retry-after"}, sentinel: ErrRateLimited},
 		{name: "429 with nothing", vendor: OpenAI, status: 429, kind: RateLimited, sentinel: ErrRateLimited},
