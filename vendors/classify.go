@@ -205,8 +205,8 @@ func (c Classification) Err() error {
 const maxBody = 1 << 20
 
 // Classify says what a vendor response means: status is its HTTP status
-// code, h its headers and body its body (or nil; only the first maxBody
-// bytes matter, a longer body is ignored). now is when the response arrived.
+// code, h its headers and body its body (or nil; a body longer than 1 MiB is
+// ignored, so read at most that much). now is when the response arrived.
 // It reads the error bodies of OpenAI and the OpenAI-compatible vendors
 // ({"error":{"message","type","code"}}), Anthropic ({"type":"error",
 // "error":{"type","message","details"}}), Gemini ({"error":{"code","status",

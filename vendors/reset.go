@@ -119,14 +119,17 @@ func ParseReset(f ResetFormat, value string, now time.Time) (time.Time, error) {
 func parseReset(f ResetFormat, v string, now time.Time) (time.Time, string) {
 	switch f {
 	case ResetDuration:
-		return relative(parseDuration(v))(now)
+		d, reason := parseDuration(v)
+		return after(now, d, reason)
 	case ResetRFC3339:
 		return absoluteRFC3339(v, now)
 	case ResetSeconds:
+		read := secondsDuration
 		if hasUnit(v) {
-			return relative(parseDuration(v))(now)
+			read = parseDuration
 		}
-		return relative(secondsDuration(v))(now)
+		d, reason := read(v)
+		return after(now, d, reason)
 	case ResetEpochSeconds:
 		return epoch(v, 1, now)
 	case ResetEpochMillis:
@@ -147,7 +150,8 @@ func parseAuto(v string, now time.Time) (time.Time, string) {
 		return checkInstant(t, now)
 	}
 	if hasUnit(v) {
-		return relative(parseDuration(v))(now)
+		d, reason := parseDuration(v)
+		return after(now, d, reason)
 	}
 	n, reason := parseDecimal(v)
 	if reason != "" {
@@ -159,7 +163,8 @@ func parseAuto(v string, now time.Time) (time.Time, string) {
 	case n >= 1e9:
 		return epoch(v, 1, now)
 	}
-	return relative(secondsDuration(v))(now)
+	d, reason := secondsDuration(v)
+	return after(now, d, reason)
 }
 
 // ParseRetryAfter reads a retry-after header (RFC 9110): a number of seconds,
@@ -215,14 +220,12 @@ func ParseRetryAfterMs(value string) (time.Duration, error) {
 	return d, nil
 }
 
-// relative turns a parsed duration into an instant after now.
-func relative(d time.Duration, reason string) func(time.Time) (time.Time, string) {
-	return func(now time.Time) (time.Time, string) {
-		if reason != "" {
-			return time.Time{}, reason
-		}
-		return now.Add(d).Round(0), ""
+// after returns now+d, or the reason d was refused.
+func after(now time.Time, d time.Duration, reason string) (time.Time, string) {
+	if reason != "" {
+		return time.Time{}, reason
 	}
+	return now.Add(d).Round(0), ""
 }
 
 // parseDuration reads a Go-style duration and checks its range. A bare "0"

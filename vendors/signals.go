@@ -154,7 +154,8 @@ type Signals struct {
 	// Unified holds Anthropic's unified (subscription) limits.
 	Unified UnifiedSignals
 	// Problems lists the values that were present but unusable, each a
-	// *ValueError naming the header and value. Nil when none.
+	// *ValueError naming the header (or, from Classify, the body field)
+	// and the value. Nil when none.
 	Problems []error
 }
 
