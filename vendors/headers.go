@@ -170,6 +170,8 @@ func (p *headerParser) read(f family) (ms MetricSignals, present bool) {
 	if tv != "" {
 		at, reason := parseReset(f.format, tv, p.now)
 		switch {
+		case reason == reasonPassed:
+			// Well-formed and passed: unknown, but nothing to report.
 		case reason != "":
 			p.problem(f.reset, tv, reason)
 		case sentinel:

@@ -144,6 +144,16 @@ func TestParseHeaders(t *testing.T) {
 		want:     map[Metric]MetricSignals{Requests: {}},
 		problems: []string{"anthropic-ratelimit-requests-reset"},
 	}, {
+		name:   "Anthropic reset that has just passed: unknown, not a problem",
+		vendor: Anthropic,
+		h: header("anthropic-ratelimit-requests-remaining", "50", "anthropic-ratelimit-requests-reset", "2026-11-23T13:59:59Z",
+			"anthropic-ratelimit-tokens-reset", "2020-01-01T00:00:00Z"),
+		want: map[Metric]MetricSignals{
+			Requests: {Remaining: count(50, "anthropic-ratelimit-requests-remaining"), Granularity: 1},
+			Tokens:   {},
+		},
+		problems: []string{"anthropic-ratelimit-tokens-reset"},
+	}, {
 		name:   "OpenRouter: the unsuffixed limit counts requests, reset in epoch ms",
 		vendor: OpenRouter,
 		h:      header("x-ratelimit-limit", "50", "x-ratelimit-remaining", "49", "x-ratelimit-reset", millis(90*time.Second)),

@@ -76,7 +76,9 @@ func (p *headerParser) unifiedWindow(u *UnifiedSignals, name, rest, v string) {
 func (p *headerParser) epochReset(name, v string) Instant {
 	at, reason := parseReset(ResetEpochSeconds, v, p.now)
 	if reason != "" {
-		p.problem(name, v, reason)
+		if reason != reasonPassed {
+			p.problem(name, v, reason)
+		}
 		return Instant{}
 	}
 	return Instant{At: at, Known: true, Header: name}

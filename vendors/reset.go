@@ -290,12 +290,24 @@ func epoch(v string, scale float64, now time.Time) (time.Time, string) {
 	case n == 0:
 		return time.Time{}, "zero: the vendor names no instant to wait for"
 	case sec <= nowSec:
-		return time.Time{}, "not after now"
+		return time.Time{}, pastReason(nowSec-sec > MaxHorizon.Seconds())
 	case sec-nowSec > MaxHorizon.Seconds():
 		return time.Time{}, "more than a year away"
 	}
 	whole := math.Floor(sec)
 	return checkInstant(time.Unix(int64(whole), int64(math.Round((sec-whole)*1e9))), now)
+}
+
+// reasonPassed is the reason for a well-formed instant that has passed, by up
+// to MaxHorizon: the limit is already back to full, or the clocks disagree.
+// ParseHeaders does not list it among the Problems.
+const reasonPassed = "not after now: already passed"
+
+func pastReason(long bool) string {
+	if long {
+		return "not after now: more than a year in the past"
+	}
+	return reasonPassed
 }
 
 // absoluteRFC3339 reads an RFC 3339 timestamp.
@@ -312,7 +324,7 @@ func absoluteRFC3339(v string, now time.Time) (time.Time, string) {
 func checkInstant(t, now time.Time) (time.Time, string) {
 	switch {
 	case !t.After(now):
-		return time.Time{}, "not after now"
+		return time.Time{}, pastReason(now.Sub(t) > MaxHorizon)
 	case t.Sub(now) > MaxHorizon:
 		return time.Time{}, "more than a year away"
 	}

@@ -52,7 +52,8 @@ func TestParseReset(t *testing.T) {
 		{ResetRFC3339, "2026-11-23T15:00:05+01:00", 5 * time.Second, ""},
 		{ResetRFC3339, "2026-11-23T08:00:05.5-06:00", 5500 * time.Millisecond, ""},
 		{ResetRFC3339, "2026-11-23T14:00:00Z", 0, "not after now"},
-		{ResetRFC3339, "2026-11-23T13:59:59Z", 0, "not after now"},
+		{ResetRFC3339, "2026-11-23T13:59:59Z", 0, "already passed"},
+		{ResetRFC3339, "2025-01-01T00:00:00Z", 0, "more than a year in the past"},
 		{ResetRFC3339, "2028-01-01T00:00:00Z", 0, "more than a year"},
 		{ResetRFC3339, "6m0s", 0, "not an RFC 3339"},
 		{ResetRFC3339, "1782129600", 0, "not an RFC 3339"},
@@ -77,7 +78,7 @@ func TestParseReset(t *testing.T) {
 		{ResetEpochSeconds, unix(-time.Second), 0, "not after now"},
 		{ResetEpochSeconds, "0", 0, "zero"},
 		{ResetEpochSeconds, "-1", 0, "negative"},
-		{ResetEpochSeconds, "300", 0, "not after now"},
+		{ResetEpochSeconds, "300", 0, "more than a year in the past"},
 		{ResetEpochSeconds, millis(time.Hour), 0, "more than a year"},
 		{ResetEpochSeconds, "6m0s", 0, "not a number"},
 		// OpenRouter: epoch milliseconds. The 6m0s-as-epoch and the RFC 3339
@@ -86,7 +87,7 @@ func TestParseReset(t *testing.T) {
 		{ResetEpochMillis, millis(1500 * time.Millisecond), 1500 * time.Millisecond, ""},
 		{ResetEpochMillis, "6m0s", 0, "not a number"},
 		{ResetEpochMillis, "2026-11-23T14:00:05Z", 0, "not a number"},
-		{ResetEpochMillis, unix(time.Hour), 0, "not after now"},
+		{ResetEpochMillis, unix(time.Hour), 0, "more than a year in the past"},
 		{ResetEpochMillis, "99999999999999999999", 0, "more than a year"},
 		// Unknown vendor: by shape, then by magnitude.
 		{ResetAuto, "6m0s", 6 * time.Minute, ""},

@@ -155,7 +155,8 @@ type Signals struct {
 	Unified UnifiedSignals
 	// Problems lists the values that were present but unusable, each a
 	// *ValueError naming the header (or, from Classify, the body field)
-	// and the value. Nil when none.
+	// and the value. A well-formed reset that passed less than
+	// MaxHorizon ago is unknown but not listed. Nil when none.
 	Problems []error
 }
 
