@@ -67,12 +67,21 @@ func (k Kind) String() string {
 // Sentinel errors, one per failing kind; Classification.Err returns an *Error
 // that matches the one for its kind.
 var (
-	ErrRateLimited        = errors.New("vendors: rate limited")
-	ErrQuotaExhausted     = errors.New("vendors: quota exhausted")
-	ErrRequestTooLarge    = errors.New("vendors: request too large")
-	ErrOverloaded         = errors.New("vendors: vendor overloaded")
+	// ErrRateLimited matches a RateLimited response: retry after the delay.
+	ErrRateLimited = errors.New("vendors: rate limited")
+	// ErrQuotaExhausted matches a QuotaExhausted response: retrying fails
+	// until the quota is raised or its period rolls over.
+	ErrQuotaExhausted = errors.New("vendors: quota exhausted")
+	// ErrRequestTooLarge matches a TooLarge response: the request can never
+	// succeed as sent.
+	ErrRequestTooLarge = errors.New("vendors: request too large")
+	// ErrOverloaded matches an Overloaded response: back off and retry.
+	ErrOverloaded = errors.New("vendors: vendor overloaded")
+	// ErrConcurrencyLimited matches a ConcurrencyLimited response: queue
+	// and retry.
 	ErrConcurrencyLimited = errors.New("vendors: too many concurrent requests")
-	ErrVendor             = errors.New("vendors: vendor error")
+	// ErrVendor matches an OtherError response.
+	ErrVendor = errors.New("vendors: vendor error")
 )
 
 // Error is a failed vendor response as an error value. It matches (errors.Is)
