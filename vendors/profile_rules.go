@@ -150,4 +150,3 @@ func windowName(w time.Duration) string {
 	}
 	return w.String()
 }
-
