@@ -17,7 +17,9 @@ func TestGeminiProfile(t *testing.T) {
 			// C + R = 245 = floor(250 × 0.98) per 25 h, the longest Pacific day.
 			{Name: "gemini#gemini-2.5-flash#rpd", Config: rate(bucket.Requests, 40, 205, pacificDay)},
 		}},
-		{"daily burst", func() (Profile, error) { return GeminiProfile(GeminiLimits{RPD: 1_500}, WithBurst(RequestsPerDay, 500)) },
+		{"daily burst", func() (Profile, error) {
+			return GeminiProfile(GeminiLimits{RPD: 1_500}, WithBurst(RequestsPerDay, 500))
+		},
 			[]store.Bucket{{Name: "gemini#rpd", Config: rate(bucket.Requests, 500, 970, pacificDay)}}},
 	})
 }
