@@ -111,3 +111,15 @@ func TestPlan(t *testing.T) {
 		}
 	}
 }
+
+// TestVendorsExample keeps docs/examples/vendors-limits.yaml, which
+// docs/vendors.md shows, valid: every preset, 14 buckets.
+func TestVendorsExample(t *testing.T) {
+	f, err := Load("../docs/examples/vendors-limits.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Entries) != 14 {
+		t.Errorf("%d entries, want 14: %+v", len(f.Entries), f.Entries)
+	}
+}
