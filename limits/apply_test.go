@@ -78,17 +78,19 @@ func TestApply(t *testing.T) {
 		opts  []limits.ApplyOption
 		spend bool // acquire openai#rpm once before applying
 		want  map[string]limits.Action
-		// wantRPM is openai#rpm's balance after applying, in millitokens.
+		// wantRPM is openai#rpm's balance after applying, in millitokens:
+		// the preset's bucket holds one request (10 RPM is less than one a
+		// second).
 		wantRPM int64
 	}{
 		{"create", fileV1, nil, false,
-			map[string]limits.Action{"openai#rpm": limits.Create, "openai#tpm": limits.Create, "elevenlabs#concurrent": limits.Create}, 10_000},
-		{"again: nothing, balance kept", fileV1, nil, true, map[string]limits.Action{}, 9_000},
-		{"update keeps balances", fileV2, nil, false, map[string]limits.Action{"openai#tpm": limits.Update}, 9_000},
+			map[string]limits.Action{"openai#rpm": limits.Create, "openai#tpm": limits.Create, "elevenlabs#concurrent": limits.Create}, 1_000},
+		{"again: nothing, balance kept", fileV1, nil, true, map[string]limits.Action{}, 0},
+		{"update keeps balances", fileV2, nil, false, map[string]limits.Action{"openai#tpm": limits.Update}, 0},
 		{"reset refills", fileV2, []limits.ApplyOption{limits.WithReset()}, false,
-			map[string]limits.Action{"openai#rpm": limits.Reset, "openai#tpm": limits.Reset}, 10_000},
+			map[string]limits.Action{"openai#rpm": limits.Reset, "openai#tpm": limits.Reset}, 1_000},
 		{"prune deletes the undeclared", fileV2, []limits.ApplyOption{limits.WithPrune()}, false,
-			map[string]limits.Action{"elevenlabs#concurrent": limits.Delete}, 10_000},
+			map[string]limits.Action{"elevenlabs#concurrent": limits.Delete}, 1_000},
 	}
 	for _, s := range steps {
 		if s.spend {
@@ -104,8 +106,9 @@ func TestApply(t *testing.T) {
 			t.Errorf("%s: applied %v, want %v", s.name, got, s.want)
 		}
 		// A balance read a moment later may have refilled a little (the
-		// bucket refills 10 per minute): allow one millitoken per 6 ms.
-		if got := tokens(t, st)["openai#rpm"]; got < s.wantRPM || got > s.wantRPM+1_000 {
+		// bucket refills 10 per 61.225 s): allow most of a request, which
+		// takes 6 s to earn, but not a whole one.
+		if got := tokens(t, st)["openai#rpm"]; got < s.wantRPM || got > s.wantRPM+999 {
 			t.Errorf("%s: openai#rpm holds %d millitokens, want %d", s.name, got, s.wantRPM)
 		}
 	}

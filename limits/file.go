@@ -18,8 +18,10 @@
 // reset is an operator's action (sluice limits apply --reset, sluice bucket
 // reset).
 //
-// A file declares dimensions one by one, or through presets for common
-// vendor shapes:
+// A file declares dimensions one by one, or through presets built from the
+// vendor profiles of package vendors, whose buckets never admit more than
+// the vendor's own rule (a requests bucket holds one second's worth, every
+// rate is kept 2 % below the vendor's by default):
 //
 //	dimensions:
 //	  openai#gpt-4o#rpm:
@@ -30,16 +32,26 @@
 //	    cost_per_call: 1    # default cost (default 1)
 //	    max_debt: 0         # tokens below zero a settlement may go (0: capacity, -1: none)
 //	presets:
-//	  - preset: openai      # <vendor>[#<model>]#rpm and #tpm
+//	  - preset: openai      # <vendor>[#<model>]#rpm, #tpm, #rpd, #tpd
 //	    model: gpt-4o-mini
 //	    rpm: 500
 //	    tpm: 200000
+//	    headroom: 5%        # or 0.05; 0 to 50 %, default 2 %
+//	    burst: {rpm: 4}     # a smaller capacity than the profile's
 //	  - preset: anthropic   # #rpm, #input_tpm, #output_tpm
 //	    rpm: 50
 //	    input_tpm: 40000
 //	    output_tpm: 8000
-//	  - preset: elevenlabs  # #concurrent
-//	    concurrent: 5
+//	  - preset: azure       # azure#<deployment>#rpm, #tpm (rpm: 6 per 1000 tpm)
+//	    deployment: gpt-4o-eu
+//	    tpm: 30000
+//	  - preset: gemini      # #rpm, #tpm (input), #rpd
+//	    rpm: 10
+//	  - preset: groq        # #rpm, #tpm, #input_tpm, #output_tpm, #rpd, #tpd
+//	    tpm: 6000
+//	  - preset: elevenlabs  # #concurrent, or <family>#concurrent from a plan
+//	    plan: creator
+//	    family: flash_turbo
 //
 // Every error names the file, line, column and field.
 package limits

@@ -1,6 +1,7 @@
 package limits
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -14,14 +15,23 @@ func TestExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The presets' buckets are the vendor profiles' (package vendors): 2 %
+	// headroom stretches each minute to 61.225 s, and a requests bucket
+	// holds one second's worth (at least one request), not a minute's.
+	minute98 := 61_225 * time.Millisecond
+	rate := func(typ bucket.LimitType, capacity, amount int64) bucket.Config {
+		return bucket.Config{Type: typ, Capacity: capacity, RefillAmount: amount, RefillPeriod: minute98}
+	}
+	tpm := rate(bucket.Tokens, 29400, 30000)
+	tpm.MaxDebt = 5000
 	want := map[string]bucket.Config{
-		"anthropic#input_tpm":    bucket.PerPeriod(bucket.Tokens, 40000, time.Minute),
-		"anthropic#output_tpm":   bucket.PerPeriod(bucket.Tokens, 8000, time.Minute),
-		"anthropic#rpm":          bucket.PerPeriod(bucket.Requests, 50, time.Minute),
+		"anthropic#input_tpm":    rate(bucket.Tokens, 39200, 40000),
+		"anthropic#output_tpm":   rate(bucket.Tokens, 7840, 8000),
+		"anthropic#rpm":          rate(bucket.Requests, 1, 50),
 		"deepgram#concurrent":    bucket.ConcurrentSlots(20),
 		"elevenlabs#concurrent":  bucket.ConcurrentSlots(5),
-		"openai#gpt-4o#rpm":      bucket.PerPeriod(bucket.Requests, 500, time.Minute),
-		"openai#gpt-4o#tpm":      {Type: bucket.Tokens, Capacity: 30000, RefillAmount: 30000, RefillPeriod: time.Minute, MaxDebt: 5000},
+		"openai#gpt-4o#rpm":      rate(bucket.Requests, 8, 500),
+		"openai#gpt-4o#tpm":      tpm,
 		"openai#gpt-4o-mini#tpm": {Type: bucket.Tokens, Capacity: 250000, RefillAmount: 200000, RefillPeriod: time.Minute, CostPerCall: 1000, MaxDebt: 20000},
 	}
 	if len(f.Entries) != len(want) {
@@ -72,29 +82,44 @@ func TestErrorsNamePosition(t *testing.T) {
 }
 
 func TestPlan(t *testing.T) {
-	f, err := Parse("x.yaml", []byte("presets:\n  - preset: openai\n    rpm: 10\n    tpm: 1000\ndimensions:\n  e#c:\n    type: concurrent\n    capacity: 2\n"))
+	f, err := Parse("x.yaml", []byte("presets:\n  - preset: openai\n    rpm: 600\n    tpm: 1000\n    headroom: 0\ndimensions:\n  e#c:\n    type: concurrent\n    capacity: 2\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	// openai#rpm as the openai preset made it before it was built from the
+	// profile (capacity = a minute's worth); openai#tpm as it makes it now.
 	cur := []store.BucketState{
-		{Bucket: store.Bucket{Name: "openai#rpm", Config: bucket.PerPeriod(bucket.Requests, 10, time.Minute)}, Tokens: 4000},
-		{Bucket: store.Bucket{Name: "openai#tpm", Config: bucket.PerPeriod(bucket.Tokens, 900, time.Minute)}},
+		{Bucket: store.Bucket{Name: "openai#rpm", Config: bucket.PerPeriod(bucket.Requests, 600, time.Minute)}, Tokens: 4000},
+		{Bucket: store.Bucket{Name: "openai#tpm", Config: bucket.PerPeriod(bucket.Tokens, 1000, time.Minute)}},
 		{Bucket: store.Bucket{Name: "old#rpm", Config: bucket.PerPeriod(bucket.Requests, 1, time.Second)}},
 	}
 	got := map[string]Change{}
 	for _, c := range Plan(f, cur, false, false) {
 		got[c.Dimension] = c
 	}
-	if got["openai#rpm"].Action != Unchanged || got["e#c"].Action != Create || got["old#rpm"].Action != Unmanaged {
+	if got["openai#tpm"].Action != Unchanged || got["e#c"].Action != Create || got["old#rpm"].Action != Unmanaged {
 		t.Errorf("%+v", got)
 	}
-	if c := got["openai#tpm"]; c.Action != Update || len(c.Fields) != 3 || c.Fields[0] != (FieldChange{"capacity", "900", "1000"}) || c.Reset {
-		t.Errorf("update: %+v", c)
+	want := []FieldChange{{"capacity", "600", "10"}, {"max_debt", "600", "10"}}
+	if c := got["openai#rpm"]; c.Action != Update || !reflect.DeepEqual(c.Fields, want) || c.Reset {
+		t.Errorf("update:\n got %+v\nwant %+v", c, want)
 	}
 	for _, c := range Plan(f, cur, true, true) {
-		want := map[string]Action{"openai#rpm": Reset, "openai#tpm": Update, "e#c": Create, "old#rpm": Delete}[c.Dimension]
+		want := map[string]Action{"openai#rpm": Update, "openai#tpm": Reset, "e#c": Create, "old#rpm": Delete}[c.Dimension]
 		if c.Action != want || (c.Action != Delete && !c.Reset) {
 			t.Errorf("reset+prune: %+v", c)
 		}
+	}
+}
+
+// TestVendorsExample keeps docs/examples/vendors-limits.yaml, which
+// docs/vendors.md shows, valid: every preset, 14 buckets.
+func TestVendorsExample(t *testing.T) {
+	f, err := Load("../docs/examples/vendors-limits.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Entries) != 14 {
+		t.Errorf("%d entries, want 14: %+v", len(f.Entries), f.Entries)
 	}
 }

@@ -17,6 +17,9 @@ func FuzzParse(f *testing.F) {
 		"presets:\n  - preset: openai\n    model: gpt-4o\n    rpm: 500\n    tpm: 30000\n  - preset: elevenlabs\n    concurrent: 5\n",
 		"presets:\n  - preset: anthropic\n    rpm: 50\n    input_tpm: 40000\n    output_tpm: 8000\n",
 		"dimensions:\n  a#b:\n    type: requests\n    capacity: 0\n",
+		"presets:\n  - preset: azure\n    deployment: eu\n    tpm: 30000\n    headroom: 5%\n    burst: {tpm: 6000, rpm: 2}\n",
+		"presets:\n  - preset: gemini\n    model: flash\n    rpm: 10\n    tpm: 250000\n    rpd: 250\n  - preset: groq\n    rpm: 30\n    tpd: 1000\n    max_debt: -1\n",
+		"presets:\n  - preset: elevenlabs\n    plan: creator\n    family: flash_turbo\n    headroom: 0.5\n",
 		"- a\n",
 		"",
 		"dimensions: [",
@@ -58,4 +61,18 @@ func unjoin(err error) []error {
 		return j.Unwrap()
 	}
 	return []error{err}
+}
+
+// FuzzParseHeadroom checks ParseHeadroom on any input: no panic, and an
+// accepted headroom is a number from 0 to 0.5.
+func FuzzParseHeadroom(f *testing.F) {
+	for _, s := range []string{"0.05", "5%", "50%", "0", "-1", "NaN", "1e-3", "Inf%", " 2 % ", "%"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		h, err := ParseHeadroom(s)
+		if err == nil && !(h >= 0 && h <= 0.5) {
+			t.Fatalf("ParseHeadroom(%q) = %v, accepted out of range", s, h)
+		}
+	})
 }

@@ -1,47 +1,83 @@
 package limits
 
 import (
+	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
-	"time"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/ontopix/sluice/bucket"
 	"github.com/ontopix/sluice/store"
+	"github.com/ontopix/sluice/vendors"
 )
 
-// preset is a vendor shape: the dimensions it declares, each a metric key
-// in the file, the dimension's suffix and its type.
+// preset is a vendor profile as a file declares it: the fields that carry
+// its limits (each also the dimension suffix: openai rpm → openai#rpm),
+// the field that scopes it, and how to build the profile.
 type preset struct {
-	vendor  string
-	metrics []metric
+	vendor  vendors.Vendor
+	scope   string   // "model", "deployment" or "family"
+	metrics []string // limit fields, in the profile's order
+	words   []string // other string fields (elevenlabs plan)
+	build   func(scope string, n map[string]int64, w map[string]string, opts ...vendors.ProfileOption) (vendors.Profile, error)
 }
 
-type metric struct {
-	key string // in the file, e.g. "rpm"
-	typ bucket.LimitType
-}
-
-// presetTable returns the built-in vendor shapes. Each metric key names
-// both the file field and the dimension suffix: openai rpm → openai#rpm.
+// presetTable returns the built-in presets, each built from its vendor's
+// profile (package vendors), so that a preset's buckets are the profile's.
 func presetTable() map[string]preset {
 	return map[string]preset{
-		"openai":     {vendor: "openai", metrics: []metric{{"rpm", bucket.Requests}, {"tpm", bucket.Tokens}}},
-		"anthropic":  {vendor: "anthropic", metrics: []metric{{"rpm", bucket.Requests}, {"input_tpm", bucket.Tokens}, {"output_tpm", bucket.Tokens}}},
-		"elevenlabs": {vendor: "elevenlabs", metrics: []metric{{"concurrent", bucket.Concurrent}}},
+		"openai": {vendor: vendors.OpenAI, scope: "model", metrics: []string{"rpm", "tpm", "rpd", "tpd"},
+			build: func(s string, n map[string]int64, _ map[string]string, o ...vendors.ProfileOption) (vendors.Profile, error) {
+				return vendors.OpenAIProfile(vendors.OpenAILimits{Model: s, RPM: n["rpm"], TPM: n["tpm"], RPD: n["rpd"], TPD: n["tpd"]}, o...)
+			}},
+		"anthropic": {vendor: vendors.Anthropic, scope: "model", metrics: []string{"rpm", "input_tpm", "output_tpm"},
+			build: func(s string, n map[string]int64, _ map[string]string, o ...vendors.ProfileOption) (vendors.Profile, error) {
+				return vendors.AnthropicProfile(vendors.AnthropicLimits{Model: s, RPM: n["rpm"], InputTPM: n["input_tpm"], OutputTPM: n["output_tpm"]}, o...)
+			}},
+		"azure": {vendor: vendors.Azure, scope: "deployment", metrics: []string{"rpm", "tpm"},
+			build: func(s string, n map[string]int64, _ map[string]string, o ...vendors.ProfileOption) (vendors.Profile, error) {
+				return vendors.AzureProfile(vendors.AzureLimits{Deployment: s, TPM: n["tpm"], RPM: n["rpm"]}, o...)
+			}},
+		"gemini": {vendor: vendors.Gemini, scope: "model", metrics: []string{"rpm", "tpm", "rpd"},
+			build: func(s string, n map[string]int64, _ map[string]string, o ...vendors.ProfileOption) (vendors.Profile, error) {
+				return vendors.GeminiProfile(vendors.GeminiLimits{Model: s, RPM: n["rpm"], TPM: n["tpm"], RPD: n["rpd"]}, o...)
+			}},
+		"groq": {vendor: vendors.Groq, scope: "model", metrics: []string{"rpm", "tpm", "input_tpm", "output_tpm", "rpd", "tpd"},
+			build: func(s string, n map[string]int64, _ map[string]string, o ...vendors.ProfileOption) (vendors.Profile, error) {
+				return vendors.GroqProfile(vendors.GroqLimits{Model: s, RPM: n["rpm"], RPD: n["rpd"], TPM: n["tpm"], TPD: n["tpd"], InputTPM: n["input_tpm"], OutputTPM: n["output_tpm"]}, o...)
+			}},
+		"elevenlabs": {vendor: vendors.ElevenLabs, scope: "family", metrics: []string{"concurrent"}, words: []string{"plan"},
+			build: func(s string, n map[string]int64, w map[string]string, o ...vendors.ProfileOption) (vendors.Profile, error) {
+				return vendors.ElevenLabsProfile(vendors.ElevenLabsLimits{Plan: vendors.ElevenLabsPlan(w["plan"]), Family: vendors.ElevenLabsFamily(s), Concurrent: n["concurrent"]}, o...)
+			}},
 	}
 }
 
 // PresetNames lists the presets, sorted.
 func PresetNames() []string {
-	out := make([]string, 0, 3)
-	for k := range presetTable() {
+	t := presetTable()
+	out := make([]string, 0, len(t))
+	for k := range t {
 		out = append(out, k)
 	}
 	sort.Strings(out)
 	return out
+}
+
+// common are the fields every preset accepts besides its own.
+var common = []string{"vendor", "max_debt", "headroom", "burst"}
+
+// fields returns the keys a preset accepts, in the order errors list them.
+func (pr preset) fields() []string {
+	out := append([]string{pr.scope}, pr.words...)
+	if pr.scope != "model" {
+		out = append(out, "model")
+	}
+	out = append(out, common...)
+	return append(out, pr.metrics...)
 }
 
 func (p *parser) presets(n *yaml.Node) {
@@ -50,98 +86,270 @@ func (p *parser) presets(n *yaml.Node) {
 		return
 	}
 	for i, item := range n.Content {
-		path := fmt.Sprintf("presets[%d]", i)
-		if item.Kind != yaml.MappingNode {
-			p.errorf(item, path, "must be a mapping with preset: and the vendor's limits")
-			continue
-		}
-		fields := map[string]*yaml.Node{}
-		keys := map[string]*yaml.Node{}
-		for j := 0; j+1 < len(item.Content); j += 2 {
-			fields[item.Content[j].Value] = item.Content[j+1]
-			keys[item.Content[j].Value] = item.Content[j]
-		}
-		pn := fields["preset"]
-		if pn == nil {
-			p.errorf(item, path+".preset", "missing: one of %s", strings.Join(PresetNames(), ", "))
-			continue
-		}
-		pr, ok := presetTable()[pn.Value]
-		if !ok {
-			p.errorf(pn, path+".preset", "%q: unknown preset (want one of %s)", pn.Value, strings.Join(PresetNames(), ", "))
-			continue
-		}
-		allowed := map[string]bool{"preset": true, "vendor": true, "model": true, "max_debt": true}
-		for _, m := range pr.metrics {
-			allowed[m.key] = true
-		}
-		bad := false
-		for k, kn := range keys {
-			if !allowed[k] {
-				want := []string{"vendor", "model", "max_debt"}
-				for _, m := range pr.metrics {
-					want = append(want, m.key)
-				}
-				p.errorf(kn, path+"."+k, "unknown field for preset %s (want %s)", pr.vendor, strings.Join(want, ", "))
-				bad = true
-			}
-		}
-		if bad {
-			continue
-		}
-		vendor := pr.vendor
-		if v := fields["vendor"]; v != nil {
-			vendor = v.Value
-		}
-		prefix := vendor
-		if m := fields["model"]; m != nil {
-			if m.Value == "" || strings.Contains(m.Value, "#") {
-				p.errorf(m, path+".model", "must be a non-empty name without '#'")
-				continue
-			}
-			prefix += "#" + m.Value
-		}
-		var maxDebt int64
-		if n := fields["max_debt"]; n != nil {
-			v, err := intOf(n)
-			if err != nil {
-				p.errorf(n, path+".max_debt", "%v", err)
-				continue
-			}
-			maxDebt = v
-		}
-		declared := 0
-		for _, m := range pr.metrics {
-			n := fields[m.key]
-			if n == nil {
-				continue
-			}
-			declared++
-			v, err := intOf(n)
-			if err != nil {
-				p.errorf(n, path+"."+m.key, "%v", err)
-				continue
-			}
-			c := bucket.ConcurrentSlots(v)
-			if m.typ != bucket.Concurrent {
-				c = bucket.PerPeriod(m.typ, v, time.Minute)
-				if m.typ == bucket.Tokens {
-					c.MaxDebt = maxDebt
-				}
-			}
-			if err := c.Validate(); err != nil {
-				p.errorf(n, path+"."+m.key, "%v: must be between 1 and 10^12", v)
-				continue
-			}
-			p.add(n, path+"."+m.key, Entry{Bucket: store.Bucket{Name: prefix + "#" + m.key, Config: c},
-				Source: "preset " + pn.Value, Line: n.Line}, nil)
-		}
-		if declared == 0 {
-			want := make([]string, len(pr.metrics))
-			for i, m := range pr.metrics {
-				want[i] = m.key
-			}
-			p.errorf(item, path, "preset %s declares no limit; give at least one of %s", pn.Value, strings.Join(want, ", "))
+		p.preset(fmt.Sprintf("presets[%d]", i), item)
+	}
+}
+
+// presetItem is one preset's fields as the file gives them.
+type presetItem struct {
+	path   string
+	at     *yaml.Node
+	fields map[string]*yaml.Node // key → value
+	keys   map[string]*yaml.Node // key → the key node
+}
+
+func (p *parser) preset(path string, item *yaml.Node) {
+	if item.Kind != yaml.MappingNode {
+		p.errorf(item, path, "must be a mapping with preset: and the vendor's limits")
+		return
+	}
+	it := presetItem{path: path, at: item, fields: map[string]*yaml.Node{}, keys: map[string]*yaml.Node{}}
+	for j := 0; j+1 < len(item.Content); j += 2 {
+		it.fields[item.Content[j].Value] = item.Content[j+1]
+		it.keys[item.Content[j].Value] = item.Content[j]
+	}
+	pn := it.fields["preset"]
+	if pn == nil {
+		p.errorf(item, path+".preset", "missing: one of %s", strings.Join(PresetNames(), ", "))
+		return
+	}
+	pr, ok := presetTable()[pn.Value]
+	if !ok {
+		p.errorf(pn, path+".preset", "%q: unknown preset (want one of %s)", pn.Value, strings.Join(PresetNames(), ", "))
+		return
+	}
+	if !p.knownFields(it, pr) {
+		return
+	}
+	prefix, scope, ok := p.presetPrefix(it, pr)
+	if !ok {
+		return
+	}
+	limits, words, opts, maxDebt, ok := p.presetValues(it, pr)
+	if !ok {
+		return
+	}
+	if len(limits) == 0 && words["plan"] == "" {
+		p.errorf(item, path, "preset %s declares no limit; give at least one of %s", pn.Value, strings.Join(pr.metrics, ", "))
+		return
+	}
+	prof, err := pr.build(scope, limits, words, opts...)
+	if err != nil {
+		p.profileError(it, err)
+		return
+	}
+	p.addProfile(it, pn.Value, prefix, prof, maxDebt)
+}
+
+// knownFields reports unknown keys; it returns false if there were any.
+func (p *parser) knownFields(it presetItem, pr preset) bool {
+	allowed := map[string]bool{"preset": true}
+	for _, k := range pr.fields() {
+		allowed[k] = true
+	}
+	ok := true
+	for k, kn := range it.keys {
+		if !allowed[k] {
+			p.errorf(kn, it.path+"."+k, "unknown field for preset %s (want %s)", pr.vendor, strings.Join(pr.fields(), ", "))
+			ok = false
 		}
 	}
+	return ok
+}
+
+// presetPrefix returns the dimension prefix (vendor[#scope]) and the scope
+// to give the profile. model: scopes any preset by a free name; the
+// preset's own scope field (deployment, family) is validated by the
+// profile.
+func (p *parser) presetPrefix(it presetItem, pr preset) (prefix, scope string, ok bool) {
+	prefix = string(pr.vendor)
+	if v := it.fields["vendor"]; v != nil {
+		prefix = v.Value
+	}
+	name := func(key string) (string, bool) {
+		n := it.fields[key]
+		if n == nil {
+			return "", true
+		}
+		if n.Kind != yaml.ScalarNode || n.Value == "" || strings.Contains(n.Value, "#") {
+			p.errorf(n, it.path+"."+key, "must be a non-empty name without '#'")
+			return "", false
+		}
+		return n.Value, true
+	}
+	own, ok := name(pr.scope)
+	if !ok {
+		return "", "", false
+	}
+	model := ""
+	if pr.scope != "model" {
+		if model, ok = name("model"); !ok {
+			return "", "", false
+		}
+	}
+	if own != "" && model != "" {
+		p.errorf(it.keys["model"], it.path+".model", "give %s or model, not both", pr.scope)
+		return "", "", false
+	}
+	if s := own + model; s != "" {
+		prefix += "#" + s
+	}
+	return prefix, own, true
+}
+
+// presetValues reads the limits, words, headroom, bursts and max_debt.
+func (p *parser) presetValues(it presetItem, pr preset) (limits map[string]int64, words map[string]string, opts []vendors.ProfileOption, maxDebt int64, ok bool) {
+	ok = true
+	limits, words = map[string]int64{}, map[string]string{}
+	for _, m := range pr.metrics {
+		n := it.fields[m]
+		if n == nil {
+			continue
+		}
+		v, err := intOf(n)
+		if err == nil && (v < 1 || v > bucket.MaxCapacity) {
+			err = fmt.Errorf("%d: must be between 1 and 10^12", v)
+		}
+		if err != nil {
+			p.errorf(n, it.path+"."+m, "%v", err)
+			ok = false
+			continue
+		}
+		limits[m] = v
+	}
+	for _, w := range pr.words {
+		if n := it.fields[w]; n != nil {
+			words[w] = n.Value
+		}
+	}
+	if n := it.fields["max_debt"]; n != nil {
+		v, err := intOf(n)
+		if err == nil && (v < bucket.NoDebt || v > bucket.MaxCapacity) {
+			err = fmt.Errorf("%d: must be -1 (no debt), 0 (default: capacity) or up to 10^12 tokens", v)
+		}
+		if err != nil {
+			p.errorf(n, it.path+".max_debt", "%v", err)
+			ok = false
+		}
+		maxDebt = v
+	}
+	if n := it.fields["headroom"]; n != nil {
+		h, err := ParseHeadroom(n.Value)
+		if err != nil || n.Kind != yaml.ScalarNode {
+			p.errorf(n, it.path+".headroom", "%q: must be a fraction from 0 to 0.5 or a percentage from 0%% to 50%% (default 2%%)", n.Value)
+			ok = false
+		} else {
+			opts = append(opts, vendors.WithHeadroom(h))
+		}
+	}
+	if n := it.fields["burst"]; n != nil {
+		b, bok := p.bursts(it.path+".burst", n, pr)
+		opts = append(opts, b...)
+		ok = ok && bok
+	}
+	return limits, words, opts, maxDebt, ok
+}
+
+// bursts reads burst: {rpm: 10, tpm: 5000}.
+func (p *parser) bursts(path string, n *yaml.Node, pr preset) ([]vendors.ProfileOption, bool) {
+	if n.Kind != yaml.MappingNode {
+		p.errorf(n, path, "must be a mapping of limit to capacity, e.g. {rpm: 5}")
+		return nil, false
+	}
+	var opts []vendors.ProfileOption
+	ok := true
+	for j := 0; j+1 < len(n.Content); j += 2 {
+		k, v := n.Content[j], n.Content[j+1]
+		m, known := vendors.MetricOf(k.Value)
+		if !known || !contains(pr.metrics, k.Value) {
+			p.errorf(k, path+"."+k.Value, "unknown limit for preset %s (want %s)", pr.vendor, strings.Join(pr.metrics, ", "))
+			ok = false
+			continue
+		}
+		c, err := intOf(v)
+		if err != nil {
+			p.errorf(v, path+"."+k.Value, "%v", err)
+			ok = false
+			continue
+		}
+		opts = append(opts, vendors.WithBurst(m, c))
+	}
+	return opts, ok
+}
+
+// profileError places a profile's *bucket.FieldError on the field it names.
+func (p *parser) profileError(it presetItem, err error) {
+	var fe *bucket.FieldError
+	if !errors.As(err, &fe) {
+		p.errorf(it.at, it.path, "%v", err)
+		return
+	}
+	at, field := it.at, it.path
+	key := fe.Field
+	if strings.HasPrefix(key, "burst[") && strings.HasSuffix(key, "]") {
+		b := strings.TrimSuffix(strings.TrimPrefix(key, "burst["), "]")
+		if bn := it.fields["burst"]; bn != nil && bn.Kind == yaml.MappingNode {
+			for j := 0; j+1 < len(bn.Content); j += 2 {
+				if bn.Content[j].Value == b {
+					at, field = bn.Content[j+1], it.path+".burst."+b
+				}
+			}
+		}
+	} else if n := it.fields[key]; n != nil {
+		at, field = n, it.path+"."+key
+	}
+	p.errorf(at, field, "%v: %s", fe.Value, fe.Reason)
+}
+
+// addProfile adds the profile's buckets under the file's prefix, each at
+// the line of the field that declared it.
+func (p *parser) addProfile(it presetItem, name, prefix string, prof vendors.Profile, maxDebt int64) {
+	for _, d := range prof.Dimensions {
+		key := vendors.Suffix(d.Metric)
+		at := it.fields[key]
+		if at == nil {
+			at = it.fields["plan"]
+		}
+		if at == nil {
+			at = it.at
+		}
+		c := d.Config
+		if c.Type == bucket.Tokens {
+			c.MaxDebt = maxDebt
+		}
+		if err := c.Validate(); err != nil {
+			var fe *bucket.FieldError
+			if errors.As(err, &fe) && fe.Field == "max_debt" {
+				p.errorf(it.fields["max_debt"], it.path+".max_debt", "%v: %s", fe.Value, fe.Reason)
+				return
+			}
+			p.errorf(at, it.path+"."+key, "%v", err)
+			continue
+		}
+		p.add(at, it.path+"."+key, Entry{Bucket: store.Bucket{Name: prefix + "#" + key, Config: c},
+			Source: "preset " + name, Line: at.Line}, nil)
+	}
+}
+
+// ParseHeadroom reads a headroom as a fraction (0.05) or a percentage
+// (5%), from 0 to 0.5.
+func ParseHeadroom(s string) (float64, error) {
+	t, pct := strings.CutSuffix(strings.TrimSpace(s), "%")
+	h, err := strconv.ParseFloat(strings.TrimSpace(t), 64)
+	if pct {
+		h /= 100
+	}
+	if err != nil || !(h >= 0 && h <= vendors.MaxHeadroom) {
+		return 0, fmt.Errorf("%q: must be a fraction from 0 to 0.5 or a percentage from 0%% to 50%%", s)
+	}
+	return h, nil
+}
+
+func contains(xs []string, s string) bool {
+	for _, x := range xs {
+		if x == s {
+			return true
+		}
+	}
+	return false
 }

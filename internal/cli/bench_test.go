@@ -30,7 +30,10 @@ func (s *overAdmitting) Acquire(ctx context.Context, req *store.AcquireRequest, 
 	return nil
 }
 
-const benchLimits = "presets:\n  - preset: openai\n    rpm: 600\n    tpm: 60000\n  - preset: elevenlabs\n    concurrent: 3\n"
+// benchLimits declares the bench's buckets one by one: a vendor preset's
+// requests bucket holds one second's worth, and the bench wants a
+// minute's burst to measure the store before the limit.
+const benchLimits = "dimensions:\n  openai#rpm:\n    type: requests\n    capacity: 600\n    per: 1m\n  openai#tpm:\n    type: tokens\n    capacity: 60000\n    per: 1m\n  elevenlabs#concurrent:\n    type: concurrent\n    capacity: 3\n"
 
 func writeLimits(t *testing.T) string {
 	p := t.TempDir() + "/limits.yaml"

@@ -27,8 +27,9 @@ func newLimitsCmd(g *globals) *cobra.Command {
 		Short: "Declare limits in a YAML file and apply them to the store",
 		Long: `limits keeps the store's buckets in line with a YAML file that declares
 dimensions (type, capacity, per, refill, cost_per_call, max_debt) and presets
-for vendor shapes (openai: rpm + tpm; anthropic: rpm + input_tpm + output_tpm;
-elevenlabs: concurrent). See docs/examples/limits.yaml.
+built from the vendor profiles (openai, anthropic, azure, gemini, groq,
+elevenlabs; headroom and burst tune them). See docs/examples/limits.yaml and
+docs/vendors.md.
 
 plan shows what apply would do, diff shows only the differences, apply does
 it. apply never resets a live balance unless --reset; buckets in the store

@@ -18,7 +18,7 @@ func TestLimits(t *testing.T) { stores(t, testLimits) }
 // re-applies: the live balance survives unless --reset.
 func testLimits(t *testing.T, e *testEnv) {
 	out := e.ok("limits", "apply", "-f", example)
-	if strings.Count(out, "create ") != 8 || !strings.Contains(out, "create openai#gpt-4o#tpm: 30000/1m tokens") {
+	if strings.Count(out, "create ") != 8 || !strings.Contains(out, "create openai#gpt-4o#tpm: 30000/1m1.225s burst 29400 tokens") {
 		t.Fatalf("first apply:\n%s", out)
 	}
 	if out := e.ok("limits", "apply", "-f", example); !strings.Contains(out, "nothing to change") {
@@ -28,7 +28,7 @@ func testLimits(t *testing.T, e *testEnv) {
 		t.Errorf("diff:\n%s", out)
 	}
 	drained := time.Now()
-	e.ok("acquire", "anthropic#rpm:50")
+	e.ok("acquire", "anthropic#input_tpm:39200") // the preset's capacity: 40000 less 2 % headroom
 	e.ok("bucket", "put", "extra#rpm", "--type", "requests", "--capacity", "1")
 
 	changed := filepath.Join(t.TempDir(), "limits.yaml")
@@ -36,23 +36,23 @@ func testLimits(t *testing.T, e *testEnv) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(changed, []byte(strings.Replace(string(b), "    rpm: 50\n", "    rpm: 60\n", 1)), 0o644); err != nil {
+	if err := os.WriteFile(changed, []byte(strings.Replace(string(b), "    input_tpm: 40_000\n", "    input_tpm: 50_000\n", 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	out, _, code := e.run("limits", "diff", "-f", changed, "--exit-code")
-	if code != ExitError || !strings.Contains(out, "~ anthropic#rpm\n-     capacity: 50\n+     capacity: 60\n") || !strings.Contains(out, "- extra#rpm (in the store, not in the file)") {
+	if code != ExitError || !strings.Contains(out, "~ anthropic#input_tpm\n-     capacity: 39200\n+     capacity: 49000\n") || !strings.Contains(out, "- extra#rpm (in the store, not in the file)") {
 		t.Errorf("diff after change: exit %d\n%s", code, out)
 	}
 	out = e.ok("limits", "apply", "-f", changed)
-	if !strings.Contains(out, "update anthropic#rpm: capacity 50 -> 60, refill 50 -> 60, max_debt 50 -> 60") {
+	if !strings.Contains(out, "update anthropic#input_tpm: capacity 39200 -> 49000, refill 40000 -> 50000, max_debt 39200 -> 49000") {
 		t.Errorf("apply change:\n%s", out)
 	}
 	var s bucketView
 	// The commands run on the wall clock, so the drained bucket refills
-	// while they run: at most 60/min (the new rate) since it was drained,
-	// plus one token of rounding. A reset would show 60.
-	refilled := time.Since(drained).Seconds() + 1
-	if err := json.Unmarshal([]byte(e.ok("bucket", "get", "anthropic#rpm", "-o", "json")), &s); err != nil || s.Capacity != 60 || s.Tokens > refilled {
+	// while they run: at most 50000 per 61.225 s (the new rate) since it
+	// was drained, plus one token of rounding. A reset would show 49000.
+	refilled := time.Since(drained).Seconds()*50_000/61.225 + 1
+	if err := json.Unmarshal([]byte(e.ok("bucket", "get", "anthropic#input_tpm", "-o", "json")), &s); err != nil || s.Capacity != 49_000 || s.Tokens > refilled {
 		t.Errorf("the live balance was not kept: %v %+v (at most %.3f tokens could have refilled)", err, s, refilled)
 	}
 	out = e.ok("limits", "apply", "-f", changed, "--reset", "--prune", "-o", "json")
@@ -62,7 +62,7 @@ func testLimits(t *testing.T, e *testEnv) {
 	if err := json.Unmarshal([]byte(out), &applied); err != nil || len(applied.Applied) != 9 {
 		t.Errorf("apply --reset --prune: %v\n%s", err, out)
 	}
-	if err := json.Unmarshal([]byte(e.ok("bucket", "get", "anthropic#rpm", "-o", "json")), &s); err != nil || s.Tokens != 60 {
+	if err := json.Unmarshal([]byte(e.ok("bucket", "get", "anthropic#input_tpm", "-o", "json")), &s); err != nil || s.Tokens != 49_000 {
 		t.Errorf("--reset did not refill: %v %+v", err, s)
 	}
 	if _, errs, code := e.run("bucket", "get", "extra#rpm"); code != ExitError || !strings.Contains(errs, "unknown dimension") {
@@ -75,7 +75,11 @@ func testLimits(t *testing.T, e *testEnv) {
 func TestGoldenLimitsPlan(t *testing.T) { stores(t, testGoldenLimitsPlan) }
 
 func testGoldenLimitsPlan(t *testing.T, e *testEnv) {
+	// A deployment that applied the presets before they were built from
+	// the vendor profiles: capacity a minute's worth. The plan shows each
+	// bucket's move to the profile's capacity and stretched period.
 	e.ok("bucket", "put", "anthropic#rpm", "--type", "requests", "--capacity", "40", "--per", "1m")
+	e.ok("bucket", "put", "openai#gpt-4o#rpm", "--type", "requests", "--capacity", "500", "--per", "1m")
 	e.ok("bucket", "put", "elevenlabs#concurrent", "--type", "concurrent", "--capacity", "5")
 	e.ok("bucket", "put", "legacy#rpm", "--type", "requests", "--capacity", "10", "--per", "1s")
 	golden(t, "limits_plan.txt", e.ok("limits", "plan", "-f", example))

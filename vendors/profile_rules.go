@@ -1,0 +1,152 @@
+package vendors
+
+import (
+	"fmt"
+	"math/bits"
+	"time"
+
+	"github.com/ontopix/sluice/bucket"
+)
+
+// The shapes a profile's dimensions take. Each returns a bucket that is
+// never more permissive than its Rule for any window length; the property
+// test in profile_property_test.go checks it against the vendor rules
+// independently of this code.
+
+// day is a calendar day in the published sense; pacificDay is the longest
+// calendar day at midnight Pacific (the day daylight saving time ends).
+const (
+	day        = 24 * time.Hour
+	pacificDay = 25 * time.Hour
+)
+
+// mulDiv returns floor(a*b/c) for non-negative a, b and positive c whose
+// quotient fits in an int64 (every caller's does: a ≤ 10^15, b ≤ 10^6).
+func mulDiv(a, b, c int64) int64 {
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	q, _ := bits.Div64(hi, lo, uint64(c))
+	return int64(q)
+}
+
+// stretch returns the window lengthened by the headroom: a bucket that
+// refills n per stretch(w) refills n·(1 − headroom) per w. It rounds up,
+// so the rate never exceeds the scaled one.
+func (b *builder) stretch(w time.Duration) time.Duration {
+	ms := w.Milliseconds()
+	q := mulDiv(ms, ppm, ppm-b.hp)
+	if q*(ppm-b.hp) < ms*ppm {
+		q++
+	}
+	return time.Duration(q) * time.Millisecond
+}
+
+// scale returns floor(n·(1 − headroom)).
+func (b *builder) scale(n int64) int64 { return mulDiv(n, ppm-b.hp, ppm) }
+
+// perMinuteBurst is the vendor bucket's capacity for a per-minute request
+// limit, in thousandths: one second's worth, at least one request.
+func perMinuteBurst(rpm int64) int64 { return max(1000, rpm*1000/60) }
+
+// continuous adds a dimension for a vendor that enforces limit n per
+// window as a bucket of capacity burstMilli/1000 refilled continuously.
+// The profile's bucket holds floor(burst·(1 − headroom)), at least 1,
+// and refills n every stretched window.
+func (b *builder) continuous(m Metric, typ bucket.LimitType, n int64, window time.Duration, burstMilli int64) {
+	if !b.limit(m, n) {
+		return
+	}
+	vendorCap := burstMilli / 1000
+	c := max(1, mulDiv(burstMilli, ppm-b.hp, 1000*ppm))
+	if v, ok := b.burst(m); ok {
+		if v < 1 || v > vendorCap {
+			b.fail("burst["+Suffix(m)+"]", v, fmt.Sprintf("must be between 1 and %d, the vendor's own burst for %d per %s", vendorCap, n, windowName(window)))
+			return
+		}
+		c = v
+	}
+	cfg := bucket.Config{Type: typ, Capacity: c, RefillAmount: n, RefillPeriod: b.stretch(window)}
+	b.add(m, cfg, n, window, Rule{Kind: ContinuousBucket, Limit: n, Window: window, BurstMilli: burstMilli})
+}
+
+// fixed adds a dimension for a vendor that counts at most n per calendar
+// window and resets the count at each boundary. A bucket admits at most
+// capacity + refill within one refill period, so the profile keeps
+// capacity + refill ≤ floor(n·(1 − headroom)): by default a sixth of it as
+// capacity and the rest as refill. period is the bucket's refill period:
+// the window, or the longest calendar day for a daily limit.
+func (b *builder) fixed(m Metric, typ bucket.LimitType, n int64, window, period time.Duration) {
+	if !b.limit(m, n) {
+		return
+	}
+	total := b.scale(n)
+	if total < 2 {
+		b.fail(Suffix(m), n, fmt.Sprintf("too small for a fixed window with %.3g headroom: a bucket needs at least 1 of capacity and 1 of refill within the window's %d", b.p.Headroom, n))
+		return
+	}
+	c := max(1, total/6)
+	if v, ok := b.burst(m); ok {
+		if v < 1 || v > total-1 {
+			b.fail("burst["+Suffix(m)+"]", v, fmt.Sprintf("must be between 1 and %d: capacity plus refill may not exceed %d of the %d per calendar %s", total-1, total, n, windowName(window)))
+			return
+		}
+		c = v
+	}
+	cfg := bucket.Config{Type: typ, Capacity: c, RefillAmount: total - c, RefillPeriod: period}
+	b.add(m, cfg, n, window, Rule{Kind: FixedWindow, Limit: n, Window: window})
+}
+
+// azureRequests adds Azure's requests dimension: rpm requests per minute,
+// enforced as at most k = ceil(rpm/60) per calendar second. Requests are
+// whole, so a bucket of capacity c refilling r per second admits at most
+// floor(c + r) in a second: the profile needs c + r < k + 1, and, within a
+// minute, c + 60r < rpm + 1. It refills rpm every stretched minute (at
+// least 60.001 s, so that even without headroom r < k) from a capacity
+// of 1.
+func (b *builder) azureRequests(rpm int64) {
+	if !b.limit(Requests, rpm) {
+		return
+	}
+	k := (rpm + 59) / 60
+	p := max(b.stretch(time.Minute).Milliseconds(), 60_001)
+	// n·p + rpm·1000 < (k+1)·p and n·p + rpm·60000 < (rpm+1)·p.
+	limit := min(((k+1)*p-rpm*1000-1)/p, ((rpm+1)*p-rpm*60_000-1)/p)
+	c := int64(1)
+	if v, ok := b.burst(Requests); ok {
+		if v < 1 || v > limit {
+			b.fail("burst[rpm]", v, fmt.Sprintf("must be between 1 and %d: Azure admits at most %d requests in a calendar second for %d RPM", limit, k, rpm))
+			return
+		}
+		c = v
+	}
+	cfg := bucket.Config{Type: bucket.Requests, Capacity: c, RefillAmount: rpm, RefillPeriod: time.Duration(p) * time.Millisecond}
+	b.add(Requests, cfg, rpm, time.Minute, Rule{Kind: FixedWindow, Limit: k, Window: time.Second})
+}
+
+// slots adds a concurrency dimension of n slots. Headroom does not apply:
+// a count of requests in flight has no clock to disagree on.
+func (b *builder) slots(n int64) {
+	if !b.limit(Concurrent, n) {
+		return
+	}
+	c := n
+	if v, ok := b.burst(Concurrent); ok {
+		if v < 1 || v > n {
+			b.fail("burst[concurrent]", v, fmt.Sprintf("must be between 1 and the vendor's %d slots", n))
+			return
+		}
+		c = v
+	}
+	b.add(Concurrent, bucket.ConcurrentSlots(c), n, 0, Rule{Kind: Concurrency, Limit: n})
+}
+
+func windowName(w time.Duration) string {
+	switch w {
+	case time.Second:
+		return "second"
+	case time.Minute:
+		return "minute"
+	case day:
+		return "day"
+	}
+	return w.String()
+}
