@@ -118,7 +118,10 @@ func TestCooldownAndSyncErrors(t *testing.T) {
 	}{
 		{"until now", func() error { _, err := c.Cooldown(ctx, "openai#rpm", t0); return err }(), "until"},
 		{"until past", func() error { _, err := c.Cooldown(ctx, "openai#rpm", t0.Add(-time.Second)); return err }(), "until"},
-		{"until over 24h", func() error { _, err := c.Cooldown(ctx, "openai#rpm", t0.Add(sluice.MaxCooldown+time.Millisecond)); return err }(), "until"},
+		{"until over 24h", func() error {
+			_, err := c.Cooldown(ctx, "openai#rpm", t0.Add(sluice.MaxCooldown+time.Millisecond))
+			return err
+		}(), "until"},
 		{"zero duration", func() error { _, err := c.CooldownFor(ctx, "openai#rpm", 0); return err }(), "duration"},
 		{"sub-millisecond duration", func() error { _, err := c.CooldownFor(ctx, "openai#rpm", time.Microsecond); return err }(), "duration"},
 		{"duration over 24h", func() error { _, err := c.CooldownFor(ctx, "openai#rpm", 25*time.Hour); return err }(), "duration"},
