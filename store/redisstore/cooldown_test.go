@@ -301,3 +301,52 @@ func readHashState(t *testing.T, c *redis.Client, key string) bucket.State {
 	}
 	return st
 }
+
+// TestCooldownServerClock checks that on the server clock a cooldown lasts
+// Until − Now from the server's TIME, whatever the caller's clock says: the
+// stored end lies between the server's times read before and after the
+// call, plus the duration, and peek and a denied acquisition agree with it.
+func TestCooldownServerClock(t *testing.T) {
+	ctx := context.Background()
+	c := newClient(t)
+	s, err := New(c, WithPrefix(uniquePrefix()), WithTimeout(testTimeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(t, s, t0, store.Bucket{Name: "svc#rpm", Config: bucket.PerPeriod(bucket.Requests, 10, time.Minute)})
+	serverMs := func() int64 {
+		tm, err := c.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tm.UnixMilli()
+	}
+	callerNow := time.UnixMilli(1_000_000_000_000) // 2001: far from the server's clock
+	const d = time.Hour
+	before := serverMs()
+	res, err := s.Cooldown(ctx, store.CooldownRequest{Now: callerNow, Dimension: "svc#rpm", Until: callerNow.Add(d)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := serverMs()
+	if lo, hi := before+d.Milliseconds(), after+d.Milliseconds(); res.Until < lo || res.Until > hi {
+		t.Fatalf("cooldown until %d, want within [%d, %d] (server time + 1h)", res.Until, lo, hi)
+	}
+	if res.Before != 10_000 || res.After != 0 {
+		t.Errorf("cooldown balances %d → %d, want 10000 → 0", res.Before, res.After)
+	}
+	st, err := s.Peek(ctx, store.PeekRequest{Now: callerNow, Dimensions: []string{"svc#rpm"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st[0].CooldownUntil != res.Until || st[0].Tokens != 0 {
+		t.Errorf("peek: cooldown until %d, %d millitokens; want %d and 0", st[0].CooldownUntil, st[0].Tokens, res.Until)
+	}
+	// The wait runs to the end of the cooldown, then 6 s to earn a request.
+	ar := acquire(t, s, callerNow, store.Item{Dimension: "svc#rpm"})
+	end := serverMs()
+	want := func(at int64) time.Duration { return time.Duration(res.Until+6000-at) * time.Millisecond }
+	if ar.Granted || ar.RetryIn > want(after) || ar.RetryIn < want(end) {
+		t.Errorf("acquire during the cooldown: %+v, want a denial with a wait within [%s, %s]", ar, want(end), want(after))
+	}
+}
