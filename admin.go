@@ -116,23 +116,28 @@ func (c *Client) Peek(ctx context.Context, dimensions ...string) ([]BucketState,
 	return bucketStates(s), nil
 }
 
-// TimeUntil returns how long after s.Now the bucket will hold n tokens if
-// nothing else changes it: 0 if it already does; for a concurrent bucket,
-// the time until its next lease expiry (a hint), or -1 if no lease is due
-// to free a slot.
+// TimeUntil returns how long after s.Now the bucket will hold n tokens and
+// grant them if nothing else changes it: 0 if it already would; during a
+// cooldown, at least the time to its end; for a concurrent bucket, the
+// time until its next lease expiry (a hint), or -1 if no lease is due to
+// free a slot.
 func TimeUntil(s BucketState, n int64) time.Duration {
 	l := s.Config.Limits()
 	need := n * bucket.Milli
-	if int64(s.Tokens) >= need {
-		return 0
-	}
 	if l.Amount == 0 {
-		if s.NextExpiry.After(s.Now) {
+		switch {
+		case int64(s.Tokens) >= need:
+			return 0
+		case s.NextExpiry.After(s.Now):
 			return s.NextExpiry.Sub(s.Now)
 		}
 		return -1
 	}
-	ms := bucket.RetryIn(l, bucket.State{Tokens: int64(s.Tokens), Last: s.LastRefill.UnixMilli()}, s.Now.UnixMilli(), need)
+	st := bucket.State{Tokens: int64(s.Tokens), Last: s.LastRefill.UnixMilli()}
+	if !s.CooldownUntil.IsZero() {
+		st.Until = s.CooldownUntil.UnixMilli()
+	}
+	ms := bucket.RetryIn(l, st, s.Now.UnixMilli(), need)
 	return time.Duration(ms) * time.Millisecond
 }
 
