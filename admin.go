@@ -16,16 +16,6 @@ import (
 // ConcurrentLimit.
 type Bucket = store.Bucket
 
-// PerMinute returns a bucket config for a vendor's "n per minute" limit of
-// type t (Requests or Tokens).
-func PerMinute(t LimitType, n int64) bucket.Config { return bucket.PerPeriod(t, n, time.Minute) }
-
-// PerPeriod returns a bucket config holding n tokens and refilling n every
-// period.
-func PerPeriod(t LimitType, n int64, period time.Duration) bucket.Config {
-	return bucket.PerPeriod(t, n, period)
-}
-
 // ConcurrentLimit returns a bucket config with n concurrent slots.
 func ConcurrentLimit(n int64) bucket.Config { return bucket.ConcurrentSlots(n) }
 
