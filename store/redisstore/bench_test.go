@@ -131,6 +131,11 @@ func TestMemoryUsage(t *testing.T) {
 		t.Fatal("bucket uses no memory?")
 	}
 	t.Logf("bucket hash: %d bytes", bucketBytes)
+	put(t, s, t0, store.Bucket{Name: "openai#rpm", Config: bucket.PerPeriod(bucket.Requests, 10_000, time.Minute)})
+	if _, err := s.Cooldown(ctx, store.CooldownRequest{Now: t0, Dimension: "openai#rpm", Until: t0.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("bucket hash after a cooldown (field u): %d bytes", mem(s.prefix+"{openai}#rpm"))
 	zBefore, vBefore := int64(0), int64(0)
 	const n = 1000
 	var leaseBytes int64

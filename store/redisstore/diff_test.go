@@ -17,15 +17,15 @@ import (
 // inlines it.
 const mathLua = `
 local function sfmt(x) return string.format('%d', x) end
-local function take(L, tok, last, now, cost)
-  local t, l = refill(L, tok, last, now)
-  if t >= cost then
+local function take(L, tok, last, u, now, cost)
+  local t, l = refill(L, tok, last, u, now)
+  if t >= cost and now >= u then
     return t - cost, l, 0, true
   end
   if L.amt <= 0 then
     return tok, last, 0, false
   end
-  return tok, last, retryIn(L, tok, last, now, cost), false
+  return tok, last, retryIn(L, tok, last, u, now, cost), false
 end
 local op = ARGV[1]
 local a = {}
@@ -37,20 +37,26 @@ elseif op == 'prodless' then
   return { prodLess(a[1], a[2], a[3], a[4]) and '1' or '0' }
 end
 local L = { t = a[1], cap = a[2], amt = a[3], per = a[4], floor = a[5] }
-local tok, last, now, x = a[6], a[7], a[8], a[9]
+local tok, last, u, now, x = a[6], a[7], a[8], a[9], a[10]
 if op == 'refill' then
-  local t, l = refill(L, tok, last, now)
+  local t, l = refill(L, tok, last, u, now)
   return { sfmt(t), sfmt(l) }
 elseif op == 'take' then
-  local t, l, w, ok = take(L, tok, last, now, x)
+  local t, l, w, ok = take(L, tok, last, u, now, x)
   return { sfmt(t), sfmt(l), sfmt(w), ok and '1' or '0' }
 elseif op == 'retry' then
-  return { sfmt(retryIn(L, tok, last, now, x)) }
+  return { sfmt(retryIn(L, tok, last, u, now, x)) }
 elseif op == 'adjust' then
-  local t, l, ap = adjust(L, tok, last, now, x)
+  local t, l, ap = adjust(L, tok, last, u, now, x)
   return { sfmt(t), sfmt(l), sfmt(ap) }
 elseif op == 'penalize' then
-  local t, l = penalize(L, tok, last, now, x)
+  local t, l = penalize(L, tok, last, u, now, x)
+  return { sfmt(t), sfmt(l) }
+elseif op == 'cooldown' then
+  local t, l, nu = cooldown(L, tok, last, u, now, x)
+  return { sfmt(t), sfmt(l), sfmt(nu) }
+elseif op == 'sync' then
+  local t, l = sync(L, tok, last, u, now, x)
   return { sfmt(t), sfmt(l) }
 elseif op == 'align' then
   local t, l, at = align(L, tok, last, now, x)
@@ -176,10 +182,11 @@ func TestLuaMatchesBucket(t *testing.T) {
 				now = bucket.MaxTimeMs
 			}
 			now = max(0, min(now, bucket.MaxTimeMs))
+			s.Until = diffUntil(rng, s.Last, now)
 			cost := (rng.Int64N(cfg.Capacity) + 1) * bucket.Milli
 			delta := (rng.Int64N(2*bucket.MaxCapacity+1) - bucket.MaxCapacity) * bucket.Milli
 			factor := rng.Int64N(1001)
-			base := append(append([]any{}, lim...), s.Tokens, s.Last, now)
+			base := append(append([]any{}, lim...), s.Tokens, s.Last, s.Until, now)
 			args := func(op string, x int64) []any { return append(append([]any{op}, base...), x) }
 
 			r := bucket.Refill(l, s, now)
@@ -205,6 +212,16 @@ func TestLuaMatchesBucket(t *testing.T) {
 			if got := evalInts(t, c, args("penalize", factor)...); got[0] != ps.Tokens || got[1] != ps.Last {
 				t.Errorf("%+v %+v now %d factor %d: penalize lua %v, go %+v", l, s, now, factor, got, ps)
 			}
+			until := min(now+rng.Int64N(2*dayMs)-dayMs/4, bucket.MaxTimeMs) // at or before now: a refill only
+			cs := bucket.Cooldown(l, s, now, until)
+			if got := evalInts(t, c, args("cooldown", until)...); got[0] != cs.Tokens || got[1] != cs.Last || got[2] != cs.Until {
+				t.Errorf("%+v %+v now %d until %d: cooldown lua %v, go %+v", l, s, now, until, got, cs)
+			}
+			remaining := rng.Int64N(l.Capacity + 1)
+			ss := bucket.Sync(l, s, now, remaining)
+			if got := evalInts(t, c, args("sync", remaining)...); got[0] != ss.Tokens || got[1] != ss.Last {
+				t.Errorf("%+v %+v now %d remaining %d: sync lua %v, go %+v", l, s, now, remaining, got, ss)
+			}
 			skew := []int64{1, 1000, 3_600_000}[rng.IntN(3)]
 			al, at := bucket.Align(l, s, now, skew)
 			if got := evalInts(t, c, args("align", skew)...); got[0] != al.Tokens || got[1] != al.Last || got[2] != at {
@@ -212,4 +229,27 @@ func TestLuaMatchesBucket(t *testing.T) {
 			}
 		}
 	}
+}
+
+const dayMs = 24 * 3600 * 1000
+
+// diffUntil returns a random cooldown end for a state last refilled at last
+// and read at now: none, long past, between last and now, at either of
+// them, or ahead of now by up to a day.
+func diffUntil(rng *rand.Rand, last, now int64) int64 {
+	var u int64
+	switch rng.IntN(8) {
+	case 0, 1, 2:
+		return 0
+	case 3:
+		u = min(last, now) - rng.Int64N(dayMs)
+	case 4:
+		lo, hi := min(last, now), max(last, now)
+		u = lo + rng.Int64N(hi-lo+1)
+	case 5:
+		u = []int64{last, now}[rng.IntN(2)]
+	default:
+		u = max(last, now) + rng.Int64N(dayMs) + 1
+	}
+	return max(0, min(u, bucket.MaxTimeMs))
 }

@@ -39,6 +39,14 @@ func hungOps(s *Store) map[string]func(context.Context) error {
 			_, err := s.Penalize(ctx, store.PenalizeRequest{Now: t0, Dimension: "h#rpm", FactorMilli: 500})
 			return err
 		},
+		"cooldown": func(ctx context.Context) error {
+			_, err := s.Cooldown(ctx, store.CooldownRequest{Now: t0, Dimension: "h#rpm", Until: t0.Add(time.Second)})
+			return err
+		},
+		"sync": func(ctx context.Context) error {
+			_, err := s.Sync(ctx, store.SyncRequest{Now: t0, Dimension: "h#rpm", Remaining: 5})
+			return err
+		},
 		"peek": func(ctx context.Context) error {
 			_, err := s.Peek(ctx, store.PeekRequest{Now: t0, Dimensions: []string{"h#rpm"}})
 			return err

@@ -35,6 +35,12 @@ var adjustLua string
 //go:embed lua/penalize.lua
 var penalizeLua string
 
+//go:embed lua/cooldown.lua
+var cooldownLua string
+
+//go:embed lua/sync.lua
+var syncLua string
+
 //go:embed lua/peek.lua
 var peekLua string
 
@@ -66,6 +72,8 @@ var (
 	extendScript    = redis.NewScript(coreLua + libLua + keysLua + extendLua)
 	adjustScript    = redis.NewScript(coreLua + libLua + keysLua + adjustLua)
 	penalizeScript  = redis.NewScript(coreLua + libLua + penalizeLua)
+	cooldownScript  = redis.NewScript(coreLua + libLua + cooldownLua)
+	syncScript      = redis.NewScript(coreLua + libLua + syncLua)
 	peekScript      = redis.NewScript(coreLua + libLua + peekLua)
 	putScript       = redis.NewScript(coreLua + libLua + putLua)
 	deleteScript    = redis.NewScript(deleteLua)

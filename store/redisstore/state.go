@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// readState reads the 10 values peek.lua and list.lua return per bucket
+// readState reads the 11 values peek.lua and list.lua return per bucket
 // after its name or found flag.
 func readState(r *reply, name string, now int64) store.BucketState {
 	t, capm, amtm, per, k, d := r.int(), r.int(), r.int(), r.int(), r.int(), r.int()
@@ -18,7 +18,7 @@ func readState(r *reply, name string, now int64) store.BucketState {
 			Type: bucket.LimitType(t), Capacity: capm / bucket.Milli, RefillAmount: amtm / bucket.Milli,
 			RefillPeriod: time.Duration(per) * time.Millisecond, CostPerCall: k, MaxDebt: d,
 		}},
-		Tokens: r.int(), LastRefill: r.int(), ActiveLeases: int(r.int()), Now: time.UnixMilli(now),
+		Tokens: r.int(), LastRefill: r.int(), CooldownUntil: r.int(), ActiveLeases: int(r.int()), Now: time.UnixMilli(now),
 	}
 	if x := r.int(); x != 0 {
 		bs.NextExpiry = time.UnixMilli(x)

@@ -37,28 +37,29 @@ if now < 0 then
 end
 local n = #KEYS / 2
 local skew = ARGV[9] + 0
--- S holds 9 numbers per item from 9*(i-1): type, capacity, amount, period
--- (millitokens, ms), cost (tokens), tokens, last refill as stored, after a
--- take the refill time to store, and 1 when the bucket's clock was more
--- than the maximum skew ahead (bucket.Align rebases it). (Constructors size
--- tables for one item: a table grown one field at a time is reallocated at
--- each power of two.)
-local S = { 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+-- S holds 10 numbers per item from 10*(i-1): type, capacity, amount,
+-- period (millitokens, ms), cost (tokens), tokens, last refill as stored,
+-- after a take the refill time to store, 1 when the bucket's clock was more
+-- than the maximum skew ahead (bucket.Align rebases it), and the end of its
+-- cooldown (0: none). (Constructors size tables for one item: a table grown
+-- one field at a time is reallocated at each power of two.)
+local S = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 local record, bad = ARGV[3] == '1', 0
 for i = 1, n do
   -- Bucket hash fields: t type, c capacity, a amount, p period, v tokens,
-  -- l last, k cost per call (f and d only matter to the other scripts).
+  -- l last, u cooldown end (absent: none), k cost per call (f and d only
+  -- matter to the other scripts).
   local cost, h = ARGV[9 + 2 * i] + 0, nil
   if cost == 0 then
-    h = call('HMGET', KEYS[2 * i - 1], 't', 'c', 'a', 'p', 'v', 'l', 'k')
+    h = call('HMGET', KEYS[2 * i - 1], 't', 'c', 'a', 'p', 'v', 'l', 'u', 'k')
     if h[1] then
-      cost = h[7] + 0
+      cost = h[8] + 0
       if cost == 0 then
         cost = 1
       end
     end
   else
-    h = call('HMGET', KEYS[2 * i - 1], 't', 'c', 'a', 'p', 'v', 'l')
+    h = call('HMGET', KEYS[2 * i - 1], 't', 'c', 'a', 'p', 'v', 'l', 'u')
   end
   local typ = h[1]
   if not typ then
@@ -72,12 +73,18 @@ for i = 1, n do
   if typ == 3 then
     record = true
   end
-  local b = 9 * (i - 1)
-  S[b + 1], S[b + 2], S[b + 3], S[b + 4], S[b + 5], S[b + 6], S[b + 7], S[b + 8], S[b + 9] =
-    typ, cap, h[3] + 0, h[4] + 0, cost, h[5] + 0, h[6] + 0, 0, 0
+  local u = h[7]
+  if u then
+    u = u + 0
+  else
+    u = 0
+  end
+  local b = 10 * (i - 1)
+  S[b + 1], S[b + 2], S[b + 3], S[b + 4], S[b + 5], S[b + 6], S[b + 7], S[b + 8], S[b + 9], S[b + 10] =
+    typ, cap, h[3] + 0, h[4] + 0, cost, h[5] + 0, h[6] + 0, 0, 0, u
 end
 if bad > 0 then
-  local b = 9 * (bad - 1)
+  local b = 10 * (bad - 1)
   return { -2, bad, S[b + 5], S[b + 2] }
 end
 -- A lease record under this id: a client retry (go-redis retries after a
@@ -115,8 +122,9 @@ if rn then
   end
   local out = { 3, m['exp'] + 0 }
   for i = 1, n do
-    local b = 9 * (i - 1)
-    local typ, cap, amt, per, cost, tok, last = S[b + 1], S[b + 2], S[b + 3], S[b + 4], S[b + 5], S[b + 6], S[b + 7]
+    local b = 10 * (i - 1)
+    local typ, cap, amt, per, cost, tok, last, u = S[b + 1], S[b + 2], S[b + 3], S[b + 4], S[b + 5], S[b + 6],
+      S[b + 7], S[b + 10]
     if held[ARGV[8 + 2 * i]] ~= cost then
       return { -3 }
     end
@@ -128,25 +136,27 @@ if rn then
         last = now
       end
     end
-    if amt > 0 and at > last then
+    if amt > 0 and at > last and at > u then
       if not refillRaw then
         refillRaw, retryInRaw = core()
       end
-      tok = refillRaw(cap, amt, per, tok, last, at)
+      tok = refillRaw(cap, amt, per, tok, last, u, at)
     end
     local q = 4 * i - 1
     out[q], out[q + 1], out[q + 2], out[q + 3] = typ, cost, cap, tok
   end
   return out
 end
--- Take every item: bucket.Align, then bucket.Take. The reply holds each
--- item's balance after refill (what a denial reports); on a grant S[b+6],
--- S[b+8] become the debited state.
+-- Take every item: bucket.Align, then bucket.Take (nothing is granted
+-- before the end of a cooldown). The reply holds each item's balance after
+-- refill (what a denial reports); on a grant S[b+6], S[b+8] become the
+-- debited state.
 local out = { 1, 0, 0, 0, 0, 0, 0 }
 local granted, retry = true, 0
 for i = 1, n do
-  local b = 9 * (i - 1)
-  local typ, cap, amt, per, cost, tok, last = S[b + 1], S[b + 2], S[b + 3], S[b + 4], S[b + 5], S[b + 6], S[b + 7]
+  local b = 10 * (i - 1)
+  local typ, cap, amt, per, cost, tok, last, u = S[b + 1], S[b + 2], S[b + 3], S[b + 4], S[b + 5], S[b + 6],
+    S[b + 7], S[b + 10]
   local c, at = cost * 1000, now
   if amt > 0 and now < last then -- bucket.Align
     if last - now <= skew then
@@ -156,7 +166,7 @@ for i = 1, n do
     end
   end
   local t, l
-  if amt <= 0 or at <= last then -- refillRaw's early returns
+  if amt <= 0 or at <= last or at <= u then -- refillRaw's early returns
     t, l = tok, last
   elseif tok >= cap then
     t, l = cap, at
@@ -164,10 +174,10 @@ for i = 1, n do
     if not refillRaw then
       refillRaw, retryInRaw = core()
     end
-    t, l = refillRaw(cap, amt, per, tok, last, at)
+    t, l = refillRaw(cap, amt, per, tok, last, u, at)
   end
   local wait = 0
-  if t >= c then
+  if t >= c and at >= u then
     S[b + 6], S[b + 8] = t - c, l
   else
     granted = false
@@ -187,7 +197,7 @@ for i = 1, n do
       if not retryInRaw then
         refillRaw, retryInRaw = core()
       end
-      wait = retryInRaw(cap, amt, per, tok, last, at, c)
+      wait = retryInRaw(cap, amt, per, tok, last, u, at, c)
     end
     if wait > retry then
       retry = wait
@@ -200,7 +210,7 @@ if not granted then
   -- A denial writes nothing but the rebase of a bucket whose clock was far
   -- ahead, or refill would never start for callers on time.
   for i = 1, n do
-    if S[9 * i] == 1 then
+    if S[10 * i - 1] == 1 then
       call('HSET', KEYS[2 * i - 1], 'l', now)
     end
   end
@@ -224,7 +234,7 @@ if record then
     h[4 * i + 5] = 'd' .. i
     h[4 * i + 6] = ARGV[8 + 2 * i]
     h[4 * i + 7] = 'c' .. i
-    h[4 * i + 8] = fmt(S[9 * i - 4])
+    h[4 * i + 8] = fmt(S[10 * i - 5])
     call('ZADD', KEYS[2 * i], e, id)
   end
   -- The buckets' incarnations (put.lua), so that a release never restores
@@ -243,7 +253,7 @@ end
 -- Save, and turn the reply into the granted one in place: 4 numbers per
 -- item, the debited balance as remaining.
 for i = 1, n do
-  local b, o, q = 9 * (i - 1), 5 * i - 2, 4 * i - 1
+  local b, o, q = 10 * (i - 1), 5 * i - 2, 4 * i - 1
   local t, l = S[b + 6], S[b + 8]
   out[q], out[q + 1], out[q + 2], out[q + 3] = out[o], out[o + 1], out[o + 2], t
   if l == S[b + 7] then

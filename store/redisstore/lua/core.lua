@@ -95,10 +95,14 @@ local function mulDivRem(a, b, c)
 end
 
 -- refillRaw is bucket.Refill on a bucket of capacity cap refilling amt every
--- per (millitokens, ms): returns tokens, last.
-local function refillRaw(cap, amt, per, tok, last, now)
-  if amt <= 0 or now <= last then
+-- per (millitokens, ms) whose cooldown ends at u (0: none): returns tokens,
+-- last. Nothing is earned before u; earning starts from u.
+local function refillRaw(cap, amt, per, tok, last, u, now)
+  if amt <= 0 or now <= last or now <= u then
     return tok, last
+  end
+  if last < u then
+    last = u
   end
   if tok >= cap then
     return cap, now
@@ -118,10 +122,25 @@ local function refillRaw(cap, amt, per, tok, last, now)
   return tok + add, last + used
 end
 
--- retryInRaw is bucket.RetryIn (cost in millitokens).
-local function retryInRaw(cap, amt, per, tok, last, now, cost)
-  if amt <= 0 or tok >= cost or tok >= cap then
+-- retryInRaw is bucket.RetryIn (cost in millitokens) on a bucket whose
+-- cooldown ends at u (0: none): the wait runs to u, then for as long as the
+-- bucket takes to earn cost from there.
+local function retryInRaw(cap, amt, per, tok, last, u, now, cost)
+  if amt <= 0 then
     return 0
+  end
+  if tok >= cost or tok >= cap then
+    local w = u - now
+    if w <= 0 then
+      return 0
+    elseif w > MAX_RETRY_MS then
+      return MAX_RETRY_MS
+    end
+    return w
+  end
+  local start = last
+  if u > start then
+    start = u
   end
   local e, r = mulDivRem(cost - tok, per, amt) -- ceil((cost-tok)*per/amt)
   if e < SAT and r > 0 then
@@ -130,7 +149,7 @@ local function retryInRaw(cap, amt, per, tok, last, now, cost)
   if e > MAX_RETRY_MS then
     return MAX_RETRY_MS
   end
-  local d = last - now -- exact; last + e - now could round above 2^53
+  local d = start - now -- exact; start + e - now could round above 2^53
   if d > MAX_RETRY_MS then
     return MAX_RETRY_MS
   end

@@ -1,14 +1,14 @@
 -- peek.lua: the state of buckets without changing them.
 -- KEYS: per bucket: bucket key, dim lease index. ARGV: now, max skew ms.
 -- Returns {now, per bucket: found(0/1), t, c, a, p, k, d, tokens, last,
--- leases, next expiry}.
+-- cooldown end, leases, next expiry}.
 local now = clock(ARGV[1])
 local skew = tonumber(ARGV[2])
 local out = { now }
 for i = 1, #KEYS, 2 do
-  local L, tok, last = loadBucket(KEYS[i])
+  local L, tok, last, u = loadBucket(KEYS[i])
   if not L then
-    for _ = 1, 11 do
+    for _ = 1, 12 do
       out[#out + 1] = 0
     end
   else
@@ -18,10 +18,10 @@ for i = 1, #KEYS, 2 do
       nexp = tonumber(redis.call('ZRANGE', KEYS[i + 1], 0, 0, 'WITHSCORES')[2])
     end
     local t, l, at = align(L, tok, last, now, skew)
-    t, l = refill(L, t, l, at)
+    t, l = refill(L, t, l, u, at)
     local o = #out
     out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] = 1, L.t, L.cap, L.amt, L.per, L.k
-    out[o + 7], out[o + 8], out[o + 9], out[o + 10], out[o + 11] = L.d, t, l, nleases, nexp
+    out[o + 7], out[o + 8], out[o + 9], out[o + 10], out[o + 11], out[o + 12] = L.d, t, l, u, nleases, nexp
   end
 end
 return out

@@ -2,7 +2,7 @@
 -- KEYS: bucket. ARGV: now, factor milli, max skew ms.
 -- Returns {-1} unknown, {-2} concurrent, else {1, before, after}.
 local now = clock(ARGV[1])
-local L, tok, last = loadBucket(KEYS[1])
+local L, tok, last, u = loadBucket(KEYS[1])
 if not L then
   return { -1 }
 end
@@ -11,7 +11,7 @@ if L.t == 3 then
 end
 local at
 tok, last, at = align(L, tok, last, now, tonumber(ARGV[3]))
-local before = refill(L, tok, last, at)
-local t, l = penalize(L, tok, last, at, tonumber(ARGV[2]))
+local before = refill(L, tok, last, u, at)
+local t, l = penalize(L, tok, last, u, at, tonumber(ARGV[2]))
 saveState(KEYS[1], t, l)
 return { 1, before, t }

@@ -1,5 +1,5 @@
 -- put.lua: create or reconfigure a bucket (bucket.Reconfigure at the
--- aligned time).
+-- aligned time; a reconfiguration keeps a cooldown, a reset ends it).
 -- KEYS: bucket, vendor bucket set. ARGV: now, name, t, c, a, p, f, k, d,
 -- reset, max skew ms, registry ('' none: the caller registered the vendor),
 -- vendor.
@@ -8,16 +8,18 @@
 local now = clock(ARGV[1])
 local N = { t = tonumber(ARGV[3]), cap = tonumber(ARGV[4]), amt = tonumber(ARGV[5]), per = tonumber(ARGV[6]),
   floor = tonumber(ARGV[7]) }
-local L, tok, last = loadBucket(KEYS[1])
+local L, tok, last, u = loadBucket(KEYS[1])
 if L then
   if (L.t == 3) ~= (N.t == 3) then
     return { -1, L.t }
   end
   local at
   tok, last, at = align(L, tok, last, now, tonumber(ARGV[11]))
-  tok, last = refill(L, tok, last, at)
+  tok, last = refill(L, tok, last, u, at)
   if ARGV[10] == '1' then
+    -- A reset fills the bucket and ends any cooldown.
     tok, last = N.cap, at
+    redis.call('HDEL', KEYS[1], 'u')
   elseif L.t == 3 then
     -- A concurrent balance is capacity minus what is held: the capacity
     -- change moves it, possibly below zero until holders release.

@@ -1,0 +1,18 @@
+-- cooldown.lua: start a cooldown on a time-based bucket (bucket.Cooldown at
+-- the aligned time), lasting ARGV[2] ms from that time.
+-- KEYS: bucket. ARGV: now, duration ms, max skew ms.
+-- Returns {-1} unknown, {-2} concurrent, else {1, before, after, until}.
+local now = clock(ARGV[1])
+local L, tok, last, u = loadBucket(KEYS[1])
+if not L then
+  return { -1 }
+end
+if L.t == 3 then
+  return { -2 }
+end
+local at
+tok, last, at = align(L, tok, last, now, tonumber(ARGV[3]))
+local before = refill(L, tok, last, u, at)
+local t, l, nu = cooldown(L, tok, last, u, at, at + tonumber(ARGV[2]))
+redis.call('HSET', KEYS[1], 'v', fmt(t), 'l', fmt(l), 'u', fmt(nu))
+return { 1, before, t, nu }
