@@ -31,7 +31,7 @@ func pick(r *rand.Rand, lo, hi int64, extremes ...int64) int64 {
 		span := uint64(hi - lo)
 		bitsN := r.IntN(64) + 1
 		v := r.Uint64() >> (64 - bitsN)
-		if span != 0 {
+		if span+1 != 0 { // span+1 wraps to 0 only for the whole uint64 range
 			v %= span + 1
 		}
 		return lo + int64(v)
@@ -39,32 +39,41 @@ func pick(r *rand.Rand, lo, hi int64, extremes ...int64) int64 {
 	return lo + r.Int64N(hi-lo+1)
 }
 
-func randomCase(r *rand.Rand) mathCase {
+// randomConfig returns a valid configuration of type typ, or of a random
+// type when typ is 0.
+func randomConfig(r *rand.Rand, typ bucket.LimitType) bucket.Config {
 	for {
-		c := bucket.Config{Type: bucket.LimitType(r.IntN(3) + 1)}
+		c := bucket.Config{Type: typ}
+		if typ == 0 {
+			c.Type = bucket.LimitType(r.IntN(3) + 1)
+		}
 		c.Capacity = pick(r, 1, bucket.MaxCapacity, 1, 2, 1000, bucket.MaxCapacity)
 		c.MaxDebt = pick(r, bucket.NoDebt, bucket.MaxCapacity, bucket.NoDebt, 0, bucket.MaxCapacity)
 		if c.Type != bucket.Concurrent {
 			c.RefillAmount = pick(r, 1, bucket.MaxCapacity, 1, 7, bucket.MaxCapacity)
 			c.RefillPeriod = time.Duration(pick(r, 1, bucket.MaxPeriodMs, 1, 1000, 60000, 3, bucket.MaxPeriodMs)) * time.Millisecond
 		}
-		if c.Validate() != nil {
-			continue
+		if c.Validate() == nil {
+			return c
 		}
-		l := c.Limits()
-		tok := pick(r, l.Floor, l.Capacity, l.Floor, 0, l.Capacity, l.Capacity-1, -1)
-		last := pick(r, 0, bucket.MaxTimeMs, 0, bucket.MaxTimeMs, 1_700_000_000_000)
-		var now int64
-		switch r.IntN(4) {
-		case 0:
-			now = pick(r, 0, bucket.MaxTimeMs, 0, bucket.MaxTimeMs, last, last+1, last-1)
-		default:
-			now = min(last+pick(r, 0, bucket.MaxFillMs, 1, l.Period, l.Period-1, l.Period+1), bucket.MaxTimeMs)
-		}
-		cost := pick(r, 1, c.Capacity, 1, c.Capacity) * bucket.Milli
-		st := bucket.State{Tokens: tok, Last: last, Until: randomUntil(r, l, last, now)}
-		return mathCase{c: c, l: l, s: st, now: now, cost: cost, fm: pick(r, 0, 1000, 0, 1, 800, 999, 1000)}
 	}
+}
+
+func randomCase(r *rand.Rand) mathCase {
+	c := randomConfig(r, 0)
+	l := c.Limits()
+	tok := pick(r, l.Floor, l.Capacity, l.Floor, 0, l.Capacity, l.Capacity-1, -1)
+	last := pick(r, 0, bucket.MaxTimeMs, 0, bucket.MaxTimeMs, 1_700_000_000_000)
+	var now int64
+	switch r.IntN(4) {
+	case 0:
+		now = pick(r, 0, bucket.MaxTimeMs, 0, bucket.MaxTimeMs, last, last+1, last-1)
+	default:
+		now = min(last+pick(r, 0, bucket.MaxFillMs, 1, l.Period, l.Period-1, l.Period+1), bucket.MaxTimeMs)
+	}
+	cost := pick(r, 1, c.Capacity, 1, c.Capacity) * bucket.Milli
+	st := bucket.State{Tokens: tok, Last: last, Until: randomUntil(r, l, last, now)}
+	return mathCase{c: c, l: l, s: st, now: now, cost: cost, fm: pick(r, 0, 1000, 0, 1, 800, 999, 1000)}
 }
 
 // randomUntil returns a cooldown end for a bucket last written at last and
