@@ -297,6 +297,31 @@ func TestMigrateFromVersion2(t *testing.T) {
 		t.Fatalf("concurrent acquire on version 2: %+v, %v", lease, err)
 	}
 
+	// This code on the version-2 schema: what needs the new column or
+	// functions says to migrate (never ErrUnavailable).
+	for op, f := range map[string]func() error{
+		"peek": func() error {
+			_, err := s.Peek(ctx, store.PeekRequest{Now: t0, Dimensions: []string{"r"}})
+			return err
+		},
+		"list buckets": func() error {
+			_, err := s.ListBuckets(ctx, store.ListBucketsRequest{Now: t0})
+			return err
+		},
+		"cooldown": func() error {
+			_, err := s.Cooldown(ctx, store.CooldownRequest{Now: t0, Dimension: "r", Until: t0.Add(time.Second)})
+			return err
+		},
+		"sync": func() error {
+			_, err := s.Sync(ctx, store.SyncRequest{Now: t0, Dimension: "r", Remaining: 1})
+			return err
+		},
+	} {
+		if err := f(); err == nil || errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "run Migrate") {
+			t.Errorf("%s on a version-2 schema: %v; want an error saying to migrate", op, err)
+		}
+	}
+
 	var wg sync.WaitGroup
 	type report struct {
 		from, to int
