@@ -113,6 +113,9 @@ func newBucketGetCmd(g *globals) *cobra.Command {
 				} {
 					fmt.Fprintf(tw, "%s:\t%s\n", kv[0], kv[1])
 				}
+				if v.CooldownUntil != nil {
+					fmt.Fprintf(tw, "cooldown until:\t%s\n", v.cooldownUntil())
+				}
 				return tw.Flush()
 			})
 		},

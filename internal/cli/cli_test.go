@@ -121,6 +121,18 @@ func TestUsageErrors(t *testing.T) {
 		{nil, []string{"penalize", "a#b", "--factor", "2"}, "--factor 2"},
 		{nil, []string{"penalize", "a#b", "--factor", "0.0005"}, "--factor 0.0005: must be a multiple of 0.001"},
 		{nil, []string{"penalize", "a#b", "--factor", "0.1234"}, "--factor 0.1234: must be a multiple of 0.001"},
+		{nil, []string{"cooldown", "a#b"}, "give exactly one of --until and --for"},
+		{nil, []string{"cooldown", "a#b", "--for", "1s", "--until", "2026-01-01T00:00:00Z"}, "give exactly one of --until and --for"},
+		{nil, []string{"cooldown", "a#b", "--for", "soon"}, `--for "soon": must be a duration`},
+		{nil, []string{"cooldown", "a#b", "--until", "tomorrow"}, `--until "tomorrow": must be an RFC 3339 time`},
+		{nil, []string{"cooldown", "a#b", "--for", "25h"}, "--for 25h: must be 1ms to 24h"},
+		{nil, []string{"cooldown", "a#b", "--for", "-5s"}, "--for -5s: must be 1ms to 24h"},
+		{nil, []string{"cooldown", "a#b", "--until", "2001-01-01T00:00:00Z"}, "--until 2001-01-01T00:00:00Z: must be 1ms to 24h0m0s after now"},
+		{nil, []string{"cooldown", "a#b", "--for", "1s", "-o", "yaml"}, `--output "yaml"`},
+		{nil, []string{"sync", "a#b"}, "--remaining is required"},
+		{nil, []string{"sync", "a#b", "--remaining", "-1"}, "--remaining -1: must be between 0 and 10^12 tokens"},
+		{nil, []string{"sync", "a#b", "--remaining", "x"}, "invalid argument"},
+		{nil, []string{"sync", "--remaining", "1"}, "takes 1 argument(s), got 0"},
 		{nil, []string{"completion", "fish"}, "bash or zsh"},
 		{nil, []string{"reconcile", "--every", "1ms"}, "--every 1ms"},
 		{nil, []string{"status", "-o", "yaml"}, `--output "yaml"`},
@@ -143,7 +155,7 @@ func TestUsageErrors(t *testing.T) {
 func TestHelp(t *testing.T) {
 	for _, args := range [][]string{{"--help"}, {"demo", "--help"}, {"version", "--help"}, {}, {"status", "--help"},
 		{"bucket", "--help"}, {"bucket", "put", "--help"}, {"leases", "list", "--help"}, {"acquire", "--help"},
-		{"release", "--help"}, {"penalize", "--help"}, {"reconcile", "--help"}, {"completion", "--help"},
+		{"release", "--help"}, {"penalize", "--help"}, {"cooldown", "--help"}, {"sync", "--help"}, {"reconcile", "--help"}, {"completion", "--help"},
 		{"postgres", "--help"}, {"postgres", "migrate", "--help"}, {"postgres", "version", "--help"}, {"postgres"},
 		{"dynamodb", "--help"}, {"dynamodb", "create-table", "--help"}} {
 		out, _, code := run(t, nil, args...)

@@ -29,6 +29,8 @@ func TestStatefulWarnsOnMemory(t *testing.T) {
 		{[]string{"acquire", "x#rpm"}, true},
 		{[]string{"release", "00000000-0000-4000-8000-000000000001"}, true},
 		{[]string{"penalize", "x#rpm"}, true},
+		{[]string{"cooldown", "x#rpm", "--for", "1s"}, true},
+		{[]string{"sync", "x#rpm", "--remaining", "1"}, true},
 		{[]string{"reconcile"}, true},
 		{[]string{"status"}, false},
 		{[]string{"bucket", "list"}, false},
@@ -36,6 +38,8 @@ func TestStatefulWarnsOnMemory(t *testing.T) {
 		{[]string{"limits", "plan", "-f", lim}, false},
 		// A usage error is the command line's fault: no warning.
 		{[]string{"penalize", "x#rpm", "--factor", "2"}, false},
+		{[]string{"cooldown", "x#rpm", "--for", "25h"}, false},
+		{[]string{"sync", "x#rpm", "--remaining", "-1"}, false},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args[:min(2, len(tt.args))], " "), func(t *testing.T) {
@@ -140,7 +144,7 @@ func TestLogLevelDebug(t *testing.T) {
 	lim := writeLimits(t)
 	for _, args := range [][]string{
 		{"status"}, {"bucket", "list"}, {"leases", "list"}, {"limits", "apply", "-f", lim}, {"acquire", "openai#rpm"},
-		{"penalize", "openai#rpm"}, {"reconcile"}, {"bench", "--duration", "100ms", "--workers", "1", "--dimension", "openai#rpm"},
+		{"penalize", "openai#rpm"}, {"cooldown", "openai#rpm", "--for", "1s"}, {"sync", "openai#rpm", "--remaining", "1"}, {"reconcile"}, {"bench", "--duration", "100ms", "--workers", "1", "--dimension", "openai#rpm"},
 	} {
 		e := memEnv(t)
 		e.env = map[string]string{"SLUICE_LOG_LEVEL": "debug"}

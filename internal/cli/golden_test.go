@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -37,4 +38,21 @@ func TestGoldenStatusStores(t *testing.T) {
 		e.ok("acquire", "elevenlabs#concurrent:2", "--hold", "1h")
 		golden(t, "status_stores.txt", e.ok("status"))
 	})
+}
+
+// TestGoldenCooldown: a running cooldown shows in status (a column, only
+// then), status -o json and bucket get, and goes away when it ends.
+func TestGoldenCooldown(t *testing.T) {
+	e := goldenState(t)
+	golden(t, "cooldown.json", e.ok("cooldown", "openai#rpm", "--for", "20s", "-o", "json"))
+	golden(t, "sync.json", e.ok("sync", "openai#tpm", "--remaining", "10000", "-o", "json"))
+	golden(t, "status_cooldown.txt", e.ok("status"))
+	golden(t, "status_cooldown.json", e.ok("status", "openai#rpm", "-o", "json"))
+	golden(t, "bucket_get_cooldown.txt", e.ok("bucket", "get", "openai#rpm"))
+	e.advance(20 * time.Second)
+	for _, args := range [][]string{{"status"}, {"status", "-o", "json"}, {"bucket", "get", "openai#rpm"}} {
+		if out := e.ok(args...); strings.Contains(strings.ToLower(out), "cooldown") {
+			t.Errorf("%v after the cooldown ended still shows it:\n%s", args, out)
+		}
+	}
 }

@@ -69,6 +69,34 @@ func testOps(t *testing.T, e *testEnv) {
 		t.Errorf("penalize concurrent: exit %d %s", code, errs)
 	}
 
+	// sync and cooldown on a tokens bucket: a cooldown shows in status
+	// and denies everything until a reset ends it.
+	e.ok("bucket", "put", "openai#tpm", "--type", "tokens", "--capacity", "100", "--per", "1m")
+	if out := e.ok("sync", "openai#tpm", "--remaining", "40"); !strings.Contains(out, "synced openai#tpm to 40 remaining: 100 -> 40 tokens") {
+		t.Errorf("sync:\n%s", out)
+	}
+	var cv cooldownView
+	if err := json.Unmarshal([]byte(e.ok("cooldown", "openai#tpm", "--for", "1h", "-o", "json")), &cv); err != nil ||
+		cv.Dimension != "openai#tpm" || cv.After != 0 || cv.Before < 40 || cv.Before > 50 || cv.Until.IsZero() {
+		t.Errorf("cooldown json: %v %+v", err, cv)
+	}
+	if out := e.ok("status", "openai#tpm"); !regexp.MustCompile(`(?m)COOLDOWN UNTIL\n.*` + regexp.QuoteMeta(cv.Until.Format(time.RFC3339Nano)) + `\n`).MatchString(out) {
+		t.Errorf("status during a cooldown:\n%s", out)
+	}
+	if _, _, code := e.run("acquire", "openai#tpm:1"); code != ExitRetry {
+		t.Errorf("acquire during a cooldown: exit %d, want %d", code, ExitRetry)
+	}
+	if _, errs, code := e.run("cooldown", "elevenlabs#concurrent", "--for", "1s"); code != ExitError || !strings.Contains(errs, "elevenlabs#concurrent") {
+		t.Errorf("cooldown concurrent: exit %d %s", code, errs)
+	}
+	if _, errs, code := e.run("sync", "openai#nope", "--remaining", "1"); code != ExitError || !strings.Contains(errs, `unknown dimension "openai#nope"`) {
+		t.Errorf("sync unknown: exit %d %s", code, errs)
+	}
+	e.ok("bucket", "reset", "openai#tpm")
+	if out := e.ok("status", "openai#tpm"); strings.Contains(out, "COOLDOWN") {
+		t.Errorf("status after a reset still shows the cooldown:\n%s", out)
+	}
+
 	// An expired lease is reclaimed by reconcile.
 	e.ok("acquire", "elevenlabs#concurrent", "--hold", "1ms")
 	if e.mem != nil {

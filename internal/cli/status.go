@@ -34,6 +34,9 @@ type bucketView struct {
 	// ActiveLeases counts lease records, expired or not.
 	ActiveLeases int        `json:"active_leases"`
 	NextExpiry   *time.Time `json:"next_expiry,omitempty"`
+	// CooldownUntil is the end of a cooldown running at At; absent when
+	// none is.
+	CooldownUntil *time.Time `json:"cooldown_until,omitempty"`
 	// TimeToFull is how long until the bucket is full if nothing else
 	// takes from it; null for a concurrent bucket waiting on releases.
 	TimeToFull *jsonout.Duration `json:"time_to_full"`
@@ -52,6 +55,10 @@ func viewOf(s sluice.BucketState) bucketView {
 	if !s.NextExpiry.IsZero() {
 		t := s.NextExpiry.UTC()
 		v.NextExpiry = &t
+	}
+	if s.CoolingDown() {
+		t := s.CooldownUntil.UTC()
+		v.CooldownUntil = &t
 	}
 	if d := sluice.TimeUntil(s, s.Capacity); d >= 0 && (s.Type != bucket.Concurrent || d == 0) {
 		ttf := jsonout.Duration(d.Truncate(time.Millisecond))
@@ -157,12 +164,40 @@ func statusTable(w io.Writer, views []bucketView) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "DIMENSION\tTYPE\tLIMIT\tCAPACITY\tTOKENS\tFILL\tACTIVE LEASES\tTIME TO FULL")
+	cooling := anyCooling(views)
+	fmt.Fprint(tw, "DIMENSION\tTYPE\tLIMIT\tCAPACITY\tTOKENS\tFILL\tACTIVE LEASES\tTIME TO FULL")
+	if cooling {
+		fmt.Fprint(tw, "\tCOOLDOWN UNTIL")
+	}
+	fmt.Fprintln(tw)
 	for _, v := range views {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%.1f%%\t%d\t%s\n", v.Dimension, v.Type, rateOf(v), v.Capacity,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%.1f%%\t%d\t%s", v.Dimension, v.Type, rateOf(v), v.Capacity,
 			milli(v.TokensMilli), v.FillPct, v.ActiveLeases, v.timeToFull())
+		if cooling {
+			fmt.Fprint(tw, "\t"+v.cooldownUntil())
+		}
+		fmt.Fprintln(tw)
 	}
 	return tw.Flush()
+}
+
+// anyCooling reports whether a bucket among views is in a cooldown: only
+// then does status show the COOLDOWN UNTIL column.
+func anyCooling(views []bucketView) bool {
+	for _, v := range views {
+		if v.CooldownUntil != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// cooldownUntil is the end of a running cooldown, or "-".
+func (v bucketView) cooldownUntil() string {
+	if v.CooldownUntil == nil {
+		return "-"
+	}
+	return v.CooldownUntil.Format(time.RFC3339Nano)
 }
 
 func rateOf(v bucketView) string {

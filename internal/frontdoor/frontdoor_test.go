@@ -24,6 +24,7 @@ const module = "github.com/ontopix/sluice"
 var operations = map[string]bool{
 	"Acquire": true, "Release": true, "Reconcile": true, "Leases": true, "Peek": true, "PutBucket": true,
 	"ListBuckets": true, "Extend": true, "Adjust": true, "Penalize": true, "DeleteBucket": true,
+	"Cooldown": true, "Sync": true,
 }
 
 // TestNoDirectStoreCalls type-checks every package of the module except

@@ -9,9 +9,10 @@
 // is meant for the demo and for tests, within one process and over a store
 // that uses the time it is given (memstore). Reconcile is refused while
 // recording, because it would reclaim leases without a release event;
-// PutBucket with reset and Penalize change balances outside the log, so call
-// them before recording starts (Penalize only ever lowers a balance, which
-// keeps the bound valid).
+// PutBucket with reset, Penalize, Cooldown and Sync change balances outside
+// the log, so call them before recording starts (Penalize, Cooldown and Sync
+// only ever lower a balance or delay its refill, which keeps the bound
+// valid).
 package recorder
 
 import (

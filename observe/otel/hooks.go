@@ -24,6 +24,8 @@ func (a *adapter) observer() *sluice.Observer {
 		Waited:     a.waited,
 		Settled:    a.settled,
 		Penalized:  a.penalized,
+		Cooled:     a.cooled,
+		Synced:     a.synced,
 		Released:   a.released,
 		LeaseLost:  a.leaseLost,
 		Reconciled: a.reconciled,
@@ -130,6 +132,14 @@ func (a *adapter) settled(ctx context.Context, e sluice.SettleEvent) {
 
 func (a *adapter) penalized(ctx context.Context, e sluice.PenaltyEvent) {
 	a.in.penalties.Add(ctx, 1, a.in.dims.Get(e.Dimension).penalize[label.Penalty(&e)]...)
+}
+
+func (a *adapter) cooled(ctx context.Context, e sluice.CooldownEvent) {
+	a.in.cooldowns.Add(ctx, 1, a.in.dims.Get(e.Dimension).cooldown[label.Cooldown(&e)]...)
+}
+
+func (a *adapter) synced(ctx context.Context, e sluice.SyncEvent) {
+	a.in.syncs.Add(ctx, 1, a.in.dims.Get(e.Dimension).sync[label.Sync(&e)]...)
 }
 
 func (a *adapter) released(ctx context.Context, e sluice.ReleaseEvent) {

@@ -33,6 +33,7 @@ var (
 // ahead of time, so that a hook records without building attributes.
 type instruments struct {
 	acquire, degraded, settlements, estimated, actual, clamped, penalties metric.Int64Counter
+	cooldowns, syncs                                                      metric.Int64Counter
 	releases, lost, runs, restored, storeErrs                             metric.Int64Counter
 	acquireDur, retryIn, wait, held, reconcileDur                         metric.Float64Histogram
 	attempts, delta                                                       metric.Int64Histogram
@@ -53,6 +54,8 @@ type dimAttrs struct {
 	acquire  [len(label.Outcomes)][]metric.AddOption
 	settle   [len(label.SettleResults)][]metric.AddOption
 	penalize [len(label.PenaltyResults)][]metric.AddOption
+	cooldown [len(label.CooldownResults)][]metric.AddOption
+	sync     [len(label.SyncResults)][]metric.AddOption
 }
 
 func addOpt(kv ...attribute.KeyValue) []metric.AddOption {
@@ -102,6 +105,8 @@ func newInstruments(m metric.Meter, c config) (*instruments, error) {
 		delta:        b.histogram("sluice.settle.delta", "{token}", "Actual minus estimate per successful settlement.", deltaBounds),
 		clamped:      b.counter("sluice.settle.clamped", "{settlement}", "Settlements whose change the debt floor or the capacity limited."),
 		penalties:    b.counter("sluice.penalties", "{penalty}", "Penalize calls, by result."),
+		cooldowns:    b.counter("sluice.cooldowns", "{cooldown}", "Cooldown calls, by result."),
+		syncs:        b.counter("sluice.syncs", "{sync}", "Sync calls, by result: lowered the balance, left it unchanged, or failed."),
 		releases:     b.counter("sluice.releases", "{release}", "Lease releases, by result."),
 		held:         b.seconds("sluice.lease.held", "How long released leases were held.", heldBounds),
 		lost:         b.counter("sluice.leases_lost", "{lease}", "Leases a SlotHandle gave up, by cause."),
@@ -147,6 +152,12 @@ func newDimAttrs(dim string) *dimAttrs {
 	}
 	for i, r := range label.PenaltyResults {
 		a.penalize[i] = addOpt(d, keyResult.String(r))
+	}
+	for i, r := range label.CooldownResults {
+		a.cooldown[i] = addOpt(d, keyResult.String(r))
+	}
+	for i, r := range label.SyncResults {
+		a.sync[i] = addOpt(d, keyResult.String(r))
 	}
 	return a
 }

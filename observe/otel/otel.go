@@ -29,6 +29,8 @@
 //	sluice.settle.delta              histogram  {token}       sluice.dimension
 //	sluice.settle.clamped            counter    {settlement}  sluice.dimension
 //	sluice.penalties                 counter    {penalty}     sluice.dimension, sluice.result (ok, error)
+//	sluice.cooldowns                 counter    {cooldown}    sluice.dimension, sluice.result (ok, error)
+//	sluice.syncs                     counter    {sync}        sluice.dimension, sluice.result (lowered, unchanged, error)
 //	sluice.releases                  counter    {release}     sluice.result (released, gone, error)
 //	sluice.lease.held                histogram  s             -
 //	sluice.leases_lost               counter    {lease}       sluice.cause (expired, unknown_lease, unavailable, other)

@@ -96,6 +96,12 @@ func feed(ctx context.Context, o *sluice.Observer) {
 	o.Settled(ctx, sluice.SettleEvent{Dimension: "openai#tpm", Estimate: 500, Actual: 900, Applied: 100000, Late: true})
 	o.Settled(ctx, sluice.SettleEvent{Dimension: "openai#tpm", Estimate: 500, Actual: 600, Err: sluice.ErrUnavailable})
 	o.Penalized(ctx, sluice.PenaltyEvent{Dimension: "openai#tpm", Factor: 0.5, Before: 1000, After: 500})
+	o.Cooled(ctx, sluice.CooldownEvent{Dimension: "openai#rpm", Until: time.Unix(20, 0), Before: 5000})
+	o.Cooled(ctx, sluice.CooldownEvent{Dimension: "openai#rpm", Err: sluice.ErrInvalid})
+	o.Synced(ctx, sluice.SyncEvent{Dimension: "openai#tpm", Remaining: 3, Before: 5000, After: 3000})
+	o.Synced(ctx, sluice.SyncEvent{Dimension: "openai#tpm", Remaining: 9, Before: 3000, After: 3000})
+	o.Synced(ctx, sluice.SyncEvent{Dimension: "openai#tpm", Remaining: 0, Before: -1000, After: -1000})
+	o.Synced(ctx, sluice.SyncEvent{Dimension: "openai#tpm", Remaining: 1, Err: sluice.ErrUnavailable})
 	o.Released(ctx, sluice.ReleaseEvent{Lease: "l1", Held: 2 * time.Second, Released: true})
 	o.Released(ctx, sluice.ReleaseEvent{Lease: "l2", Held: 90 * time.Second})
 	o.LeaseLost(ctx, sluice.LeaseLostEvent{Lease: "l3", Cause: sluice.ErrLeaseExpired})
@@ -129,6 +135,11 @@ func TestInstruments(t *testing.T) {
 		{"sluice.settle.delta{sluice.dimension=openai#tpm}:sum", "320"},
 		{"sluice.settle.clamped{sluice.dimension=openai#tpm}", "1"},
 		{"sluice.penalties{sluice.dimension=openai#tpm,sluice.result=ok}", "1"},
+		{"sluice.cooldowns{sluice.dimension=openai#rpm,sluice.result=ok}", "1"},
+		{"sluice.cooldowns{sluice.dimension=openai#rpm,sluice.result=error}", "1"},
+		{"sluice.syncs{sluice.dimension=openai#tpm,sluice.result=lowered}", "1"},
+		{"sluice.syncs{sluice.dimension=openai#tpm,sluice.result=unchanged}", "2"},
+		{"sluice.syncs{sluice.dimension=openai#tpm,sluice.result=error}", "1"},
 		{"sluice.releases{sluice.result=released}", "1"},
 		{"sluice.releases{sluice.result=gone}", "1"},
 		{"sluice.lease.held{}:sum", "92"},

@@ -22,6 +22,7 @@ var (
 // time, so that a hook only increments.
 type metrics struct {
 	acquire, degraded, settlements, estimated, actual, clamped, penalties *prom.CounterVec
+	cooldowns, syncs                                                      *prom.CounterVec
 	retryIn, delta                                                        *prom.HistogramVec
 	acquireDur, wait, attempts                                            *prom.HistogramVec
 	releases, lost, runs, restored, storeErrs                             *prom.CounterVec
@@ -47,6 +48,8 @@ type dimSeries struct {
 	delta             prom.Observer
 	clamped           prom.Counter
 	penalties         [len(label.PenaltyResults)]prom.Counter
+	cooldowns         [len(label.CooldownResults)]prom.Counter
+	syncs             [len(label.SyncResults)]prom.Counter
 }
 
 func counter(c config, name, help string, labels ...string) *prom.CounterVec {
@@ -71,6 +74,8 @@ func newMetrics(c config) *metrics {
 		delta:        histogram(c, "sluice_settle_delta_tokens", "Actual minus estimate per successful settlement, in tokens.", deltaBuckets, "dimension"),
 		clamped:      counter(c, "sluice_settle_clamped_total", "Settlements whose change the debt floor or the capacity limited.", "dimension"),
 		penalties:    counter(c, "sluice_penalties_total", "Penalize calls, by result.", "dimension", "result"),
+		cooldowns:    counter(c, "sluice_cooldowns_total", "Cooldown calls, by result.", "dimension", "result"),
+		syncs:        counter(c, "sluice_syncs_total", "Sync calls, by result: lowered the balance, left it unchanged, or failed.", "dimension", "result"),
 		releases:     counter(c, "sluice_releases_total", "Lease releases, by result.", "result"),
 		lost:         counter(c, "sluice_leases_lost_total", "Leases a SlotHandle gave up, by cause.", "cause"),
 		runs:         counter(c, "sluice_reconcile_runs_total", "Reconcile batches, by result.", "result"),
@@ -121,13 +126,19 @@ func (m *metrics) dimSeries(dim string) *dimSeries {
 	for i, r := range label.PenaltyResults {
 		s.penalties[i] = m.penalties.WithLabelValues(dim, r)
 	}
+	for i, r := range label.CooldownResults {
+		s.cooldowns[i] = m.cooldowns.WithLabelValues(dim, r)
+	}
+	for i, r := range label.SyncResults {
+		s.syncs[i] = m.syncs.WithLabelValues(dim, r)
+	}
 	return s
 }
 
 func (m *metrics) collectors() []prom.Collector {
 	return []prom.Collector{
 		m.acquire, m.acquireDur, m.retryIn, m.degraded, m.wait, m.attempts,
-		m.settlements, m.estimated, m.actual, m.delta, m.clamped, m.penalties,
+		m.settlements, m.estimated, m.actual, m.delta, m.clamped, m.penalties, m.cooldowns, m.syncs,
 		m.releases, m.held, m.lost, m.runs, m.reconcileDur, m.restored, m.storeErrs,
 	}
 }
@@ -138,6 +149,8 @@ func (m *metrics) observer() *sluice.Observer {
 		Waited:     m.waited,
 		Settled:    m.settled,
 		Penalized:  m.penalized,
+		Cooled:     m.cooled,
+		Synced:     m.synced,
 		Released:   m.released,
 		LeaseLost:  m.leaseLost,
 		Reconciled: m.reconciled,
@@ -184,6 +197,14 @@ func (m *metrics) settled(_ context.Context, e sluice.SettleEvent) {
 
 func (m *metrics) penalized(_ context.Context, e sluice.PenaltyEvent) {
 	m.dims.Get(e.Dimension).penalties[label.Penalty(&e)].Inc()
+}
+
+func (m *metrics) cooled(_ context.Context, e sluice.CooldownEvent) {
+	m.dims.Get(e.Dimension).cooldowns[label.Cooldown(&e)].Inc()
+}
+
+func (m *metrics) synced(_ context.Context, e sluice.SyncEvent) {
+	m.dims.Get(e.Dimension).syncs[label.Sync(&e)].Inc()
 }
 
 func (m *metrics) released(_ context.Context, e sluice.ReleaseEvent) {

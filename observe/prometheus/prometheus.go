@@ -25,6 +25,8 @@
 //	sluice_settle_delta_tokens            histogram  dimension           actual minus estimate per settlement, in tokens
 //	sluice_settle_clamped_total           counter    dimension           settlements the debt floor or the capacity limited
 //	sluice_penalties_total                counter    dimension, result   Penalize calls (ok, error)
+//	sluice_cooldowns_total                counter    dimension, result   Cooldown and CooldownFor calls (ok, error)
+//	sluice_syncs_total                    counter    dimension, result   Sync calls (lowered, unchanged, error)
 //	sluice_releases_total                 counter    result              releases (released, gone, error)
 //	sluice_lease_held_seconds             histogram  -                   how long released leases were held
 //	sluice_leases_lost_total              counter    cause               leases a SlotHandle gave up (expired, unknown_lease, unavailable, other)

@@ -86,6 +86,12 @@ func feed(ctx context.Context, o *sluice.Observer) {
 	o.Settled(ctx, sluice.SettleEvent{Dimension: "openai#tpm", Estimate: 500, Actual: 900, Applied: 100000, Late: true})
 	o.Settled(ctx, sluice.SettleEvent{Dimension: "openai#tpm", Estimate: 500, Actual: 600, Err: sluice.ErrUnavailable})
 	o.Penalized(ctx, sluice.PenaltyEvent{Dimension: "openai#tpm", Factor: 0.5, Before: 1000, After: 500})
+	o.Cooled(ctx, sluice.CooldownEvent{Dimension: "openai#rpm", Until: time.Unix(20, 0), Before: 5000})
+	o.Cooled(ctx, sluice.CooldownEvent{Dimension: "openai#rpm", Err: sluice.ErrInvalid})
+	o.Synced(ctx, sluice.SyncEvent{Dimension: "openai#tpm", Remaining: 3, Before: 5000, After: 3000})
+	o.Synced(ctx, sluice.SyncEvent{Dimension: "openai#tpm", Remaining: 9, Before: 3000, After: 3000})
+	o.Synced(ctx, sluice.SyncEvent{Dimension: "openai#tpm", Remaining: 0, Before: -1000, After: -1000})
+	o.Synced(ctx, sluice.SyncEvent{Dimension: "openai#tpm", Remaining: 1, Err: sluice.ErrUnavailable})
 	o.Released(ctx, sluice.ReleaseEvent{Lease: "l1", Held: 2 * time.Second, Released: true})
 	o.Released(ctx, sluice.ReleaseEvent{Lease: "l2", Held: 90 * time.Second})
 	o.LeaseLost(ctx, sluice.LeaseLostEvent{Lease: "l3", Cause: sluice.ErrLeaseExpired})
@@ -133,6 +139,11 @@ func TestScrapeEvents(t *testing.T) {
 		{`sluice_settle_delta_tokens_bucket{dimension="openai#tpm",le="1000"}`, "2"},
 		{`sluice_settle_clamped_total{dimension="openai#tpm"}`, "1"},
 		{`sluice_penalties_total{dimension="openai#tpm",result="ok"}`, "1"},
+		{`sluice_cooldowns_total{dimension="openai#rpm",result="ok"}`, "1"},
+		{`sluice_cooldowns_total{dimension="openai#rpm",result="error"}`, "1"},
+		{`sluice_syncs_total{dimension="openai#tpm",result="lowered"}`, "1"},
+		{`sluice_syncs_total{dimension="openai#tpm",result="unchanged"}`, "2"},
+		{`sluice_syncs_total{dimension="openai#tpm",result="error"}`, "1"},
 		{`sluice_releases_total{result="released"}`, "1"},
 		{`sluice_releases_total{result="gone"}`, "1"},
 		{`sluice_lease_held_seconds_sum`, "92"},

@@ -86,6 +86,34 @@ func Penalty(e *sluice.PenaltyEvent) int {
 	return 0
 }
 
+// CooldownResults lists the results of a Cooldown, indexed as Cooldown
+// numbers them.
+var CooldownResults = [...]string{"ok", Error}
+
+// Cooldown returns the index in CooldownResults of a Cooldown's result.
+func Cooldown(e *sluice.CooldownEvent) int {
+	if e.Err != nil {
+		return 1
+	}
+	return 0
+}
+
+// SyncResults lists the results of a Sync, indexed as Sync numbers them:
+// "lowered" (the vendor reported less than the bucket held), "unchanged"
+// or "error".
+var SyncResults = [...]string{"lowered", "unchanged", Error}
+
+// Sync returns the index in SyncResults of a Sync's result.
+func Sync(e *sluice.SyncEvent) int {
+	switch {
+	case e.Err != nil:
+		return 2
+	case e.After < e.Before:
+		return 0
+	}
+	return 1
+}
+
 // ReleaseResults lists the results of a release, indexed as Release numbers
 // them: "released" (the store deleted the record), "gone" (the reconciler
 // had reclaimed it, or there was none) or "error".
@@ -155,7 +183,7 @@ const OtherOp = "other"
 // ops are the store operations an Observer reports errors for.
 var ops = map[string]bool{
 	"acquire": true, "release": true, "extend": true, "adjust": true,
-	"penalize": true, "peek": true, "list_buckets": true, "leases": true,
+	"penalize": true, "cooldown": true, "sync": true, "peek": true, "list_buckets": true, "leases": true,
 	"put_bucket": true, "delete_bucket": true, "reconcile": true,
 }
 
