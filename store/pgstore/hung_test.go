@@ -55,6 +55,14 @@ func storeOps(s *Store, held store.LeaseID) map[string]func(context.Context) err
 			_, err := s.Penalize(ctx, store.PenalizeRequest{Now: t0, Dimension: "r", FactorMilli: 500})
 			return err
 		},
+		"cooldown": func(ctx context.Context) error {
+			_, err := s.Cooldown(ctx, store.CooldownRequest{Now: t0, Dimension: "r", Until: t0.Add(time.Second)})
+			return err
+		},
+		"sync": func(ctx context.Context) error {
+			_, err := s.Sync(ctx, store.SyncRequest{Now: t0, Dimension: "r", Remaining: 1})
+			return err
+		},
 		"peek": func(ctx context.Context) error {
 			_, err := s.Peek(ctx, store.PeekRequest{Now: t0, Dimensions: []string{"r"}})
 			return err

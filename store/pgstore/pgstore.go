@@ -192,8 +192,8 @@ func fail(op string, err error) error {
 			// Connection exceptions, insufficient resources, operator
 			// intervention (shutdown, cancel, statement timeout), system errors.
 			return store.Unavailable(op, err)
-		case pe.Code == "42883" || pe.Code == "42P01" || pe.Code == "3F000":
-			// Undefined function, table or schema: a configuration error.
+		case pe.Code == "42883" || pe.Code == "42P01" || pe.Code == "42703" || pe.Code == "3F000":
+			// Undefined function, table, column or schema: a configuration error.
 			return fmt.Errorf("pgstore: %s: the schema lacks what this code needs (version %d): run Migrate or 'sluice postgres migrate': %w",
 				op, SchemaVersion(), err)
 		}

@@ -14,8 +14,8 @@ import (
 
 // queries holds every statement, with the schema name filled in.
 type queries struct {
-	acquire, release, extend, adjust, penalize, put, del, reconcile string
-	peek, list, leases                                              string
+	acquire, release, extend, adjust, penalize, cooldown, sync, put, del, reconcile string
+	peek, list, leases                                                              string
 }
 
 func newQueries(sch string) queries {
@@ -24,7 +24,7 @@ func newQueries(sch string) queries {
 	// incarnation of the bucket count: those of a deleted bucket re-created
 	// under the same name are orphans.
 	const bucketCols = `b.name, b.limit_type, b.capacity, b.refill_amount, b.refill_period_ms, b.cost_per_call,
-		b.max_debt, b.tokens, b.last_refill_ms, x.n, x.next`
+		b.max_debt, b.tokens, b.last_refill_ms, b.cooldown_until_ms, x.n, x.next`
 	leaseAgg := `LEFT JOIN LATERAL (SELECT count(*) AS n, min(l.expires_ms) AS next FROM ` + sch +
 		`.leases l WHERE l.dims @> ARRAY[b.name] AND l.incs[array_position(l.dims, b.name)] = b.incarnation) x ON b.name IS NOT NULL`
 	now := `(SELECT coalesce($1::bigint, ` + sch + `.now_ms()) AS ms) t`
@@ -34,6 +34,8 @@ func newQueries(sch string) queries {
 		extend:    `SELECT * FROM ` + sch + `.extend($1::uuid, $2::bigint, $3::bigint)`,
 		adjust:    `SELECT * FROM ` + sch + `.adjust($1::text, $2::bigint, $3::bigint, $4::uuid, $5::boolean, $6::bigint, $7::bigint, $8::bigint)`,
 		penalize:  `SELECT * FROM ` + sch + `.penalize($1::text, $2::bigint, $3::bigint, $4::bigint)`,
+		cooldown:  `SELECT * FROM ` + sch + `.cooldown($1::text, $2::bigint, $3::bigint, $4::bigint)`,
+		sync:      `SELECT * FROM ` + sch + `.sync($1::text, $2::bigint, $3::bigint, $4::bigint)`,
 		put:       `SELECT ` + sch + `.put_bucket($1::text, $2::smallint, $3::bigint, $4::bigint, $5::bigint, $6::bigint, $7::bigint, $8::bigint, $9::boolean, $10::bigint)`,
 		del:       `DELETE FROM ` + sch + `.buckets WHERE name = $1::text`,
 		reconcile: `SELECT * FROM ` + sch + `.reconcile($1::bigint, $2::int)`,
@@ -90,14 +92,15 @@ func (s *Store) scanBuckets(rows pgx.Rows, hint int) ([]store.BucketState, strin
 	out := make([]store.BucketState, 0, hint)
 	for rows.Next() {
 		var (
-			nowMs                           int64
-			asked                           string
-			name                            *string
-			typ                             *int16
-			capacity, amount, period, cpc   *int64
-			debt, tokens, last, nLeases, nx *int64
+			nowMs                         int64
+			asked                         string
+			name                          *string
+			typ                           *int16
+			capacity, amount, period, cpc *int64
+			debt, tokens, last, until     *int64
+			nLeases, nx                   *int64
 		)
-		if err := rows.Scan(&nowMs, &asked, &name, &typ, &capacity, &amount, &period, &cpc, &debt, &tokens, &last, &nLeases, &nx); err != nil {
+		if err := rows.Scan(&nowMs, &asked, &name, &typ, &capacity, &amount, &period, &cpc, &debt, &tokens, &last, &until, &nLeases, &nx); err != nil {
 			return nil, "", err
 		}
 		if name == nil {
@@ -108,9 +111,10 @@ func (s *Store) scanBuckets(rows pgx.Rows, hint int) ([]store.BucketState, strin
 			RefillPeriod: time.Duration(*period) * time.Millisecond, CostPerCall: *cpc, MaxDebt: *debt,
 		}}
 		lim := b.Config.Limits()
-		st, at := bucket.Align(lim, bucket.State{Tokens: *tokens, Last: *last}, nowMs, s.skewMs())
+		st, at := bucket.Align(lim, bucket.State{Tokens: *tokens, Last: *last, Until: *until}, nowMs, s.skewMs())
 		r := bucket.Refill(lim, st, at)
-		bs := store.BucketState{Bucket: b, Tokens: r.Tokens, LastRefill: r.Last, ActiveLeases: int(deref(nLeases)), Now: time.UnixMilli(nowMs)}
+		bs := store.BucketState{Bucket: b, Tokens: r.Tokens, LastRefill: r.Last, CooldownUntil: r.Until,
+			ActiveLeases: int(deref(nLeases)), Now: time.UnixMilli(nowMs)}
 		if nx != nil {
 			bs.NextExpiry = time.UnixMilli(*nx)
 		}

@@ -50,21 +50,28 @@ func (cc countingConn) Write(p []byte) (int, error) {
 // dialer, that every acquisition (one or several dimensions, granted or
 // denied, recorded or not) is exactly one query and one write to the server
 // once the statement is cached.
-func TestOneRoundTripPerAcquire(t *testing.T) {
-	var cnt counter
+// countedStore returns a caller-clock store over a one-connection pool
+// whose queries, prepares and socket writes cnt counts.
+func countedStore(t *testing.T, cnt *counter) *Store {
+	t.Helper()
 	pool := pgtest.Pool(t, func(cfg *pgxpool.Config) {
 		cfg.MaxConns = 1
-		cfg.ConnConfig.Tracer = &cnt
+		cfg.ConnConfig.Tracer = cnt
 		d := &net.Dialer{}
 		cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
 			c, err := d.DialContext(ctx, network, addr)
 			if err != nil {
 				return nil, err
 			}
-			return countingConn{c, &cnt}, nil
+			return countingConn{c, cnt}, nil
 		}
 	})
-	s := newStoreOn(t, pool, WithCallerClock())
+	return newStoreOn(t, pool, WithCallerClock())
+}
+
+func TestOneRoundTripPerAcquire(t *testing.T) {
+	var cnt counter
+	s := countedStore(t, &cnt)
 	ctx := context.Background()
 	put(t, s, store.Bucket{Name: "openai#rpm", Config: bucket.PerPeriod(bucket.Requests, 1000, time.Minute)})
 	put(t, s, store.Bucket{Name: "openai#tpm", Config: bucket.PerPeriod(bucket.Tokens, 100000, time.Minute)})
@@ -94,6 +101,41 @@ func TestOneRoundTripPerAcquire(t *testing.T) {
 	}
 	if res.Granted {
 		t.Errorf("the last case should have been denied")
+	}
+}
+
+// TestOneRoundTripPerCooldownAndSync: a cooldown and a sync are each one
+// query, with no prepare, written to the server once (after a first call
+// that prepares the statement).
+func TestOneRoundTripPerCooldownAndSync(t *testing.T) {
+	var cnt counter
+	s := countedStore(t, &cnt)
+	ctx := context.Background()
+	put(t, s, store.Bucket{Name: "openai#rpm", Config: bucket.PerPeriod(bucket.Requests, 1000, time.Minute)})
+	ops := []struct {
+		name string
+		call func() error
+	}{
+		{"cooldown", func() error {
+			_, err := s.Cooldown(ctx, store.CooldownRequest{Now: t0, Dimension: "openai#rpm", Until: t0.Add(time.Second)})
+			return err
+		}},
+		{"sync", func() error {
+			_, err := s.Sync(ctx, store.SyncRequest{Now: t0, Dimension: "openai#rpm", Remaining: 10})
+			return err
+		}},
+	}
+	for _, op := range ops {
+		for i := range 2 { // the first call prepares the statement
+			q0, p0, w0 := cnt.queries.Load(), cnt.prepares.Load(), cnt.writes.Load()
+			if err := op.call(); err != nil {
+				t.Fatal(err)
+			}
+			q, p, w := cnt.queries.Load()-q0, cnt.prepares.Load()-p0, cnt.writes.Load()-w0
+			if i == 1 && (q != 1 || p != 0 || w != 1) {
+				t.Errorf("%s: %d queries, %d prepares, %d writes; want 1, 0, 1", op.name, q, p, w)
+			}
+		}
 	}
 }
 

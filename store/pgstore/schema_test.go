@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -258,5 +259,122 @@ func TestOutdatedSchemaIsAConfigurationError(t *testing.T) {
 	}
 	if err := s.PutBucket(ctx, store.PutBucketRequest{Now: t0, Bucket: b}); err != nil {
 		t.Fatalf("PutBucket after Migrate: %v", err)
+	}
+}
+
+// TestMigrateFromVersion2 upgrades in place a schema at version 2 holding
+// live buckets (a requests bucket partly spent and a concurrent one with a
+// lease out, written through the version-2 functions), from several
+// processes at once: exactly one applies the upgrade under the migration
+// lock, the balances, refill timestamps and leases are kept, the buckets
+// read as never cooled, and cooldowns work on them at once.
+func TestMigrateFromVersion2(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.Pool(t, nil)
+	schema := pgtest.Schema()
+	createAtVersion(t, pool, schema, 2)
+	s, err := New(pool, WithSchema(schema), WithCallerClock(), WithTimeout(testTimeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(t, s, store.Bucket{Name: "r", Config: bucket.PerPeriod(bucket.Requests, 10, time.Minute)})
+	put(t, s, store.Bucket{Name: "c", Config: bucket.ConcurrentSlots(2)})
+	acq := func(at time.Duration, items ...store.Item) store.AcquireResult {
+		t.Helper()
+		var res store.AcquireResult
+		req := &store.AcquireRequest{Now: t0.Add(at), Items: items, ID: store.NewLeaseID(), TTL: time.Hour}
+		if err := s.Acquire(ctx, req, &res); err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if res := acq(0, store.Item{Dimension: "r", Cost: 4}); !res.Granted {
+		t.Fatalf("acquire on version 2: %+v", res)
+	}
+	var lease store.AcquireResult
+	id := store.NewLeaseID()
+	if err := s.Acquire(ctx, &store.AcquireRequest{Now: t0, Items: []store.Item{{Dimension: "c", Cost: 1}}, ID: id, TTL: time.Hour}, &lease); err != nil || !lease.Granted {
+		t.Fatalf("concurrent acquire on version 2: %+v, %v", lease, err)
+	}
+
+	// This code on the version-2 schema: what needs the new column or
+	// functions says to migrate (never ErrUnavailable).
+	for op, f := range map[string]func() error{
+		"peek": func() error {
+			_, err := s.Peek(ctx, store.PeekRequest{Now: t0, Dimensions: []string{"r"}})
+			return err
+		},
+		"list buckets": func() error {
+			_, err := s.ListBuckets(ctx, store.ListBucketsRequest{Now: t0})
+			return err
+		},
+		"cooldown": func() error {
+			_, err := s.Cooldown(ctx, store.CooldownRequest{Now: t0, Dimension: "r", Until: t0.Add(time.Second)})
+			return err
+		},
+		"sync": func() error {
+			_, err := s.Sync(ctx, store.SyncRequest{Now: t0, Dimension: "r", Remaining: 1})
+			return err
+		},
+	} {
+		if err := f(); err == nil || errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "run Migrate") {
+			t.Errorf("%s on a version-2 schema: %v; want an error saying to migrate", op, err)
+		}
+	}
+
+	var wg sync.WaitGroup
+	type report struct {
+		from, to int
+		err      error
+	}
+	reports := make([]report, 4)
+	for i := range reports {
+		p := pgtest.Pool(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
+		m, err := New(p, WithSchema(schema), WithTimeout(testTimeout))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			r := &reports[i]
+			r.from, r.to, r.err = m.MigrateReport(ctx)
+		})
+	}
+	wg.Wait()
+	applied := 0
+	for i, r := range reports {
+		switch {
+		case r.err != nil:
+			t.Errorf("MigrateReport %d: %v", i, r.err)
+		case r.from == 2 && r.to == SchemaVersion():
+			applied++
+		case r.from != SchemaVersion() || r.to != SchemaVersion():
+			t.Errorf("MigrateReport %d = %d, %d; want 2 → %d or nothing to do", i, r.from, r.to, SchemaVersion())
+		}
+	}
+	if applied != 1 {
+		t.Errorf("%d processes applied the upgrade, want exactly 1", applied)
+	}
+
+	st, err := s.Peek(ctx, store.PeekRequest{Now: t0.Add(6 * time.Second), Dimensions: []string{"r", "c"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := st[0]; r.Tokens != 7_000 || r.LastRefill != t0.Add(6*time.Second).UnixMilli() || r.CooldownUntil != 0 {
+		t.Errorf("r after the upgrade = %+v; want 7000 millitokens at t0+6s (6 left, one earned), no cooldown", r)
+	}
+	if c := st[1]; c.Tokens != 1_000 || c.ActiveLeases != 1 || c.CooldownUntil != 0 {
+		t.Errorf("c after the upgrade = %+v; want 1000 millitokens, 1 lease, no cooldown", c)
+	}
+	cd, err := s.Cooldown(ctx, store.CooldownRequest{Now: t0.Add(6 * time.Second), Dimension: "r", Until: t0.Add(16 * time.Second)})
+	if want := (store.CooldownResult{Before: 7_000, After: 0, Until: t0.Add(16 * time.Second).UnixMilli()}); err != nil || cd != want {
+		t.Errorf("Cooldown after the upgrade = %+v, %v; want %+v", cd, err, want)
+	}
+	// The wait runs to the end of the cooldown, then 6 s to earn a token.
+	if res := acq(6*time.Second, store.Item{Dimension: "r", Cost: 1}); res.Granted || res.RetryIn != 16*time.Second {
+		t.Errorf("acquire during the cooldown: granted %v, RetryIn %v; want denied, 16s", res.Granted, res.RetryIn)
+	}
+	rr, err := s.Release(ctx, store.ReleaseRequest{Now: t0, ID: id})
+	if err != nil || !rr.Released || len(rr.Restored) != 1 {
+		t.Errorf("Release of a lease granted before the upgrade = %+v, %v; want it restored", rr, err)
 	}
 }
