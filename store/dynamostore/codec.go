@@ -25,12 +25,13 @@ const (
 	attrType     = "limit_type"
 	attrVersion  = "version"
 
-	attrAmount  = "refill_amount"    // exact refill: tokens per period
-	attrPeriod  = "refill_period_ms" // exact refill period, ms
-	attrMaxDebt = "max_debt"         // bucket.Config.MaxDebt as configured
-	attrInc     = "incarnation"      // random id of this bucket's creation
-	attrHolders = "holders"          // map lease uuid → holder entry (see holder) of this bucket's lease records
-	attrLastOp  = "last_op"          // token of the last acquisition that wrote the bucket
+	attrAmount  = "refill_amount"     // exact refill: tokens per period
+	attrPeriod  = "refill_period_ms"  // exact refill period, ms
+	attrMaxDebt = "max_debt"          // bucket.Config.MaxDebt as configured
+	attrInc     = "incarnation"       // random id of this bucket's creation
+	attrHolders = "holders"           // map lease uuid → holder entry (see holder) of this bucket's lease records
+	attrLastOp  = "last_op"           // token of the last acquisition that wrote the bucket
+	attrUntil   = "cooldown_until_ms" // bucket.State.Until: a cooldown's end, Unix ms; absent means 0
 
 	// Lease items (the SDKs' format), plus Sluice's extras.
 	attrDimension = "dimension"
@@ -309,6 +310,11 @@ func decodeBucket(item map[string]types.AttributeValue) (*bucketItem, error) {
 	if bi.st.Last, err = parseMilliCeil(v); err != nil {
 		return nil, bad(attrLast, err)
 	}
+	if v, ok := getN(item, attrUntil); ok {
+		if bi.st.Until, err = parseUntil(v); err != nil {
+			return nil, bad(attrUntil, err)
+		}
+	}
 	if v, ok := getN(item, attrVersion); ok {
 		if bi.version, err = parseInt(v); err != nil {
 			return nil, bad(attrVersion, err)
@@ -352,7 +358,23 @@ func encodeBucket(b store.Bucket, st bucket.State, version int64, inc string, ho
 	if inc != "" {
 		item[attrInc] = str(inc)
 	}
+	if st.Until != 0 {
+		item[attrUntil] = numInt(st.Until)
+	}
 	return item
+}
+
+// parseUntil reads cooldown_until: whole Unix milliseconds, 0 to
+// bucket.MaxTimeMs.
+func parseUntil(s string) (int64, error) {
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("not a whole number of milliseconds: %q", s)
+	}
+	if v < 0 || v > bucket.MaxTimeMs {
+		return 0, fmt.Errorf("%d is outside 0..%d", v, int64(bucket.MaxTimeMs))
+	}
+	return v, nil
 }
 
 // earliest returns the earliest holder expiry, or 0.
