@@ -118,8 +118,22 @@ func parseMilliCeil(s string) (int64, error) {
 	return parseScaled(s, true)
 }
 
+// maxExponent bounds the decimal exponent parseScaled accepts. DynamoDB
+// numbers range from 1e-130 to 1e125; big.Rat's cost grows with the
+// exponent, so that a far larger one is refused before it is expanded.
+const maxExponent = 400
+
 func parseScaled(s string, ceil bool) (int64, error) {
-	r, ok := new(big.Rat).SetString(strings.TrimSpace(s))
+	s = strings.TrimSpace(s)
+	if len(s) > 200 {
+		return 0, fmt.Errorf("not a number: %d characters", len(s))
+	}
+	if i := strings.IndexAny(s, "eEpP"); i >= 0 {
+		if e, err := strconv.Atoi(s[i+1:]); err != nil || e < -maxExponent || e > maxExponent {
+			return 0, fmt.Errorf("not a number in range: %q", s)
+		}
+	}
+	r, ok := new(big.Rat).SetString(s)
 	if !ok {
 		return 0, fmt.Errorf("not a number: %q", s)
 	}
@@ -364,15 +378,16 @@ func encodeBucket(b store.Bucket, st bucket.State, version int64, inc string, ho
 	return item
 }
 
-// parseUntil reads cooldown_until: whole Unix milliseconds, 0 to
-// bucket.MaxTimeMs.
+// parseUntil reads cooldown_until_ms: Unix milliseconds, 0 to
+// bucket.MaxTimeMs. A decimal (never written by Sluice) is rounded up, so
+// that a cooldown never ends early.
 func parseUntil(s string) (int64, error) {
-	v, err := strconv.ParseInt(s, 10, 64)
+	v, err := parseInt(s)
 	if err != nil {
-		return 0, fmt.Errorf("not a whole number of milliseconds: %q", s)
+		return 0, err
 	}
 	if v < 0 || v > bucket.MaxTimeMs {
-		return 0, fmt.Errorf("%d is outside 0..%d", v, int64(bucket.MaxTimeMs))
+		return 0, fmt.Errorf("%s is outside 0..%d ms", s, int64(bucket.MaxTimeMs))
 	}
 	return v, nil
 }
