@@ -61,13 +61,14 @@ func (s *Store) PutBucket(ctx context.Context, req store.PutBucketRequest) error
 			names[k], vals[":"+k[1:]] = a, full[a]
 			set = append(set, k+" = :"+k[1:])
 		}
+		setU, remU := untilUpdate(old.st.Until, st.Until, names, vals)
 		if !old.hasMap {
 			names["#h"], vals[":hm"] = attrHolders, &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{}}
 			set = append(set, "#h = :hm")
 		}
 		_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName: aws.String(s.table), Key: key(b.Name),
-			UpdateExpression:          aws.String("SET " + strings.Join(set, ", ") + " ADD #ver :one"),
+			UpdateExpression:          aws.String("SET " + strings.Join(set, ", ") + setU + remU + " ADD #ver :one"),
 			ConditionExpression:       aws.String(versionCond(old, names, vals)),
 			ExpressionAttributeNames:  names,
 			ExpressionAttributeValues: vals,

@@ -25,12 +25,13 @@ const (
 	attrType     = "limit_type"
 	attrVersion  = "version"
 
-	attrAmount  = "refill_amount"    // exact refill: tokens per period
-	attrPeriod  = "refill_period_ms" // exact refill period, ms
-	attrMaxDebt = "max_debt"         // bucket.Config.MaxDebt as configured
-	attrInc     = "incarnation"      // random id of this bucket's creation
-	attrHolders = "holders"          // map lease uuid → holder entry (see holder) of this bucket's lease records
-	attrLastOp  = "last_op"          // token of the last acquisition that wrote the bucket
+	attrAmount  = "refill_amount"     // exact refill: tokens per period
+	attrPeriod  = "refill_period_ms"  // exact refill period, ms
+	attrMaxDebt = "max_debt"          // bucket.Config.MaxDebt as configured
+	attrInc     = "incarnation"       // random id of this bucket's creation
+	attrHolders = "holders"           // map lease uuid → holder entry (see holder) of this bucket's lease records
+	attrLastOp  = "last_op"           // token of the last acquisition that wrote the bucket
+	attrUntil   = "cooldown_until_ms" // bucket.State.Until: a cooldown's end, Unix ms; absent means 0
 
 	// Lease items (the SDKs' format), plus Sluice's extras.
 	attrDimension = "dimension"
@@ -117,8 +118,22 @@ func parseMilliCeil(s string) (int64, error) {
 	return parseScaled(s, true)
 }
 
+// maxExponent bounds the decimal exponent parseScaled accepts. DynamoDB
+// numbers range from 1e-130 to 1e125; big.Rat's cost grows with the
+// exponent, so that a far larger one is refused before it is expanded.
+const maxExponent = 400
+
 func parseScaled(s string, ceil bool) (int64, error) {
-	r, ok := new(big.Rat).SetString(strings.TrimSpace(s))
+	s = strings.TrimSpace(s)
+	if len(s) > 200 {
+		return 0, fmt.Errorf("not a number: %d characters", len(s))
+	}
+	if i := strings.IndexAny(s, "eEpP"); i >= 0 {
+		if e, err := strconv.Atoi(s[i+1:]); err != nil || e < -maxExponent || e > maxExponent {
+			return 0, fmt.Errorf("not a number in range: %q", s)
+		}
+	}
+	r, ok := new(big.Rat).SetString(s)
 	if !ok {
 		return 0, fmt.Errorf("not a number: %q", s)
 	}
@@ -309,6 +324,11 @@ func decodeBucket(item map[string]types.AttributeValue) (*bucketItem, error) {
 	if bi.st.Last, err = parseMilliCeil(v); err != nil {
 		return nil, bad(attrLast, err)
 	}
+	if v, ok := getN(item, attrUntil); ok {
+		if bi.st.Until, err = parseUntil(v); err != nil {
+			return nil, bad(attrUntil, err)
+		}
+	}
 	if v, ok := getN(item, attrVersion); ok {
 		if bi.version, err = parseInt(v); err != nil {
 			return nil, bad(attrVersion, err)
@@ -352,7 +372,24 @@ func encodeBucket(b store.Bucket, st bucket.State, version int64, inc string, ho
 	if inc != "" {
 		item[attrInc] = str(inc)
 	}
+	if st.Until != 0 {
+		item[attrUntil] = numInt(st.Until)
+	}
 	return item
+}
+
+// parseUntil reads cooldown_until_ms: Unix milliseconds, 0 to
+// bucket.MaxTimeMs. A decimal (never written by Sluice) is rounded up, so
+// that a cooldown never ends early.
+func parseUntil(s string) (int64, error) {
+	v, err := parseInt(s)
+	if err != nil {
+		return 0, err
+	}
+	if v < 0 || v > bucket.MaxTimeMs {
+		return 0, fmt.Errorf("%s is outside 0..%d ms", s, int64(bucket.MaxTimeMs))
+	}
+	return v, nil
 }
 
 // earliest returns the earliest holder expiry, or 0.

@@ -18,7 +18,9 @@
 // of the bucket's recorded leases: uuid → expiry in ms, plus the cost on a
 // concurrent bucket; it gives Peek its lease count and the concurrent
 // RETRY_IN hint without a Scan, and lets Reconcile restore a slot whose
-// lease item DynamoDB's TTL process deleted first) and last_op.
+// lease item DynamoDB's TTL process deleted first), last_op and, once the
+// bucket has had a cooldown, cooldown_until_ms (bucket.State.Until, Unix
+// ms; a row without it has none).
 // Rows written by the Python and TypeScript SDKs lack them: the refill fraction is then
 // derived from refill_rate (see deriveRefill) and the rest defaults.
 //

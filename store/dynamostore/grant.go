@@ -130,6 +130,8 @@ func (s *Store) bucketUpdate(bi *bucketItem, st bucket.State, tok string, id str
 		":op": str(tok), ":one": numInt(1), ":v": numInt(bi.version),
 	}
 	set := "SET #tok = :t, #last = :l, #op = :op"
+	setU, remU := untilUpdate(bi.st.Until, st.Until, names, vals)
+	set += setU
 	cond := versionCond(bi, names, vals)
 	if id != "" {
 		names["#h"] = attrHolders
@@ -145,11 +147,29 @@ func (s *Store) bucketUpdate(bi *bucketItem, st bucket.State, tok string, id str
 	}
 	return &types.Update{
 		TableName: aws.String(s.table), Key: key(bi.b.Name),
-		UpdateExpression:          aws.String(set + " ADD #ver :one"),
+		UpdateExpression:          aws.String(set + remU + " ADD #ver :one"),
 		ConditionExpression:       aws.String(cond),
 		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: vals,
 	}
+}
+
+// untilUpdate returns the parts of an update expression that move a row's
+// cooldown_until from old (as read; the write is conditioned on the
+// version read) to next: ", #cu = :cu" to append to a SET clause, or
+// " REMOVE #cu" when the cooldown is cleared (a row without the attribute
+// reads as 0). Both are empty when it does not change, so that a row that
+// never had a cooldown never gets the attribute.
+func untilUpdate(old, next int64, names map[string]string, vals map[string]types.AttributeValue) (set, remove string) {
+	switch {
+	case next == old:
+		return "", ""
+	case next == 0:
+		names["#cu"] = attrUntil
+		return "", " REMOVE #cu"
+	}
+	names["#cu"], vals[":cu"] = attrUntil, numInt(next)
+	return ", #cu = :cu", ""
 }
 
 // versionCond is the optimistic-locking condition on bi's row: same

@@ -136,6 +136,44 @@ func TestRetriedWritesApplyOnce(t *testing.T) {
 				}
 			})
 
+			t.Run("Cooldown", func(t *testing.T) {
+				before := tokens("v#rpm")
+				l.arm("UpdateItem", 1, reset)
+				res, err := s.Cooldown(ctx, store.CooldownRequest{Now: t0, Dimension: "v#rpm", Until: t0.Add(time.Second)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if l.sent("UpdateItem") < 2 {
+					t.Fatalf("UpdateItem sent %d times: the fault did not make the SDK retry", l.sent("UpdateItem"))
+				}
+				want := store.CooldownResult{Before: before, After: 0, Until: t0.UnixMilli() + 1000}
+				if got := tokens("v#rpm"); got != 0 || res != want {
+					t.Errorf("after a cooldown retried by the SDK: %d millitokens, result %+v; want 0, %+v", got, res, want)
+				}
+			})
+
+			t.Run("Sync", func(t *testing.T) {
+				now := t0.Add(2 * time.Second) // after the cooldown: earning again
+				before := tokens("v#rpm")
+				st, err := s.Peek(ctx, store.PeekRequest{Now: now, Dimensions: []string{"v#rpm"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				s.forget("v#rpm") // the faulted UpdateItem is then the one that applies
+				l.arm("UpdateItem", 1, reset)
+				res, err := s.Sync(ctx, store.SyncRequest{Now: now, Dimension: "v#rpm", Remaining: 0})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if l.sent("UpdateItem") < 2 {
+					t.Fatalf("UpdateItem sent %d times: the fault did not make the SDK retry", l.sent("UpdateItem"))
+				}
+				want := store.SyncResult{Before: st[0].Tokens, After: 0}
+				if before != 0 || want.Before <= 0 || res != want {
+					t.Errorf("a sync retried by the SDK: %+v, want %+v (balance %d at t0, %d after the cooldown)", res, want, before, st[0].Tokens)
+				}
+			})
+
 			t.Run("ReconfigureConcurrent", func(t *testing.T) {
 				c := func(n int64) store.Bucket {
 					return store.Bucket{Name: "v#concurrent", Config: bucket.ConcurrentSlots(n)}

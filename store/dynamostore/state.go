@@ -59,7 +59,8 @@ func isCCF(err error) bool {
 func (bi *bucketItem) state(now, skew int64) store.BucketState {
 	al, at := bucket.Align(bi.lim, bi.st, now, skew)
 	r := bucket.Refill(bi.lim, al, at)
-	bs := store.BucketState{Bucket: bi.b, Tokens: r.Tokens, LastRefill: r.Last, ActiveLeases: len(bi.holders), Now: time.UnixMilli(now)}
+	bs := store.BucketState{Bucket: bi.b, Tokens: r.Tokens, LastRefill: r.Last, CooldownUntil: r.Until,
+		ActiveLeases: len(bi.holders), Now: time.UnixMilli(now)}
 	if x := bi.earliest(); x != 0 {
 		bs.NextExpiry = time.UnixMilli(x)
 	}
@@ -101,6 +102,16 @@ func (s *Store) scan(ctx context.Context, filter string, names map[string]string
 
 // writeState writes st to bi's row conditioned on its version; false means
 // the condition failed (a concurrent write), and the row is forgotten.
+func (s *Store) writeState(ctx context.Context, bi *bucketItem, st bucket.State, op string) (bool, error) {
+	defer s.forget(bi.b.Name)
+	ok, _, err := s.writeRow(ctx, bi, st, opToken(op), op)
+	return ok, err
+}
+
+// writeRow writes st to bi's row conditioned on its version, recording tok
+// in last_op. It returns true when the write was applied, and otherwise
+// the row as it is now (nil when it was deleted), from which the caller
+// can decide again without another read.
 //
 // The callers apply a delta to the state they read (a refund, a penalty),
 // so the write must take effect at most once per call. An UpdateItem has no
@@ -109,10 +120,8 @@ func (s *Store) scan(ctx context.Context, filter string, names map[string]string
 // attempt therefore records a token of its own in last_op and asks for the
 // row on a failed condition: a row at version+1 carrying that token is this
 // very write, already applied, and counts as success rather than as a lost
-// race (which would read again and apply the delta a second time).
-func (s *Store) writeState(ctx context.Context, bi *bucketItem, st bucket.State, op string) (bool, error) {
-	defer s.forget(bi.b.Name)
-	tok := opToken(op)
+// race (which would decide again and apply the delta a second time).
+func (s *Store) writeRow(ctx context.Context, bi *bucketItem, st bucket.State, tok, op string) (bool, *bucketItem, error) {
 	up := s.bucketUpdate(bi, st, tok, "", holder{})
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: up.TableName, Key: up.Key, UpdateExpression: up.UpdateExpression,
@@ -123,15 +132,18 @@ func (s *Store) writeState(ctx context.Context, bi *bucketItem, st bucket.State,
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
 		if ccf.Item == nil {
-			return false, nil // deleted: the next read reports it
+			return false, nil, nil // deleted: the next read reports it
 		}
 		cur, derr := decodeBucket(ccf.Item)
 		if derr != nil {
-			return false, derr
+			return false, nil, derr
 		}
-		return cur.lastOp == tok && cur.version == bi.version+1 && cur.inc == bi.inc, nil
+		if cur.lastOp == tok && cur.version == bi.version+1 && cur.inc == bi.inc {
+			return true, nil, nil
+		}
+		return false, cur, nil
 	}
-	return err == nil, classify(op, err)
+	return err == nil, nil, classify(op, err)
 }
 
 // opToken returns a token unique to one write attempt of operation op, for
