@@ -16,16 +16,6 @@ import (
 // ConcurrentLimit.
 type Bucket = store.Bucket
 
-// PerMinute returns a bucket config for a vendor's "n per minute" limit of
-// type t (Requests or Tokens).
-func PerMinute(t LimitType, n int64) bucket.Config { return bucket.PerPeriod(t, n, time.Minute) }
-
-// PerPeriod returns a bucket config holding n tokens and refilling n every
-// period.
-func PerPeriod(t LimitType, n int64, period time.Duration) bucket.Config {
-	return bucket.PerPeriod(t, n, period)
-}
-
 // ConcurrentLimit returns a bucket config with n concurrent slots.
 func ConcurrentLimit(n int64) bucket.Config { return bucket.ConcurrentSlots(n) }
 
@@ -116,23 +106,28 @@ func (c *Client) Peek(ctx context.Context, dimensions ...string) ([]BucketState,
 	return bucketStates(s), nil
 }
 
-// TimeUntil returns how long after s.Now the bucket will hold n tokens if
-// nothing else changes it: 0 if it already does; for a concurrent bucket,
-// the time until its next lease expiry (a hint), or -1 if no lease is due
-// to free a slot.
+// TimeUntil returns how long after s.Now the bucket will hold n tokens and
+// grant them if nothing else changes it: 0 if it already would; during a
+// cooldown, at least the time to its end; for a concurrent bucket, the
+// time until its next lease expiry (a hint), or -1 if no lease is due to
+// free a slot.
 func TimeUntil(s BucketState, n int64) time.Duration {
 	l := s.Config.Limits()
 	need := n * bucket.Milli
-	if int64(s.Tokens) >= need {
-		return 0
-	}
 	if l.Amount == 0 {
-		if s.NextExpiry.After(s.Now) {
+		switch {
+		case int64(s.Tokens) >= need:
+			return 0
+		case s.NextExpiry.After(s.Now):
 			return s.NextExpiry.Sub(s.Now)
 		}
 		return -1
 	}
-	ms := bucket.RetryIn(l, bucket.State{Tokens: int64(s.Tokens), Last: s.LastRefill.UnixMilli()}, s.Now.UnixMilli(), need)
+	st := bucket.State{Tokens: int64(s.Tokens), Last: s.LastRefill.UnixMilli()}
+	if !s.CooldownUntil.IsZero() {
+		st.Until = s.CooldownUntil.UnixMilli()
+	}
+	ms := bucket.RetryIn(l, st, s.Now.UnixMilli(), need)
 	return time.Duration(ms) * time.Millisecond
 }
 

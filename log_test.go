@@ -72,13 +72,19 @@ func TestLogEvents(t *testing.T) {
 		if _, err := c.Penalize(ctx, "openai#tpm", 0.5); err != nil {
 			t.Fatal(err)
 		}
+		if _, err := c.Sync(ctx, "openai#tpm", 1000); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.CooldownFor(ctx, "openai#tpm", time.Second); err != nil {
+			t.Fatal(err)
+		}
 		if err := c.WithSlot(ctx, "openai#rpm", 100*time.Millisecond, func(context.Context, *sluice.Lease) error { return nil }); err == nil {
 			t.Fatal("WithSlot on an empty bucket did not time out")
 		}
 		got := out.events(t)
 		for _, want := range []string{
 			"acquire.contention_retry", "acquire.granted", "release.ok", "acquire.retry_in",
-			"penalize.applied", "slot.timeout",
+			"penalize.applied", "sync.applied", "cooldown.applied", "slot.timeout",
 		} {
 			if got[want] == 0 {
 				t.Errorf("no %s event; got %v", want, got)

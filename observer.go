@@ -27,6 +27,11 @@ type Observer struct {
 	Settled func(context.Context, SettleEvent)
 	// Penalized is called after every Penalize.
 	Penalized func(context.Context, PenaltyEvent)
+	// Cooled is called after every Cooldown and CooldownFor that reached
+	// the store.
+	Cooled func(context.Context, CooldownEvent)
+	// Synced is called after every Sync.
+	Synced func(context.Context, SyncEvent)
 	// Released is called after every release of a lease.
 	Released func(context.Context, ReleaseEvent)
 	// LeaseLost is called when a SlotHandle gives its lease up (renewals
@@ -104,6 +109,32 @@ type PenaltyEvent struct {
 	Err error
 }
 
+// CooldownEvent describes one Cooldown.
+type CooldownEvent struct {
+	// Dimension is the cooled dimension.
+	Dimension string
+	// Until is the cooldown's end (a later running end when there was
+	// one); zero when Err is set.
+	Until time.Time
+	// Before and After are the balances in millitokens.
+	Before, After int64
+	// Err is the error Cooldown returned, if any.
+	Err error
+}
+
+// SyncEvent describes one Sync.
+type SyncEvent struct {
+	// Dimension is the synced dimension.
+	Dimension string
+	// Remaining is what the vendor reported, in tokens.
+	Remaining int64
+	// Before and After are the balances in millitokens; After is below
+	// Before when the vendor reported less than the bucket held.
+	Before, After int64
+	// Err is the error Sync returned, if any.
+	Err error
+}
+
 // ReleaseEvent describes one release of a lease.
 type ReleaseEvent struct {
 	// Lease is the lease's id.
@@ -176,7 +207,7 @@ func (k StoreErrorKind) String() string {
 // StoreErrorEvent describes a failed store call.
 type StoreErrorEvent struct {
 	// Op names the store operation: "acquire", "release", "extend",
-	// "adjust", "penalize", "peek", "list_buckets", "leases",
+	// "adjust", "penalize", "cooldown", "sync", "peek", "list_buckets", "leases",
 	// "put_bucket", "delete_bucket" or "reconcile".
 	Op string
 	// Kind classifies Err.
@@ -205,6 +236,8 @@ func Observers(obs ...*Observer) *Observer {
 	all.Waited = fanOut(live, func(o *Observer) func(context.Context, WaitEvent) { return o.Waited })
 	all.Settled = fanOut(live, func(o *Observer) func(context.Context, SettleEvent) { return o.Settled })
 	all.Penalized = fanOut(live, func(o *Observer) func(context.Context, PenaltyEvent) { return o.Penalized })
+	all.Cooled = fanOut(live, func(o *Observer) func(context.Context, CooldownEvent) { return o.Cooled })
+	all.Synced = fanOut(live, func(o *Observer) func(context.Context, SyncEvent) { return o.Synced })
 	all.Released = fanOut(live, func(o *Observer) func(context.Context, ReleaseEvent) { return o.Released })
 	all.LeaseLost = fanOut(live, func(o *Observer) func(context.Context, LeaseLostEvent) { return o.LeaseLost })
 	all.Reconciled = fanOut(live, func(o *Observer) func(context.Context, ReconcileEvent) { return o.Reconciled })

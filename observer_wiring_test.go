@@ -20,6 +20,8 @@ type recorder struct {
 	waited   []sluice.WaitEvent
 	settled  []sluice.SettleEvent
 	penalty  []sluice.PenaltyEvent
+	cooled   []sluice.CooldownEvent
+	synced   []sluice.SyncEvent
 	released []sluice.ReleaseEvent
 	lost     []sluice.LeaseLostEvent
 	recon    []sluice.ReconcileEvent
@@ -37,7 +39,7 @@ func add[E any](r *recorder, dst *[]E) func(context.Context, E) {
 func (r *recorder) observer() *sluice.Observer {
 	return &sluice.Observer{
 		Acquired: add(r, &r.acquired), Waited: add(r, &r.waited), Settled: add(r, &r.settled),
-		Penalized: add(r, &r.penalty), Released: add(r, &r.released), LeaseLost: add(r, &r.lost),
+		Penalized: add(r, &r.penalty), Cooled: add(r, &r.cooled), Synced: add(r, &r.synced), Released: add(r, &r.released), LeaseLost: add(r, &r.lost),
 		Reconciled: add(r, &r.recon), StoreError: add(r, &r.errs),
 	}
 }
@@ -178,5 +180,45 @@ func TestAcquireAllocs(t *testing.T) {
 	})
 	if got > 1 {
 		t.Errorf("Acquire allocates %v times per call, want 1", got)
+	}
+}
+
+func TestObserverCooldownAndSync(t *testing.T) {
+	ctx := context.Background()
+	var a, b recorder
+	c, _, _ := newClient(t, sluice.WithObserver(sluice.Observers(a.observer(), nil, b.observer())))
+	if _, err := c.Sync(ctx, "openai#rpm", 70); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CooldownFor(ctx, "openai#rpm", 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	_, coolErr := c.CooldownFor(ctx, "elevenlabs#concurrent", time.Second)
+	_, syncErr := c.Sync(ctx, "openai#nope", 1)
+	for _, rec := range []*recorder{&a, &b} {
+		wantCooled := []sluice.CooldownEvent{
+			{Dimension: "openai#rpm", Until: t0.Add(2 * time.Second), Before: 70_000, After: 0},
+			{Dimension: "elevenlabs#concurrent", Err: coolErr},
+		}
+		wantSynced := []sluice.SyncEvent{
+			{Dimension: "openai#rpm", Remaining: 70, Before: 100_000, After: 70_000},
+			{Dimension: "openai#nope", Remaining: 1, Err: syncErr},
+		}
+		if len(rec.cooled) != len(wantCooled) || len(rec.synced) != len(wantSynced) {
+			t.Fatalf("Cooled = %+v, Synced = %+v; want %+v, %+v", rec.cooled, rec.synced, wantCooled, wantSynced)
+		}
+		for i, w := range wantCooled {
+			if g := rec.cooled[i]; g.Dimension != w.Dimension || !g.Until.Equal(w.Until) || g.Before != w.Before || g.After != w.After || g.Err != w.Err {
+				t.Errorf("Cooled[%d] = %+v, want %+v", i, g, w)
+			}
+		}
+		for i, w := range wantSynced {
+			if g := rec.synced[i]; g != w {
+				t.Errorf("Synced[%d] = %+v, want %+v", i, g, w)
+			}
+		}
+	}
+	if coolErr == nil || syncErr == nil {
+		t.Errorf("errors = %v, %v; want both calls to fail", coolErr, syncErr)
 	}
 }

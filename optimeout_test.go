@@ -64,6 +64,20 @@ func (b *blockStore) Penalize(ctx context.Context, req store.PenalizeRequest) (s
 	return b.Store.Penalize(ctx, req)
 }
 
+func (b *blockStore) Cooldown(ctx context.Context, req store.CooldownRequest) (store.CooldownResult, error) {
+	if err := b.block(ctx); err != nil {
+		return store.CooldownResult{}, err
+	}
+	return b.Store.Cooldown(ctx, req)
+}
+
+func (b *blockStore) Sync(ctx context.Context, req store.SyncRequest) (store.SyncResult, error) {
+	if err := b.block(ctx); err != nil {
+		return store.SyncResult{}, err
+	}
+	return b.Store.Sync(ctx, req)
+}
+
 func (b *blockStore) Peek(ctx context.Context, req store.PeekRequest) ([]store.BucketState, error) {
 	if err := b.block(ctx); err != nil {
 		return nil, err
@@ -139,6 +153,8 @@ func TestOpTimeoutBoundsEveryStoreCall(t *testing.T) {
 			{"Adjust", func() error { _, err := tpm.Lease.Adjust(ctx, "openai#tpm", 10); return err }},
 			{"Settle", func() error { _, err := tpm.Lease.Settle(ctx, "openai#tpm", 50); return err }},
 			{"Penalize", func() error { _, err := c.Penalize(ctx, "openai#rpm", 0.5); return err }},
+			{"Cooldown", func() error { _, err := c.CooldownFor(ctx, "openai#rpm", time.Second); return err }},
+			{"Sync", func() error { _, err := c.Sync(ctx, "openai#rpm", 1); return err }},
 			{"Peek", func() error { _, err := c.Peek(ctx, "openai#rpm"); return err }},
 			{"GetBucket", func() error { _, err := c.GetBucket(ctx, "openai#rpm"); return err }},
 			{"Buckets", func() error { _, err := c.Buckets(ctx); return err }},

@@ -19,7 +19,8 @@ func WithClock(c Clock) Option { return func(cl *Client) { cl.clock = c } }
 // (acquire.granted, acquire.retry_in, acquire.contention_retry,
 // acquire.degraded, slot.timeout, slot.renew_failed, slot.lease_lost,
 // slot.release_failed, slot.release_abandoned, release.ok, settle,
-// penalize.applied). Keys are snake_case and durations are durations; a
+// penalize.applied, cooldown.applied, and sync.applied at debug level).
+// Keys are snake_case and durations are durations; a
 // settle event carries dimension, estimate and actual (tokens), applied
 // (the balance change in tokens, negative for a refund) and late.
 // Default: discard.

@@ -66,6 +66,10 @@ type BucketState struct {
 	// LastRefill is the refill time that goes with Tokens: the pair is the
 	// bucket's state refilled to Now, so TimeUntil gives exact waits.
 	LastRefill time.Time
+	// CooldownUntil is the end of the bucket's last cooldown (see
+	// Client.Cooldown); zero when it never had one or a reset ended it. A
+	// time at or before Now means the cooldown is over (see CoolingDown).
+	CooldownUntil time.Time
 	// ActiveLeases counts the bucket's lease records, expired or not.
 	ActiveLeases int
 	// NextExpiry is the earliest expiry among those records (zero if none).
@@ -74,6 +78,10 @@ type BucketState struct {
 	// keeps its own).
 	Now time.Time
 }
+
+// CoolingDown reports whether the bucket is in a cooldown at s.Now:
+// nothing is granted on it before s.CooldownUntil.
+func (s BucketState) CoolingDown() bool { return s.Now.Before(s.CooldownUntil) }
 
 // LeaseRecord is a lease as the store records it, for listings and for
 // operations on a lease by id from another process.
@@ -151,10 +159,14 @@ func settlement(r store.Settlement) Settlement {
 }
 
 func bucketState(s store.BucketState) BucketState {
-	return BucketState{
+	b := BucketState{
 		Bucket: s.Bucket, Tokens: Millitokens(s.Tokens), LastRefill: time.UnixMilli(s.LastRefill).UTC(),
 		ActiveLeases: s.ActiveLeases, NextExpiry: s.NextExpiry, Now: s.Now,
 	}
+	if s.CooldownUntil != 0 {
+		b.CooldownUntil = time.UnixMilli(s.CooldownUntil).UTC()
+	}
+	return b
 }
 
 func bucketStates(ss []store.BucketState) []BucketState {

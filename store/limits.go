@@ -18,6 +18,10 @@ const (
 	MaxItems = 16
 	// MaxTTL is the longest lease lifetime.
 	MaxTTL = 24 * time.Hour
+	// MaxCooldown is the longest cooldown: a vendor's retry-after for a
+	// rate limit is seconds to minutes; a longer wait is a quota, not a
+	// rate.
+	MaxCooldown = 24 * time.Hour
 	// DefaultPoll is the default cap on a concurrent RETRY_IN hint.
 	DefaultPoll = time.Second
 	// DefaultReconcileLimit is the default reconcile batch size.
@@ -57,6 +61,15 @@ func (b *Bucket) CheckAdjustable() error {
 func (b *Bucket) CheckPenalizable() error {
 	if b.Type == bucket.Concurrent {
 		return invalid("dimension", b.Name, "is a concurrent dimension; penalize applies to requests and tokens limits")
+	}
+	return nil
+}
+
+// CheckCoolable rejects a cooldown or a sync on a concurrent bucket: a
+// vendor's concurrency limit is answered by the queue, not by a cooldown.
+func (b *Bucket) CheckCoolable(op string) error {
+	if b.Type == bucket.Concurrent {
+		return invalid("dimension", b.Name, "is a concurrent dimension; "+op+" applies to requests and tokens limits")
 	}
 	return nil
 }

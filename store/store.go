@@ -77,6 +77,21 @@ type Store interface {
 	// FactorMilli/1000 in one atomic write.
 	Penalize(ctx context.Context, req PenalizeRequest) (Penalty, error)
 
+	// Cooldown starts a cooldown on a time-based bucket, as after a vendor's
+	// 429 with a retry-after, in one atomic write (see bucket.Cooldown):
+	// the balance drops to zero if it was positive, nothing is granted
+	// before req.Until, and from then on the bucket earns at its refill
+	// rate. A running cooldown that ends later is kept. The cooldown lasts
+	// req.Until − req.Now from the decision time: Now, or the bucket's
+	// refill timestamp for a caller slightly behind it (bucket.Align), or,
+	// in a store that keeps its own clock, that clock's now.
+	Cooldown(ctx context.Context, req CooldownRequest) (CooldownResult, error)
+
+	// Sync lowers a time-based bucket's balance to req.Remaining tokens, as
+	// reported by a vendor's rate-limit headers, in one atomic write (see
+	// bucket.Sync). It never raises the balance.
+	Sync(ctx context.Context, req SyncRequest) (SyncResult, error)
+
 	// Peek returns the state of the named buckets at req.Now without
 	// changing them, in the order asked. Each bucket's state is read
 	// atomically; several buckets are not promised to be one snapshot.
@@ -302,6 +317,41 @@ type Penalty struct {
 	Before, After int64
 }
 
+// CooldownRequest is the input of Store.Cooldown.
+type CooldownRequest struct {
+	// Now is the time of the cooldown.
+	Now time.Time
+	// Dimension names a requests or tokens bucket.
+	Dimension string
+	// Until is the cooldown's end, after Now and at most MaxCooldown later.
+	Until time.Time
+}
+
+// CooldownResult is the output of Store.Cooldown.
+type CooldownResult struct {
+	// Before and After are the balances in millitokens.
+	Before, After int64
+	// Until is the cooldown's end in Unix milliseconds, in the store's
+	// clock: req.Until or a later end already running.
+	Until int64
+}
+
+// SyncRequest is the input of Store.Sync.
+type SyncRequest struct {
+	// Now is the time of the sync.
+	Now time.Time
+	// Dimension names a requests or tokens bucket.
+	Dimension string
+	// Remaining is what the vendor reports as left, in tokens, 0..10^12.
+	Remaining int64
+}
+
+// SyncResult is the output of Store.Sync.
+type SyncResult struct {
+	// Before and After are the balances in millitokens.
+	Before, After int64
+}
+
 // BucketState is a bucket's configuration and state at a point in time.
 type BucketState struct {
 	Bucket
@@ -311,6 +361,9 @@ type BucketState struct {
 	// with Tokens: the pair is the bucket's state refilled to Now, so
 	// bucket.RetryIn on it gives exact waits.
 	LastRefill int64
+	// CooldownUntil is the end of the bucket's last cooldown, in Unix
+	// milliseconds (bucket.State.Until); 0 when it never had one.
+	CooldownUntil int64
 	// ActiveLeases counts this bucket's lease records, expired or not.
 	ActiveLeases int
 	// NextExpiry is the earliest expiry among those records (zero if none).

@@ -67,6 +67,20 @@ func (c checked) Penalize(ctx context.Context, req store.PenalizeRequest) (store
 	return c.s.Penalize(ctx, req)
 }
 
+func (c checked) Cooldown(ctx context.Context, req store.CooldownRequest) (store.CooldownResult, error) {
+	if err := Cooldown(req); err != nil {
+		return store.CooldownResult{}, err
+	}
+	return c.s.Cooldown(ctx, req)
+}
+
+func (c checked) Sync(ctx context.Context, req store.SyncRequest) (store.SyncResult, error) {
+	if err := Sync(req); err != nil {
+		return store.SyncResult{}, err
+	}
+	return c.s.Sync(ctx, req)
+}
+
 func (c checked) Peek(ctx context.Context, req store.PeekRequest) ([]store.BucketState, error) {
 	if err := Peek(req); err != nil {
 		return nil, err

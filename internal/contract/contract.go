@@ -186,6 +186,34 @@ func Penalize(req store.PenalizeRequest) error {
 	return nil
 }
 
+// Cooldown checks a CooldownRequest.
+func Cooldown(req store.CooldownRequest) error {
+	if err := Now(req.Now); err != nil {
+		return err
+	}
+	if err := Name(req.Dimension); err != nil {
+		return err
+	}
+	if d := req.Until.Sub(req.Now); d < time.Millisecond || d > store.MaxCooldown {
+		return invalid("until", req.Until.UTC().Format(time.RFC3339Nano), fmt.Sprintf("must be 1ms to %s after now (%s)", store.MaxCooldown, req.Now.UTC().Format(time.RFC3339Nano)))
+	}
+	return nil
+}
+
+// Sync checks a SyncRequest.
+func Sync(req store.SyncRequest) error {
+	if err := Now(req.Now); err != nil {
+		return err
+	}
+	if err := Name(req.Dimension); err != nil {
+		return err
+	}
+	if req.Remaining < 0 || req.Remaining > bucket.MaxCapacity {
+		return invalid("remaining", req.Remaining, "must be between 0 and 10^12 tokens")
+	}
+	return nil
+}
+
 // Reconcile checks a ReconcileRequest and fills in the default limit.
 func Reconcile(req *store.ReconcileRequest) error {
 	if err := Now(req.Now); err != nil {

@@ -188,11 +188,12 @@ func (e *entry) state(now int64) store.BucketState {
 	st, at := bucket.Align(e.lim, e.st, now, skewMs)
 	r := bucket.Refill(e.lim, st, at)
 	bs := store.BucketState{
-		Bucket:       e.b,
-		Tokens:       r.Tokens,
-		LastRefill:   r.Last,
-		ActiveLeases: len(e.leases),
-		Now:          time.UnixMilli(now),
+		Bucket:        e.b,
+		Tokens:        r.Tokens,
+		LastRefill:    r.Last,
+		CooldownUntil: r.Until,
+		ActiveLeases:  len(e.leases),
+		Now:           time.UnixMilli(now),
 	}
 	if x := e.earliestExpiry(); x != 0 {
 		bs.NextExpiry = time.UnixMilli(x)

@@ -91,6 +91,14 @@ func testBadInput(t *testing.T, h Harness) {
 		_, err := e.s.Penalize(e.ctx, store.PenalizeRequest{Now: At(10), Dimension: dim, FactorMilli: f})
 		return err
 	}
+	cool := func(dim string, until time.Time) error {
+		_, err := e.s.Cooldown(e.ctx, store.CooldownRequest{Now: At(10), Dimension: dim, Until: until})
+		return err
+	}
+	sync := func(dim string, remaining int64) error {
+		_, err := e.s.Sync(e.ctx, store.SyncRequest{Now: At(10), Dimension: dim, Remaining: remaining})
+		return err
+	}
 	extend := func(id store.LeaseID, ttl time.Duration) error {
 		_, err := e.s.Extend(e.ctx, store.ExtendRequest{Now: At(10), ID: id, TTL: ttl})
 		return err
@@ -116,6 +124,17 @@ func testBadInput(t *testing.T, h Harness) {
 		{"penalize: negative factor", penalize("openai#rpm", -1), store.ErrInvalid, []string{"factor", "-0.001"}},
 		{"penalize: unknown dimension", penalize("openai#nope", 800), store.ErrUnknownDimension, []string{"openai#nope"}},
 		{"penalize: bad name", penalize("open{ai}", 800), store.ErrInvalid, []string{"dimension", "open{ai}"}},
+		{"cooldown: until now", cool("openai#rpm", At(10)), store.ErrInvalid, []string{"until", "2026-01-01T00:00:00.01Z"}},
+		{"cooldown: until in the past", cool("openai#rpm", At(9)), store.ErrInvalid, []string{"until", "2026-01-01T00:00:00.009Z"}},
+		{"cooldown: over 24h", cool("openai#rpm", At(10).Add(store.MaxCooldown+time.Millisecond)), store.ErrInvalid, []string{"until", "2026-01-02T00:00:00.011Z"}},
+		{"cooldown: concurrent", cool("openai#concurrent", At(1000)), store.ErrInvalid, []string{"dimension", "openai#concurrent"}},
+		{"cooldown: unknown dimension", cool("openai#nope", At(1000)), store.ErrUnknownDimension, []string{"openai#nope"}},
+		{"cooldown: bad name", cool("open{ai}", At(1000)), store.ErrInvalid, []string{"dimension", "open{ai}"}},
+		{"sync: negative remaining", sync("openai#tpm", -1), store.ErrInvalid, []string{"remaining", "-1"}},
+		{"sync: huge remaining", sync("openai#tpm", bucket.MaxCapacity+1), store.ErrInvalid, []string{"remaining", "1000000000001"}},
+		{"sync: concurrent", sync("openai#concurrent", 0), store.ErrInvalid, []string{"dimension", "openai#concurrent"}},
+		{"sync: unknown dimension", sync("openai#nope", 0), store.ErrUnknownDimension, []string{"openai#nope"}},
+		{"sync: bad name", sync("lease#x", 0), store.ErrInvalid, []string{"dimension", "lease#x"}},
 		{"extend: zero TTL", extend(held.ID, 0), store.ErrInvalid, []string{"ttl", "0s"}},
 		{"extend: unknown lease", extend(e.id(), time.Second), store.ErrUnknownLease, nil},
 		{"peek: unknown", peek("openai#rpm", "openai#nope"), store.ErrUnknownDimension, []string{"openai#nope"}},

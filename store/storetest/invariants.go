@@ -15,7 +15,8 @@ import (
 // steps, the net debits (grants plus settled charges minus refunds) never
 // exceed capacity minus the floor plus what the bucket can earn over that
 // run. The window resets when the bucket is reconfigured, re-created or
-// rebased by a far-off clock.
+// rebased by a far-off clock. And no acquisition is granted on a bucket
+// at a decision time before the end of its cooldown.
 type invariants struct {
 	win map[string]*window
 }
@@ -31,6 +32,9 @@ type window struct {
 func newInvariants() *invariants { return &invariants{win: map[string]*window{}} }
 
 func (v *invariants) check(m *model, st Step, e Expect) string {
+	if what := cooledGrant(m, st); what != "" {
+		return what
+	}
 	for _, name := range slices.Sorted(maps.Keys(m.buckets)) {
 		b := m.buckets[name]
 		if b.st.Tokens > b.lim.Capacity {
@@ -44,6 +48,17 @@ func (v *invariants) check(m *model, st Step, e Expect) string {
 		}
 		if what := v.windowCheck(m, b, st, e); what != "" {
 			return what
+		}
+	}
+	return ""
+}
+
+// cooledGrant reports a grant made on a bucket before its cooldown ended.
+func cooledGrant(m *model, st Step) string {
+	for i, at := range m.decided {
+		d := st.Items[i].Dimension
+		if b := m.buckets[d]; b != nil && at < b.st.Until {
+			return fmt.Sprintf("%s granted at %d, before the end of its cooldown at %d", d, at-m.base, b.st.Until-m.base)
 		}
 	}
 	return ""

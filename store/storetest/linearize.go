@@ -23,7 +23,7 @@ const (
 )
 
 // testLinearizable records concurrent histories of acquisitions, releases,
-// adjustments, extensions and peeks from several clients, with a reconcile
+// adjustments, extensions, cooldowns, syncs and peeks from several clients, with a reconcile
 // between phases, (each
 // on its own store handle when the harness opens more than one) and checks
 // with porcupine that each history is linearizable with respect to the
@@ -231,6 +231,11 @@ func clientStep(rng *rand.Rand, clock *atomic.Int64, c, i int, dims []string, mi
 		}
 	case r < 88:
 		st.Op, st.Lease, st.TTLMs = "extend", own(*mine), int64(200+rng.IntN(3000))
+	case r < 91:
+		st.Op, st.Dimension, st.CooldownMs = "cooldown", dims[rng.IntN(2)], int64(50+rng.IntN(400))
+	case r < 94:
+		st.Op, st.Dimension = "sync", dims[rng.IntN(2)]
+		st.Remaining = rng.Int64N(capFor(st.Dimension, dims) + 5)
 	default:
 		// Peek reads each bucket atomically, not several as one snapshot.
 		st.Op, st.Dimensions = "peek", []string{dims[rng.IntN(len(dims))]}

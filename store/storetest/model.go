@@ -28,6 +28,10 @@ type model struct {
 	// replayed reports that the last step was an acquisition answered as
 	// the grant it was (a retry), which debits nothing.
 	replayed bool
+	// decided holds, after a granted acquisition, the decision time of
+	// each item in request order (see bucket.Align); nil after any other
+	// step.
+	decided []int64
 }
 
 type mBucket struct {
@@ -68,7 +72,7 @@ func fail(err error) Expect { return Expect{Error: ErrName(err)} }
 // apply runs one step and returns its outcome.
 func (m *model) apply(st Step) Expect {
 	now := m.base + st.AtMs
-	m.replayed = false
+	m.replayed, m.decided = false, nil
 	switch st.Op {
 	case "put_bucket":
 		return m.put(st, now)
@@ -88,6 +92,10 @@ func (m *model) apply(st Step) Expect {
 		return m.extend(st, now)
 	case "penalize":
 		return m.penalize(st, now)
+	case "cooldown":
+		return m.cooldown(st, now)
+	case "sync":
+		return m.sync(st, now)
 	case "peek":
 		var e Expect
 		for _, d := range st.Dimensions {
@@ -135,6 +143,10 @@ func (m *model) state(b *mBucket, now int64) BucketExpect {
 	if n, next := m.records(b.b.Name); n > 0 {
 		x := next - m.base
 		be.ActiveLeases, be.NextExpiryMs = n, &x
+	}
+	if r.Until != 0 {
+		u := r.Until - m.base
+		be.CooldownUntilMs = &u
 	}
 	return be
 }
@@ -248,8 +260,10 @@ func (m *model) acquire(st Step, now int64) Expect {
 	}
 	e := Expect{Granted: true}
 	next := make([]bucket.State, len(bs))
+	decided := make([]int64, len(bs))
 	for i, b := range bs {
 		s, at := m.aligned(b, now)
+		decided[i] = at
 		took, wait, ok := bucket.Take(b.lim, s, at, resolved[i].Cost*bucket.Milli)
 		next[i] = took
 		ie := ItemExpect{Dimension: b.b.Name, Cost: resolved[i].Cost, Remaining: took.Tokens}
@@ -285,6 +299,7 @@ func (m *model) acquire(st Step, now int64) Expect {
 		l.incs = append(l.incs, b.inc)
 	}
 	m.leases[st.Lease] = l
+	m.decided = decided
 	e.Recorded, e.ExpiresAtMs = record, l.expires-m.base
 	return e
 }
@@ -414,7 +429,7 @@ func (m *model) key() string {
 	var b strings.Builder
 	for _, name := range slices.Sorted(maps.Keys(m.buckets)) {
 		x := m.buckets[name]
-		fmt.Fprintf(&b, "%s %+v %d %d %d;", name, x.b.Config, x.inc, x.st.Tokens, x.st.Last)
+		fmt.Fprintf(&b, "%s %+v %d %d %d %d;", name, x.b.Config, x.inc, x.st.Tokens, x.st.Last, x.st.Until)
 	}
 	for _, label := range slices.Sorted(maps.Keys(m.leases)) {
 		l := m.leases[label]

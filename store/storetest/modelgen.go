@@ -5,8 +5,10 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"time"
 
 	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/store"
 )
 
 // gen builds a random sequence step by step, steering by a shadow model so
@@ -86,19 +88,23 @@ func (g *gen) step() {
 	all := []string{rpm, tpm, conc, fast}
 	r := g.rng.IntN(100)
 	switch {
-	case r < 38:
+	case r < 36:
 		g.acquire(all)
-	case r < 48:
+	case r < 45:
 		g.add(Step{Op: "release", Lease: g.oldLabel()})
-	case r < 63:
+	case r < 58:
 		g.adjust()
-	case r < 68:
+	case r < 63:
 		g.add(Step{Op: "extend", Lease: g.oldLabel(), TTLMs: int64(500 + g.rng.IntN(60_000))})
-	case r < 73:
+	case r < 67:
 		g.add(Step{Op: "penalize", Dimension: pick(g.rng, rpm, tpm, fast, fast, conc), FactorMilli: int64(g.rng.IntN(1001))})
-	case r < 78:
+	case r < 72:
+		g.cooldown(all)
+	case r < 76:
+		g.sync(all)
+	case r < 80:
 		g.add(Step{Op: "peek", Dimensions: g.subset(all)})
-	case r < 86:
+	case r < 87:
 		g.add(Step{Op: "reconcile"})
 	case r < 95:
 		g.reconfigure(all)
@@ -109,6 +115,62 @@ func (g *gen) step() {
 		g.add(Step{Op: "put_bucket", Bucket: &b})
 	}
 }
+
+// cooldownDim picks the dimension of a cooldown or a sync: mostly a
+// time-based one, sometimes the concurrent one (refused), rarely one
+// that does not exist.
+func (g *gen) cooldownDim(all []string) string {
+	if g.rng.IntN(12) == 0 {
+		return g.v1 + "#missing"
+	}
+	return pick(g.rng, all...)
+}
+
+// cooldown adds a cooldown, usually of a few seconds so that the next
+// acquisitions fall inside it, sometimes a long one, and rarely an
+// invalid one: in the past, of zero, or over store.MaxCooldown.
+func (g *gen) cooldown(all []string) {
+	ms := int64(1 + g.rng.IntN(5000))
+	switch r := g.rng.IntN(20); {
+	case r == 0:
+		ms = -int64(1 + g.rng.IntN(5000))
+	case r == 1:
+		ms = 0
+	case r == 2:
+		ms = maxCooldownMs + int64(g.rng.IntN(2))
+	case r < 5:
+		ms = int64(5000 + g.rng.IntN(120_000))
+	}
+	g.add(Step{Op: "cooldown", Dimension: g.cooldownDim(all), CooldownMs: ms})
+}
+
+// sync adds a sync whose remaining is around the bucket's balance: below,
+// at, above it, zero, its capacity, and rarely out of range.
+func (g *gen) sync(all []string) {
+	d := g.cooldownDim(all)
+	var bal, capacity int64
+	if b := g.m.buckets[d]; b != nil {
+		s, at := g.m.aligned(b, g.m.base+g.now)
+		bal, capacity = bucket.Available(b.lim, s, at)/bucket.Milli, b.b.Capacity
+	}
+	rem := max(bal+g.rng.Int64N(7)-3, 0)
+	switch r := g.rng.IntN(20); {
+	case r == 0:
+		rem = -1
+	case r == 1:
+		rem = bucket.MaxCapacity + 1
+	case r < 5:
+		rem = 0
+	case r < 7:
+		rem = capacity
+	case r < 10:
+		rem = g.rng.Int64N(max(capacity, 1))
+	}
+	g.add(Step{Op: "sync", Dimension: d, Remaining: rem})
+}
+
+// maxCooldownMs is store.MaxCooldown in milliseconds.
+const maxCooldownMs = int64(store.MaxCooldown / time.Millisecond)
 
 func (g *gen) subset(all []string) []string {
 	var out []string

@@ -107,6 +107,17 @@ func (r *runner) exec(st Step) (Expect, error) {
 		var pr store.Penalty
 		pr, err = r.s.Penalize(r.ctx, store.PenalizeRequest{Now: now, Dimension: st.Dimension, FactorMilli: st.FactorMilli})
 		got.Before, got.After = pr.Before, pr.After
+	case "cooldown":
+		var cr store.CooldownResult
+		cr, err = r.s.Cooldown(r.ctx, store.CooldownRequest{Now: now, Dimension: st.Dimension, Until: now.Add(time.Duration(st.CooldownMs) * time.Millisecond)})
+		got.Before, got.After = cr.Before, cr.After
+		if cr.Until != 0 {
+			got.UntilMs = cr.Until - r.baseMs
+		}
+	case "sync":
+		var sr store.SyncResult
+		sr, err = r.s.Sync(r.ctx, store.SyncRequest{Now: now, Dimension: st.Dimension, Remaining: st.Remaining})
+		got.Before, got.After = sr.Before, sr.After
 	case "peek":
 		var bs []store.BucketState
 		bs, err = r.s.Peek(r.ctx, store.PeekRequest{Now: now, Dimensions: st.Dimensions})
@@ -156,6 +167,10 @@ func (r *runner) bucketExpect(b store.BucketState) BucketExpect {
 	if !b.NextExpiry.IsZero() {
 		x := r.rel(b.NextExpiry)
 		be.NextExpiryMs = &x
+	}
+	if b.CooldownUntil != 0 {
+		u := b.CooldownUntil - r.baseMs
+		be.CooldownUntilMs = &u
 	}
 	return be
 }

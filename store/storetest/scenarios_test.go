@@ -32,6 +32,14 @@ func penalize(at int64, dim string, factor int64) Step {
 	return Step{AtMs: at, Op: "penalize", Dimension: dim, FactorMilli: factor}
 }
 
+func cooldown(at int64, dim string, ms int64) Step {
+	return Step{AtMs: at, Op: "cooldown", Dimension: dim, CooldownMs: ms}
+}
+
+func syncB(at int64, dim string, remaining int64) Step {
+	return Step{AtMs: at, Op: "sync", Dimension: dim, Remaining: remaining}
+}
+
 func peek(at int64, dims ...string) Step { return Step{AtMs: at, Op: "peek", Dimensions: dims} }
 
 func reconcileAt(at int64) Step { return Step{AtMs: at, Op: "reconcile"} }
@@ -272,6 +280,70 @@ func scenarios() []Vector {
 				penalize(12_500, rpm, 500),
 				putB(12_900, rpm, "requests", 120, 60, 60_000),
 				peek(13_000, rpm),
+			)),
+		v("cooldown", "a cooldown empties a positive balance, grants nothing before its end and one at a time from then on; debt is kept; a refund lifts at most to zero; a later end is never shortened; a reset ends it; a caller slightly behind cools from the bucket's time",
+			s(
+				putB(0, rpm, "requests", 100, 100, 60_000),
+				putB(0, tpm, "tokens", 1000, 1000, 60_000),
+				putB(0, oconc, "concurrent", 3, 0, 0),
+				acq(0, "T", 60_000, true, it(tpm, 300)),
+				adjust(0, "T", tpm, 900),
+				cooldown(0, tpm, 10_000),
+				adjust(100, "T", tpm, -1000),
+				acq(0, "A", 60_000, false, it(rpm, 40)),
+				cooldown(1000, rpm, 5000),
+				peek(1000, rpm, tpm),
+				acq(1000, "B", 60_000, false, it(rpm, 1), it(tpm, 1)),
+				acq(5999, "B", 60_000, false, it(rpm, 1)),
+				acq(6000, "B", 60_000, false, it(rpm, 1)),
+				acq(6599, "B", 60_000, false, it(rpm, 1)),
+				acq(6600, "B", 60_000, false, it(rpm, 1)),
+				acq(6600, "C", 60_000, false, it(rpm, 1)),
+				peek(6600, rpm),
+				cooldown(6600, rpm, 2000),
+				cooldown(6700, rpm, 1000),
+				cooldown(6700, oconc, 1000),
+				cooldown(6700, "openai#nope", 1000),
+				cooldown(6700, rpm, 0),
+				cooldown(6700, rpm, -5),
+				cooldown(6700, rpm, 86_400_001),
+				acq(8000, "C", 60_000, false, it(rpm, 1)),
+				cooldown(8000, rpm, 86_400_000),
+				peek(10_060, rpm, tpm),
+				adjust(10_060, "T", tpm, -200),
+				putB(11_000, rpm, "requests", 50, 50, 60_000),
+				peek(11_000, rpm),
+				putSpec(12_000, BucketSpec{Name: rpm, LimitType: "requests", Capacity: 100, RefillAmount: 100, RefillPeriodMs: 60_000}, true),
+				peek(12_000, rpm),
+				acq(12_000, "D", 60_000, false, it(rpm, 100)),
+				cooldown(11_995, rpm, 1000),
+				peek(13_000, rpm),
+				acq(13_600, "E", 60_000, false, it(rpm, 1)),
+			)),
+		v("sync", "sync lowers a refilled balance to what the vendor reports, never raises it, keeps debt and a cooldown; concurrent, unknown and out-of-range are rejected",
+			s(
+				putB(0, rpm, "requests", 100, 100, 60_000),
+				putB(0, tpm, "tokens", 1000, 1000, 60_000),
+				putB(0, oconc, "concurrent", 2, 0, 0),
+				acq(0, "T", 60_000, true, it(tpm, 1000)),
+				adjust(0, "T", tpm, 500),
+				syncB(0, tpm, 0),
+				syncB(0, rpm, 40),
+				acq(0, "A", 60_000, false, it(rpm, 41)),
+				acq(0, "A", 60_000, false, it(rpm, 40)),
+				syncB(6000, rpm, 50),
+				syncB(6000, rpm, 5),
+				syncB(6000, rpm, 0),
+				peek(6000, rpm, tpm),
+				syncB(6000, rpm, 100),
+				cooldown(7000, rpm, 3000),
+				syncB(7100, rpm, 0),
+				syncB(7100, oconc, 1),
+				syncB(7100, "openai#nope", 1),
+				syncB(7100, rpm, -1),
+				syncB(7100, rpm, 1_000_000_000_001),
+				peek(7100, rpm, tpm),
+				acq(10_600, "B", 60_000, false, it(rpm, 1)),
 			)),
 	}
 }

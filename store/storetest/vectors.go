@@ -46,6 +46,8 @@ type Step struct {
 	Dimension   string      `json:"dimension,omitempty"`
 	Delta       int64       `json:"delta,omitempty"`
 	FactorMilli int64       `json:"factor_milli,omitempty"`
+	CooldownMs  int64       `json:"cooldown_ms,omitempty"`
+	Remaining   int64       `json:"remaining,omitempty"`
 	Dimensions  []string    `json:"dimensions,omitempty"`
 	Limit       int         `json:"limit,omitempty"`
 	Expect      Expect      `json:"expect"`
@@ -79,9 +81,11 @@ type Expect struct {
 	Held      int64 `json:"held,omitempty"`
 	Applied   int64 `json:"applied,omitempty"`
 	Remaining int64 `json:"remaining,omitempty"`
-	// penalize
+	// penalize, cooldown and sync
 	Before int64 `json:"before,omitempty"`
 	After  int64 `json:"after,omitempty"`
+	// cooldown
+	UntilMs int64 `json:"until_ms,omitempty"`
 	// peek
 	Buckets []BucketExpect `json:"buckets,omitempty"`
 	// reconcile
@@ -122,6 +126,9 @@ type BucketExpect struct {
 	LastRefillMs int64  `json:"last_refill_ms"`
 	ActiveLeases int    `json:"active_leases,omitempty"`
 	NextExpiryMs *int64 `json:"next_expiry_ms,omitempty"`
+	// CooldownUntilMs is the end of the bucket's last cooldown; absent
+	// when it never had one.
+	CooldownUntilMs *int64 `json:"cooldown_until_ms,omitempty"`
 }
 
 // Sentinels maps the error names used in vectors to the errors they match.
