@@ -198,20 +198,37 @@ func (r *Reactor) followLimits(ctx context.Context, s Signals, errs []error) ([]
 		r.mu.Lock()
 		last, seen := r.applied[d.Name]
 		r.mu.Unlock()
-		if (!seen && target == d.Limit) || (seen && last == target) {
+		if seen && last == target {
 			continue
 		}
 		cfg := ScaleConfig(d.Config, target, d.Limit)
+		if !seen {
+			// First report in this process: another process may have left
+			// the bucket at a different limit (and died before restoring it).
+			cur, err := r.client.GetBucket(ctx, d.Name)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("vendors: reading %s to follow its limit: %w", d.Name, err))
+				continue
+			}
+			if cur.Bucket.Config == cfg {
+				r.remember(d.Name, target)
+				continue
+			}
+		}
 		if err := r.client.PutBucket(ctx, sluice.Bucket{Name: d.Name, Config: cfg}); err != nil {
 			errs = append(errs, fmt.Errorf("vendors: following %s's limit to %d: %w", d.Name, target, err))
 			continue
 		}
-		r.mu.Lock()
-		r.applied[d.Name] = target
-		r.mu.Unlock()
+		r.remember(d.Name, target)
 		done = append(done, d.Name)
 	}
 	return done, errs
+}
+
+func (r *Reactor) remember(dim string, limit int64) {
+	r.mu.Lock()
+	r.applied[dim] = limit
+	r.mu.Unlock()
 }
 
 // ScaleConfig returns c, a profile dimension's bucket for a published limit

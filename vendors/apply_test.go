@@ -241,3 +241,26 @@ func TestScaleConfigNeverMorePermissive(t *testing.T) {
 		}
 	}
 }
+
+func TestReactorRestoresALimitLeftLoweredByAnotherProcess(t *testing.T) {
+	e := newReactorEnv(t)
+	full := e.state(t, e.tpm).Bucket.Config
+	if _, err := e.reactor().Observe(e.ctx, 200, header("x-ratelimit-limit-tokens", "30000"), nil); err != nil {
+		t.Fatal(err)
+	}
+	// That process dies; a new one sees the full limit again.
+	re, err := e.reactor().Observe(e.ctx, 200, header("x-ratelimit-limit-tokens", "60000"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(re.Resized) != 1 {
+		t.Fatalf("Resized = %v, want the bucket restored by the new process", re.Resized)
+	}
+	if got := e.state(t, e.tpm).Bucket.Config; got != full {
+		t.Errorf("config = %+v, want %+v", got, full)
+	}
+	re, err = e.reactor().Observe(e.ctx, 200, header("x-ratelimit-limit-tokens", "60000"), nil)
+	if err != nil || len(re.Resized) != 0 {
+		t.Errorf("a third process at the full limit: Resized %v, %v; want nothing", re.Resized, err)
+	}
+}
