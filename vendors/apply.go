@@ -1,0 +1,275 @@
+package vendors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/bits"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/bucket"
+)
+
+// Reactor turns what a vendor's responses say into changes to a fleet's
+// shared buckets, so that one process's 429 or one response's headers
+// pause or slow every process drawing on the same vendor limit:
+//
+//   - A retryable rate-limit 429 with a known delay cools the dimension it
+//     names down until the delay has passed (Client.Cooldown); every time-based
+//     dimension of the profile when it names none. A 429 without a delay
+//     empties the dimension instead (Client.Sync to zero), so that it refills
+//     at its rate.
+//   - Every response's rate-limit headers lower each dimension's balance to
+//     what the vendor reports as remaining (Client.Sync), never raising it.
+//   - A limit the vendor lowers at runtime (Azure's shared pool does; the
+//     *-limit-* headers show it) reconfigures the dimension's bucket to the
+//     profile scaled to the reported limit, and back when the full limit is
+//     reported again.
+//   - A quota or spend cap, and a request larger than the limit, cool nothing
+//     down: they are not rate limits, and Observe reports them as the
+//     response's error (ErrQuotaExhausted, ErrRequestTooLarge).
+//
+// A Reactor is safe for concurrent use. Each process of a fleet runs its
+// own; they agree through the store.
+type Reactor struct {
+	client  *sluice.Client
+	profile Profile
+	clock   sluice.Clock
+	sync    bool
+	follow  bool
+
+	mu      sync.Mutex
+	applied map[string]int64 // dimension → the limit its bucket was last put at
+}
+
+// ReactorOption configures a Reactor.
+type ReactorOption func(*Reactor)
+
+// WithoutSync stops the Reactor from lowering balances to the remaining
+// values of the vendor's headers; cooldowns after 429s still apply.
+func WithoutSync() ReactorOption { return func(r *Reactor) { r.sync = false } }
+
+// WithoutLimitFollowing stops the Reactor from reconfiguring buckets when
+// the vendor reports a limit other than the published one.
+func WithoutLimitFollowing() ReactorOption { return func(r *Reactor) { r.follow = false } }
+
+// WithReactorClock sets the clock the Reactor reads responses' arrival
+// times from; use the Client's clock (sluice.WithClock) in tests. The
+// default is the system clock.
+func WithReactorClock(c sluice.Clock) ReactorOption { return func(r *Reactor) { r.clock = c } }
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+// NewReactor returns a Reactor that applies the signals of p's vendor to
+// p's dimensions through c. The buckets must exist (Profile.Buckets, or the
+// limits file's presets).
+func NewReactor(c *sluice.Client, p Profile, opts ...ReactorOption) *Reactor {
+	r := &Reactor{client: c, profile: p, clock: systemClock{}, sync: true, follow: true, applied: map[string]int64{}}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
+}
+
+// Reaction reports what Observe did.
+type Reaction struct {
+	// Classification is what the response meant (see Classify).
+	Classification Classification
+	// Cooled lists the dimensions a cooldown was applied to.
+	Cooled []string
+	// Synced lists the dimensions whose balance the headers were applied to
+	// (a sync that found the balance already lower is listed too).
+	Synced []string
+	// Resized lists the dimensions whose bucket was reconfigured to follow
+	// a limit change.
+	Resized []string
+}
+
+// Err returns the response's own error: nil for a 2xx, else an *Error
+// matching the sentinel for its kind (ErrRateLimited, ErrQuotaExhausted,
+// ErrRequestTooLarge, …).
+func (r Reaction) Err() error { return r.Classification.Err() }
+
+// Observe applies one response: status is its HTTP status, h its headers
+// and body its body, which only a non-2xx response needs (nil is fine for
+// a success). The returned error reports failures to reach the store,
+// joined; what the response itself meant is in the Reaction.
+func (r *Reactor) Observe(ctx context.Context, status int, h http.Header, body []byte) (Reaction, error) {
+	now := r.clock.Now()
+	if status >= 200 && status < 300 {
+		body = nil
+	}
+	c := Classify(r.profile.Vendor, status, h, body, now)
+	re := Reaction{Classification: c}
+	var errs []error
+	if r.follow {
+		re.Resized, errs = r.followLimits(ctx, c.Signals, errs)
+	}
+	if c.Kind == RateLimited {
+		re.Cooled, errs = r.cool(ctx, c, now, errs)
+	}
+	if r.sync {
+		re.Synced, errs = r.syncRemaining(ctx, c.Signals, errs)
+	}
+	return re, errors.Join(errs...)
+}
+
+// cool applies a 429's cooldown to the dimensions it concerns.
+func (r *Reactor) cool(ctx context.Context, c Classification, now time.Time, errs []error) ([]string, []error) {
+	dims := r.timeBased(c.Metric)
+	until, known := c.CooldownUntil()
+	if known {
+		until = minTime(until, now.Add(sluice.MaxCooldown))
+		if until.Sub(now) < time.Millisecond {
+			until = now.Add(time.Millisecond)
+		}
+	}
+	var done []string
+	for _, d := range dims {
+		var err error
+		if known {
+			_, err = r.client.Cooldown(ctx, d, until)
+		} else {
+			_, err = r.client.Sync(ctx, d, 0)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("vendors: cooling %s down after a 429: %w", d, err))
+			continue
+		}
+		done = append(done, d)
+	}
+	return done, errs
+}
+
+// timeBased returns the profile's time-based dimension for m, or all of
+// them when m is empty or not one of the profile's.
+func (r *Reactor) timeBased(m Metric) []string {
+	if m != "" {
+		for _, d := range r.profile.Dimensions {
+			if d.Metric == m && d.Config.Type != bucket.Concurrent {
+				return []string{d.Name}
+			}
+		}
+	}
+	var out []string
+	for _, d := range r.profile.Dimensions {
+		if d.Config.Type != bucket.Concurrent {
+			out = append(out, d.Name)
+		}
+	}
+	return out
+}
+
+// syncRemaining lowers each reported dimension to its remaining value.
+func (r *Reactor) syncRemaining(ctx context.Context, s Signals, errs []error) ([]string, []error) {
+	var done []string
+	for _, d := range r.profile.Dimensions {
+		if d.Config.Type == bucket.Concurrent {
+			continue
+		}
+		rem, ok := s.Metric(d.Metric).RemainingFloor()
+		if !ok {
+			continue
+		}
+		if _, err := r.client.Sync(ctx, d.Name, min(rem, bucket.MaxCapacity)); err != nil {
+			errs = append(errs, fmt.Errorf("vendors: syncing %s to %d remaining: %w", d.Name, rem, err))
+			continue
+		}
+		done = append(done, d.Name)
+	}
+	return done, errs
+}
+
+// followLimits reconfigures the buckets of dimensions whose reported limit
+// differs from the one they were last put at.
+func (r *Reactor) followLimits(ctx context.Context, s Signals, errs []error) ([]string, []error) {
+	var done []string
+	for _, d := range r.profile.Dimensions {
+		lim := s.Metric(d.Metric).Limit
+		if d.Config.Type == bucket.Concurrent || !lim.Known || lim.Value <= 0 || d.Limit <= 0 {
+			continue
+		}
+		target := min(lim.Value, d.Limit) // never above the published limit
+		r.mu.Lock()
+		last, seen := r.applied[d.Name]
+		r.mu.Unlock()
+		if seen && last == target {
+			continue
+		}
+		cfg := ScaleConfig(d.Config, target, d.Limit)
+		if !seen {
+			// First report in this process: another process may have left
+			// the bucket at a different limit (and died before restoring it).
+			cur, err := r.client.GetBucket(ctx, d.Name)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("vendors: reading %s to follow its limit: %w", d.Name, err))
+				continue
+			}
+			if cur.Bucket.Config == cfg {
+				r.remember(d.Name, target)
+				continue
+			}
+		}
+		if err := r.client.PutBucket(ctx, sluice.Bucket{Name: d.Name, Config: cfg}); err != nil {
+			errs = append(errs, fmt.Errorf("vendors: following %s's limit to %d: %w", d.Name, target, err))
+			continue
+		}
+		r.remember(d.Name, target)
+		done = append(done, d.Name)
+	}
+	return done, errs
+}
+
+func (r *Reactor) remember(dim string, limit int64) {
+	r.mu.Lock()
+	r.applied[dim] = limit
+	r.mu.Unlock()
+}
+
+// ScaleConfig returns c, a profile dimension's bucket for a published limit
+// of published, scaled to a vendor's reported limit of reported (at most
+// published): capacity and refill amount are multiplied by
+// reported/published and rounded down, to at least 1, and the refill
+// period is kept. Every vendor rule admits at least as much at a limit of
+// f·L as f times what it admits at L, so the scaled bucket stays under the
+// rule at the reported limit. The maximum debt is scaled too.
+func ScaleConfig(c bucket.Config, reported, published int64) bucket.Config {
+	if reported >= published || published <= 0 || c.Type == bucket.Concurrent {
+		return c
+	}
+	scale := func(v int64) int64 {
+		if v <= 0 {
+			return v
+		}
+		return max(1, mulDivFloor(v, reported, published))
+	}
+	out := c
+	out.Capacity = scale(c.Capacity)
+	out.RefillAmount = scale(c.RefillAmount)
+	if c.MaxDebt > 0 {
+		out.MaxDebt = scale(c.MaxDebt)
+	}
+	if out.CostPerCall > out.Capacity {
+		out.CostPerCall = out.Capacity
+	}
+	return out
+}
+
+// mulDivFloor returns floor(v*n/d) for v >= 0 and 0 <= n <= d, exactly.
+func mulDivFloor(v, n, d int64) int64 {
+	hi, lo := bits.Mul64(uint64(v), uint64(n))
+	q, _ := bits.Div64(hi, lo, uint64(d)) // hi < d because n <= d
+	return int64(q)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
