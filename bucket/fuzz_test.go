@@ -147,3 +147,48 @@ func FuzzGrantedWithinRate(f *testing.F) {
 		}
 	})
 }
+
+// FuzzCooldown checks a cooldown from any reachable state: nothing is
+// granted before its end, a refund during it lifts the balance at most to
+// zero, a sync never raises the balance, and RETRY_IN stays exact: waiting
+// it succeeds and one millisecond less does not.
+func FuzzCooldown(f *testing.F) {
+	f.Add(uint8(0), int64(100), int64(100), int64(60_000), int64(0), int64(50_000), int64(0), int64(1000), int64(5000), int64(1), int64(0))
+	f.Add(uint8(1), int64(1_000_000), int64(7), int64(13), int64(0), int64(-5_000_000), int64(99), int64(100), int64(7), int64(1_000_000), int64(3))
+	f.Add(uint8(1), int64(90), int64(90), int64(60_000), int64(-1), int64(0), int64(10_000), int64(9_000), int64(86_400_000), int64(90), int64(60_000))
+	f.Fuzz(func(t *testing.T, kind uint8, capacity, amount, periodMs, debt, tokens, last, now, length, cost, later int64) {
+		c, ok := fuzzConfig(kind, capacity, amount, periodMs, debt)
+		if !ok || c.Type == Concurrent || tokens < c.Limits().Floor || tokens > c.Limits().Capacity || cost < 1 || cost > c.Capacity {
+			return
+		}
+		l := c.Limits()
+		s := State{Tokens: tokens, Last: clampTime(last) % (1 << 50)}
+		now = s.Last + clampTime(now)%(1<<40)
+		until := now + 1 + clampTime(length)%(24*3600*1000)
+		s = Cooldown(l, s, now, until)
+		if s.Tokens > 0 || s.Until < until {
+			t.Fatalf("Cooldown: %+v, want tokens <= 0 and Until >= %d", s, until)
+		}
+		at := now + clampTime(later)%(until-now+1)
+		cost *= Milli
+		if _, _, ok := Take(l, s, at, cost); ok && at < s.Until {
+			t.Fatalf("granted at %d, before the cooldown's end %d (state %+v)", at, s.Until, s)
+		}
+		if r, _ := Adjust(l, s, at, -cost); at < s.Until && r.Tokens > max(Refill(l, s, at).Tokens, 0) {
+			t.Fatalf("refund during the cooldown lifted %+v to %+v", s, r)
+		}
+		if r := Sync(l, s, at, cost); r.Tokens > Refill(l, s, at).Tokens {
+			t.Fatalf("Sync raised %+v to %+v", Refill(l, s, at), r)
+		}
+		_, retry, ok := Take(l, s, at, cost)
+		if ok || retry == MaxRetryMs {
+			return
+		}
+		if _, _, ok := Take(l, s, at+retry, cost); !ok {
+			t.Fatalf("Take after waiting retry %d ms still denied (state %+v, at %d, cost %d)", retry, s, at, cost)
+		}
+		if _, _, ok := Take(l, s, at+retry-1, cost); ok {
+			t.Fatalf("Take 1 ms before retry %d succeeded (state %+v, at %d, cost %d)", retry, s, at, cost)
+		}
+	})
+}
