@@ -72,6 +72,7 @@ func (x *exchange) messages(ctx context.Context, w http.ResponseWriter) {
 		if !x.produce(ctx, false, func(t string) error { text.WriteString(t); return nil }) {
 			return
 		}
+		x.finish()
 		msg.Content = []anBlock{{Type: "text", Text: text.String()}}
 		msg.StopReason = x.stopReason()
 		msg.Usage = x.anUsage(x.produced)
@@ -90,6 +91,7 @@ func (x *exchange) messages(ctx context.Context, w http.ResponseWriter) {
 	}) {
 		return
 	}
+	x.finish()
 	u := x.anUsage(x.produced)
 	for _, e := range []anEvent{
 		{Type: "content_block_stop", Index: &zero},

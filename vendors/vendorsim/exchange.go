@@ -22,6 +22,7 @@ type exchange struct {
 	out       int64 // output tokens to produce
 	truncated bool  // out reached the request's max tokens
 	produced  int64
+	finished  bool
 }
 
 // run draws the response, writes it in the API's format and settles.
@@ -97,8 +98,15 @@ func (x *exchange) produce(ctx context.Context, stream bool, emit func(text stri
 	return true
 }
 
-// finish debits the output not yet debited and settles the request.
+// finish debits the output not yet debited and settles the request. The
+// writers call it before the response's last bytes, so that a client that
+// has read the whole response sees it settled; run calls it again (a no-op)
+// for a client that went away.
 func (x *exchange) finish() {
+	if x.finished {
+		return
+	}
+	x.finished = true
 	s := x.s
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -80,6 +80,7 @@ func (x *exchange) chat(ctx context.Context, w http.ResponseWriter) {
 		if !x.produce(ctx, false, func(t string) error { text.WriteString(t); return nil }) {
 			return
 		}
+		x.finish()
 		base.Object = "chat.completion"
 		base.Choices = []oaChoice{{Message: &oaMessage{Role: "assistant", Content: text.String()}, FinishReason: strp(x.finishReason())}}
 		base.Usage = x.usage()
@@ -99,6 +100,7 @@ func (x *exchange) chat(ctx context.Context, w http.ResponseWriter) {
 	if !x.produce(ctx, true, func(t string) error { return chunk(&oaDelta{Content: t}, nil) }) {
 		return
 	}
+	x.finish()
 	if chunk(&oaDelta{}, strp(x.finishReason())) != nil {
 		return
 	}
@@ -199,6 +201,7 @@ func (x *exchange) responses(ctx context.Context, w http.ResponseWriter) {
 		if !x.produce(ctx, false, func(t string) error { text.WriteString(t); return nil }) {
 			return
 		}
+		x.finish()
 		complete(text.String())
 		writeJSON(w, http.StatusOK, resp)
 		return
@@ -228,6 +231,7 @@ func (x *exchange) responses(ctx context.Context, w http.ResponseWriter) {
 	}) {
 		return
 	}
+	x.finish()
 	full := text.String()
 	complete(full)
 	done := resp.Output[0]
@@ -256,6 +260,7 @@ func (x *exchange) embeddings(ctx context.Context, w http.ResponseWriter) {
 	if !x.produce(ctx, false, func(string) error { return nil }) {
 		return
 	}
+	x.finish()
 	const dims = 8
 	data := make([]embData, x.c.inputs)
 	for i := range data {
