@@ -92,7 +92,7 @@ func TestAnthropicHeaders(t *testing.T) {
 		"Anthropic-Ratelimit-Requests-Remaining":      "49",
 		"Anthropic-Ratelimit-Requests-Reset":          "2026-03-01T12:00:02Z", // 1.2 s, rounded up
 		"Anthropic-Ratelimit-Input-Tokens-Limit":      "40000",
-		"Anthropic-Ratelimit-Input-Tokens-Remaining":  "39000", // 38501
+		"Anthropic-Ratelimit-Input-Tokens-Remaining":  "39000",                // 38501
 		"Anthropic-Ratelimit-Input-Tokens-Reset":      "2026-03-01T12:00:03Z", // 2.2485 s
 		"Anthropic-Ratelimit-Output-Tokens-Limit":     "8000",
 		"Anthropic-Ratelimit-Output-Tokens-Remaining": "8000",
