@@ -18,11 +18,6 @@ func (a amount) less(b amount) bool {
 	return a.whole < b.whole || (a.whole == b.whole && a.frac < b.frac)
 }
 
-// float returns a as a float64, for display only.
-func (a amount) float(period uint64) float64 {
-	return float64(a.whole) + float64(a.frac)/float64(period)
-}
-
 // mulDiv returns a*b/c and (a*b)%c computed in 128 bits; ok is false when
 // the quotient does not fit in 63 bits.
 func mulDiv(a, b, c uint64) (q, r uint64, ok bool) {
@@ -138,9 +133,6 @@ func (b *tokenBucket) takeFloor(n int64) int64 {
 	}
 	return took
 }
-
-// remaining returns the whole units in the bucket, at least 0.
-func (b *tokenBucket) remaining() int64 { return max(b.bal.whole, 0) }
 
 // waitFor returns how long until the balance reaches target, rounded up to
 // the nanosecond; 0 if it already has. A zero rate never refills.

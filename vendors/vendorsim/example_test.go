@@ -31,7 +31,7 @@ func Example_openAI() {
 
 	client := openai.NewClient(option.WithBaseURL(srv.URL+"/v1/"), option.WithAPIKey("sk-dummy"), option.WithMaxRetries(0))
 	params := openai.ChatCompletionNewParams{
-		Model:     openai.ChatModelGPT4o,
+		Model:     openai.ChatModel("gpt-4o"),
 		MaxTokens: openai.Int(100),
 		Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Say hello in five words.")},
 	}

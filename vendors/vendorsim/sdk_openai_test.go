@@ -38,7 +38,7 @@ func ctx(t *testing.T) context.Context {
 var seven = option.WithHeader(vendorsim.HeaderOutputTokens, "7")
 
 func chatParams() openai.ChatCompletionNewParams {
-	return openai.ChatCompletionNewParams{Model: openai.ChatModelGPT4o, MaxTokens: openai.Int(50),
+	return openai.ChatCompletionNewParams{Model: openai.ChatModel("gpt-4o"), MaxTokens: openai.Int(50),
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello there")}} // 11 bytes: 3 tokens
 }
 
@@ -83,7 +83,7 @@ func TestOpenAISDKChatStreamUsage(t *testing.T) {
 
 func TestOpenAISDKResponses(t *testing.T) {
 	c, _ := newOpenAI(t, vendorsim.Config{Vendor: vendorsim.OpenAI, Limits: vendorsim.Limits{TPM: 100000}}, 0)
-	p := responses.ResponseNewParams{Model: openai.ChatModelGPT4o, MaxOutputTokens: openai.Int(50),
+	p := responses.ResponseNewParams{Model: openai.ChatModel("gpt-4o"), MaxOutputTokens: openai.Int(50),
 		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hello there")}}
 	resp, err := c.Responses.New(ctx(t), p, seven)
 	if err != nil {

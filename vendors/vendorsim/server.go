@@ -2,7 +2,6 @@ package vendorsim
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -294,5 +293,3 @@ func seconds(v float64) time.Duration {
 	}
 	return time.Duration(v * 1e9)
 }
-
-var errClientGone = errors.New("vendorsim: the client went away")

@@ -89,7 +89,6 @@ type counters struct {
 	outputTokens   int64
 	series         []Point
 	nextSampleAt   time.Duration
-	sampleEvery    time.Duration
 	metricsOrdered []*meter
 }
 
