@@ -86,3 +86,17 @@ func TestBucketWaitIsExact(t *testing.T) {
 		t.Fatalf("untilFull = %v, want 48h", got)
 	}
 }
+
+func TestSeries(t *testing.T) {
+	s, clk := newSim(t, Config{Vendor: OpenAI, Limits: Limits{RPM: 6000}, SeriesInterval: time.Second})
+	for range 4 {
+		post(t, s, PathChatCompletions, chatBody(1, 10))
+		clk.Add(400 * time.Millisecond)
+	}
+	// Requests at 0, 0.4, 0.8 and 1.2 s: points at 0 s and 1.2 s, the
+	// 0.4 s and 0.8 s requests falling in the first interval.
+	got := s.Stats().Series
+	if len(got) != 2 || got[0].At != 0 || got[1].At != 1200*time.Millisecond || got[1].Admitted != 4 || got[1].Counted[0] != 4 {
+		t.Fatalf("series = %+v", got)
+	}
+}
