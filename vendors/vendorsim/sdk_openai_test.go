@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/azure"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 
@@ -161,5 +162,31 @@ func TestOpenAISDKRetriesAfterRetryAfter(t *testing.T) {
 	}
 	if st := sim.Stats(); st.RateLimited < 1 {
 		t.Errorf("RateLimited = %d, want at least 1", st.RateLimited)
+	}
+}
+
+// The SDK's Azure options call /openai/deployments/MODEL/chat/completions;
+// the Azure rule admits one request per calendar second at RPM 36.
+func TestOpenAISDKAzure(t *testing.T) {
+	sim, err := vendorsim.New(vendorsim.Config{Vendor: vendorsim.Azure, Limits: vendorsim.Limits{TPM: 6000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(sim)
+	t.Cleanup(srv.Close)
+	c := openai.NewClient(azure.WithEndpoint(srv.URL, "2024-10-21"), azure.WithUnsafeAllowHTTP(), azure.WithAPIKey("azure-key"),
+		option.WithMaxRetries(0), option.WithRequestTimeout(30*time.Second))
+	p := chatParams()
+	p.Model = "my-deployment"
+	resp, err := c.Chat.Completions.New(ctx(t), p, seven)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Model != "my-deployment" || resp.Usage.CompletionTokens != 7 {
+		t.Errorf("model %q, usage %+v; want my-deployment, 7 completion tokens", resp.Model, resp.Usage)
+	}
+	// Input 3 + max_tokens 50, never refunded.
+	if ms, _ := sim.Stats().Metric(vendorsim.MetricTokens); ms.Counted != 53 {
+		t.Errorf("tokens counted = %d, want 53", ms.Counted)
 	}
 }
