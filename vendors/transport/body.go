@@ -72,7 +72,7 @@ func (b *body) idleFor() time.Duration {
 }
 
 // finish settles the call from what the body reported so far. cause is why
-// it ended: io.EOF, a read error, errBodyTimeout, the context's cause, or
+// it ended: io.EOF, a read error, ErrBodyTimeout, the context's cause, or
 // nil for Close.
 func (b *body) finish(cause error) {
 	b.mu.Lock()

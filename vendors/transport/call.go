@@ -26,11 +26,11 @@ type call struct {
 	lease    *sluice.Lease
 	once     sync.Once
 	done     atomic.Bool
-	timer    *time.Timer
 	period   time.Duration
 	body     atomic.Pointer[body]
+	mu       sync.Mutex // guards timer, stopCtx and extraErr
+	timer    *time.Timer
 	stopCtx  func() bool
-	errMu    sync.Mutex
 	extraErr []error
 }
 
@@ -40,7 +40,16 @@ type call struct {
 func (c *call) keep() {
 	ttl := c.lease.TTL()
 	c.period = max(time.Millisecond, min(ttl/3, c.t.idle/4))
+	c.mu.Lock()
 	c.timer = time.AfterFunc(c.period, c.tick)
+	c.mu.Unlock()
+}
+
+// watch finishes b when the request's context ends.
+func (c *call) watch(b *body) {
+	c.mu.Lock()
+	c.stopCtx = context.AfterFunc(c.ctx, func() { b.finish(context.Cause(c.ctx)) })
+	c.mu.Unlock()
 }
 
 func (c *call) tick() {
@@ -48,7 +57,7 @@ func (c *call) tick() {
 		return
 	}
 	if b := c.body.Load(); b != nil && b.idleFor() >= c.t.idle {
-		b.finish(errBodyTimeout)
+		b.finish(ErrBodyTimeout)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), c.period)
@@ -57,24 +66,28 @@ func (c *call) tick() {
 	if err != nil && !errors.Is(err, sluice.ErrLeaseReleased) {
 		c.addErr(fmt.Errorf("transport: renewing the lease: %w", err))
 	}
+	c.mu.Lock()
 	if !c.done.Load() {
 		c.timer.Reset(c.period)
 	}
+	c.mu.Unlock()
 }
 
-// errBodyTimeout is the cause of a body finished for going unread.
-var errBodyTimeout = errors.New("transport: response body unread for the body timeout")
+// ErrBodyTimeout is matched by an Event's Err when a response body went
+// unread for the body timeout (see WithBodyTimeout) and was settled then.
+var ErrBodyTimeout = errors.New("transport: response body unread for the body timeout")
 
 func (c *call) addErr(err error) {
-	c.errMu.Lock()
+	c.mu.Lock()
 	c.extraErr = append(c.extraErr, err)
-	c.errMu.Unlock()
+	c.mu.Unlock()
 }
 
 // finish settles the lease for outcome o, releases it and reports the
 // event; it runs once, and later calls wait for the first to return.
 func (c *call) finish(o Outcome, u vendors.Usage, complete func() []vendors.Charge, err error) {
 	c.once.Do(func() {
+		c.mu.Lock()
 		c.done.Store(true)
 		if c.timer != nil {
 			c.timer.Stop()
@@ -82,6 +95,7 @@ func (c *call) finish(o Outcome, u vendors.Usage, complete func() []vendors.Char
 		if c.stopCtx != nil {
 			c.stopCtx()
 		}
+		c.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), finishTimeout)
 		defer cancel()
 		final, serr := c.final(o, u, complete)
@@ -97,9 +111,9 @@ func (c *call) finish(o Outcome, u vendors.Usage, complete func() []vendors.Char
 		if err := c.lease.Release(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("transport: releasing the lease: %w", err))
 		}
-		c.errMu.Lock()
+		c.mu.Lock()
 		errs = append(errs, c.extraErr...)
-		c.errMu.Unlock()
+		c.mu.Unlock()
 		c.ev.Outcome, c.ev.Usage, c.ev.Err = o, u, errors.Join(errs...)
 		c.ev.Final = make([]vendors.Charge, len(c.ev.Admitted))
 		for i, a := range c.ev.Admitted {

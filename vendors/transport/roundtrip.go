@@ -134,7 +134,7 @@ func (t *Transport) send(c *call, next sender, req *http.Request, raw []byte, st
 	stream = stream || isEventStream(resp.Header.Get("Content-Type"))
 	b := newBody(c, resp.Body, stream)
 	c.body.Store(b)
-	c.stopCtx = context.AfterFunc(c.ctx, func() { b.finish(context.Cause(c.ctx)) })
+	c.watch(b)
 	resp.Body = b
 	return resp, nil
 }
