@@ -172,9 +172,13 @@ func TestResetAfterSendCharged(t *testing.T) {
 }
 
 // realEnv is an env whose Transport sends over the network to addr.
-func realEnv(t *testing.T, addr string) *env {
+func realEnv(t *testing.T, addr string, opts ...transport.Option) *env {
 	t.Helper()
-	p := openAIProfile(t, vendors.OpenAILimits{Model: "gpt-4o", RPM: 600, TPM: 100_000})
+	return realEnvProfile(t, addr, openAIProfile(t, vendors.OpenAILimits{Model: "gpt-4o", RPM: 600, TPM: 100_000}), opts...)
+}
+
+func realEnvProfile(t *testing.T, addr string, p vendors.Profile, opts ...transport.Option) *env {
+	t.Helper()
 	e := &env{profile: p}
 	c, err := sluice.New(memstore.New(), sluice.WithClock(frozen))
 	if err != nil {
@@ -188,9 +192,10 @@ func realEnv(t *testing.T, addr string) *env {
 	e.client = c
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	t.Cleanup(base.CloseIdleConnections)
-	e.tr, err = transport.New(c, []vendors.Profile{p}, transport.WithBase(base),
-		transport.WithRoute(transport.Route{Host: addr, Vendor: vendors.OpenAI}),
-		transport.WithEvents(func(_ context.Context, ev transport.Event) { e.mu.Lock(); e.events = append(e.events, ev); e.mu.Unlock() }))
+	opts = append([]transport.Option{transport.WithBase(base),
+		transport.WithRoute(transport.Route{Host: addr, Vendor: p.Vendor}),
+		transport.WithEvents(func(_ context.Context, ev transport.Event) { e.mu.Lock(); e.events = append(e.events, ev); e.mu.Unlock() })}, opts...)
+	e.tr, err = transport.New(c, []vendors.Profile{p}, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
