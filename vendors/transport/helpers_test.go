@@ -132,7 +132,11 @@ func newEnvClock(t testing.TB, sim vendorsim.Config, p vendors.Profile, clock sl
 	base := []transport.Option{
 		transport.WithBase(pipeRT{s}),
 		transport.WithRoute(transport.Route{Host: simHost, Vendor: p.Vendor}),
-		transport.WithEvents(func(_ context.Context, ev transport.Event) { e.mu.Lock(); e.events = append(e.events, ev); e.mu.Unlock() }),
+		transport.WithEvents(func(_ context.Context, ev transport.Event) {
+			e.mu.Lock()
+			e.events = append(e.events, ev)
+			e.mu.Unlock()
+		}),
 	}
 	e.tr, err = transport.New(c, []vendors.Profile{p}, append(base, opts...)...)
 	if err != nil {

@@ -194,7 +194,11 @@ func realEnvProfile(t *testing.T, addr string, p vendors.Profile, opts ...transp
 	t.Cleanup(base.CloseIdleConnections)
 	opts = append([]transport.Option{transport.WithBase(base),
 		transport.WithRoute(transport.Route{Host: addr, Vendor: p.Vendor}),
-		transport.WithEvents(func(_ context.Context, ev transport.Event) { e.mu.Lock(); e.events = append(e.events, ev); e.mu.Unlock() })}, opts...)
+		transport.WithEvents(func(_ context.Context, ev transport.Event) {
+			e.mu.Lock()
+			e.events = append(e.events, ev)
+			e.mu.Unlock()
+		})}, opts...)
 	e.tr, err = transport.New(c, []vendors.Profile{p}, opts...)
 	if err != nil {
 		t.Fatal(err)
