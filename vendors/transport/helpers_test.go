@@ -174,15 +174,6 @@ func (e *env) balances(t testing.TB) map[string]int64 {
 	return out
 }
 
-func (e *env) capacity(metric vendors.Metric) (string, int64) {
-	for _, d := range e.profile.Dimensions {
-		if d.Metric == metric {
-			return d.Name, d.Config.Capacity
-		}
-	}
-	return "", 0
-}
-
 func openAIProfile(t testing.TB, l vendors.OpenAILimits) vendors.Profile {
 	t.Helper()
 	p, err := vendors.OpenAIProfile(l)

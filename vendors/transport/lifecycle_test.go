@@ -13,7 +13,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/anthropics/anthropic-sdk-go"
 	aoption "github.com/anthropics/anthropic-sdk-go/option"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -246,5 +245,3 @@ func TestCloseAndEOFRace(t *testing.T) {
 		wantDebits(t, before, e.balances(t), want)
 	}
 }
-
-var _ = anthropic.Message{}
