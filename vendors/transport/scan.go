@@ -57,7 +57,21 @@ func (s *jsonScan) typeName() []byte { return s.typ[:s.typLen] }
 
 // write scans p.
 func (s *jsonScan) write(p []byte) {
-	for _, c := range p {
+	for i := 0; i < len(p); i++ {
+		if s.str && !s.esc && !s.isKey && !s.isType && s.capAt == 0 {
+			// The bulk of a body: plain bytes inside a value string.
+			j := i
+			for j < len(p) && p[j] != '"' && p[j] != '\\' {
+				j++
+			}
+			if s.text {
+				s.textBytes += int64(j - i)
+			}
+			if i = j; i == len(p) {
+				return
+			}
+		}
+		c := p[i]
 		if s.capAt > 0 && s.capLen >= 0 {
 			if s.capLen < maxCapture {
 				s.capBuf[s.capLen] = c
