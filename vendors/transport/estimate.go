@@ -23,8 +23,9 @@ import (
 const DefaultAnthropicFactor = 1.2
 
 // DefaultTokenizeLimit is how many bytes of prompt text an Estimator runs
-// through the tokenizer; text past it is estimated at one token per 3
-// bytes, which errs high for every script.
+// through the tokenizer; text past it is estimated at 2 tokens per 5 bytes,
+// which errs high for prose, code, JSON and non-Latin scripts alike
+// (docs/benchmarks.md has the figures).
 const DefaultTokenizeLimit = 1 << 20
 
 // Per-message overheads of the chat format: OpenAI's published way of
@@ -260,16 +261,20 @@ func (c *counter) text(s string) {
 	c.chars += int64(utf8.RuneCountInString(s))
 	if len(s) > c.limit {
 		c.overLimit = true
-		c.tokens += float64(len(s)+2) / 3 * c.factor
+		c.tokens += fallbackTokens(len(s)) * c.factor
 		return
 	}
 	c.limit -= len(s)
 	n, err := c.codec.Count(s)
 	if err != nil {
-		n = (len(s) + 2) / 3
+		c.tokens += fallbackTokens(len(s)) * c.factor
+		return
 	}
 	c.tokens += float64(n) * c.factor
 }
+
+// fallbackTokens estimates text of n bytes that is not tokenized.
+func fallbackTokens(n int) float64 { return math.Ceil(float64(2*n) / 5) }
 
 // json counts a raw JSON value (tool definitions) as its compact text.
 func (c *counter) json(raw json.RawMessage) {
