@@ -214,4 +214,3 @@ func TestStreamMemoryBounded(t *testing.T) {
 		t.Errorf("a 4 MB stream cost %d bytes more than a 1 MB one: the overhead grows with the stream", d)
 	}
 }
-
