@@ -263,3 +263,25 @@ func TestOpenAI429ThenSDKRetry(t *testing.T) {
 		}
 	})
 }
+
+// A quota 429 is not retryable: it cools nothing down, refunds the tokens,
+// and its error is observable in the event.
+func TestOpenAIQuotaExhausted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := gpt4oEnv(t)
+		e.sim.SetQuotaExhausted(true)
+		oc := openAIClient(e, 0)
+		before := e.balances(t)
+		_, err := oc.Chat.Completions.New(testCtx(t), openai.ChatCompletionNewParams{Model: "gpt-4o", MaxTokens: openai.Int(50),
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello there")}})
+		var apiErr *openai.Error
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != 429 {
+			t.Fatalf("error %v, want the vendor's 429", err)
+		}
+		ev := lastEvent(t, e)
+		if ev.Outcome != transport.Rejected || !errors.Is(ev.VendorErr, vendors.ErrQuotaExhausted) || len(ev.Reaction.Cooled) != 0 {
+			t.Errorf("event %v %v cooled %v, want rejected, quota exhausted, nothing cooled", ev.Outcome, ev.VendorErr, ev.Reaction.Cooled)
+		}
+		wantDebits(t, before, e.balances(t), map[string]int64{"openai#gpt-4o#tpm": 0, "openai#gpt-4o#rpm": 1})
+	})
+}
