@@ -70,6 +70,7 @@ import (
 	"github.com/ontopix/sluice/bucket"
 	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/store"
+	"github.com/ontopix/sluice/vendors"
 )
 
 // Error is a problem at a position in the file.
@@ -103,6 +104,8 @@ type Entry struct {
 type File struct {
 	Name    string
 	Entries []Entry
+
+	profiles []vendors.Profile // one per preset, in file order
 }
 
 // Buckets returns the declared buckets.
@@ -129,6 +132,7 @@ type parser struct {
 	errs []error
 	seen map[string]*yaml.Node // dimension → where it was declared
 	out  []Entry
+	prof []vendors.Profile
 }
 
 func (p *parser) errorf(n *yaml.Node, field, format string, args ...any) {
@@ -171,7 +175,7 @@ func Parse(name string, data []byte) (*File, error) {
 		return nil, errors.Join(p.errs...)
 	}
 	sort.Slice(p.out, func(i, j int) bool { return p.out[i].Name < p.out[j].Name })
-	return &File{Name: name, Entries: p.out}, nil
+	return &File{Name: name, Entries: p.out, profiles: p.prof}, nil
 }
 
 func (p *parser) dimensions(n *yaml.Node) {

@@ -304,6 +304,7 @@ func (p *parser) profileError(it presetItem, err error) {
 // addProfile adds the profile's buckets under the file's prefix, each at
 // the line of the field that declared it.
 func (p *parser) addProfile(it presetItem, name, prefix string, prof vendors.Profile, maxDebt int64) {
+	p.prof = append(p.prof, fileProfile(prof, prefix, maxDebt))
 	for _, d := range prof.Dimensions {
 		key := vendors.Suffix(d.Metric)
 		at := it.fields[key]

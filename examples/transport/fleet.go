@@ -1,0 +1,48 @@
+package main
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/anthropics/anthropic-sdk-go"
+	aoption "github.com/anthropics/anthropic-sdk-go/option"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/limits"
+	sluiceprom "github.com/ontopix/sluice/observe/prometheus"
+	"github.com/ontopix/sluice/store/storeurl"
+	"github.com/ontopix/sluice/vendors/transport"
+)
+
+// newClients returns the OpenAI and Anthropic clients of one replica of the
+// fleet: every call goes through Sluice's transport, on the shared store.
+func newClients(ctx context.Context, storeURL, limitsFile string, opts ...transport.Option) (openai.Client, anthropic.Client, error) {
+	st, err := storeurl.Open(ctx, storeURL) // memory://, redis://…, postgres://…, dynamodb://TABLE?region=…
+	if err != nil {
+		return openai.Client{}, anthropic.Client{}, err
+	}
+	obs, err := sluiceprom.New(prometheus.DefaultRegisterer) // sluice_* metrics
+	if err != nil {
+		return openai.Client{}, anthropic.Client{}, err
+	}
+	client, err := sluice.New(st, sluice.WithDefaultCaller("summarizer"), sluice.WithObserver(obs))
+	if err != nil {
+		return openai.Client{}, anthropic.Client{}, err
+	}
+	f, err := limits.Load(limitsFile) // presets: the vendors' limits, as buckets and profiles
+	if err != nil {
+		return openai.Client{}, anthropic.Client{}, err
+	}
+	if _, err := limits.Apply(ctx, client, f); err != nil { // idempotent: every replica may apply it
+		return openai.Client{}, anthropic.Client{}, err
+	}
+	t, err := transport.New(client, f.Profiles(), opts...)
+	if err != nil {
+		return openai.Client{}, anthropic.Client{}, err
+	}
+	hc := &http.Client{Transport: t}
+	return openai.NewClient(option.WithHTTPClient(hc)), anthropic.NewClient(aoption.WithHTTPClient(hc)), nil
+}

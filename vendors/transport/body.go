@@ -1,0 +1,93 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ontopix/sluice/vendors"
+)
+
+// body is a metered response body: it reads the usage as the caller reads
+// the body, and finishes the call when the body is read to its end, fails,
+// is closed, goes unread for the body timeout, or its request's context
+// ends, whichever comes first.
+type body struct {
+	rc      io.ReadCloser
+	c       *call
+	reading atomic.Int32
+	last    atomic.Int64 // when the last Read returned, Unix nanoseconds
+
+	mu  sync.Mutex // guards tr and end
+	tr  usageTracker
+	end bool // the tracker was read for the settlement
+}
+
+func newBody(c *call, rc io.ReadCloser, stream bool) *body {
+	b := &body{rc: rc, c: c}
+	b.tr.init(c.ev.API, stream)
+	b.last.Store(time.Now().UnixNano())
+	return b
+}
+
+// Read implements io.Reader.
+func (b *body) Read(p []byte) (int, error) {
+	b.reading.Add(1)
+	n, err := b.rc.Read(p)
+	b.last.Store(time.Now().UnixNano())
+	b.reading.Add(-1)
+	if n > 0 || err == io.EOF {
+		b.mu.Lock()
+		if !b.end {
+			b.tr.write(p[:n])
+			if err == io.EOF {
+				b.tr.eof()
+			}
+		}
+		b.mu.Unlock()
+	}
+	if err != nil {
+		b.finish(err)
+	}
+	return n, err
+}
+
+// Close implements io.Closer.
+func (b *body) Close() error {
+	err := b.rc.Close()
+	b.finish(nil)
+	return err
+}
+
+// idleFor returns how long the body has gone unread; 0 while a Read is in
+// progress.
+func (b *body) idleFor() time.Duration {
+	if b.reading.Load() > 0 {
+		return 0
+	}
+	return time.Since(time.Unix(0, b.last.Load()))
+}
+
+// finish settles the call from what the body reported so far. cause is why
+// it ended: io.EOF, a read error, ErrBodyTimeout, the context's cause, or
+// nil for Close.
+func (b *body) finish(cause error) {
+	b.mu.Lock()
+	b.end = true
+	u, complete, haveIn, streamed := b.tr.usage, b.tr.complete, b.tr.haveIn, b.tr.partialOutput()
+	b.mu.Unlock()
+	if complete {
+		b.c.finish(Settled, u, nil, nil)
+		return
+	}
+	var err error
+	if cause != nil && cause != io.EOF && !errors.Is(cause, context.Canceled) {
+		err = cause
+	}
+	b.c.finish(Partial, u, func() []vendors.Charge {
+		return b.c.partialSettle(u, haveIn, streamed)
+	}, err)
+}

@@ -1,0 +1,199 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/vendors"
+)
+
+// finishTimeout bounds the store calls that settle and release a call,
+// which run even when the request's context is already done.
+const finishTimeout = 10 * time.Second
+
+// call is one metered request, from its acquisition to its settlement.
+type call struct {
+	t        *Transport
+	e        *entry
+	ctx      context.Context // the request's
+	ev       Event
+	lease    *sluice.Lease
+	once     sync.Once
+	done     atomic.Bool
+	period   time.Duration
+	body     atomic.Pointer[body]
+	mu       sync.Mutex // guards timer, stopCtx and extraErr
+	timer    *time.Timer
+	stopCtx  func() bool
+	extraErr []error
+}
+
+// keep starts renewing the lease every period until the call finishes,
+// and, once a body is attached, finishing it when it has gone unread for
+// the body timeout.
+func (c *call) keep() {
+	ttl := c.lease.TTL()
+	c.period = max(time.Millisecond, min(ttl/3, c.t.idle/4))
+	c.mu.Lock()
+	c.timer = time.AfterFunc(c.period, c.tick)
+	c.mu.Unlock()
+}
+
+// watch finishes b when the request's context ends.
+func (c *call) watch(b *body) {
+	c.mu.Lock()
+	c.stopCtx = context.AfterFunc(c.ctx, func() { b.finish(context.Cause(c.ctx)) })
+	c.mu.Unlock()
+}
+
+func (c *call) tick() {
+	if c.done.Load() {
+		return
+	}
+	if b := c.body.Load(); b != nil && b.idleFor() >= c.t.idle {
+		b.finish(ErrBodyTimeout)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), c.period)
+	err := c.lease.Extend(ctx, c.lease.TTL())
+	cancel()
+	if err != nil && !errors.Is(err, sluice.ErrLeaseReleased) {
+		c.addErr(fmt.Errorf("transport: renewing the lease: %w", err))
+	}
+	c.mu.Lock()
+	if !c.done.Load() {
+		c.timer.Reset(c.period)
+	}
+	c.mu.Unlock()
+}
+
+// ErrBodyTimeout is matched by an Event's Err when a response body went
+// unread for the body timeout (see WithBodyTimeout) and was settled then.
+var ErrBodyTimeout = errors.New("transport: response body unread for the body timeout")
+
+func (c *call) addErr(err error) {
+	c.mu.Lock()
+	c.extraErr = append(c.extraErr, err)
+	c.mu.Unlock()
+}
+
+// finish settles the lease for outcome o, releases it and reports the
+// event; it runs once, and later calls wait for the first to return.
+func (c *call) finish(o Outcome, u vendors.Usage, complete func() []vendors.Charge, err error) {
+	c.once.Do(func() {
+		c.mu.Lock()
+		c.done.Store(true)
+		if c.timer != nil {
+			c.timer.Stop()
+		}
+		if c.stopCtx != nil {
+			c.stopCtx()
+		}
+		c.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), finishTimeout)
+		defer cancel()
+		final, serr := c.final(o, u, complete)
+		errs := []error{err, serr}
+		for _, ch := range final {
+			if c.concurrent(ch.Dimension) || ch.Amount == c.lease.Cost(ch.Dimension) {
+				continue
+			}
+			if _, err := c.lease.Settle(ctx, ch.Dimension, ch.Amount); err != nil {
+				errs = append(errs, fmt.Errorf("transport: settling %s to %d: %w", ch.Dimension, ch.Amount, err))
+			}
+		}
+		if err := c.lease.Release(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("transport: releasing the lease: %w", err))
+		}
+		c.mu.Lock()
+		errs = append(errs, c.extraErr...)
+		c.mu.Unlock()
+		c.ev.Outcome, c.ev.Usage, c.ev.Err = o, u, errors.Join(errs...)
+		c.ev.Final = make([]vendors.Charge, len(c.ev.Admitted))
+		for i, a := range c.ev.Admitted {
+			a.Amount = c.lease.Cost(a.Dimension)
+			c.ev.Final[i] = a
+		}
+		if c.t.events != nil {
+			c.t.events(c.ctx, c.ev)
+		}
+	})
+}
+
+// final returns what each admitted dimension should be left at.
+func (c *call) final(o Outcome, u vendors.Usage, partial func() []vendors.Charge) ([]vendors.Charge, error) {
+	adm := c.ev.Admitted
+	out := append([]vendors.Charge(nil), adm...)
+	switch o {
+	case Settled:
+		targets, err := c.e.p.Settle(adm, u)
+		if err != nil {
+			return out, err
+		}
+		apply(out, targets, false)
+	case Partial:
+		if partial != nil {
+			apply(out, partial(), true)
+		}
+	case Refunded:
+		for i := range out {
+			out[i].Amount = 0
+		}
+	case Rejected:
+		for i := range out {
+			keep := c.e.p.Vendor != vendors.Anthropic && (out[i].Metric == vendors.Requests || out[i].Metric == vendors.RequestsPerDay)
+			if !keep {
+				out[i].Amount = 0
+			}
+		}
+	}
+	return out, nil
+}
+
+// apply sets each charge in out that targets names to the target amount,
+// or to the larger of the two when floor is set.
+func apply(out, targets []vendors.Charge, floor bool) {
+	for _, tg := range targets {
+		for i := range out {
+			if out[i].Dimension != tg.Dimension {
+				continue
+			}
+			if floor {
+				out[i].Amount = max(out[i].Amount, tg.Amount)
+			} else {
+				out[i].Amount = tg.Amount
+			}
+		}
+	}
+}
+
+func (c *call) concurrent(dim string) bool {
+	for _, d := range c.e.p.Dimensions {
+		if d.Name == dim {
+			return d.Config.Type == bucket.Concurrent
+		}
+	}
+	return false
+}
+
+// partialSettle returns the settlement of a call whose usage is partly
+// known: the input as reported, else as estimated; the output as reported
+// or as read from the streamed text, whichever is larger.
+func (c *call) partialSettle(u vendors.Usage, haveIn bool, streamed int64) []vendors.Charge {
+	if !haveIn {
+		u.Input = c.ev.Estimate.InputTokens
+	}
+	u.Output = max(u.Output, streamed)
+	u.CacheRead = min(u.CacheRead, u.Input)
+	targets, err := c.e.p.Settle(c.ev.Admitted, u)
+	if err != nil {
+		return nil
+	}
+	return targets
+}

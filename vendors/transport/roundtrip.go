@@ -1,0 +1,287 @@
+package transport
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"strings"
+	"sync/atomic"
+
+	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/vendors"
+)
+
+// maxErrorBody is how much of an error response's body the Reactor reads
+// (vendors.Classify ignores longer ones).
+const maxErrorBody = 1 << 20
+
+// RoundTrip implements http.RoundTripper. It returns the base transport's
+// response or error unchanged, except that the response body is wrapped to
+// settle the call. When no slot comes within the request's deadline it
+// returns an error matching sluice.ErrSlotTimeout without sending the
+// request; a store error, an error matching sluice.ErrUnavailable (unless
+// the Client fails open).
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	return t.do(req, t.base.RoundTrip)
+}
+
+// Middleware meters one request as RoundTrip does, sending it with next
+// instead of the base transport. Its type is the official SDKs'
+// option.Middleware, so it can be given as
+//
+//	option.WithMiddleware(t.Middleware)
+//
+// to the OpenAI and Anthropic SDKs, in place of WithHTTPClient: the SDK's
+// own HTTP client then sends the request, and its retries each pass
+// through the middleware.
+func (t *Transport) Middleware(req *http.Request, next func(*http.Request) (*http.Response, error)) (*http.Response, error) {
+	return t.do(req, next)
+}
+
+// sender sends a request: the base transport's RoundTrip, or a
+// middleware's next.
+type sender = func(*http.Request) (*http.Response, error)
+
+func (t *Transport) do(req *http.Request, next sender) (*http.Response, error) {
+	rt, ok := t.route(req)
+	if !ok {
+		return next(req)
+	}
+	path := strings.TrimPrefix(req.URL.Path, rt.PathPrefix)
+	if rt.PathPrefix != "" {
+		path = "/" + strings.TrimPrefix(path, "/")
+	}
+	ep := ParseEndpoint(rt.Vendor, req.Method, path)
+	if ep.API == UnknownAPI {
+		return t.other(req, next, rt.Vendor, nil)
+	}
+	raw, err := readBody(req)
+	if err != nil {
+		return nil, err
+	}
+	est, err := t.est.Estimate(rt.Vendor, ep.API, raw)
+	if err != nil {
+		return t.other(req, next, rt.Vendor, raw)
+	}
+	if ep.Deployment != "" {
+		est.Model = ep.Deployment
+	}
+	e := t.profile(rt.Vendor, est.Model)
+	if e == nil {
+		return t.other(req, next, rt.Vendor, raw)
+	}
+	if t.inject && ep.API == ChatCompletions && est.Stream && !est.IncludeUsage {
+		raw = injectIncludeUsage(raw)
+	}
+	c := &call{t: t, e: e, ctx: req.Context(), ev: Event{Vendor: rt.Vendor, API: ep.API, Model: est.Model, Estimate: est}}
+	charges, err := e.p.Admission(est.Call(t.outputEstimate(est)))
+	if err != nil {
+		return nil, t.denied(c, fmt.Errorf("transport: admission charge of %s: %w", est, err))
+	}
+	c.ev.Admitted = charges
+	reqs := make([]sluice.Request, len(charges))
+	for i, ch := range charges {
+		reqs[i] = sluice.Request{Dimension: ch.Dimension, Cost: ch.Amount}
+	}
+	lease, waited, attempts, err := t.acquire(req.Context(), reqs)
+	c.ev.Waited, c.ev.Attempts = waited, attempts
+	if err != nil {
+		return nil, t.denied(c, fmt.Errorf("transport: acquiring %s for %s: %w", describe(reqs), est.API, err))
+	}
+	c.lease = lease
+	c.keep()
+	return t.send(c, next, req, raw, est.Stream)
+}
+
+// send forwards the request and hands the response to the call.
+func (t *Transport) send(c *call, next sender, req *http.Request, raw []byte, stream bool) (*http.Response, error) {
+	var wrote, gotConn atomic.Bool
+	trace := &httptrace.ClientTrace{
+		GotConn:      func(httptrace.GotConnInfo) { gotConn.Store(true) },
+		WroteHeaders: func() { wrote.Store(true) },
+		WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(true) },
+	}
+	out := withBody(req.WithContext(httptrace.WithClientTrace(req.Context(), trace)), raw)
+	resp, err := next(out)
+	if err != nil {
+		o := Charged
+		if !wrote.Load() && neverSent(err) {
+			o = Refunded
+		}
+		c.finish(o, vendors.Usage{}, nil, err)
+		return nil, err
+	}
+	c.ev.Status = resp.StatusCode
+	rerr := t.react(c, resp)
+	if rerr != nil {
+		c.addErr(rerr)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		o := Rejected
+		if resp.StatusCode >= 500 {
+			o = Failed
+		}
+		c.finish(o, vendors.Usage{}, nil, nil)
+		return resp, nil
+	}
+	stream = stream || isEventStream(resp.Header.Get("Content-Type"))
+	b := newBody(c, resp.Body, stream)
+	c.body.Store(b)
+	c.watch(b)
+	resp.Body = b
+	return resp, nil
+}
+
+// react gives the response to the profile's Reactor: headers always, the
+// body too (restored for the caller) when the status is not 2xx.
+func (t *Transport) react(c *call, resp *http.Response) error {
+	var errBody []byte
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		errBody, resp.Body = peekBody(resp.Body)
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), finishTimeout)
+	defer cancel()
+	re, err := c.e.r.Observe(ctx, resp.StatusCode, resp.Header, errBody)
+	c.ev.Reaction = &re
+	c.ev.VendorErr = re.Err()
+	return err
+}
+
+// other handles a request to a routed host that the Transport cannot
+// estimate, by the UnknownPolicy. raw is its body when it was read.
+func (t *Transport) other(req *http.Request, next sender, v vendors.Vendor, raw []byte) (*http.Response, error) {
+	if raw != nil {
+		req = withBody(req.WithContext(req.Context()), raw)
+	}
+	e := t.profiles[v][""]
+	if t.unknown != CountRequests || e == nil || e.requests == "" {
+		return next(req)
+	}
+	c := &call{t: t, e: e, ctx: req.Context(), ev: Event{Vendor: v, Admitted: []vendors.Charge{{Metric: vendors.Requests, Dimension: e.requests, Amount: 1}}}}
+	lease, waited, attempts, err := t.acquire(req.Context(), []sluice.Request{{Dimension: e.requests, Cost: 1}})
+	c.ev.Waited, c.ev.Attempts = waited, attempts
+	if err != nil {
+		return nil, t.denied(c, fmt.Errorf("transport: acquiring a request on %s: %w", e.requests, err))
+	}
+	c.lease = lease
+	resp, err := next(req)
+	if err == nil {
+		c.ev.Status = resp.StatusCode
+		if rerr := t.react(c, resp); rerr != nil {
+			c.addErr(rerr)
+		}
+	}
+	c.finish(Counted, vendors.Usage{}, nil, err)
+	return resp, err
+}
+
+// denied reports a call that got no slot and returns err.
+func (t *Transport) denied(c *call, err error) error {
+	c.ev.Outcome, c.ev.Err = Denied, err
+	if t.events != nil {
+		t.events(c.ctx, c.ev)
+	}
+	return err
+}
+
+// readBody reads and closes req's body.
+func readBody(req *http.Request) ([]byte, error) {
+	if req.Body == nil || req.Body == http.NoBody {
+		return []byte{}, nil
+	}
+	defer req.Body.Close()
+	raw, err := io.ReadAll(req.Body)
+	if err != nil {
+		return nil, fmt.Errorf("transport: reading the request body: %w", err)
+	}
+	return raw, nil
+}
+
+// withBody sets r (a copy of the caller's request) to send raw, replayable
+// through GetBody.
+func withBody(r *http.Request, raw []byte) *http.Request {
+	r.ContentLength = int64(len(raw))
+	if len(raw) == 0 && r.Method == http.MethodGet {
+		r.Body, r.GetBody = http.NoBody, nil
+		return r
+	}
+	r.Body = io.NopCloser(bytes.NewReader(raw))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(raw)), nil }
+	return r
+}
+
+// peekBody reads up to maxErrorBody bytes of rc and returns them with a
+// body that yields the same bytes and then the rest.
+func peekBody(rc io.ReadCloser) ([]byte, io.ReadCloser) {
+	head, _ := io.ReadAll(io.LimitReader(rc, maxErrorBody))
+	return head, struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(head), rc), rc}
+}
+
+// neverSent reports an error that happened before a connection existed:
+// the dial failed or the name did not resolve.
+func neverSent(err error) bool {
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		return true
+	}
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+func isEventStream(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && mt == "text/event-stream"
+}
+
+// injectIncludeUsage adds "stream_options": {"include_usage": true} to a
+// chat completion request, keeping any other stream option.
+func injectIncludeUsage(raw []byte) []byte {
+	trimmed := bytes.TrimLeft(raw, " \t\r\n")
+	if !bytes.Contains(raw, []byte(`"stream_options"`)) && len(trimmed) > 1 && trimmed[0] == '{' {
+		rest := bytes.TrimLeft(trimmed[1:], " \t\r\n")
+		out := make([]byte, 0, len(raw)+40)
+		out = append(out, `{"stream_options":{"include_usage":true}`...)
+		if len(rest) > 0 && rest[0] != '}' {
+			out = append(out, ',')
+		}
+		return append(out, rest...)
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil {
+		return raw
+	}
+	so := map[string]json.RawMessage{}
+	if v, ok := m["stream_options"]; ok && string(v) != "null" {
+		if json.Unmarshal(v, &so) != nil {
+			return raw
+		}
+	}
+	so["include_usage"] = json.RawMessage("true")
+	m["stream_options"], _ = json.Marshal(so)
+	out, err := json.Marshal(m)
+	if err != nil {
+		return raw
+	}
+	return out
+}
+
+func describe(reqs []sluice.Request) string {
+	var b strings.Builder
+	for i, r := range reqs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s=%d", r.Dimension, r.Cost)
+	}
+	return b.String()
+}

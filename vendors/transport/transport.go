@@ -1,0 +1,206 @@
+package transport
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/vendors"
+)
+
+// Transport is an http.RoundTripper that meters calls to OpenAI, Azure
+// OpenAI and Anthropic against a fleet's shared buckets. Give it to an
+// official SDK as its HTTP client's transport:
+//
+//	t, err := transport.New(client, profiles)
+//	oc := openai.NewClient(option.WithHTTPClient(&http.Client{Transport: t}))
+//	ac := anthropic.NewClient(option.WithHTTPClient(&http.Client{Transport: t}))
+//
+// For every request to a known endpoint (see ParseEndpoint) of a routed
+// host, it reads the request body, estimates the call (see Estimator),
+// acquires the profile's admission charges on every dimension at once,
+// waiting within the request's deadline, sends the request through the
+// base transport, and holds the lease while the response body is read.
+// When the body is read to its end or closed, whichever comes first, it
+// settles every token dimension to the usage the response reported (from
+// the JSON body, or the stream's final usage event) and releases the lease.
+// Every response's rate-limit headers go to a vendors.Reactor (sync, and a
+// fleet-wide cooldown after a 429); the 429 itself is returned to the SDK
+// unchanged, so that the SDK's own retry loop retries it, each attempt
+// acquiring again as the vendor counts each attempt.
+//
+// A Transport is safe for concurrent use by any number of clients.
+type Transport struct {
+	base      http.RoundTripper
+	client    *sluice.Client
+	routes    []Route
+	profiles  map[vendors.Vendor]map[string]*entry
+	est       Estimator
+	unknown   UnknownPolicy
+	inject    bool
+	idle      time.Duration
+	maxWait   time.Duration
+	outEst    func(Estimate) int64
+	events    EventFunc
+	clock     sluice.Clock
+	reactOpts []vendors.ReactorOption
+}
+
+// entry is one profile with its reactor.
+type entry struct {
+	p        vendors.Profile
+	r        *vendors.Reactor
+	requests string // the requests dimension; "" when none
+}
+
+// UnknownPolicy says what the Transport does with a request to a routed
+// host that it cannot estimate: an endpoint it does not know (listing
+// models, files, batches), a body that is not JSON, or a model with no
+// profile.
+type UnknownPolicy uint8
+
+// The policies.
+const (
+	// PassThrough sends the request untouched and meters nothing (the
+	// default).
+	PassThrough UnknownPolicy = iota
+	// CountRequests acquires one request on the vendor's unscoped
+	// profile's requests dimension (waiting as for any call) and keeps
+	// it; requests with no such profile pass through.
+	CountRequests
+)
+
+// Option configures a Transport.
+type Option func(*Transport)
+
+// WithBase sets the transport requests are sent through (default
+// http.DefaultTransport).
+func WithBase(rt http.RoundTripper) Option { return func(t *Transport) { t.base = rt } }
+
+// WithRoute adds a route, checked before the default ones in the order
+// given: use it for a custom base URL (a proxy, a gateway, the simulator).
+func WithRoute(r Route) Option { return func(t *Transport) { t.routes = append(t.routes, r) } }
+
+// WithUnknownEndpoints sets the policy for requests the Transport cannot
+// estimate (default PassThrough).
+func WithUnknownEndpoints(p UnknownPolicy) Option { return func(t *Transport) { t.unknown = p } }
+
+// WithoutUsageInjection stops the Transport from adding
+// "stream_options": {"include_usage": true} to streamed chat completion
+// requests that lack it. Such a stream then reports no usage, and the call
+// settles from the estimate and the streamed text, never below the
+// admission charge (Partial).
+func WithoutUsageInjection() Option { return func(t *Transport) { t.inject = false } }
+
+// WithBodyTimeout sets how long a response body may go unread (no Read in
+// progress, none returned) before the Transport settles it at what it has
+// seen, never below the admission charge, and releases its lease: a body
+// never read nor closed does not hold a lease for ever. The default is the
+// Client's lease TTL. The request's context ending does the same at once.
+func WithBodyTimeout(d time.Duration) Option { return func(t *Transport) { t.idle = d } }
+
+// WithMaxWait bounds how long a request whose context has no deadline
+// waits for its charges (default the Client's DefaultSlotTimeout). A
+// request with a deadline waits until it, and fails at once with a
+// *sluice.SlotTimeoutError when the wait the store answers would pass it.
+func WithMaxWait(d time.Duration) Option { return func(t *Transport) { t.maxWait = d } }
+
+// WithOutputEstimate sets the output a call is expected to produce, for
+// Anthropic's output-tokens limit, which admits on a positive balance and
+// counts output as produced (see vendors.AdmitOutputEstimate). The default
+// is min(max_tokens, 1024).
+func WithOutputEstimate(f func(Estimate) int64) Option { return func(t *Transport) { t.outEst = f } }
+
+// WithEstimator sets the Estimator (default the zero Estimator).
+func WithEstimator(e Estimator) Option { return func(t *Transport) { t.est = e } }
+
+// WithEvents sets the function every finished call is reported to.
+func WithEvents(f EventFunc) Option { return func(t *Transport) { t.events = f } }
+
+// WithClock sets the clock deadlines are measured with and the Reactors
+// read responses' arrival times from; use the Client's (sluice.WithClock)
+// in tests. The default is the system clock.
+func WithClock(c sluice.Clock) Option { return func(t *Transport) { t.clock = c } }
+
+// WithReactorOptions passes options to every profile's vendors.Reactor,
+// e.g. vendors.WithoutSync().
+func WithReactorOptions(opts ...vendors.ReactorOption) Option {
+	return func(t *Transport) { t.reactOpts = append(t.reactOpts, opts...) }
+}
+
+// ErrNoProfile is matched by the error New returns when given no profile.
+var ErrNoProfile = errors.New("transport: no profile")
+
+// New returns a Transport that meters calls through c with profiles: one
+// per vendor and scope. A request's profile is the one of its vendor whose
+// Scope is the request's model (or Azure deployment), else the one with an
+// empty Scope. Profiles' buckets must exist (Profile.Buckets, or a limits
+// file's presets, whose File.Profiles gives the profiles). Two profiles of
+// the same vendor and scope are refused with a *bucket.FieldError naming
+// the scope.
+func New(c *sluice.Client, profiles []vendors.Profile, opts ...Option) (*Transport, error) {
+	if c == nil {
+		return nil, &bucket.FieldError{Field: "client", Value: nil, Reason: "must not be nil"}
+	}
+	if len(profiles) == 0 {
+		return nil, ErrNoProfile
+	}
+	t := &Transport{client: c, base: http.DefaultTransport, inject: true, clock: systemClock{},
+		profiles: map[vendors.Vendor]map[string]*entry{}}
+	for _, o := range opts {
+		o(t)
+	}
+	if t.idle <= 0 {
+		t.idle = c.Config().LeaseTTL
+	}
+	if t.maxWait <= 0 {
+		t.maxWait = c.Config().DefaultSlotTimeout
+	}
+	ropts := append([]vendors.ReactorOption{vendors.WithReactorClock(t.clock)}, t.reactOpts...)
+	for _, p := range profiles {
+		byScope := t.profiles[p.Vendor]
+		if byScope == nil {
+			byScope = map[string]*entry{}
+			t.profiles[p.Vendor] = byScope
+		}
+		if _, dup := byScope[p.Scope]; dup {
+			return nil, &bucket.FieldError{Field: "profiles[" + string(p.Vendor) + "].scope", Value: p.Scope, Reason: "is given twice"}
+		}
+		e := &entry{p: p, r: vendors.NewReactor(c, p, ropts...)}
+		e.requests, _ = p.Dimension(vendors.Requests)
+		byScope[p.Scope] = e
+	}
+	for i, r := range t.routes {
+		if err := r.validate(i); err != nil {
+			return nil, err
+		}
+	}
+	t.routes = append(t.routes, defaultRoutes...)
+	return t, nil
+}
+
+// profile returns the entry for vendor v and scope s, falling back to the
+// unscoped profile.
+func (t *Transport) profile(v vendors.Vendor, s string) *entry {
+	byScope := t.profiles[v]
+	if e := byScope[s]; e != nil {
+		return e
+	}
+	return byScope[""]
+}
+
+func (t *Transport) outputEstimate(e Estimate) int64 {
+	if t.outEst != nil {
+		return max(0, t.outEst(e))
+	}
+	if e.MaxOutputTokens > 0 {
+		return min(e.MaxOutputTokens, 1024)
+	}
+	return 1024
+}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
