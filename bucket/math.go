@@ -306,16 +306,34 @@ func Reconfigure(old, next Limits, s State, now int64, reset bool) State {
 	r := Refill(old, s, now)
 	switch {
 	case reset:
-		// A reset fills the bucket and ends any cooldown; the latest
-		// reservation is kept, so that cancelling an older one stays
-		// conservative.
-		return State{Tokens: next.Capacity, Last: now, Reserved: s.Reserved}
+		// A reset fills the bucket and ends any cooldown. It forgives the
+		// debt of pending reservations, so cancelling one of them must
+		// give nothing back: the latest valid instant moves on by the
+		// time the bucket takes to earn its capacity (see Unreserve).
+		return State{Tokens: next.Capacity, Last: now, Reserved: forgetReserved(next, r.Reserved, now)}
 	case old.Type == Concurrent && next.Type == Concurrent:
 		r.Tokens = min(r.Tokens+next.Capacity-old.Capacity, next.Capacity)
 	default:
 		r.Tokens = min(max(r.Tokens, EffectiveFloor(next, r, now)), next.Capacity)
+		if old.Capacity != next.Capacity || old.Amount != next.Amount || old.Period != next.Period {
+			// Pending reservations' schedule was made under the old
+			// limits: cancelling them gives nothing back.
+			r.Reserved = forgetReserved(next, r.Reserved, now)
+		}
 	}
 	return r
+}
+
+// forgetReserved returns the latest reservation instant to keep when a
+// reset or a change of limits makes pending reservations' debts
+// meaningless: moved on by the time the bucket takes to earn its capacity,
+// so that cancelling a reservation made before gives nothing back (see
+// Unreserve). Without pending reservations it is kept as it is.
+func forgetReserved(next Limits, reserved, now int64) int64 {
+	if reserved <= now || next.Amount <= 0 {
+		return reserved
+	}
+	return min(reserved+ceilMulDiv(next.Capacity, next.Period, next.Amount), MaxTimeMs)
 }
 
 // Align returns the state and the decision time to use when a caller whose

@@ -22,32 +22,45 @@ const MinBalance = -MaxCapacity * Milli
 // milliseconds.
 const MaxReserveMs = 24 * 3600 * 1000
 
-// Reserve debits cost millitokens at now even if the balance is short,
-// provided the wait until the bucket would have held cost (RetryIn, the
-// end of a cooldown included) is at most maxWait milliseconds and the
-// balance stays at or above MinBalance. On success it returns the new
-// state, the wait (the reservation is valid at now+wait) and true; the
-// state's Reserved moves to now+wait if that is later. Otherwise it returns
-// s unchanged, the wait (the one that was too long, or the wait until the
-// debt bound allows the debit) and false. A wait of 0 is an ordinary grant.
-// Concurrent buckets cannot be reserved: for them Reserve returns s, 0 and
-// false, and the store rejects them first (see store.Bucket.CheckReservable).
-func Reserve(l Limits, s State, now, cost, maxWait int64) (State, int64, bool) {
+// Reserve debits, at now, a reservation of cost millitokens valid at
+// validAt (Unix milliseconds, at or after the instant RetryIn gives for
+// cost; for a reservation of several buckets, the latest of those
+// instants). It returns the new state and true, or s and false when the
+// balance would fall below MinBalance (then ReserveBound gives the wait).
+// The state's Reserved moves to validAt if that is later.
+//
+// The usage happens at validAt, so the bucket must not earn, by then,
+// tokens that the capacity would have cut off had cost been used then:
+// besides cost, Reserve debits what the balance would earn by validAt
+// above capacity − cost (nothing for a single-bucket reservation, which
+// is valid the moment its balance reaches cost; for one of several
+// buckets, it defers the burst of a bucket that waits less than another,
+// never its sustained rate). Concurrent buckets
+// cannot be reserved: Reserve returns s and false for them (the store
+// rejects them first, see store.Bucket.CheckReservable).
+func Reserve(l Limits, s State, now, cost, validAt int64) (State, bool) {
 	if l.Amount <= 0 {
-		return s, 0, false
+		return s, false
 	}
 	r := Refill(l, s, now)
-	wait := RetryIn(l, r, now, cost)
-	if wait > maxWait {
-		return s, wait, false
+	debit := cost
+	if start := max(r.Last, r.Until); validAt > start {
+		earn := min(mulDiv(validAt-start, l.Amount, l.Period), 4*MaxCapacity*Milli)
+		debit += max(0, r.Tokens+earn-l.Capacity)
 	}
-	if r.Tokens-cost < MinBalance {
-		// The wait until the balance can take cost and stay above the bound.
-		return s, max(RetryIn(l, r, now, cost+MinBalance), 1), false
+	if r.Tokens-debit < MinBalance {
+		return s, false
 	}
-	r.Tokens -= cost
-	r.Reserved = max(r.Reserved, now+wait)
-	return r, wait, true
+	r.Tokens -= debit
+	r.Reserved = max(r.Reserved, validAt)
+	return r, true
+}
+
+// ReserveBound returns how many milliseconds after now a reservation of
+// cost millitokens would leave a balance at or above MinBalance; at least
+// 1 ms.
+func ReserveBound(l Limits, s State, now, cost int64) int64 {
+	return max(RetryIn(l, s, now, cost+MinBalance), 1)
 }
 
 // ReservedDebt returns an upper bound, in millitokens, on what reservations
@@ -74,7 +87,8 @@ func EffectiveFloor(l Limits, s State, now int64) int64 {
 // Unreserve cancels, at now, a reservation of cost millitokens valid at
 // validAt (both times in Unix milliseconds). It returns the new state and
 // the millitokens given back. A reservation already valid (now at or after
-// validAt) gives nothing back: it is in use. Otherwise it gives back its
+// validAt) gives nothing back: it is in use; nor does one the bucket never
+// had (s.Reserved before validAt). Otherwise it gives back its
 // cost minus what later reservations relied on — the tokens the bucket
 // earns between validAt and s.Reserved, rounded up — and the balance never
 // exceeds the capacity. This is the rule of golang.org/x/time/rate's
@@ -83,7 +97,9 @@ func EffectiveFloor(l Limits, s State, now int64) int64 {
 // exceed the capacity plus the refill over any window. s.Reserved is left
 // as it is, which only makes later cancellations give back less.
 func Unreserve(l Limits, s State, now, cost, validAt int64) (State, int64) {
-	if l.Amount <= 0 || now >= validAt || cost <= 0 {
+	if l.Amount <= 0 || now >= validAt || cost <= 0 || s.Reserved < validAt {
+		// A bucket whose latest reservation is valid before validAt never
+		// had this one: it was deleted and created again since.
 		return s, 0
 	}
 	relied := int64(0)

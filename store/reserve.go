@@ -145,3 +145,9 @@ func (t Ticket) Before(u Ticket) bool {
 	}
 	return bytes.Compare(t.ID[:], u.ID[:]) < 0
 }
+
+// NotReservation returns the error for cancelling a lease that Acquire
+// granted: only a reservation can be cancelled; a lease is released.
+func NotReservation(id LeaseID) error {
+	return invalid("lease_id", id.String(), "is a lease granted by an acquisition, not a reservation; release it instead of cancelling it")
+}
