@@ -21,9 +21,9 @@ import (
 type model struct {
 	base    int64
 	prefix  string // lease labels are ids idFor(prefix+label), as the runner's
-	skew    int64 // maximum clock skew in ms (store.DefaultMaxSkew)
-	always  bool  // the store records every grant (Harness.AlwaysRecords)
-	inc     int   // incarnations handed out so far
+	skew    int64  // maximum clock skew in ms (store.DefaultMaxSkew)
+	always  bool   // the store records every grant (Harness.AlwaysRecords)
+	inc     int    // incarnations handed out so far
 	buckets map[string]*mBucket
 	leases  map[string]*mLease // by label; granted leases only
 	// replayed reports that the last step was an acquisition answered as

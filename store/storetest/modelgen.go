@@ -86,10 +86,10 @@ func (g *gen) tick() {
 func (g *gen) step() {
 	rpm, tpm, conc, fast := g.dims()
 	all := []string{rpm, tpm, conc, fast}
-	r := g.rng.IntN(118)
+	r := g.rng.IntN(100)
 	switch {
-	case r >= 100:
-		g.fair(all, r-100)
+	case r < 9:
+		g.fair(all, g.rng.IntN(18))
 	case r < 36:
 		g.acquire(all)
 	case r < 45:
