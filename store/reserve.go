@@ -72,8 +72,9 @@ type CancelRequest struct {
 	// Recorded says whether the reservation has a lease record; the store
 	// then reads its items and valid instant from the record.
 	Recorded bool
-	// Items are the reservation's items at their resolved costs; used only
-	// when Recorded is false.
+	// Items are the reservation's items at the costs the lease holds now
+	// (its resolved costs, as adjustments left them); used only when
+	// Recorded is false.
 	Items []Item
 	// ValidAt is the reservation's valid instant as the store reported it;
 	// used only when Recorded is false.

@@ -305,8 +305,8 @@ func Reserve(req *store.ReserveRequest) error {
 }
 
 // Cancel checks a CancelRequest. A reservation without a record must
-// name its items, at resolved costs of at least one token, and its valid
-// instant.
+// name its items, at the costs it holds now (0 to 10^12 tokens: what
+// adjustments left of the resolved costs), and its valid instant.
 func Cancel(req store.CancelRequest) error {
 	if err := Now(req.Now); err != nil {
 		return err
@@ -320,9 +320,6 @@ func Cancel(req store.CancelRequest) error {
 	for _, it := range req.Items {
 		if err := Name(it.Dimension); err != nil {
 			return err
-		}
-		if it.Cost < 1 {
-			return invalid("cost["+it.Dimension+"]", it.Cost, "must be the reservation's resolved cost, 1 to 10^12 tokens")
 		}
 	}
 	if err := items(req.Items); err != nil {

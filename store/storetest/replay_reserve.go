@@ -38,7 +38,9 @@ func (r *runner) cancel(st Step, now time.Time) (Expect, error) {
 	l := r.lease(st.Lease)
 	req := store.CancelRequest{Now: now, ID: l.id, Recorded: l.recorded, ValidAt: l.validAt}
 	if !l.recorded {
-		req.Items = l.items
+		for _, it := range l.items { // at what the lease holds now
+			req.Items = append(req.Items, store.Item{Dimension: it.Dimension, Cost: l.held[it.Dimension]})
+		}
 	}
 	cr, err := r.s.Cancel(r.ctx, req)
 	if err != nil {
