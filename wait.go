@@ -135,7 +135,9 @@ func (c *Client) reserveLoop(ctx context.Context, w *waitCall) (*Lease, error) {
 		l, wait, err := c.reserve(ctx, w, maxWait)
 		switch {
 		case c.notReservable(w, err):
-			// A concurrent dimension: wait in its queue instead.
+			// A concurrent dimension: wait in its queue instead. The
+			// refusal was no acquisition attempt.
+			w.attempts--
 			return c.queueLoop(ctx, w)
 		case errors.Is(err, store.ErrContention):
 			wait = backoff(attempt)
