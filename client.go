@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ontopix/sluice/internal/contract"
@@ -50,6 +51,9 @@ type Client struct {
 	// string key, a bool true), so that Wait queues for them at once
 	// rather than trying a reservation first.
 	concurrent sync.Map
+	// noReserve is set once the store answered that it cannot reserve
+	// (errors.ErrUnsupported): Wait polls from then on.
+	noReserve atomic.Bool
 }
 
 // Contention backoff of the original algorithm: exponential from 25 ms, capped at 200 ms,

@@ -70,7 +70,7 @@ func (c *Client) queueTTL() time.Duration {
 // strategyLoop runs w with the client's strategy, or polling when the call
 // asked for it.
 func (c *Client) strategyLoop(ctx context.Context, w *waitCall) (*Lease, error) {
-	if c.strategy == WaitPoll || w.o.polling {
+	if c.strategy == WaitPoll || w.o.polling || c.noReserve.Load() {
 		return c.pollLoop(ctx, w)
 	}
 	return c.reserveLoop(ctx, w)
@@ -134,6 +134,11 @@ func (c *Client) reserveLoop(ctx context.Context, w *waitCall) (*Lease, error) {
 		w.attempts++
 		l, wait, err := c.reserve(ctx, w, maxWait)
 		switch {
+		case errors.Is(err, errors.ErrUnsupported):
+			// A store without reservations: poll, from now on.
+			w.attempts--
+			c.noReserve.Store(true)
+			return c.pollLoop(ctx, w)
 		case c.notReservable(w, err):
 			// A concurrent dimension: wait in its queue instead. The
 			// refusal was no acquisition attempt.
@@ -177,7 +182,7 @@ func (c *Client) reserve(ctx context.Context, w *waitCall, maxWait time.Duration
 	_, err := storeCallExpect(ctx, c, "reserve", func(ctx context.Context) (struct{}, error) {
 		req.Now = c.clock.Now()
 		return struct{}{}, c.st.Reserve(ctx, req, res)
-	}, func(err error) bool { return c.notReservable(w, err) })
+	}, func(err error) bool { return c.notReservable(w, err) || errors.Is(err, errors.ErrUnsupported) })
 	switch {
 	case err == nil:
 	case errors.Is(err, store.ErrUnavailable) && c.cfg.FailurePolicy == FailOpen && !callerDone(ctx):
@@ -189,7 +194,7 @@ func (c *Client) reserve(ctx context.Context, w *waitCall, maxWait time.Duration
 	case callerDone(ctx) && !errors.Is(err, store.ErrInvalid):
 		err = errors.Join(callerCause(ctx), err)
 	}
-	if c.notReservable(w, err) {
+	if c.notReservable(w, err) || errors.Is(err, errors.ErrUnsupported) {
 		return nil, 0, err
 	}
 	c.reserved(ctx, req, res, false, start, err)

@@ -354,3 +354,30 @@ func TestWaitMixedTakesEverythingOnceTheTokensRefill(t *testing.T) {
 		}
 	})
 }
+
+// noReserveStore is a store without reservations.
+type noReserveStore struct{ store.Store }
+
+func (noReserveStore) Reserve(context.Context, *store.ReserveRequest, *store.ReserveResult) error {
+	return errors.ErrUnsupported
+}
+
+func TestWaitPollsOnAStoreWithoutReservations(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		st := noReserveStore{memstore.New()}
+		c, err := sluice.New(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		putSeedBuckets(t, c)
+		drain(t, c, "openai#rpm", 100)
+		for range 2 {
+			l, err := c.Wait(ctx, []sluice.Request{{Dimension: "openai#rpm", Cost: 1}}, 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = l.Release(ctx)
+		}
+	})
+}
