@@ -47,7 +47,7 @@ elseif op == 'take' then
 elseif op == 'retry' then
   return { sfmt(retryIn(L, tok, last, u, now, x)) }
 elseif op == 'adjust' then
-  local t, l, ap = adjust(L, tok, last, u, now, x)
+  local t, l, ap = adjust(L, tok, last, u, a[11] or 0, now, x)
   return { sfmt(t), sfmt(l), sfmt(ap) }
 elseif op == 'penalize' then
   local t, l = penalize(L, tok, last, u, now, x)
