@@ -18,10 +18,12 @@ func WithConfig(c Config) Option { return func(cl *Client) { cl.cfg = c } }
 func WithClock(c Clock) Option { return func(cl *Client) { cl.clock = c } }
 
 // WithLogger sets the structured logger for the client's events
-// (acquire.granted, acquire.retry_in, acquire.contention_retry,
-// acquire.degraded, slot.timeout, slot.renew_failed, slot.lease_lost,
-// slot.release_failed, slot.release_abandoned, release.ok, settle,
-// penalize.applied, cooldown.applied, and sync.applied at debug level).
+// (acquire.granted, acquire.reserved, acquire.retry_in,
+// acquire.contention_retry, acquire.degraded, slot.timeout,
+// slot.renew_failed, slot.lease_lost, slot.release_failed,
+// slot.release_abandoned, slot.cancelled, slot.cancel_failed,
+// slot.dequeue_failed, release.ok, settle, penalize.applied,
+// cooldown.applied, and sync.applied at debug level).
 // Keys are snake_case and durations are durations; a
 // settle event carries dimension, estimate and actual (tokens), applied
 // (the balance change in tokens, negative for a refund) and late.
