@@ -381,3 +381,29 @@ func TestWaitPollsOnAStoreWithoutReservations(t *testing.T) {
 		}
 	})
 }
+
+// A reserved slot's lease counts its TTL, and its renewals, from the
+// valid instant.
+func TestWithSlotRenewsAReservationFromItsValidInstant(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		c, _ := newCountingClient(t, sluice.WithLeaseTTL(3*time.Second))
+		drain(t, c, "openai#rpm", 100)
+		start := time.Now()
+		valid := start.Add(600 * time.Millisecond)
+		err := c.WithSlot(ctx, "openai#rpm", 5*time.Second, func(ctx context.Context, l *sluice.Lease) error {
+			if got, want := l.ExpiresAt(), valid.Add(3*time.Second); !got.Equal(want) {
+				t.Errorf("ExpiresAt = %v, want %v", got, want)
+			}
+			time.Sleep(time.Second) // the first renewal, a third of the TTL after the valid instant
+			synctest.Wait()
+			if got, want := l.ExpiresAt(), valid.Add(time.Second+3*time.Second); !got.Equal(want) {
+				t.Errorf("after the first renewal ExpiresAt = %v, want %v", got, want)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+}
