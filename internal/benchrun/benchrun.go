@@ -60,6 +60,10 @@ type Config struct {
 // DefaultTimeout is a worker's wait timeout when Config.Timeout is 0.
 const DefaultTimeout = 30 * time.Second
 
+// EndGrace is how long after the end of a run the calls still in flight
+// may finish before they are cut (and not counted).
+const EndGrace = time.Second
+
 // Class is one kind of request in a run.
 type Class struct {
 	// Name labels the class in the report, e.g. "5000x2".
@@ -155,8 +159,8 @@ type ClassPart struct {
 // not cut the calls in flight, which finish (within the store's own
 // timeout) and are counted as they come out: a store error then is a store
 // error, and a grant is logged. A wait that the run's end cut short is not
-// a timeout. Only ctx, the caller's, cuts calls, and what it cuts is not
-// counted.
+// a timeout. Only ctx, the caller's, cuts calls, or EndGrace after the
+// end, and what is cut is not counted.
 func Run(ctx context.Context, c *sluice.Client, cfg Config, live *Counters) (*Part, error) {
 	classes := cfg.classes()
 	if err := cfg.check(classes); err != nil {
@@ -172,6 +176,13 @@ func Run(ctx context.Context, c *sluice.Client, cfg Config, live *Counters) (*Pa
 	calls0, denied0, lat0 := live.Calls.Load(), live.Denied.Load(), live.latencies()
 	end, cancel := context.WithTimeout(ctx, cfg.Duration)
 	defer cancel()
+	// A wait's timeout is cut to the run's end on the client's clock; a
+	// clock that stands still (a test's) would never end it, so the
+	// workers' calls are cut EndGrace after the end, and not counted.
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	grace := time.AfterFunc(cfg.Duration+EndGrace, stop)
+	defer grace.Stop()
 	calls := make([]atomic.Int64, len(classes))
 	var parts []*Part
 	var wg sync.WaitGroup
