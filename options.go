@@ -3,6 +3,8 @@ package sluice
 import (
 	"log/slog"
 	"time"
+
+	"github.com/ontopix/sluice/store"
 )
 
 // Option configures a Client.
@@ -16,10 +18,12 @@ func WithConfig(c Config) Option { return func(cl *Client) { cl.cfg = c } }
 func WithClock(c Clock) Option { return func(cl *Client) { cl.clock = c } }
 
 // WithLogger sets the structured logger for the client's events
-// (acquire.granted, acquire.retry_in, acquire.contention_retry,
-// acquire.degraded, slot.timeout, slot.renew_failed, slot.lease_lost,
-// slot.release_failed, slot.release_abandoned, release.ok, settle,
-// penalize.applied, cooldown.applied, and sync.applied at debug level).
+// (acquire.granted, acquire.reserved, acquire.retry_in,
+// acquire.contention_retry, acquire.degraded, slot.timeout,
+// slot.renew_failed, slot.lease_lost, slot.release_failed,
+// slot.release_abandoned, slot.cancelled, slot.cancel_failed,
+// slot.dequeue_failed, release.ok, settle, penalize.applied,
+// cooldown.applied, and sync.applied at debug level).
 // Keys are snake_case and durations are durations; a
 // settle event carries dimension, estimate and actual (tokens), applied
 // (the balance change in tokens, negative for a refund) and late.
@@ -53,6 +57,12 @@ type acquireOptions struct {
 	caller    string
 	ttl       time.Duration
 	record    bool
+	// polling makes Wait and the calls built on it poll (WithPolling).
+	polling bool
+	// id and queue, when set, make the acquisition take a waiter's ticket
+	// under id (store.AcquireRequest.Queue); the queued wait sets them.
+	id    store.LeaseID
+	queue time.Duration
 }
 
 // WithCost sets the cost of a single-dimension Acquire, in tokens (>= 1).
@@ -72,3 +82,8 @@ func WithTTL(d time.Duration) AcquireOption { return func(o *acquireOptions) { o
 // is concurrent, so that the lease shows in listings and can be settled or
 // extended from another process. Concurrent acquisitions are always recorded.
 func WithRecord() AcquireOption { return func(o *acquireOptions) { o.record = true } }
+
+// WithPolling makes this Wait, Slot or WithSlot poll: ask, sleep the
+// RETRY_IN answer plus jitter, ask again, as WaitPoll does for every call
+// of a client. Acquire and AcquireMany ignore it.
+func WithPolling() AcquireOption { return func(o *acquireOptions) { o.polling = true } }

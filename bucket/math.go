@@ -101,6 +101,13 @@ type State struct {
 	// Until changes nothing and is kept, so that a state can be shown with
 	// its last cooldown.
 	Until int64
+	// Reserved is the latest valid instant, in Unix milliseconds, of any
+	// reservation made on the bucket (see Reserve), 0 when it never had
+	// one. Cancelling a reservation valid before it gives back only what
+	// later reservations did not rely on (see Unreserve), and while it is
+	// in the future the balance below zero that reservations owe is never
+	// forgiven by a clamp (see ReservedDebt).
+	Reserved int64
 }
 
 // Refill returns s with the tokens earned between s.Last and now added,
@@ -117,20 +124,20 @@ func Refill(l Limits, s State, now int64) State {
 		s.Last = s.Until
 	}
 	if s.Tokens >= l.Capacity {
-		return State{Tokens: l.Capacity, Last: now, Until: s.Until}
+		return State{Tokens: l.Capacity, Last: now, Until: s.Until, Reserved: s.Reserved}
 	}
 	need := l.Capacity - s.Tokens
 	elapsed := now - s.Last
 	if !prodLess(elapsed, l.Amount, need, l.Period) {
 		// Enough time has passed to fill the bucket.
-		return State{Tokens: l.Capacity, Last: now, Until: s.Until}
+		return State{Tokens: l.Capacity, Last: now, Until: s.Until, Reserved: s.Reserved}
 	}
 	add := mulDiv(elapsed, l.Amount, l.Period) // < need
 	if add == 0 {
 		return s
 	}
 	used := ceilMulDiv(add, l.Period, l.Amount) // <= elapsed
-	return State{Tokens: s.Tokens + add, Last: s.Last + used, Until: s.Until}
+	return State{Tokens: s.Tokens + add, Last: s.Last + used, Until: s.Until, Reserved: s.Reserved}
 }
 
 // Available returns the balance at now in millitokens, without changing
@@ -195,6 +202,10 @@ func RetryIn(l Limits, s State, now, cost int64) int64 {
 // so that the bucket resumes at its refill rate and not in a burst. It
 // returns the new state and the change actually applied to the balance
 // (positive for a charge).
+//
+// The floor is lowered by what outstanding reservations owe (ReservedDebt),
+// and the clamp never raises a balance already below it: a charge or a
+// refund never hands reserved tokens out a second time.
 func Adjust(l Limits, s State, now, delta int64) (State, int64) {
 	r := Refill(l, s, now)
 	before := r.Tokens
@@ -202,9 +213,10 @@ func Adjust(l Limits, s State, now, delta int64) (State, int64) {
 	if now < r.Until {
 		ceiling = min(ceiling, max(before, 0))
 	}
+	floor := min(EffectiveFloor(l, r, now), before)
 	t := before - delta
-	if t < l.Floor {
-		t = l.Floor
+	if t < floor {
+		t = floor
 	}
 	if t > ceiling {
 		t = ceiling
@@ -220,9 +232,11 @@ func Adjust(l Limits, s State, now, delta int64) (State, int64) {
 func Restore(l Limits, s State, amount int64) (State, bool) {
 	t := s.Tokens + amount
 	if t > l.Capacity {
-		return State{Tokens: l.Capacity, Last: s.Last, Until: s.Until}, true
+		s.Tokens = l.Capacity
+		return s, true
 	}
-	return State{Tokens: t, Last: s.Last, Until: s.Until}, false
+	s.Tokens = t
+	return s, false
 }
 
 // Penalize refills the bucket to now and then multiplies a positive balance
@@ -286,19 +300,40 @@ func ConcurrentRetry(now, earliestExpiry, poll int64) int64 {
 // kept concurrent holds capacity minus what is held, so its balance moves
 // by the change of capacity, possibly below zero until holders release.
 // Any other change refills under the old limits and clamps to the new
-// floor and capacity.
+// floor (lowered by what outstanding reservations owe, see EffectiveFloor)
+// and capacity: a balance that reservations drove below it is never raised.
 func Reconfigure(old, next Limits, s State, now int64, reset bool) State {
 	r := Refill(old, s, now)
 	switch {
 	case reset:
-		// A reset fills the bucket and ends any cooldown.
-		return State{Tokens: next.Capacity, Last: now}
+		// A reset fills the bucket and ends any cooldown. It forgives the
+		// debt of pending reservations, so cancelling one of them must
+		// give nothing back: the latest valid instant moves on by the
+		// time the bucket takes to earn its capacity (see Unreserve).
+		return State{Tokens: next.Capacity, Last: now, Reserved: forgetReserved(next, r.Reserved, now)}
 	case old.Type == Concurrent && next.Type == Concurrent:
 		r.Tokens = min(r.Tokens+next.Capacity-old.Capacity, next.Capacity)
 	default:
-		r.Tokens = min(max(r.Tokens, next.Floor), next.Capacity)
+		r.Tokens = min(max(r.Tokens, EffectiveFloor(next, r, now)), next.Capacity)
+		if old.Capacity != next.Capacity || old.Amount != next.Amount || old.Period != next.Period {
+			// Pending reservations' schedule was made under the old
+			// limits: cancelling them gives nothing back.
+			r.Reserved = forgetReserved(next, r.Reserved, now)
+		}
 	}
 	return r
+}
+
+// forgetReserved returns the latest reservation instant to keep when a
+// reset or a change of limits makes pending reservations' debts
+// meaningless: moved on by the time the bucket takes to earn its capacity,
+// so that cancelling a reservation made before gives nothing back (see
+// Unreserve). Without pending reservations it is kept as it is.
+func forgetReserved(next Limits, reserved, now int64) int64 {
+	if reserved <= now || next.Amount <= 0 {
+		return reserved
+	}
+	return min(reserved+ceilMulDiv(next.Capacity, next.Period, next.Amount), MaxTimeMs)
 }
 
 // Align returns the state and the decision time to use when a caller whose
@@ -325,5 +360,5 @@ func Align(l Limits, s State, now, maxSkew int64) (State, int64) {
 	case s.Last-now <= maxSkew:
 		return s, s.Last
 	}
-	return State{Tokens: s.Tokens, Last: now, Until: s.Until}, now
+	return State{Tokens: s.Tokens, Last: now, Until: s.Until, Reserved: s.Reserved}, now
 }

@@ -128,6 +128,44 @@ type Store interface {
 	// truncates the list.
 	Leases(ctx context.Context, q LeaseQuery) ([]LeaseRecord, error)
 
+	// Reserve debits every time-based item of req now, even when the
+	// balance is short, provided the reservation's wait is at most
+	// req.MaxWait: it becomes valid at the instant every item's balance
+	// would have covered it (bucket.Reserve; the latest over the items,
+	// cooldowns included), which res.ValidAt reports, and the caller
+	// proceeds then without asking again. All items are reserved or none:
+	// when the wait is longer than MaxWait, or a balance would fall below
+	// bucket.MinBalance, nothing changes (but for bucket.Align's rebase)
+	// and res carries the wait, so that the caller fails fast or retries.
+	// A concurrent item is a *bucket.FieldError (CheckReservable), an
+	// unknown dimension a *ConfigurationError and a cost above capacity a
+	// *CostError, all before anything changes.
+	//
+	// A reservation is a lease whose TTL counts from ValidAt. With
+	// req.Record the store writes a lease record (LeaseRecord.ValidAt set),
+	// which can be listed, settled, released and cancelled by id; the lease
+	// id rules of Acquire apply to it (a retry with the same items is
+	// answered as the reservation it was, other items are ErrLeaseInUse).
+	// res is owned by the caller and is overwritten; its Items slice is
+	// reused when large enough.
+	Reserve(ctx context.Context, req *ReserveRequest, res *ReserveResult) error
+
+	// Cancel gives a reservation's tokens back before its valid instant
+	// (bucket.Unreserve on each item: its cost minus what later
+	// reservations relied on, capped at capacity). At or after the valid
+	// instant it gives nothing back. A recorded reservation's record is
+	// deleted in both cases (Cancelled true); a second Cancel finds no
+	// record and reports Cancelled false with a nil error. For a
+	// reservation without a record the caller passes its items and valid
+	// instant, and must cancel it at most once.
+	Cancel(ctx context.Context, req CancelRequest) (CancelResult, error)
+
+	// Dequeue removes req.ID's tickets from the waiter queues of the named
+	// concurrent dimensions (see AcquireRequest.Queue), as a waiter that
+	// gives up does. Missing tickets and missing buckets are skipped; it is
+	// idempotent.
+	Dequeue(ctx context.Context, req DequeueRequest) error
+
 	// Close releases the store's resources. Operations after Close return
 	// ErrClosed. It does not close a client the caller passed in.
 	Close() error
@@ -180,6 +218,20 @@ type AcquireRequest struct {
 	// Poll caps the RETRY_IN hint of a denied concurrent item (the client
 	// fills in DefaultPoll).
 	Poll time.Duration
+	// Queue, when not zero, makes the request wait in line on its
+	// concurrent items: a denial takes a ticket for ID in each concurrent
+	// item's waiter queue, or renews the one it has, expiring at Now+Queue
+	// (1 ms to MaxQueueTTL); a ticket keeps its place (the Now at which it
+	// was taken, then ID) across renewals. Whatever Queue says, a request
+	// is granted a concurrent item only when no live ticket (one expiring
+	// after Now) other than its own is ahead of it, so a waiter whose
+	// ticket is not at the head is denied even when a slot is free, and a
+	// one-shot acquisition does not overtake waiters. A grant removes the
+	// request's tickets. Tickets of all of a request's items are taken in
+	// one atomic step with one place, so requests on several concurrent
+	// dimensions are ordered the same way in every queue and cannot
+	// deadlock. Zero for a request without concurrent items is ignored.
+	Queue time.Duration
 }
 
 // AcquireResult is the output of Store.Acquire.
@@ -195,6 +247,10 @@ type AcquireResult struct {
 	ExpiresAt time.Time
 	// Items has one entry per requested item, in request order.
 	Items []ItemResult
+	// Ahead is, on a denial, the largest number of live tickets ahead of
+	// the request's own in the queues of its concurrent items (0 at the
+	// head, and when the request has no ticket nor concurrent item).
+	Ahead int
 }
 
 // ItemResult is the outcome of one item of an acquisition.
@@ -364,6 +420,13 @@ type BucketState struct {
 	// CooldownUntil is the end of the bucket's last cooldown, in Unix
 	// milliseconds (bucket.State.Until); 0 when it never had one.
 	CooldownUntil int64
+	// ReservedUntil is the latest valid instant of a reservation on the
+	// bucket, in Unix milliseconds (bucket.State.Reserved); 0 when it never
+	// had one.
+	ReservedUntil int64
+	// Waiters counts the live tickets in a concurrent bucket's waiter
+	// queue (see AcquireRequest.Queue).
+	Waiters int
 	// ActiveLeases counts this bucket's lease records, expired or not.
 	ActiveLeases int
 	// NextExpiry is the earliest expiry among those records (zero if none).
@@ -454,4 +517,7 @@ type LeaseRecord struct {
 	Caller string
 	// CreatedAt and ExpiresAt bound its life.
 	CreatedAt, ExpiresAt time.Time
+	// ValidAt is a reservation's valid instant (see Store.Reserve); zero
+	// for a lease granted by Acquire.
+	ValidAt time.Time
 }

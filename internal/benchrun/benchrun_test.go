@@ -118,3 +118,35 @@ func TestRunCallerCancelCutsCalls(t *testing.T) {
 		}
 	})
 }
+
+// A client clock that stands still never ends a wait's timeout: the run
+// still ends, EndGrace after its duration, and what it cuts is not
+// counted.
+func TestRunEndsOnAStoppedClock(t *testing.T) {
+	for _, wait := range []string{"poll", "reserve"} {
+		t.Run(wait, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				st := newMem(t)
+				fixed := time.Now()
+				c, err := sluice.New(st, sluice.WithOpTimeout(0), sluice.WithClock(sluice.ClockFunc(func() time.Time { return fixed })))
+				if err != nil {
+					t.Fatal(err)
+				}
+				run := cfg
+				run.Wait = wait
+				p, err := Run(context.Background(), c, run, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got, want := p.End.Sub(p.Start), cfg.Duration+EndGrace; got > want {
+					t.Errorf("run took %s, want at most %s", got, want)
+				}
+				// The burst, and reservations valid within the run on the
+				// store's (stopped) clock.
+				if p.Errors != 0 || p.Granted < 600 || p.Granted > 605 {
+					t.Errorf("errors %d, granted %d; want 0 and the bucket's 600 to 605", p.Errors, p.Granted)
+				}
+			})
+		})
+	}
+}

@@ -141,4 +141,25 @@ func (c checked) Leases(ctx context.Context, q store.LeaseQuery) ([]store.LeaseR
 	return out, nil
 }
 
+func (c checked) Reserve(ctx context.Context, req *store.ReserveRequest, res *store.ReserveResult) error {
+	if err := Reserve(req); err != nil {
+		return err
+	}
+	return c.s.Reserve(ctx, req, res)
+}
+
+func (c checked) Cancel(ctx context.Context, req store.CancelRequest) (store.CancelResult, error) {
+	if err := Cancel(req); err != nil {
+		return store.CancelResult{}, err
+	}
+	return c.s.Cancel(ctx, req)
+}
+
+func (c checked) Dequeue(ctx context.Context, req store.DequeueRequest) error {
+	if err := Dequeue(req); err != nil {
+		return err
+	}
+	return c.s.Dequeue(ctx, req)
+}
+
 func (c checked) Close() error { return c.s.Close() }

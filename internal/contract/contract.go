@@ -105,7 +105,7 @@ func Acquire(req *store.AcquireRequest) error {
 	if req.Poll == 0 {
 		req.Poll = store.DefaultPoll
 	}
-	return nil
+	return Queue(req.Queue)
 }
 
 // items checks an acquisition's item count, costs and duplicates.
@@ -264,4 +264,88 @@ func PutBucket(req store.PutBucketRequest) error {
 		return err
 	}
 	return Bucket(req.Bucket)
+}
+
+// Queue checks an acquisition's waiter-queue ticket lifetime: 0 (no
+// queue) or 1 ms to store.MaxQueueTTL.
+func Queue(d time.Duration) error {
+	if d != 0 && (d < time.Millisecond || d > store.MaxQueueTTL) {
+		return invalid("queue", d, fmt.Sprintf("must be 0 (no queue) or between 1ms and %s", store.MaxQueueTTL))
+	}
+	return nil
+}
+
+// Reserve checks everything about req that does not need the buckets
+// (time, names, costs, duplicates, TTL, caller, id, maximum wait).
+func Reserve(req *store.ReserveRequest) error {
+	if err := Now(req.Now); err != nil {
+		return err
+	}
+	for _, it := range req.Items {
+		if err := Name(it.Dimension); err != nil {
+			return err
+		}
+	}
+	if err := items(req.Items); err != nil {
+		return err
+	}
+	if err := TTL(req.TTL); err != nil {
+		return err
+	}
+	if len(req.Caller) > store.MaxCallerLen || !utf8.ValidString(req.Caller) {
+		return invalid("caller", req.Caller, fmt.Sprintf("must be valid UTF-8 of at most %d bytes", store.MaxCallerLen))
+	}
+	if req.ID.IsZero() {
+		return invalid("lease_id", req.ID.String(), "must be set (use NewLeaseID)")
+	}
+	if req.MaxWait < 0 || req.MaxWait > store.MaxReserveWait || req.MaxWait%time.Millisecond != 0 {
+		return invalid("max_wait", req.MaxWait, fmt.Sprintf("must be a whole number of milliseconds from 0 to %s", store.MaxReserveWait))
+	}
+	return nil
+}
+
+// Cancel checks a CancelRequest. A reservation without a record must
+// name its items, at the costs it holds now (0 to 10^12 tokens: what
+// adjustments left of the resolved costs), and its valid instant.
+func Cancel(req store.CancelRequest) error {
+	if err := Now(req.Now); err != nil {
+		return err
+	}
+	if err := leaseID(req.ID); err != nil {
+		return err
+	}
+	if req.Recorded {
+		return nil
+	}
+	for _, it := range req.Items {
+		if err := Name(it.Dimension); err != nil {
+			return err
+		}
+	}
+	if err := items(req.Items); err != nil {
+		return err
+	}
+	if err := Now(req.ValidAt); err != nil {
+		return invalid("valid_at", req.ValidAt, "must be the reservation's valid instant, between the Unix epoch and 2^53 ms after it")
+	}
+	return nil
+}
+
+// Dequeue checks a DequeueRequest.
+func Dequeue(req store.DequeueRequest) error {
+	if err := Now(req.Now); err != nil {
+		return err
+	}
+	if err := leaseID(req.ID); err != nil {
+		return err
+	}
+	if len(req.Dimensions) == 0 || len(req.Dimensions) > store.MaxItems {
+		return invalid("dimensions", len(req.Dimensions), fmt.Sprintf("name 1 to %d dimensions", store.MaxItems))
+	}
+	for _, d := range req.Dimensions {
+		if err := Name(d); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -55,9 +55,12 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 	var retry int64
 	var aligned [store.MaxItems]bucket.State
 	var ats [store.MaxItems]int64
+	var ahead [store.MaxItems]int
+	queueAhead(es, req.ID, now, ahead[:n])
 	for i, e := range es {
 		aligned[i], ats[i] = bucket.Align(e.lim, e.st, now, skewMs)
 		st, wait, ok := bucket.Take(e.lim, aligned[i], ats[i], costs[i]*bucket.Milli)
+		ok = ok && ahead[i] == 0
 		next[i] = st
 		ir := &res.Items[i]
 		*ir = store.ItemResult{Dimension: e.b.Name, Type: e.b.Type, Cost: costs[i], Capacity: e.b.Capacity}
@@ -85,8 +88,10 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 			// rebased even on a denial, or its refill would never start.
 			e.st = aligned[i]
 		}
+		res.Ahead = enqueue(es, req.ID, ahead[:n], now, req.Queue.Milliseconds())
 		return nil
 	}
+	res.Ahead = 0
 	expires := now + req.TTL.Milliseconds()
 	if record {
 		l := &lease{id: req.ID, caller: req.Caller, created: now}
@@ -119,6 +124,7 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 	for i, e := range es {
 		e.st = next[i]
 	}
+	dequeueAll(es, req.ID)
 	res.ExpiresAt = time.UnixMilli(expires)
 	return nil
 }

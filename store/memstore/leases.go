@@ -26,10 +26,14 @@ func (s *Store) Leases(ctx context.Context, q store.LeaseQuery) ([]store.LeaseRe
 			if q.Dimension != "" && !slices.ContainsFunc(l.items, func(it store.Item) bool { return it.Dimension == q.Dimension }) {
 				continue
 			}
-			out = append(out, store.LeaseRecord{
+			rec := store.LeaseRecord{
 				ID: l.id, Items: slices.Clone(l.items), Caller: l.caller,
 				CreatedAt: time.UnixMilli(l.created), ExpiresAt: time.UnixMilli(exp),
-			})
+			}
+			if l.validAt != 0 {
+				rec.ValidAt = time.UnixMilli(l.validAt)
+			}
+			out = append(out, rec)
 		}
 		sh.mu.Unlock()
 	}

@@ -42,6 +42,7 @@ type entry struct {
 	lim     bucket.Limits
 	st      bucket.State
 	leases  map[*lease]struct{} // records holding this bucket
+	queue   []store.Ticket      // a concurrent bucket's waiter queue
 	deleted bool
 }
 
@@ -59,6 +60,7 @@ type lease struct {
 	entBuf  [2]*entry
 	caller  string
 	created int64
+	validAt int64        // a reservation's valid instant; 0 for an acquisition
 	expires atomic.Int64 // ms
 }
 
@@ -192,11 +194,17 @@ func (e *entry) state(now int64) store.BucketState {
 		Tokens:        r.Tokens,
 		LastRefill:    r.Last,
 		CooldownUntil: r.Until,
+		ReservedUntil: r.Reserved,
 		ActiveLeases:  len(e.leases),
 		Now:           time.UnixMilli(now),
 	}
 	if x := e.earliestExpiry(); x != 0 {
 		bs.NextExpiry = time.UnixMilli(x)
+	}
+	for _, t := range e.queue {
+		if t.Expires > now {
+			bs.Waiters++
+		}
 	}
 	return bs
 }

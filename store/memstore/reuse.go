@@ -31,7 +31,7 @@ func (s *Store) replay(req *store.AcquireRequest, res *store.AcquireResult, l *l
 	if !same {
 		return store.LeaseInUse(req.ID)
 	}
-	res.Granted, res.Recorded, res.RetryIn = true, true, 0
+	res.Granted, res.Recorded, res.RetryIn, res.Ahead = true, true, 0, 0
 	res.ExpiresAt = time.UnixMilli(l.expires.Load())
 	for i, e := range es {
 		st, at := bucket.Align(e.lim, e.st, now, skewMs)

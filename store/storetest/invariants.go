@@ -93,14 +93,20 @@ func debit(st Step, e Expect, name string) int64 {
 	case st.Op == "adjust" && st.Dimension == name:
 		return e.Applied
 	}
+	// Reservations debit ahead of time and cancellations give back: the
+	// usage check (usageCheck) counts them at their valid instants.
 	return 0
 }
 
 func (v *invariants) windowCheck(m *model, b *mBucket, st Step, e Expect) string {
 	name := b.b.Name
 	w := v.win[name]
+	// While reservations are pending (and when one is made or
+	// cancelled), debt below the floor is theirs and the usage check
+	// (usageCheck) is the bound: the window restarts.
 	reset := w == nil || w.inc != b.inc || b.st.Last < w.end ||
-		(st.Op == "put_bucket" && st.Bucket != nil && st.Bucket.Name == name && e.Error == "")
+		(st.Op == "put_bucket" && st.Bucket != nil && st.Bucket.Name == name && e.Error == "") ||
+		st.Op == "reserve" || st.Op == "cancel" || b.st.Reserved > m.base+st.AtMs
 	if reset {
 		v.win[name] = &window{end: b.st.Last, inc: b.inc}
 		return ""

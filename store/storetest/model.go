@@ -20,9 +20,10 @@ import (
 // concurrency.
 type model struct {
 	base    int64
-	skew    int64 // maximum clock skew in ms (store.DefaultMaxSkew)
-	always  bool  // the store records every grant (Harness.AlwaysRecords)
-	inc     int   // incarnations handed out so far
+	prefix  string // lease labels are ids idFor(prefix+label), as the runner's
+	skew    int64  // maximum clock skew in ms (store.DefaultMaxSkew)
+	always  bool   // the store records every grant (Harness.AlwaysRecords)
+	inc     int    // incarnations handed out so far
 	buckets map[string]*mBucket
 	leases  map[string]*mLease // by label; granted leases only
 	// replayed reports that the last step was an acquisition answered as
@@ -35,10 +36,11 @@ type model struct {
 }
 
 type mBucket struct {
-	b   store.Bucket
-	lim bucket.Limits
-	st  bucket.State
-	inc int // incarnation: a re-created bucket gets a new one
+	b     store.Bucket
+	lim   bucket.Limits
+	st    bucket.State
+	inc   int            // incarnation: a re-created bucket gets a new one
+	queue []store.Ticket // a concurrent bucket's waiter queue
 }
 
 type mLease struct {
@@ -48,6 +50,10 @@ type mLease struct {
 	recorded bool         // the grant wrote a record
 	created  int64
 	expires  int64
+	// A reservation's valid instant (0 for an acquisition's lease), and
+	// whether a reservation without a record was cancelled already.
+	validAt   int64
+	cancelled bool
 }
 
 func newModel(base int64) *model {
@@ -108,6 +114,12 @@ func (m *model) apply(st Step) Expect {
 		return e
 	case "reconcile":
 		return m.reconcile(st, now)
+	case "reserve":
+		return m.reserve(st, now)
+	case "cancel":
+		return m.cancel(st, now)
+	case "dequeue":
+		return m.dequeue(st, now)
 	}
 	panic("model: unknown op " + st.Op)
 }
@@ -124,14 +136,14 @@ func (m *model) put(st Step, now int64) Expect {
 	old := m.buckets[b.Name]
 	if old == nil {
 		m.inc++
-		m.buckets[b.Name] = &mBucket{b, lim, bucket.State{Tokens: lim.Capacity, Last: now}, m.inc}
+		m.buckets[b.Name] = &mBucket{b: b, lim: lim, st: bucket.State{Tokens: lim.Capacity, Last: now}, inc: m.inc}
 		return Expect{}
 	}
 	if err := store.CheckTypeChange(old.b, b); err != nil {
 		return fail(err)
 	}
 	s, at := m.aligned(old, now)
-	*old = mBucket{b, lim, bucket.Reconfigure(old.lim, lim, s, at, st.Reset), old.inc}
+	old.b, old.lim, old.st = b, lim, bucket.Reconfigure(old.lim, lim, s, at, st.Reset)
 	return Expect{}
 }
 
@@ -147,6 +159,15 @@ func (m *model) state(b *mBucket, now int64) BucketExpect {
 	if r.Until != 0 {
 		u := r.Until - m.base
 		be.CooldownUntilMs = &u
+	}
+	if r.Reserved != 0 {
+		u := r.Reserved - m.base
+		be.ReservedUntilMs = &u
+	}
+	for _, t := range b.queue {
+		if t.Expires > now {
+			be.Waiters++
+		}
 	}
 	return be
 }
@@ -223,8 +244,8 @@ func (m *model) penalize(st Step, now int64) Expect {
 }
 
 func (m *model) acquire(st Step, now int64) Expect {
-	req := &store.AcquireRequest{Now: time.UnixMilli(now), ID: idFor(st.Lease), TTL: time.Duration(st.TTLMs) * time.Millisecond,
-		Poll: time.Duration(st.PollMs) * time.Millisecond}
+	req := &store.AcquireRequest{Now: time.UnixMilli(now), ID: m.id(st.Lease), TTL: time.Duration(st.TTLMs) * time.Millisecond,
+		Poll: time.Duration(st.PollMs) * time.Millisecond, Queue: time.Duration(st.QueueMs) * time.Millisecond}
 	for _, it := range st.Items {
 		req.Items = append(req.Items, store.Item{Dimension: it.Dimension, Cost: it.Cost})
 	}
@@ -259,12 +280,14 @@ func (m *model) acquire(st Step, now int64) Expect {
 		poll = store.DefaultPoll.Milliseconds()
 	}
 	e := Expect{Granted: true}
+	ahead := m.ahead(bs, req.ID, now)
 	next := make([]bucket.State, len(bs))
 	decided := make([]int64, len(bs))
 	for i, b := range bs {
 		s, at := m.aligned(b, now)
 		decided[i] = at
 		took, wait, ok := bucket.Take(b.lim, s, at, resolved[i].Cost*bucket.Milli)
+		ok = ok && ahead[i] == 0
 		next[i] = took
 		ie := ItemExpect{Dimension: b.b.Name, Cost: resolved[i].Cost, Remaining: took.Tokens}
 		if !ok {
@@ -290,8 +313,10 @@ func (m *model) acquire(st Step, now int64) Expect {
 				b.st = s
 			}
 		}
+		e.Ahead = m.enqueue(bs, req.ID, ahead, now, st.QueueMs)
 		return e
 	}
+	m.dequeueAll(bs, req.ID)
 	l := &mLease{record: record, recorded: record, created: now, expires: now + st.TTLMs}
 	for i, b := range bs {
 		b.st = next[i]
@@ -413,6 +438,7 @@ func (m *model) clone() *model {
 	c.buckets = make(map[string]*mBucket, len(m.buckets))
 	for k, b := range m.buckets {
 		nb := *b
+		nb.queue = slices.Clone(b.queue)
 		c.buckets[k] = &nb
 	}
 	c.leases = make(map[string]*mLease, len(m.leases))
@@ -429,11 +455,11 @@ func (m *model) key() string {
 	var b strings.Builder
 	for _, name := range slices.Sorted(maps.Keys(m.buckets)) {
 		x := m.buckets[name]
-		fmt.Fprintf(&b, "%s %+v %d %d %d %d;", name, x.b.Config, x.inc, x.st.Tokens, x.st.Last, x.st.Until)
+		fmt.Fprintf(&b, "%s %+v %d %d %d %d %d %v;", name, x.b.Config, x.inc, x.st.Tokens, x.st.Last, x.st.Until, x.st.Reserved, x.queue)
 	}
 	for _, label := range slices.Sorted(maps.Keys(m.leases)) {
 		l := m.leases[label]
-		fmt.Fprintf(&b, "%s %v %v %t %t %d %d;", label, l.items, l.incs, l.record, l.recorded, l.created, l.expires)
+		fmt.Fprintf(&b, "%s %v %v %t %t %d %d %d %t;", label, l.items, l.incs, l.record, l.recorded, l.created, l.expires, l.validAt, l.cancelled)
 	}
 	return b.String()
 }

@@ -113,7 +113,9 @@ func (mc *modelChecker) check(seed uint64, steps []Step) *modelFailure {
 	m := newModel(baseMs)
 	m.always = mc.h.AlwaysRecords
 	r := newRunner(mc.s, baseMs, fmt.Sprintf("model/%d/%d/", seed, mc.runs))
+	m.prefix = r.prefix
 	inv := newInvariants()
+	fair := newUsageCheck()
 	defer mc.cleanup(r, steps)
 	for i, st := range steps {
 		want := m.apply(st)
@@ -128,6 +130,9 @@ func (mc *modelChecker) check(seed uint64, steps []Step) *modelFailure {
 			return &modelFailure{i, steps, what}
 		}
 		if what := inv.check(m, st, want); what != "" {
+			return &modelFailure{i, steps, "invariant: " + what}
+		}
+		if what := fair.check(m, st, want); what != "" {
 			return &modelFailure{i, steps, "invariant: " + what}
 		}
 	}
@@ -168,15 +173,18 @@ func (mc *modelChecker) sameState(r *runner, m *model, ms int64) string {
 func leaseLines(r *runner, ls []store.LeaseRecord) []string {
 	out := make([]string, 0, len(ls))
 	for _, l := range ls {
-		out = append(out, leaseLine(l.ID, l.Items, r.rel(l.CreatedAt), r.rel(l.ExpiresAt)))
+		out = append(out, leaseLine(l.ID, l.Items, r.rel(l.CreatedAt), r.rel(l.ExpiresAt), r.rel(l.ValidAt)))
 	}
 	slices.Sort(out)
 	return out
 }
 
-func leaseLine(id store.LeaseID, items []store.Item, created, expires int64) string {
+func leaseLine(id store.LeaseID, items []store.Item, created, expires, valid int64) string {
 	its := slices.Clone(items)
 	slices.SortFunc(its, func(a, b store.Item) int { return strings.Compare(a.Dimension, b.Dimension) })
+	if valid != 0 {
+		return fmt.Sprintf("%s %v +%d..+%d valid +%d", id, its, created, expires, valid)
+	}
 	return fmt.Sprintf("%s %v +%d..+%d", id, its, created, expires)
 }
 
@@ -185,7 +193,11 @@ func (m *model) leaseLines(r *runner) []string {
 	var out []string
 	for label, l := range m.leases {
 		if l.record {
-			out = append(out, leaseLine(idFor(r.prefix+label), l.items, l.created-m.base, l.expires-m.base))
+			var valid int64
+			if l.validAt != 0 {
+				valid = l.validAt - m.base
+			}
+			out = append(out, leaseLine(idFor(r.prefix+label), l.items, l.created-m.base, l.expires-m.base, valid))
 		}
 	}
 	slices.Sort(out)

@@ -88,6 +88,8 @@ func (g *gen) step() {
 	all := []string{rpm, tpm, conc, fast}
 	r := g.rng.IntN(100)
 	switch {
+	case r < 9:
+		g.fair(all, g.rng.IntN(18))
 	case r < 36:
 		g.acquire(all)
 	case r < 45:
@@ -195,6 +197,9 @@ func (g *gen) oldLabel() string {
 
 func (g *gen) acquire(all []string) {
 	st := Step{Op: "acquire", TTLMs: int64(500 + g.rng.IntN(60_000)), Record: g.rng.IntN(10) < 3}
+	if g.rng.IntN(4) == 0 {
+		st.QueueMs = int64(1 + g.rng.IntN(5000))
+	}
 	st.Lease = fmt.Sprintf("L%d", g.labels)
 	if g.labels > 0 && g.rng.IntN(10) < 3 { // reuse a lease id
 		st.Lease = g.oldLabel()

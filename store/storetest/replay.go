@@ -16,6 +16,8 @@ import (
 // replayLease is what the replayer knows of a granted lease.
 type replayLease struct {
 	id        store.LeaseID
+	validAt   time.Time    // a reservation's valid instant
+	items     []store.Item // a reservation's items at resolved costs
 	recorded  bool
 	expiresAt time.Time
 	held      map[string]int64
@@ -124,6 +126,12 @@ func (r *runner) exec(st Step) (Expect, error) {
 		for _, b := range bs {
 			got.Buckets = append(got.Buckets, r.bucketExpect(b))
 		}
+	case "reserve":
+		got, err = r.reserve(st, now)
+	case "cancel":
+		got, err = r.cancel(st, now)
+	case "dequeue":
+		err = r.s.Dequeue(r.ctx, store.DequeueRequest{Now: now, ID: idFor(r.prefix + st.Lease), Dimensions: st.Dimensions})
 	case "reconcile":
 		var rr store.ReconcileResult
 		rr, err = r.s.Reconcile(r.ctx, store.ReconcileRequest{Now: now, Limit: st.Limit})
@@ -140,7 +148,8 @@ func (r *runner) exec(st Step) (Expect, error) {
 
 func (r *runner) acquire(st Step, now time.Time) (Expect, error) {
 	req := &store.AcquireRequest{Now: now, ID: idFor(r.prefix + st.Lease), Caller: "vectors",
-		TTL: time.Duration(st.TTLMs) * time.Millisecond, Record: st.Record, Poll: time.Duration(st.PollMs) * time.Millisecond}
+		TTL: time.Duration(st.TTLMs) * time.Millisecond, Record: st.Record, Poll: time.Duration(st.PollMs) * time.Millisecond,
+		Queue: time.Duration(st.QueueMs) * time.Millisecond}
 	for _, it := range st.Items {
 		req.Items = append(req.Items, store.Item{Dimension: it.Dimension, Cost: it.Cost})
 	}
@@ -148,7 +157,7 @@ func (r *runner) acquire(st Step, now time.Time) (Expect, error) {
 		return Expect{}, err
 	}
 	res := &r.res
-	got := Expect{Granted: res.Granted, RetryInMs: res.RetryIn.Milliseconds(), Recorded: res.Recorded, ExpiresAtMs: r.rel(res.ExpiresAt)}
+	got := Expect{Granted: res.Granted, RetryInMs: res.RetryIn.Milliseconds(), Recorded: res.Recorded, ExpiresAtMs: r.rel(res.ExpiresAt), Ahead: res.Ahead}
 	for _, ir := range res.Items {
 		got.Items = append(got.Items, ItemExpect{Dimension: ir.Dimension, Cost: ir.Cost, Remaining: ir.Remaining, RetryInMs: ir.RetryIn.Milliseconds()})
 	}
@@ -172,6 +181,11 @@ func (r *runner) bucketExpect(b store.BucketState) BucketExpect {
 		u := b.CooldownUntil - r.baseMs
 		be.CooldownUntilMs = &u
 	}
+	if b.ReservedUntil != 0 {
+		u := b.ReservedUntil - r.baseMs
+		be.ReservedUntilMs = &u
+	}
+	be.Waiters = b.Waiters
 	return be
 }
 
@@ -192,6 +206,9 @@ func sameExpect(a, b Expect) bool {
 	norm := func(e Expect) Expect {
 		if len(e.Items) == 0 {
 			e.Items = nil
+		}
+		if len(e.Returned) == 0 {
+			e.Returned = nil
 		}
 		if len(e.RestoredItems) == 0 {
 			e.RestoredItems = nil

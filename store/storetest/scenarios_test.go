@@ -1,6 +1,10 @@
 package storetest
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/ontopix/sluice/bucket"
+)
 
 // Step builders for the scenarios; expectations are filled in by the model.
 
@@ -345,5 +349,81 @@ func scenarios() []Vector {
 				peek(7100, rpm, tpm),
 				acq(10_600, "B", 60_000, false, it(rpm, 1)),
 			)),
+		v("reserve-cancel", "reservations debit now and are valid at the exact instant the balance covers them; a too-long wait changes nothing; cancelling the latest gives all back, an earlier one only what later ones did not rely on, one in use nothing; clamps never raise reserved debt",
+			s(
+				putB(0, tpm, "tokens", 1000, 1000, 60_000), // 1000 tokens/min: 60 ms per token
+				putB(0, rpm, "requests", 10, 10, 1000),
+				putB(0, oconc, "concurrent", 1, 0, 0),
+				resv(0, "R1", 60_000, false, 0, it(tpm, 800)),
+				resv(0, "R2", 60_000, false, 60_000, it(tpm, 500)),
+				resv(0, "R3", 60_000, true, 60_000, it(tpm, 200)),
+				resv(0, "TOO", 60_000, false, 10_000, it(tpm, 100)),
+				resv(0, "ZERO", 60_000, false, 0, it(tpm, 1)),
+				resv(0, "C", 60_000, false, 60_000, it(oconc, 1)),
+				peek(0, tpm),
+				adjust(1000, "R1", tpm, 5000),
+				cancelR(2000, "R2"),
+				cancelR(2000, "R3"),
+				cancelR(2000, "R3"),
+				peek(2000, tpm),
+				cancelR(2000, "R1"),
+				cancelR(2000, "NEVER"),
+				putSpec(3000, BucketSpec{Name: tpm, LimitType: "tokens", Capacity: 1000, RefillAmount: 1000, RefillPeriodMs: 60_000, MaxDebt: bucket.NoDebt}, false),
+				peek(3000, tpm),
+				acq(3000, "A", 60_000, false, it(tpm, 1)),
+			)),
+		v("reserve-multi", "a reservation of several dimensions is valid at the latest item's instant, all or nothing; the bucket that waits less is held so it cannot burst at that instant; a recorded reservation is a lease, replayed on retry, cancelled once",
+			s(
+				putB(0, tpm, "tokens", 1000, 1000, 60_000),
+				putB(0, rpm, "requests", 10, 10, 1000),
+				acq(0, "A", 60_000, false, it(tpm, 900)),
+				resv(0, "M", 30_000, true, 60_000, it(rpm, 2), it(tpm, 400)),
+				resv(10, "M", 30_000, true, 60_000, it(tpm, 400), it(rpm, 2)),
+				resv(10, "M", 30_000, true, 60_000, it(tpm, 401), it(rpm, 2)),
+				peek(10, rpm, tpm),
+				acq(20, "B", 60_000, false, it(rpm, 10)),
+				resv(20, "N", 30_000, false, 1000, it(rpm, 1), it(tpm, 1)),
+				acq(20, "L", 60_000, true, it(rpm, 1)),
+				cancelR(30, "L"),
+				cancelR(1000, "M"),
+				cancelR(1000, "M"),
+				peek(1000, rpm, tpm),
+			)),
+		v("queue-fifo", "waiters on a concurrent dimension are served in ticket order: a free slot goes to the head, a later ticket or a one-shot acquisition is denied; a dead ticket stops blocking; dequeue and grant remove tickets",
+			s(
+				putB(0, conc, "concurrent", 1, 0, 0),
+				putB(0, "elevenlabs#rpm", "requests", 100, 100, 60_000),
+				acq(0, "H", 60_000, false, it(conc, 1)),
+				acqQ(10, "W1", 60_000, 5000, it(conc, 1)),
+				acqQ(20, "W2", 60_000, 5000, it(conc, 1), it("elevenlabs#rpm", 1)),
+				acqQ(30, "W3", 60_000, 5000, it(conc, 1)),
+				peek(30, conc),
+				release(100, "H"),
+				acqQ(110, "W2", 60_000, 5000, it(conc, 1), it("elevenlabs#rpm", 1)),
+				acq(110, "X", 60_000, false, it(conc, 1)),
+				acqQ(120, "W1", 60_000, 5000, it(conc, 1)),
+				peek(120, conc),
+				release(200, "W1"),
+				acqQ(4000, "W3", 60_000, 5000, it(conc, 1)),
+				acqQ(5500, "W2", 60_000, 5000, it(conc, 1), it("elevenlabs#rpm", 1)),
+				release(6000, "W2"),
+				dequeue(6000, "W3", conc),
+				peek(6000, conc),
+				acq(6000, "Y", 60_000, false, it(conc, 1)),
+			)),
 	}
+}
+
+func resv(at int64, lease string, ttlMs int64, record bool, maxWaitMs int64, items ...ItemSpec) Step {
+	return Step{AtMs: at, Op: "reserve", Lease: lease, TTLMs: ttlMs, Record: record, MaxWaitMs: maxWaitMs, Items: items}
+}
+
+func cancelR(at int64, lease string) Step { return Step{AtMs: at, Op: "cancel", Lease: lease} }
+
+func acqQ(at int64, lease string, ttlMs, queueMs int64, items ...ItemSpec) Step {
+	return Step{AtMs: at, Op: "acquire", Lease: lease, TTLMs: ttlMs, QueueMs: queueMs, Items: items}
+}
+
+func dequeue(at int64, lease string, dims ...string) Step {
+	return Step{AtMs: at, Op: "dequeue", Lease: lease, Dimensions: dims}
 }

@@ -25,6 +25,7 @@ func TestGenerateVectors(t *testing.T) {
 	}
 	for i, v := range scenarios() {
 		m := newModel(v.BaseMs)
+		m.prefix = v.Name + "/"
 		for j := range v.Steps {
 			v.Steps[j].Expect = m.apply(v.Steps[j])
 		}

@@ -50,7 +50,11 @@ type Step struct {
 	Remaining   int64       `json:"remaining,omitempty"`
 	Dimensions  []string    `json:"dimensions,omitempty"`
 	Limit       int         `json:"limit,omitempty"`
-	Expect      Expect      `json:"expect"`
+	// MaxWaitMs is a reservation's maximum wait.
+	MaxWaitMs int64 `json:"max_wait_ms,omitempty"`
+	// QueueMs is an acquisition's ticket lifetime (AcquireRequest.Queue).
+	QueueMs int64  `json:"queue_ms,omitempty"`
+	Expect  Expect `json:"expect"`
 }
 
 // BucketSpec is a bucket configuration in wire form.
@@ -74,6 +78,14 @@ type Expect struct {
 	Recorded    bool         `json:"recorded,omitempty"`
 	ExpiresAtMs int64        `json:"expires_at_ms,omitempty"`
 	Items       []ItemExpect `json:"items,omitempty"`
+	// Ahead is a queued denial's tickets ahead (AcquireResult.Ahead).
+	Ahead int `json:"ahead,omitempty"`
+	// reserve: the wait and the valid instant.
+	WaitMs    int64 `json:"wait_ms,omitempty"`
+	ValidAtMs int64 `json:"valid_at_ms,omitempty"`
+	// cancel
+	Cancelled bool             `json:"cancelled,omitempty"`
+	Returned  []ReturnedExpect `json:"returned,omitempty"`
 	// release
 	Released      bool             `json:"released,omitempty"`
 	RestoredItems []RestoredExpect `json:"restored_items,omitempty"`
@@ -111,6 +123,13 @@ type RestoredExpect struct {
 	Capped    bool   `json:"capped,omitempty"`
 }
 
+// ReturnedExpect is what a cancelled reservation gave back to a bucket,
+// in millitokens.
+type ReturnedExpect struct {
+	Dimension string `json:"dimension"`
+	Amount    int64  `json:"amount"`
+}
+
 // ItemExpect is one acquired item's expected outcome.
 type ItemExpect struct {
 	Dimension string `json:"dimension"`
@@ -129,6 +148,11 @@ type BucketExpect struct {
 	// CooldownUntilMs is the end of the bucket's last cooldown; absent
 	// when it never had one.
 	CooldownUntilMs *int64 `json:"cooldown_until_ms,omitempty"`
+	// ReservedUntilMs is the latest reservation's valid instant; absent
+	// when the bucket never had one.
+	ReservedUntilMs *int64 `json:"reserved_until_ms,omitempty"`
+	// Waiters counts live tickets in a concurrent bucket's queue.
+	Waiters int `json:"waiters,omitempty"`
 }
 
 // Sentinels maps the error names used in vectors to the errors they match.
