@@ -31,10 +31,11 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 		nowMs, retry, expires       *int64
 		types                       []int16
 		rcosts, caps, remain, waits []int64
+		ahead                       *int32
 	)
 	err = s.pool.QueryRow(ctx, s.q.acquire, dims, costs, now, req.TTL.Milliseconds(), uuidOf(req.ID),
-		req.Caller, req.Record, poll.Milliseconds(), s.skewMs()).
-		Scan(&errCode, &errDim, &granted, &recorded, &nowMs, &retry, &types, &rcosts, &caps, &remain, &waits, &expires)
+		req.Caller, req.Record, poll.Milliseconds(), s.skewMs(), req.Queue.Milliseconds()).
+		Scan(&errCode, &errDim, &granted, &recorded, &nowMs, &retry, &types, &rcosts, &caps, &remain, &waits, &expires, &ahead)
 	if err != nil {
 		return fail("acquire", err)
 	}
@@ -56,9 +57,10 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 		}
 	}
 	res.Granted, res.Recorded = *granted, *recorded
-	res.RetryIn, res.ExpiresAt = 0, time.Time{}
+	res.RetryIn, res.ExpiresAt, res.Ahead = 0, time.Time{}, 0
 	if !res.Granted {
 		res.RetryIn = time.Duration(*retry) * time.Millisecond
+		res.Ahead = int(deref(ahead))
 		return nil
 	}
 	res.ExpiresAt = time.UnixMilli(*expires)
