@@ -15,6 +15,7 @@ import (
 // queries holds every statement, with the schema name filled in.
 type queries struct {
 	acquire, release, extend, adjust, penalize, cooldown, sync, put, del, reconcile string
+	acquire3                                                                        string // version 3's, for a schema not yet migrated
 	reserve, cancel, dequeue                                                        string
 	peek, list, leases                                                              string
 }
@@ -33,6 +34,7 @@ func newQueries(sch string) queries {
 	now := `(SELECT coalesce($1::bigint, ` + sch + `.now_ms()) AS ms) t`
 	return queries{
 		acquire:   `SELECT * FROM ` + sch + `.acquire($1::text[], $2::bigint[], $3::bigint, $4::bigint, $5::uuid, $6::text, $7::boolean, $8::bigint, $9::bigint, $10::bigint)`,
+		acquire3:  `SELECT * FROM ` + sch + `.acquire($1::text[], $2::bigint[], $3::bigint, $4::bigint, $5::uuid, $6::text, $7::boolean, $8::bigint, $9::bigint)`,
 		reserve:   `SELECT * FROM ` + sch + `.reserve($1::text[], $2::bigint[], $3::bigint, $4::bigint, $5::uuid, $6::text, $7::boolean, $8::bigint, $9::bigint)`,
 		cancel:    `SELECT * FROM ` + sch + `.cancel($1::uuid, $2::boolean, $3::text[], $4::bigint[], $5::bigint, $6::bigint, $7::bigint)`,
 		dequeue:   `SELECT ` + sch + `.dequeue($1::text[], $2::uuid, $3::bigint)`,
