@@ -2,14 +2,21 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/ontopix/sluice/bucket"
 	"github.com/ontopix/sluice/store"
 )
 
 // Acquire implements store.Store in one call of the acquire function.
+// On a schema not yet at version 4 (the previous code's, during a rolling
+// upgrade) a request without a queue takes a second round trip, to the
+// version-3 function, which knows no queues; one with a queue fails with
+// the error that says to migrate.
 func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *store.AcquireResult) error {
 	ctx, cancel, err := s.begin(ctx)
 	defer cancel()
@@ -31,10 +38,16 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 		nowMs, retry, expires       *int64
 		types                       []int16
 		rcosts, caps, remain, waits []int64
+		ahead                       *int32
 	)
 	err = s.pool.QueryRow(ctx, s.q.acquire, dims, costs, now, req.TTL.Milliseconds(), uuidOf(req.ID),
-		req.Caller, req.Record, poll.Milliseconds(), s.skewMs()).
-		Scan(&errCode, &errDim, &granted, &recorded, &nowMs, &retry, &types, &rcosts, &caps, &remain, &waits, &expires)
+		req.Caller, req.Record, poll.Milliseconds(), s.skewMs(), req.Queue.Milliseconds()).
+		Scan(&errCode, &errDim, &granted, &recorded, &nowMs, &retry, &types, &rcosts, &caps, &remain, &waits, &expires, &ahead)
+	if undefinedFunction(err) && req.Queue == 0 {
+		err = s.pool.QueryRow(ctx, s.q.acquire3, dims, costs, now, req.TTL.Milliseconds(), uuidOf(req.ID),
+			req.Caller, req.Record, poll.Milliseconds(), s.skewMs()).
+			Scan(&errCode, &errDim, &granted, &recorded, &nowMs, &retry, &types, &rcosts, &caps, &remain, &waits, &expires)
+	}
 	if err != nil {
 		return fail("acquire", err)
 	}
@@ -56,11 +69,19 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 		}
 	}
 	res.Granted, res.Recorded = *granted, *recorded
-	res.RetryIn, res.ExpiresAt = 0, time.Time{}
+	res.RetryIn, res.ExpiresAt, res.Ahead = 0, time.Time{}, 0
 	if !res.Granted {
 		res.RetryIn = time.Duration(*retry) * time.Millisecond
+		res.Ahead = int(deref(ahead))
 		return nil
 	}
 	res.ExpiresAt = time.UnixMilli(*expires)
 	return nil
+}
+
+// undefinedFunction reports whether err is PostgreSQL's undefined_function
+// (42883): the schema predates the function called.
+func undefinedFunction(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "42883"
 }

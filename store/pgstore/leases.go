@@ -32,12 +32,16 @@ func (s *Store) Leases(ctx context.Context, q store.LeaseQuery) ([]store.LeaseRe
 			costs            []int64
 			caller           string
 			created, expires int64
+			valid            int64
 		)
-		if err := rows.Scan(&id, &dims, &costs, &caller, &created, &expires); err != nil {
+		if err := rows.Scan(&id, &dims, &costs, &caller, &created, &expires, &valid); err != nil {
 			return nil, fail("leases", err)
 		}
 		l := store.LeaseRecord{ID: store.LeaseID(id.Bytes), Caller: caller,
 			CreatedAt: time.UnixMilli(created), ExpiresAt: time.UnixMilli(expires), Items: make([]store.Item, len(dims))}
+		if valid != 0 {
+			l.ValidAt = time.UnixMilli(valid)
+		}
 		for i := range dims {
 			l.Items[i] = store.Item{Dimension: dims[i], Cost: costs[i]}
 		}

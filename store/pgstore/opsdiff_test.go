@@ -23,13 +23,14 @@ type opCase struct {
 	name  string
 	b     *opCase
 	skew  int64
-	arg   int64         // tokens to adjust, factor, duration in ms, tokens remaining
+	arg   int64         // tokens to adjust, factor, duration in ms, tokens remaining, maximum wait, cost
+	valid int64         // a cancelled reservation's valid instant
 	next  bucket.Config // put_bucket's new configuration
 	reset bool
 }
 
 // opKinds are the operations TestOperationsMatchBucket drives.
-var opKinds = []string{"acquire", "acquire2", "adjust", "penalize", "cooldown", "sync", "put"}
+var opKinds = []string{"acquire", "acquire2", "adjust", "penalize", "cooldown", "sync", "put", "reserve", "reserve2", "cancel"}
 
 // randomOp returns a case of kind k, numbered i.
 func randomOp(r *rand.Rand, k string, i int) opCase {
@@ -40,13 +41,18 @@ func randomOp(r *rand.Rand, k string, i int) opCase {
 			break
 		}
 	}
+	c.s.Reserved = randomReserved(r, c.l, c.now)
 	c.skew = pick(r, 1, time.Hour.Milliseconds(), 1, 1000, time.Hour.Milliseconds())
 	capTok := c.c.Capacity
 	switch k {
-	case "acquire2":
+	case "acquire2", "reserve2":
 		b := opCase{name: c.name + "-b", mathCase: randomCase(r)}
+		for k == "reserve2" && b.l.Type == bucket.Concurrent {
+			b.mathCase = randomCase(r)
+		}
 		b.now = c.now
 		b.s.Until = randomUntil(r, b.l, b.s.Last, c.now)
+		b.s.Reserved = randomReserved(r, b.l, c.now)
 		c.b = &b
 	case "adjust":
 		c.arg = pick(r, -capTok, capTok, -capTok, -1, 0, 1, capTok)
@@ -67,6 +73,13 @@ func randomOp(r *rand.Rand, k string, i int) opCase {
 		}
 		c.reset = r.IntN(3) == 0
 	}
+	if k == "reserve" || k == "reserve2" {
+		c.arg = pick(r, 0, bucket.MaxReserveMs, 0, 1, c.l.Period, bucket.MaxReserveMs)
+	}
+	if k == "cancel" {
+		c.arg = pick(r, 0, capTok, 0, 1, capTok)
+		c.valid = randomValid(r, c)
+	}
 	return c
 }
 
@@ -76,18 +89,19 @@ func insertBuckets(t *testing.T, s *Store, cases []*opCase) {
 	t.Helper()
 	var names []string
 	var types []int16
-	var caps, amts, pers, debts, toks, lasts, untils []int64
+	var caps, amts, pers, debts, toks, lasts, untils, reserveds []int64
 	for _, c := range cases {
 		names, types = append(names, c.name), append(types, int16(c.c.Type))
 		caps, amts, pers = append(caps, c.c.Capacity), append(amts, c.c.RefillAmount), append(pers, c.c.RefillPeriod.Milliseconds())
 		debts, toks, lasts, untils = append(debts, c.c.MaxDebt), append(toks, c.s.Tokens), append(lasts, c.s.Last), append(untils, c.s.Until)
+		reserveds = append(reserveds, c.s.Reserved)
 	}
 	sch := pgx.Identifier{s.Schema()}.Sanitize()
 	if _, err := s.pool.Exec(context.Background(), `INSERT INTO `+sch+`.buckets (name, limit_type, capacity, refill_amount,
-		refill_period_ms, cost_per_call, max_debt, tokens, last_refill_ms, cooldown_until_ms)
-		SELECT n, ty, ca, am, pe, 0, de, tk, la, un FROM unnest($1::text[], $2::smallint[], $3::bigint[], $4::bigint[],
-			$5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[]) AS u(n, ty, ca, am, pe, de, tk, la, un)`,
-		names, types, caps, amts, pers, debts, toks, lasts, untils); err != nil {
+		refill_period_ms, cost_per_call, max_debt, tokens, last_refill_ms, cooldown_until_ms, reserved_until_ms)
+		SELECT n, ty, ca, am, pe, 0, de, tk, la, un, rs FROM unnest($1::text[], $2::smallint[], $3::bigint[], $4::bigint[],
+			$5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[]) AS u(n, ty, ca, am, pe, de, tk, la, un, rs)`,
+		names, types, caps, amts, pers, debts, toks, lasts, untils, reserveds); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -96,14 +110,14 @@ func insertBuckets(t *testing.T, s *Store, cases []*opCase) {
 func storedStates(t *testing.T, s *Store) map[string]bucket.State {
 	t.Helper()
 	sch := pgx.Identifier{s.Schema()}.Sanitize()
-	rows, err := s.pool.Query(context.Background(), `SELECT name, tokens, last_refill_ms, cooldown_until_ms FROM `+sch+`.buckets`)
+	rows, err := s.pool.Query(context.Background(), `SELECT name, tokens, last_refill_ms, cooldown_until_ms, reserved_until_ms FROM `+sch+`.buckets`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]bucket.State{}
 	var name string
 	var st bucket.State
-	if _, err := pgx.ForEachRow(rows, []any{&name, &st.Tokens, &st.Last, &st.Until}, func() error {
+	if _, err := pgx.ForEachRow(rows, []any{&name, &st.Tokens, &st.Last, &st.Until, &st.Reserved}, func() error {
 		out[name] = st
 		return nil
 	}); err != nil {
@@ -114,11 +128,13 @@ func storedStates(t *testing.T, s *Store) map[string]bucket.State {
 
 // TestOperationsMatchBucket proves every operation function that does
 // bucket math (acquire on one and on two dimensions, adjust, penalize,
-// cooldown, sync, put_bucket) equal to package bucket as the memory store
-// composes it (bucket.Align, then the operation), on random and extreme
-// stored states with and without a cooldown: the same results and the same
-// stored state afterwards, cooldown end included. Peek's refill of such
-// states, CooldownUntil included, is checked too.
+// cooldown, sync, put_bucket, reserve on one and on two dimensions, cancel)
+// equal to package bucket as the memory store composes it (bucket.Align,
+// then the operation), on random and extreme stored states with and without
+// a cooldown and a latest reservation before, at or after the decision
+// time: the same results and the same stored state afterwards, cooldown end
+// and latest reservation included. Peek's refill of such states,
+// CooldownUntil and ReservedUntil included, is checked too.
 func TestOperationsMatchBucket(t *testing.T) {
 	s := newStore(t)
 	r := rand.New(rand.NewPCG(7, 8))
@@ -142,6 +158,8 @@ func TestOperationsMatchBucket(t *testing.T) {
 		checkSingle(t, s, k, byKind[k], want)
 	}
 	checkPut(t, s, byKind["put"], want)
+	checkReserve(t, s, append(byKind["reserve"], byKind["reserve2"]...), want)
+	checkCancel(t, s, byKind["cancel"], want)
 	got := storedStates(t, s)
 	for _, c := range all {
 		if w, ok := want[c.name]; ok && got[c.name] != w {
@@ -342,8 +360,9 @@ func checkPeek(t *testing.T, s *Store, cases []*opCase) {
 		}
 		st, at := bucket.Align(c.l, c.s, c.now, skew)
 		w := bucket.Refill(c.l, st, at)
-		if g := got[0]; g.Tokens != w.Tokens || g.LastRefill != w.Last || g.CooldownUntil != w.Until {
-			t.Errorf("peek %s: tokens %d, last %d, until %d; Go %+v", describe([]*opCase{c}), g.Tokens, g.LastRefill, g.CooldownUntil, w)
+		if g := got[0]; g.Tokens != w.Tokens || g.LastRefill != w.Last || g.CooldownUntil != w.Until || g.ReservedUntil != w.Reserved {
+			t.Errorf("peek %s: tokens %d, last %d, until %d, reserved %d; Go %+v", describe([]*opCase{c}),
+				g.Tokens, g.LastRefill, g.CooldownUntil, g.ReservedUntil, w)
 		}
 	}
 }

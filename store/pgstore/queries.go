@@ -15,21 +15,29 @@ import (
 // queries holds every statement, with the schema name filled in.
 type queries struct {
 	acquire, release, extend, adjust, penalize, cooldown, sync, put, del, reconcile string
+	acquire3                                                                        string // version 3's, for a schema not yet migrated
+	reserve, cancel, dequeue                                                        string
 	peek, list, leases                                                              string
 }
 
 func newQueries(sch string) queries {
 	// bucketCols are the columns bucketState scans, followed by the lease
-	// count and earliest expiry of each bucket. Only leases granted on this
-	// incarnation of the bucket count: those of a deleted bucket re-created
-	// under the same name are orphans.
+	// count and earliest expiry of each bucket and the live tickets of its
+	// waiter queue. Only leases granted on this incarnation of the bucket
+	// count: those of a deleted bucket re-created under the same name are
+	// orphans.
 	const bucketCols = `b.name, b.limit_type, b.capacity, b.refill_amount, b.refill_period_ms, b.cost_per_call,
-		b.max_debt, b.tokens, b.last_refill_ms, b.cooldown_until_ms, x.n, x.next`
+		b.max_debt, b.tokens, b.last_refill_ms, b.cooldown_until_ms, b.reserved_until_ms, x.n, x.next, q.n`
 	leaseAgg := `LEFT JOIN LATERAL (SELECT count(*) AS n, min(l.expires_ms) AS next FROM ` + sch +
-		`.leases l WHERE l.dims @> ARRAY[b.name] AND l.incs[array_position(l.dims, b.name)] = b.incarnation) x ON b.name IS NOT NULL`
+		`.leases l WHERE l.dims @> ARRAY[b.name] AND l.incs[array_position(l.dims, b.name)] = b.incarnation) x ON b.name IS NOT NULL
+		LEFT JOIN LATERAL (SELECT count(*) AS n FROM ` + sch + `.waiters w WHERE w.dim = b.name AND w.expires_ms > t.ms) q ON b.name IS NOT NULL`
 	now := `(SELECT coalesce($1::bigint, ` + sch + `.now_ms()) AS ms) t`
 	return queries{
-		acquire:   `SELECT * FROM ` + sch + `.acquire($1::text[], $2::bigint[], $3::bigint, $4::bigint, $5::uuid, $6::text, $7::boolean, $8::bigint, $9::bigint)`,
+		acquire:   `SELECT * FROM ` + sch + `.acquire($1::text[], $2::bigint[], $3::bigint, $4::bigint, $5::uuid, $6::text, $7::boolean, $8::bigint, $9::bigint, $10::bigint)`,
+		acquire3:  `SELECT * FROM ` + sch + `.acquire($1::text[], $2::bigint[], $3::bigint, $4::bigint, $5::uuid, $6::text, $7::boolean, $8::bigint, $9::bigint)`,
+		reserve:   `SELECT * FROM ` + sch + `.reserve($1::text[], $2::bigint[], $3::bigint, $4::bigint, $5::uuid, $6::text, $7::boolean, $8::bigint, $9::bigint)`,
+		cancel:    `SELECT * FROM ` + sch + `.cancel($1::uuid, $2::boolean, $3::text[], $4::bigint[], $5::bigint, $6::bigint, $7::bigint)`,
+		dequeue:   `SELECT ` + sch + `.dequeue($1::text[], $2::uuid, $3::bigint)`,
 		release:   `SELECT * FROM ` + sch + `.release($1::uuid)`,
 		extend:    `SELECT * FROM ` + sch + `.extend($1::uuid, $2::bigint, $3::bigint)`,
 		adjust:    `SELECT * FROM ` + sch + `.adjust($1::text, $2::bigint, $3::bigint, $4::uuid, $5::boolean, $6::bigint, $7::bigint, $8::bigint)`,
@@ -42,7 +50,7 @@ func newQueries(sch string) queries {
 		peek: `SELECT t.ms, u.name, ` + bucketCols + ` FROM ` + now + ` CROSS JOIN unnest($2::text[]) WITH ORDINALITY AS u(name, ord)
 			LEFT JOIN ` + sch + `.buckets b ON b.name = u.name ` + leaseAgg + ` ORDER BY u.ord`,
 		list: `SELECT t.ms, b.name, ` + bucketCols + ` FROM ` + now + ` CROSS JOIN ` + sch + `.buckets b ` + leaseAgg + ` ORDER BY b.name`,
-		leases: `SELECT l.id, l.dims, l.costs, l.caller, l.created_ms, l.expires_ms FROM ` + now + ` CROSS JOIN ` + sch + `.leases l
+		leases: `SELECT l.id, l.dims, l.costs, l.caller, l.created_ms, l.expires_ms, l.valid_ms FROM ` + now + ` CROSS JOIN ` + sch + `.leases l
 			WHERE (NOT $2::boolean OR l.expires_ms <= t.ms) AND ($3::text = '' OR l.dims @> ARRAY[$3::text])
 			ORDER BY l.expires_ms, l.id LIMIT NULLIF($4::bigint, 0)`,
 	}
@@ -98,9 +106,11 @@ func (s *Store) scanBuckets(rows pgx.Rows, hint int) ([]store.BucketState, strin
 			typ                           *int16
 			capacity, amount, period, cpc *int64
 			debt, tokens, last, until     *int64
-			nLeases, nx                   *int64
+			reserved                      *int64
+			nLeases, nx, nWaiters         *int64
 		)
-		if err := rows.Scan(&nowMs, &asked, &name, &typ, &capacity, &amount, &period, &cpc, &debt, &tokens, &last, &until, &nLeases, &nx); err != nil {
+		if err := rows.Scan(&nowMs, &asked, &name, &typ, &capacity, &amount, &period, &cpc, &debt, &tokens, &last, &until,
+			&reserved, &nLeases, &nx, &nWaiters); err != nil {
 			return nil, "", err
 		}
 		if name == nil {
@@ -111,10 +121,10 @@ func (s *Store) scanBuckets(rows pgx.Rows, hint int) ([]store.BucketState, strin
 			RefillPeriod: time.Duration(*period) * time.Millisecond, CostPerCall: *cpc, MaxDebt: *debt,
 		}}
 		lim := b.Config.Limits()
-		st, at := bucket.Align(lim, bucket.State{Tokens: *tokens, Last: *last, Until: *until}, nowMs, s.skewMs())
+		st, at := bucket.Align(lim, bucket.State{Tokens: *tokens, Last: *last, Until: *until, Reserved: *reserved}, nowMs, s.skewMs())
 		r := bucket.Refill(lim, st, at)
-		bs := store.BucketState{Bucket: b, Tokens: r.Tokens, LastRefill: r.Last, CooldownUntil: r.Until,
-			ActiveLeases: int(deref(nLeases)), Now: time.UnixMilli(nowMs)}
+		bs := store.BucketState{Bucket: b, Tokens: r.Tokens, LastRefill: r.Last, CooldownUntil: r.Until, ReservedUntil: r.Reserved,
+			Waiters: int(deref(nWaiters)), ActiveLeases: int(deref(nLeases)), Now: time.UnixMilli(nowMs)}
 		if nx != nil {
 			bs.NextExpiry = time.UnixMilli(*nx)
 		}

@@ -2,22 +2,147 @@ package pgstore
 
 import (
 	"context"
-	"errors"
+	"fmt"
+	"time"
 
+	"github.com/ontopix/sluice/bucket"
 	"github.com/ontopix/sluice/store"
 )
 
-// Reserve implements store.Store. Not supported yet by this store.
+// Reserve implements store.Store in one call of the reserve function,
+// which locks the buckets in name order, debits every item or none and,
+// with req.Record, writes the lease record with its valid instant.
 func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest, res *store.ReserveResult) error {
-	return errors.ErrUnsupported
+	ctx, cancel, err := s.begin(ctx)
+	defer cancel()
+	if err != nil {
+		return err
+	}
+	n := len(req.Items)
+	var dimsBuf [store.MaxItems]string
+	var costsBuf [store.MaxItems]int64
+	dims, costs := dimsBuf[:n], costsBuf[:n]
+	for i, it := range req.Items {
+		dims[i], costs[i] = it.Dimension, it.Cost
+	}
+	var (
+		errCode, errDim             *string
+		granted, recorded           *bool
+		nowMs, wait, valid, expires *int64
+		types                       []int16
+		rcosts, caps, remain, waits []int64
+	)
+	err = s.pool.QueryRow(ctx, s.q.reserve, dims, costs, s.now(req.Now), req.TTL.Milliseconds(), uuidOf(req.ID),
+		req.Caller, req.Record, req.MaxWait.Milliseconds(), s.skewMs()).
+		Scan(&errCode, &errDim, &granted, &recorded, &nowMs, &wait, &valid, &expires, &types, &rcosts, &caps, &remain, &waits)
+	if err != nil {
+		return fail("reserve", err)
+	}
+	if errCode != nil {
+		return reserveError(req, *errCode, deref(errDim), rcosts, caps)
+	}
+	if len(types) != n || len(rcosts) != n || len(caps) != n || len(remain) != n || len(waits) != n ||
+		granted == nil || recorded == nil || wait == nil || (*granted && (valid == nil || expires == nil)) {
+		return fmt.Errorf("pgstore: reserve: malformed result for %d items (schema older than this code? run Migrate)", n)
+	}
+	if cap(res.Items) >= n {
+		res.Items = res.Items[:n]
+	} else {
+		res.Items = make([]store.ItemResult, n)
+	}
+	*res = store.ReserveResult{Items: res.Items, Granted: *granted, Recorded: *recorded,
+		Wait: time.Duration(*wait) * time.Millisecond}
+	for i := range res.Items {
+		res.Items[i] = store.ItemResult{
+			Dimension: req.Items[i].Dimension, Type: bucket.LimitType(types[i]), Cost: rcosts[i],
+			Capacity: caps[i], Remaining: remain[i], RetryIn: time.Duration(waits[i]) * time.Millisecond,
+		}
+	}
+	if res.Granted {
+		res.ValidAt, res.ExpiresAt = time.UnixMilli(*valid), time.UnixMilli(*expires)
+	}
+	return nil
 }
 
-// Cancel implements store.Store. Not supported yet by this store.
+// reserveError turns the reserve function's error code into the
+// contract's error.
+func reserveError(req *store.ReserveRequest, code, dim string, costs, caps []int64) error {
+	i := -1
+	for k, it := range req.Items {
+		if it.Dimension == dim {
+			i = k
+		}
+	}
+	switch code {
+	case "unknown":
+		return &store.ConfigurationError{Dimension: dim}
+	case "concurrent":
+		return (&store.Bucket{Name: dim, Config: bucket.Config{Type: bucket.Concurrent}}).CheckReservable()
+	case "cost":
+		if i >= 0 && i < len(costs) && i < len(caps) {
+			return &store.CostError{Dimension: dim, Cost: costs[i], Capacity: caps[i]}
+		}
+	case "inuse":
+		return store.LeaseInUse(req.ID)
+	}
+	return fmt.Errorf("pgstore: reserve: unexpected result %q for %q", code, dim)
+}
+
+// Cancel implements store.Store in one call of the cancel function. A
+// recorded reservation's record is locked and deleted before its buckets
+// are locked, in name order.
 func (s *Store) Cancel(ctx context.Context, req store.CancelRequest) (store.CancelResult, error) {
-	return store.CancelResult{}, errors.ErrUnsupported
+	ctx, cancel, err := s.begin(ctx)
+	defer cancel()
+	if err != nil {
+		return store.CancelResult{}, err
+	}
+	dims, costs := []string{}, []int64{}
+	var valid int64
+	if !req.Recorded {
+		for _, it := range req.Items {
+			dims, costs = append(dims, it.Dimension), append(costs, it.Cost)
+		}
+		valid = req.ValidAt.UnixMilli()
+	}
+	var (
+		code      *string
+		cancelled bool
+		rdims     []string
+		amounts   []int64
+	)
+	err = s.pool.QueryRow(ctx, s.q.cancel, uuidOf(req.ID), req.Recorded, dims, costs, valid, s.now(req.Now), s.skewMs()).
+		Scan(&code, &cancelled, &rdims, &amounts)
+	if err != nil {
+		return store.CancelResult{}, fail("cancel", err)
+	}
+	if code != nil {
+		if *code == "notres" {
+			return store.CancelResult{}, store.NotReservation(req.ID)
+		}
+		return store.CancelResult{}, fmt.Errorf("pgstore: cancel: unexpected result %q", *code)
+	}
+	if len(rdims) != len(amounts) {
+		return store.CancelResult{}, fmt.Errorf("pgstore: cancel: malformed result (%d dimensions, %d amounts)", len(rdims), len(amounts))
+	}
+	out := store.CancelResult{Cancelled: cancelled}
+	for i := range rdims {
+		out.Returned = append(out.Returned, store.Returned{Dimension: rdims[i], Amount: amounts[i]})
+	}
+	return out, nil
 }
 
-// Dequeue implements store.Store. Not supported yet by this store.
+// Dequeue implements store.Store in one call of the dequeue function,
+// which locks the concurrent buckets named, in name order, and deletes
+// req.ID's tickets from their queues.
 func (s *Store) Dequeue(ctx context.Context, req store.DequeueRequest) error {
-	return errors.ErrUnsupported
+	ctx, cancel, err := s.begin(ctx)
+	defer cancel()
+	if err != nil {
+		return err
+	}
+	if _, err := s.pool.Exec(ctx, s.q.dequeue, req.Dimensions, uuidOf(req.ID), s.now(req.Now)); err != nil {
+		return fail("dequeue", err)
+	}
+	return nil
 }
