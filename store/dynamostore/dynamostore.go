@@ -104,17 +104,18 @@ const (
 
 // Store is the DynamoDB store. It is safe for concurrent use.
 type Store struct {
-	db        *dynamodb.Client
-	table     string
-	readFirst bool
-	timeout   time.Duration
-	attempts  int
-	skew      int64 // maximum clock skew, ms (see bucket.Align)
-	skewSet   time.Duration
-	maxLeases int   // recorded leases one bucket row may list
-	unchecked bool  // WithUncheckedLeaseIDs
-	nonce     int64 // random per Store: part of every ClientRequestToken
-	closed    atomic.Bool
+	db         *dynamodb.Client
+	table      string
+	readFirst  bool
+	timeout    time.Duration
+	attempts   int
+	skew       int64 // maximum clock skew, ms (see bucket.Align)
+	skewSet    time.Duration
+	maxLeases  int   // recorded leases one bucket row may list
+	maxWaiters int   // waiter tickets one bucket row may list
+	unchecked  bool  // WithUncheckedLeaseIDs
+	nonce      int64 // random per Store: part of every ClientRequestToken
+	closed     atomic.Bool
 
 	mu     sync.Mutex
 	cache  map[string]*bucketItem     // fast path: last seen row per dimension
@@ -175,7 +176,7 @@ func New(db *dynamodb.Client, table string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("dynamostore: %w", err)
 	}
 	s := &Store{db: db, table: table, timeout: DefaultTimeout, attempts: DefaultAttempts,
-		skew: store.DefaultMaxSkew.Milliseconds(), skewSet: store.DefaultMaxSkew, maxLeases: DefaultMaxLeasesPerBucket,
+		skew: store.DefaultMaxSkew.Milliseconds(), skewSet: store.DefaultMaxSkew, maxLeases: DefaultMaxLeasesPerBucket, maxWaiters: DefaultMaxWaitersPerBucket,
 		cache: map[string]*bucketItem{}, leases: map[store.LeaseID][]string{}, nonce: int64(rand.Uint64() >> 1)}
 	for _, o := range opts {
 		o(s)
@@ -184,6 +185,9 @@ func New(db *dynamodb.Client, table string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("dynamostore: %w", err)
 	}
 	if err := validateMaxLeases(s.maxLeases); err != nil {
+		return nil, fmt.Errorf("dynamostore: %w", err)
+	}
+	if err := validateMaxWaiters(s.maxWaiters); err != nil {
 		return nil, fmt.Errorf("dynamostore: %w", err)
 	}
 	return s, nil
