@@ -396,8 +396,8 @@ func (s *Store) deny(ctx context.Context, req *store.AcquireRequest, bis []*buck
 // denyWrite writes a denial's changes in one atomic write: the rows whose
 // clock was more than the maximum skew ahead, rebased (bucket.Align), and,
 // for a queued acquisition (req.Queue), the request's tickets on its
-// concurrent rows, taken or renewed at one place in line, with the dead
-// tickets purged. Each row is conditioned on its version; again reports a
+// concurrent rows, taken or renewed at one place in line; the dead tickets
+// of its concurrent rows are purged either way. Each row is conditioned on its version; again reports a
 // lost condition. The rows written are remembered as written.
 func (s *Store) denyWrite(ctx context.Context, req *store.AcquireRequest, bis []*bucketItem, d *decision, now int64) (again bool, err error) {
 	tok := opToken("deny")
@@ -407,10 +407,14 @@ func (s *Store) denyWrite(ctx context.Context, req *store.AcquireRequest, bis []
 	var ups []*types.Update
 	for i, bi := range bis {
 		var q *queueEdit
-		if req.Queue > 0 && bi.b.Type == bucket.Concurrent {
+		switch {
+		case bi.b.Type != bucket.Concurrent:
+		case req.Queue > 0:
 			if q, err = ticketEdit(bi, req.ID, now, place, now+req.Queue.Milliseconds(), s.maxWaiters); err != nil {
 				return false, err
 			}
+		default:
+			q = purgeEdit(bi, now)
 		}
 		if !d.rebased[i] && q == nil {
 			continue

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"slices"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -222,77 +221,80 @@ func (s *Store) cancelUnrecorded(ctx context.Context, req store.CancelRequest, n
 	return store.CancelResult{}, store.ErrContention
 }
 
-// Dequeue implements store.Store: the lease's ticket is removed from each
-// named row that lists it, in one transaction of UpdateItems conditioned on
-// the ticket existing (one UpdateItem for one dimension), each bumping the
-// row's version so that an acquisition decided with the ticket ahead of it
-// decides again. Rows without the ticket (missing, not concurrent, or
-// already dequeued) fail their condition and are left out of the next
-// attempt.
+// Dequeue implements store.Store: one consistent read of the named rows,
+// then one write of those whose queue changes (the lease's ticket removed
+// and the dead tickets purged, as the memory store does): an UpdateItem
+// for one row, a transaction for several, each conditioned on the version
+// read and bumping it, so that an acquisition decided with the ticket
+// ahead of it decides again. Missing rows, time-based rows and rows
+// without a ticket to remove are not written; a lost race reads again.
 func (s *Store) Dequeue(ctx context.Context, req store.DequeueRequest) error {
 	ctx, cancel, err := s.begin(ctx)
 	defer cancel()
 	if err != nil {
 		return err
 	}
-	uuid := req.ID.String()
-	dims := slices.Clone(req.Dimensions)
+	now := req.Now.UnixMilli()
 	defer func() {
 		for _, d := range req.Dimensions {
 			s.forget(d)
 		}
 	}()
-	for n := 0; len(dims) > 0 && n < maxAdminAttempts; n++ {
+	for n := 0; n < maxAdminAttempts; n++ {
 		if err := backoff(ctx, n); err != nil {
 			return err
 		}
-		ups := make([]*types.Update, len(dims))
-		for i, d := range dims {
-			ups[i] = &types.Update{
-				TableName: aws.String(s.table), Key: key(d),
-				UpdateExpression:          aws.String("REMOVE #w.#id ADD #ver :one"),
-				ConditionExpression:       aws.String("attribute_exists(#w.#id)"),
-				ExpressionAttributeNames:  map[string]string{"#w": attrWaiters, "#id": uuid, "#ver": attrVersion},
-				ExpressionAttributeValues: map[string]types.AttributeValue{":one": numInt(1)},
-			}
+		rows, err := s.snapshot(ctx, req.Dimensions)
+		if err != nil {
+			return err
 		}
-		if len(ups) == 1 {
-			_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-				TableName: ups[0].TableName, Key: ups[0].Key, UpdateExpression: ups[0].UpdateExpression,
-				ConditionExpression: ups[0].ConditionExpression, ExpressionAttributeNames: ups[0].ExpressionAttributeNames,
-				ExpressionAttributeValues: ups[0].ExpressionAttributeValues,
-			}, opts)
-			if isCCF(err) {
-				return nil // no ticket there: nothing to do
+		tok := opToken("dequeue")
+		var bis []*bucketItem
+		var ups []*types.Update
+		for _, d := range req.Dimensions {
+			if rows[d] == nil {
+				continue
 			}
-			return classify("dequeue", err)
+			bi, err := decodeBucket(rows[d])
+			if err != nil {
+				return err
+			}
+			if bi.b.Type != bucket.Concurrent {
+				continue
+			}
+			q := &queueEdit{}
+			if _, ok := bi.waiters[req.ID.String()]; ok {
+				q.remove = append(q.remove, req.ID.String())
+			}
+			q.purge(bi, now, "")
+			if q.empty() {
+				continue
+			}
+			bis = append(bis, bi)
+			ups = append(ups, s.rowUpdate(bi, bi.st, tok, "", holder{}, q, ""))
+		}
+		switch len(ups) {
+		case 0:
+			return nil
+		case 1:
+			ok, _, err := s.writeUpdate(ctx, bis[0], ups[0], tok, "dequeue")
+			if err != nil || ok {
+				return err
+			}
+			continue
 		}
 		tx := make([]types.TransactWriteItem, len(ups))
 		for i, up := range ups {
 			tx[i] = types.TransactWriteItem{Update: up}
 		}
 		parts := []int64{-8, s.nonce, int64(rand.Uint64() >> 1)}
-		err := s.transact(ctx, "dequeue", &dynamodb.TransactWriteItemsInput{TransactItems: tx, ClientRequestToken: aws.String(requestToken(req.ID, parts...))})
+		err = s.transact(ctx, "dequeue", &dynamodb.TransactWriteItemsInput{TransactItems: tx, ClientRequestToken: aws.String(requestToken(req.ID, parts...))})
 		if err == nil {
 			return nil
 		}
-		if errors.Is(err, store.ErrContention) {
-			continue
-		}
-		rs := reasons(err)
-		if rs == nil || !anyCCF(err) {
+		if !anyCCF(err) && !errors.Is(err, store.ErrContention) {
 			return classify("dequeue", err)
 		}
-		var left []string
-		for i, r := range rs {
-			if i < len(dims) && !reasonIs(r, "ConditionalCheckFailed") {
-				left = append(left, dims[i])
-			}
-		}
-		dims = left
 	}
-	if len(dims) > 0 {
-		return store.ErrContention
-	}
-	return nil
+	return store.ErrContention
 }

@@ -22,8 +22,12 @@ import (
 // on the version, which every write of the row bumps (a ticket taken, a
 // grant, a release, a Dequeue), so a ticket that slips in ahead in between
 // fails the condition and the acquisition decides again. Dead tickets
-// (expired) are ignored and removed by the next write of the queue (a
-// grant or a ticket taken on the bucket), at most maxPurge at a time. The
+// (expired) are ignored, and removed, at most maxPurge at a time, by the
+// next acquisition or Dequeue that looks at the queue: a grant or a ticket
+// taken removes them in its own write, and a denial that takes no ticket
+// and a Dequeue write the removal, so that a caller whose clock is behind
+// never sees a ticket that another found dead (the memory store's
+// semantics). The
 // map is bounded (WithMaxWaitersPerBucket), since a DynamoDB item holds at
 // most 400 KB.
 
@@ -38,8 +42,8 @@ const DefaultMaxWaitersPerBucket = 1000
 const MaxWaitersPerBucket = 2000
 
 // maxPurge bounds the dead tickets one write removes, which keeps the
-// update expression well under DynamoDB's 4 KB.
-const maxPurge = 40
+// update expression under DynamoDB's 4 KB (about 10 bytes per ticket).
+const maxPurge = 200
 
 // ErrTooManyWaiters is matched by a *WaiterLimitError: a queued
 // acquisition that would take a ticket on a bucket whose waiter queue is
@@ -180,6 +184,18 @@ func grantEdit(bi *bucketItem, id store.LeaseID, now int64) *queueEdit {
 	if _, ok := bi.waiters[id.String()]; ok {
 		q.remove = append(q.remove, id.String())
 	}
+	q.purge(bi, now, "")
+	if q.empty() {
+		return nil
+	}
+	return q
+}
+
+// purgeEdit is the edit that removes bi's dead tickets at now, as every
+// acquisition and dequeue that looks at a queue does (see package
+// memstore); nil when there are none.
+func purgeEdit(bi *bucketItem, now int64) *queueEdit {
+	q := &queueEdit{}
 	q.purge(bi, now, "")
 	if q.empty() {
 		return nil
