@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ontopix/sluice/internal/contract"
@@ -43,6 +45,15 @@ type Client struct {
 	// inProcess reports a store that never blocks (store.InProcess): its
 	// calls need no OpTimeout context.
 	inProcess bool
+	// strategy is how Wait waits (WithWaitStrategy).
+	strategy WaitStrategy
+	// concurrent remembers the dimensions found to be concurrent (a
+	// string key, a bool true), so that Wait queues for them at once
+	// rather than trying a reservation first.
+	concurrent sync.Map
+	// noReserve is set once the store answered that it cannot reserve
+	// (errors.ErrUnsupported): Wait polls from then on.
+	noReserve atomic.Bool
 }
 
 // Contention backoff of the original algorithm: exponential from 25 ms, capped at 200 ms,
@@ -64,6 +75,9 @@ func New(st store.Store, opts ...Option) (*Client, error) {
 	}
 	if c.clock == nil {
 		return nil, invalid("clock", nil, "must not be nil")
+	}
+	if c.strategy > WaitPoll {
+		return nil, invalid("wait_strategy", c.strategy, "must be WaitReserve or WaitPoll")
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
@@ -161,9 +175,13 @@ func (c *Client) decide(ctx context.Context, a *acquisition, items []store.Item,
 	if caller == "" {
 		caller = c.cfg.Caller
 	}
+	id := o.id
+	if id.IsZero() {
+		id = store.NewLeaseID()
+	}
 	a.req = store.AcquireRequest{
-		Items: items, ID: store.NewLeaseID(), Caller: caller, TTL: ttl,
-		Record: o.record, Poll: c.cfg.PollInterval,
+		Items: items, ID: id, Caller: caller, TTL: ttl,
+		Record: o.record, Poll: c.cfg.PollInterval, Queue: o.queue,
 	}
 	a.res.Items = a.results[:0]
 	req, res := &a.req, &a.res
@@ -254,6 +272,13 @@ func (c *Client) opError(ctx context.Context, op string, bound time.Time, err er
 // opContext and opError), retrying it with the contention backoff up to
 // Config.MaxRetries times, and reports a failure to the observer.
 func storeCall[T any](ctx context.Context, c *Client, op string, f func(context.Context) (T, error)) (T, error) {
+	return storeCallExpect(ctx, c, op, f, nil)
+}
+
+// storeCallExpect is storeCall, except that an error expected reports
+// true for is an answer the caller handles, not a store failure: it is
+// returned without being reported to the observer.
+func storeCallExpect[T any](ctx context.Context, c *Client, op string, f func(context.Context) (T, error), expected func(error) bool) (T, error) {
 	for attempt := 0; ; attempt++ {
 		octx, cancel, bound := c.opContext(ctx)
 		v, err := f(octx)
@@ -261,6 +286,9 @@ func storeCall[T any](ctx context.Context, c *Client, op string, f func(context.
 		err = c.opError(ctx, op, bound, err)
 		if err == nil {
 			return v, nil
+		}
+		if expected != nil && expected(err) {
+			return v, err
 		}
 		c.storeFailed(ctx, op, err)
 		if !errors.Is(err, store.ErrContention) || attempt >= c.cfg.MaxRetries {

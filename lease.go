@@ -60,6 +60,23 @@ func (l *Lease) init(c *Client, req *store.AcquireRequest, res *store.AcquireRes
 	}
 }
 
+// initReserved fills a zero Lease from a granted reservation that is
+// valid at validAt by the client's clock: its TTL counts from then.
+func (l *Lease) initReserved(c *Client, req *store.ReserveRequest, res *store.ReserveResult, validAt time.Time) {
+	l.c, l.id, l.recorded, l.caller = c, req.ID, res.Recorded, req.Caller
+	l.createdAt, l.expiresAt = validAt, res.ExpiresAt
+	l.ttl = req.TTL
+	l.setLocalExpiry(validAt.Add(req.TTL))
+	l.items = l.buf[:0]
+	for i, it := range req.Items {
+		cost := it.Cost
+		if i < len(res.Items) {
+			cost = res.Items[i].Cost
+		}
+		l.items = append(l.items, Request{Dimension: it.Dimension, Cost: cost})
+	}
+}
+
 // ID returns the lease's id, a UUID.
 func (l *Lease) ID() string { return l.id.String() }
 
@@ -73,7 +90,9 @@ func (l *Lease) Degraded() bool { return l.degraded }
 // Caller returns the caller name recorded on the lease.
 func (l *Lease) Caller() string { return l.caller }
 
-// CreatedAt returns when the lease was granted.
+// CreatedAt returns when the lease was granted; for a lease that Wait
+// reserved, the instant the reservation became valid (by the client's
+// clock), from which its TTL counts.
 func (l *Lease) CreatedAt() time.Time { return l.createdAt }
 
 // ExpiresAt returns when the lease expires unless extended.

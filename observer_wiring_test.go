@@ -52,13 +52,13 @@ func TestObserverAcquireAndWait(t *testing.T) {
 		if _, err := c.Acquire(ctx, "openai#rpm", sluice.WithCost(100)); err != nil {
 			t.Fatal(err)
 		}
-		// The bucket is empty: Wait retries until the refill (the test
-		// clock is moved by a goroutine while Wait sleeps).
+		// The bucket is empty: a polling Wait retries until the refill
+		// (the test clock is moved by a goroutine while Wait sleeps).
 		go func() {
 			time.Sleep(time.Second)
 			clk.Advance(time.Minute)
 		}()
-		l, err := c.Wait(ctx, []sluice.Request{{Dimension: "openai#rpm", Cost: 1}}, 10*time.Minute)
+		l, err := c.Wait(ctx, []sluice.Request{{Dimension: "openai#rpm", Cost: 1}}, 10*time.Minute, sluice.WithPolling())
 		if err != nil {
 			t.Fatal(err)
 		}

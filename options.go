@@ -3,6 +3,8 @@ package sluice
 import (
 	"log/slog"
 	"time"
+
+	"github.com/ontopix/sluice/store"
 )
 
 // Option configures a Client.
@@ -53,6 +55,12 @@ type acquireOptions struct {
 	caller    string
 	ttl       time.Duration
 	record    bool
+	// polling makes Wait and the calls built on it poll (WithPolling).
+	polling bool
+	// id and queue, when set, make the acquisition take a waiter's ticket
+	// under id (store.AcquireRequest.Queue); the queued wait sets them.
+	id    store.LeaseID
+	queue time.Duration
 }
 
 // WithCost sets the cost of a single-dimension Acquire, in tokens (>= 1).
@@ -72,3 +80,8 @@ func WithTTL(d time.Duration) AcquireOption { return func(o *acquireOptions) { o
 // is concurrent, so that the lease shows in listings and can be settled or
 // extended from another process. Concurrent acquisitions are always recorded.
 func WithRecord() AcquireOption { return func(o *acquireOptions) { o.record = true } }
+
+// WithPolling makes this Wait, Slot or WithSlot poll: ask, sleep the
+// RETRY_IN answer plus jitter, ask again, as WaitPoll does for every call
+// of a client. Acquire and AcquireMany ignore it.
+func WithPolling() AcquireOption { return func(o *acquireOptions) { o.polling = true } }

@@ -7,74 +7,81 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/ontopix/sluice/store"
 )
 
 // releaseTimeout bounds the Release that WithSlot and SlotHandle run after
 // the caller's context may already be done.
 const releaseTimeout = 10 * time.Second
 
-// Wait acquires reqs, waiting out RETRY_IN answers (plus jitter) until they
-// are granted or timeout passes (0 means Config.DefaultSlotTimeout), in which
-// case it returns a *SlotTimeoutError. Errors other than a denial end the
-// wait at once.
+// Wait acquires reqs, all-or-nothing, waiting until they are granted or
+// timeout passes (0 means Config.DefaultSlotTimeout), and returns the
+// lease; the caller releases it.
+//
+// By default (WaitReserve) it waits in line, first come, first served:
+// requests and tokens dimensions are reserved in one store call and Wait
+// sleeps until the reservation is valid, with no further round trip;
+// concurrent dimensions are waited for with a ticket in the store's waiter
+// queue. When the store answers that the wait is longer than the timeout
+// or the context's deadline, Wait returns a *SlotTimeoutError at once and
+// reserves nothing. If ctx ends while Wait sleeps, the reservation is
+// cancelled (its tokens go back to the bucket, less what later
+// reservations relied on) and the ticket removed. With WithPolling, or a
+// client built WithWaitStrategy(WaitPoll), it waits out RETRY_IN answers
+// (plus jitter) instead, and times out only when the timeout has passed.
+// Errors other than a denial end the wait at once.
 func (c *Client) Wait(ctx context.Context, reqs []Request, timeout time.Duration, opts ...AcquireOption) (*Lease, error) {
-	dims := make([]string, len(reqs))
-	for i, r := range reqs {
-		dims[i] = r.Dimension
+	w := &waitCall{timeout: timeout}
+	for _, f := range opts {
+		f(&w.o)
 	}
-	return c.wait(ctx, dims, timeout, func() (Result, error) { return c.AcquireMany(ctx, reqs, opts...) })
+	if len(reqs) == 0 {
+		return nil, invalid("requests", 0, "an acquisition needs at least one dimension")
+	}
+	if len(reqs) > store.MaxItems {
+		return nil, invalid("requests", len(reqs), "at most 16 dimensions per acquisition")
+	}
+	w.dims, w.items = make([]string, len(reqs)), make([]store.Item, len(reqs))
+	for i, r := range reqs {
+		if r.Cost < 1 {
+			return nil, invalid("cost["+r.Dimension+"]", r.Cost, "must be at least 1 token")
+		}
+		w.dims[i], w.items[i] = r.Dimension, store.Item{Dimension: r.Dimension, Cost: r.Cost}
+	}
+	return c.wait(ctx, w)
 }
 
-func (c *Client) wait(ctx context.Context, dims []string, timeout time.Duration, try func() (Result, error)) (*Lease, error) {
+func (c *Client) wait(ctx context.Context, w *waitCall) (*Lease, error) {
 	if c.obs == nil || c.obs.Waited == nil {
-		l, _, err := c.waitLoop(ctx, dims, timeout, try)
-		return l, err
+		return c.waitLoop(ctx, w)
 	}
 	start := time.Now()
-	l, attempts, err := c.waitLoop(ctx, dims, timeout, try)
-	reqs := make([]Request, len(dims))
-	for i, d := range dims {
+	l, err := c.waitLoop(ctx, w)
+	reqs := make([]Request, len(w.dims))
+	for i, d := range w.dims {
 		reqs[i].Dimension = d
 	}
 	if l != nil {
 		reqs = l.Dimensions()
 	}
 	c.obs.Waited(ctx, WaitEvent{
-		Dimensions: reqs, Waited: time.Since(start), Attempts: attempts,
+		Dimensions: reqs, Waited: time.Since(start), Attempts: w.attempts,
 		Granted: l != nil, TimedOut: errors.Is(err, ErrSlotTimeout), Err: err,
 	})
 	return l, err
 }
 
-// waitLoop is wait's loop; it also returns the number of attempts made.
-func (c *Client) waitLoop(ctx context.Context, dims []string, timeout time.Duration, try func() (Result, error)) (*Lease, int, error) {
-	if timeout == 0 {
-		timeout = c.cfg.DefaultSlotTimeout
+// waitLoop checks the timeout and runs the client's wait strategy.
+func (c *Client) waitLoop(ctx context.Context, w *waitCall) (*Lease, error) {
+	if w.timeout == 0 {
+		w.timeout = c.cfg.DefaultSlotTimeout
 	}
-	if timeout < 0 {
-		return nil, 0, invalid("timeout", timeout, "must not be negative")
+	if w.timeout < 0 {
+		return nil, invalid("timeout", w.timeout, "must not be negative")
 	}
-	deadline := c.clock.Now().Add(timeout)
-	for attempt := 1; ; attempt++ {
-		res, err := try()
-		if err != nil {
-			return nil, attempt, err
-		}
-		if res.Granted() {
-			return res.Lease, attempt, nil
-		}
-		left := deadline.Sub(c.clock.Now())
-		if left <= 0 {
-			if c.log.Enabled(ctx, slog.LevelWarn) {
-				c.log.LogAttrs(ctx, slog.LevelWarn, "slot.timeout", slog.Any("dimensions", dims),
-					slog.Duration("timeout", timeout), slog.Int("attempts", attempt), slog.Duration("retry_in", res.RetryIn))
-			}
-			return nil, attempt, &SlotTimeoutError{Dimensions: dims, Timeout: timeout, RetryIn: res.RetryIn, Attempts: attempt}
-		}
-		if err := sleep(ctx, min(jitter(res.RetryIn), left)); err != nil {
-			return nil, attempt, err
-		}
-	}
+	w.deadline = c.clock.Now().Add(w.timeout)
+	return c.strategyLoop(ctx, w)
 }
 
 // jitter spreads retries of callers denied at the same moment: it adds up to
@@ -132,8 +139,13 @@ func (c *Client) SlotMany(ctx context.Context, reqs []Request, timeout time.Dura
 // call (Slot's single dimension without WithCost).
 func (c *Client) waitDefaultCost(ctx context.Context, reqs []Request, timeout time.Duration, opts ...AcquireOption) (*Lease, error) {
 	if len(reqs) == 1 && reqs[0].Cost == 0 {
+		w := &waitCall{timeout: timeout}
+		for _, f := range opts {
+			f(&w.o)
+		}
 		d := reqs[0].Dimension
-		return c.wait(ctx, []string{d}, timeout, func() (Result, error) { return c.Acquire(ctx, d, opts...) })
+		w.dims, w.items = []string{d}, []store.Item{{Dimension: d, Cost: w.o.cost}}
+		return c.wait(ctx, w)
 	}
 	return c.Wait(ctx, reqs, timeout, opts...)
 }

@@ -46,6 +46,56 @@ type Config struct {
 	// Concurrent says some item is a concurrent dimension: leases are
 	// recorded and released after Hold.
 	Concurrent bool `json:"concurrent"`
+	// Classes, when set, replaces Items and Workers: each class's workers
+	// acquire the same dimensions as Items, in the same order, at the
+	// class's own costs.
+	Classes []Class `json:"classes,omitempty"`
+	// Wait is how workers wait: "poll" (the default) or "reserve" (see
+	// sluice.WaitStrategy).
+	Wait string `json:"wait,omitempty"`
+	// Timeout bounds each wait; 0 means DefaultTimeout.
+	Timeout time.Duration `json:"timeout,omitempty"`
+}
+
+// DefaultTimeout is a worker's wait timeout when Config.Timeout is 0.
+const DefaultTimeout = 30 * time.Second
+
+// Class is one kind of request in a run.
+type Class struct {
+	// Name labels the class in the report, e.g. "5000x2".
+	Name string `json:"name"`
+	// Items are its dimensions and costs, in Config.Items' order.
+	Items []store.Item `json:"items"`
+	// Workers is the number of goroutines asking for Items.
+	Workers int `json:"workers"`
+}
+
+// classes returns cfg's classes: Classes, or one class of Items.
+func (cfg Config) classes() []Class {
+	if len(cfg.Classes) > 0 {
+		return cfg.Classes
+	}
+	return []Class{{Name: "all", Items: cfg.Items, Workers: cfg.Workers}}
+}
+
+// TotalWorkers returns the number of workers of cfg's classes.
+func (cfg Config) TotalWorkers() int {
+	n := 0
+	for _, cl := range cfg.classes() {
+		n += cl.Workers
+	}
+	return n
+}
+
+// strategy returns the wait strategy cfg.Wait names.
+func (cfg Config) strategy() (sluice.WaitStrategy, error) {
+	switch cfg.Wait {
+	case "", "poll":
+		return sluice.WaitPoll, nil
+	case "reserve":
+		return sluice.WaitReserve, nil
+	}
+	return 0, fmt.Errorf("benchrun: wait %q: must be poll or reserve", cfg.Wait)
 }
 
 // Event is a compact verify.Event: Unix ms, item index, kind, millitokens.
@@ -67,101 +117,189 @@ type Part struct {
 	Events    []Event   `json:"events"`
 	Start     time.Time `json:"start"`
 	End       time.Time `json:"end"`
+	// Calls counts the store calls the workers made (acquire, reserve,
+	// cancel, dequeue, release), when the client's store was wrapped with
+	// Counters.Wrap.
+	Calls int64 `json:"calls"`
+	// Classes has one entry per class of the run.
+	Classes []ClassPart `json:"classes"`
 }
 
-// Counters are live totals for progress.
-type Counters struct {
-	Granted, Denied, Errors atomic.Int64
+// ClassPart is what one class's workers did.
+type ClassPart struct {
+	Granted  int64 `json:"granted"`
+	Timeouts int64 `json:"timeouts"`
+	// Milli is the cost granted on the first dimension, in millitokens.
+	Milli int64 `json:"milli"`
+	// Calls counts the class's store calls (see Part.Calls).
+	Calls int64 `json:"calls"`
+	// WaitUS lists every granted wait, from the call to the slot, in µs.
+	WaitUS []int64 `json:"wait_us"`
+	// LagUS lists, per grant, how long after its valid instant (the
+	// store's decision time, for a grant without a reservation) the worker
+	// got the slot, in µs.
+	LagUS []int64 `json:"lag_us"`
+	// PerWorker counts each worker's grants.
+	PerWorker []int64 `json:"per_worker"`
 }
 
 // Run runs cfg's workers through c until cfg.Duration passes or ctx is
-// done, and returns their merged log.
+// done, and returns their merged log. Each worker waits for its class's
+// items with c.Wait, with the strategy cfg.Wait names and a timeout of
+// cfg.Timeout, cut to what is left of the run.
 //
-// The end of the run stops the workers from starting new calls; it does
+// The end of the run stops the workers from starting new waits; it does
 // not cut the calls in flight, which finish (within the store's own
 // timeout) and are counted as they come out: a store error then is a store
-// error, and a grant is logged. Only ctx, the caller's, cuts calls, and
-// what it cuts is not counted.
+// error, and a grant is logged. A wait that the run's end cut short is not
+// a timeout. Only ctx, the caller's, cuts calls, and what it cuts is not
+// counted.
 func Run(ctx context.Context, c *sluice.Client, cfg Config, live *Counters) (*Part, error) {
-	if cfg.Workers < 1 || len(cfg.Items) == 0 {
-		return nil, errors.New("benchrun: need at least one worker and one item")
+	classes := cfg.classes()
+	if err := cfg.check(classes); err != nil {
+		return nil, err
 	}
-	for _, it := range cfg.Items {
-		if it.Cost < 1 {
-			return nil, fmt.Errorf("benchrun: item %q: cost %d: must be at least 1 (resolve the bucket's cost per call first)", it.Dimension, it.Cost)
-		}
+	strat, err := cfg.strategy()
+	if err != nil {
+		return nil, err
 	}
 	if live == nil {
 		live = &Counters{}
 	}
+	calls0, denied0, lat0 := live.Calls.Load(), live.Denied.Load(), live.latencies()
 	end, cancel := context.WithTimeout(ctx, cfg.Duration)
 	defer cancel()
-	parts := make([]*Part, cfg.Workers)
+	calls := make([]atomic.Int64, len(classes))
+	var parts []*Part
 	var wg sync.WaitGroup
 	start := time.Now()
-	for i := range cfg.Workers {
-		parts[i] = &Part{}
-		wg.Go(func() { worker(ctx, end, c, cfg, parts[i], live) })
+	for k, cl := range classes {
+		wctx := context.WithValue(ctx, classKey{}, &calls[k])
+		for range cl.Workers {
+			p := &Part{Classes: []ClassPart{{PerWorker: []int64{0}}}}
+			parts = append(parts, p)
+			wg.Go(func() { worker(wctx, end, c, cfg, strat, cl, p, live) })
+		}
 	}
 	wg.Wait()
-	out := &Part{Start: start, End: time.Now()}
-	for _, p := range parts {
-		out.Granted += p.Granted
-		out.Denied += p.Denied
-		out.Errors += p.Errors
-		if out.FirstErr == "" {
-			out.FirstErr = p.FirstErr
+	out := &Part{Start: start, End: time.Now(), Classes: make([]ClassPart, len(classes))}
+	i := 0
+	for k, cl := range classes {
+		cp := &out.Classes[k]
+		cp.Calls = calls[k].Load()
+		for range cl.Workers {
+			p := parts[i]
+			i++
+			out.Granted += p.Granted
+			out.Errors += p.Errors
+			if out.FirstErr == "" {
+				out.FirstErr = p.FirstErr
+			}
+			out.Events = append(out.Events, p.Events...)
+			w := p.Classes[0]
+			cp.Granted += w.Granted
+			cp.Timeouts += w.Timeouts
+			cp.Milli += w.Milli
+			cp.WaitUS = append(cp.WaitUS, w.WaitUS...)
+			cp.LagUS = append(cp.LagUS, w.LagUS...)
+			cp.PerWorker = append(cp.PerWorker, w.Granted)
 		}
-		out.LatencyUS = append(out.LatencyUS, p.LatencyUS...)
-		out.Events = append(out.Events, p.Events...)
 	}
+	out.Calls = live.Calls.Load() - calls0
+	out.Denied = live.Denied.Load() - denied0
+	out.LatencyUS = live.latencies()[len(lat0):]
 	return out, nil
 }
 
-// worker acquires in a loop, waiting out RETRY_IN answers, until end is
-// done. Its store calls run under ctx, which the run's end does not cut.
-// Contention is retried by the Client; what it gives up on is a RETRY_IN.
-func worker(ctx, end context.Context, c *sluice.Client, cfg Config, p *Part, live *Counters) {
-	reqs := make([]sluice.Request, len(cfg.Items))
-	for i, it := range cfg.Items {
+// check validates cfg and its classes.
+func (cfg Config) check(classes []Class) error {
+	if len(cfg.Items) == 0 {
+		return errors.New("benchrun: need at least one item")
+	}
+	for _, cl := range classes {
+		if cl.Workers < 1 {
+			return fmt.Errorf("benchrun: class %q: need at least one worker", cl.Name)
+		}
+		if len(cl.Items) != len(cfg.Items) {
+			return fmt.Errorf("benchrun: class %q: %d items, want the run's %d", cl.Name, len(cl.Items), len(cfg.Items))
+		}
+		for i, it := range cl.Items {
+			if it.Dimension != cfg.Items[i].Dimension {
+				return fmt.Errorf("benchrun: class %q: item %d is %q, want %q", cl.Name, i, it.Dimension, cfg.Items[i].Dimension)
+			}
+			if it.Cost < 1 {
+				return fmt.Errorf("benchrun: item %q: cost %d: must be at least 1 (resolve the bucket's cost per call first)", it.Dimension, it.Cost)
+			}
+		}
+	}
+	return nil
+}
+
+// worker waits for cl's items in a loop until end is done. Its store
+// calls run under ctx, which the run's end does not cut. p holds one
+// ClassPart, the worker's own.
+func worker(ctx, end context.Context, c *sluice.Client, cfg Config, strat sluice.WaitStrategy, cl Class, p *Part, live *Counters) {
+	reqs := make([]sluice.Request, len(cl.Items))
+	for i, it := range cl.Items {
 		reqs[i] = sluice.Request{Dimension: it.Dimension, Cost: it.Cost}
 	}
 	opts := []sluice.AcquireOption{sluice.WithCaller("sluice-bench"), sluice.WithTTL(cfg.TTL)}
 	if cfg.Concurrent {
 		opts = append(opts, sluice.WithRecord())
 	}
+	if strat == sluice.WaitPoll {
+		opts = append(opts, sluice.WithPolling())
+	}
+	timeout := cfg.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	deadline, _ := end.Deadline()
+	cp := &p.Classes[0]
 	var offLo int64 // lower bound of store clock − worker clock, in ms
 	haveOff := false
 	for end.Err() == nil {
+		to, cut := timeout, false
+		if left := time.Until(deadline).Truncate(time.Millisecond); left < to {
+			to, cut = left, true
+		}
+		if to <= 0 {
+			return
+		}
 		c0 := time.Now()
-		res, err := c.AcquireMany(ctx, reqs, opts...)
+		l, err := c.Wait(ctx, reqs, to, opts...)
 		c1 := time.Now()
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return
+		case errors.Is(err, sluice.ErrSlotTimeout) && cut:
+			return // the run ends before a slot would come
+		case errors.Is(err, sluice.ErrSlotTimeout):
+			cp.Timeouts++
+			continue
 		case err != nil:
 			p.fail(live, err.Error())
 			pause(end, 10*time.Millisecond)
 			continue
 		}
-		p.LatencyUS = append(p.LatencyUS, c1.Sub(c0).Microseconds())
-		if !res.Granted() {
-			p.Denied++
-			live.Denied.Add(1)
-			pause(end, max(res.RetryIn, time.Millisecond))
-			continue
-		}
 		p.Granted++
 		live.Granted.Add(1)
-		tg := res.Lease.ExpiresAt().Add(-cfg.TTL).UnixMilli()
+		// The store's valid instant: its decision time, or a reservation's
+		// valid instant (the lease's TTL counts from it).
+		tg := l.ExpiresAt().Add(-cfg.TTL).UnixMilli()
 		if o := tg - c1.UnixMilli(); !haveOff || o > offLo {
 			offLo, haveOff = o, true
 		}
-		for i, d := range res.Dimensions {
+		dims := l.Dimensions()
+		cp.Granted++
+		cp.Milli += dims[0].Cost * bucket.Milli
+		cp.WaitUS = append(cp.WaitUS, c1.Sub(c0).Microseconds())
+		cp.LagUS = append(cp.LagUS, c1.Sub(time.UnixMilli(tg)).Microseconds())
+		for i, d := range dims {
 			p.Events = append(p.Events, Event{T: tg, I: i, K: verify.Grant, M: d.Cost * bucket.Milli})
 		}
 		if cfg.Concurrent {
-			release(ctx, c, cfg, res.Lease.ID(), offLo, p, live)
+			release(ctx, c, cfg, l.ID(), offLo, p, live)
 		}
 	}
 }

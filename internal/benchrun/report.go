@@ -26,14 +26,37 @@ type Report struct {
 	Max        jsonout.Duration `json:"max"`
 	Slack      jsonout.Duration `json:"slack"`
 	Events     int              `json:"events"`
-	Verdict    *verify.Report   `json:"verdict"`
-	OK         bool             `json:"ok"`
+	// Wait is the workers' wait strategy, poll or reserve.
+	Wait string `json:"wait"`
+	// Timeouts counts waits that ended with a slot timeout.
+	Timeouts int64 `json:"timeouts"`
+	// Calls counts the workers' store calls; CallsPerGrant divides them
+	// by the grants.
+	Calls         int64          `json:"store_calls"`
+	CallsPerGrant float64        `json:"store_calls_per_grant"`
+	Classes       []ClassReport  `json:"classes"`
+	Verdict       *verify.Report `json:"verdict"`
+	OK            bool           `json:"ok"`
 }
 
-// Merge verifies the parts against buckets (in the order of the items the
-// parts index). slack widens every window for logs from disagreeing clocks.
-func Merge(parts []*Part, buckets []store.Bucket, items []store.Item, workers int, slack time.Duration) (*Report, error) {
-	r := &Report{Processes: len(parts), Workers: workers, Slack: jsonout.Duration(slack)}
+// Merge verifies the parts of a run of cfg against buckets (in the order
+// of cfg.Items, which the parts index). slack widens every window for logs
+// from disagreeing clocks.
+func Merge(parts []*Part, buckets []store.Bucket, cfg Config, slack time.Duration) (*Report, error) {
+	items := cfg.Items
+	workers := 0
+	for _, cl := range cfg.classes() {
+		workers += cl.Workers
+	}
+	wait := cfg.Wait
+	if wait == "" {
+		wait = "poll"
+	}
+	r := &Report{Processes: len(parts), Workers: workers, Slack: jsonout.Duration(slack), Wait: wait}
+	r.Classes = classReports(parts, cfg)
+	for _, c := range r.Classes {
+		r.Timeouts += c.Timeouts
+	}
 	var lat []int64
 	var evs []verify.Event
 	var start, end time.Time
@@ -41,6 +64,7 @@ func Merge(parts []*Part, buckets []store.Bucket, items []store.Item, workers in
 		r.Granted += p.Granted
 		r.Denied += p.Denied
 		r.Errors += p.Errors
+		r.Calls += p.Calls
 		if r.FirstErr == "" {
 			r.FirstErr = p.FirstErr
 		}
@@ -64,6 +88,9 @@ func Merge(parts []*Part, buckets []store.Bucket, items []store.Item, workers in
 		return rank(a.Kind) - rank(b.Kind)
 	})
 	r.Events = len(evs)
+	if r.Granted > 0 {
+		r.CallsPerGrant = float64(r.Calls) / float64(r.Granted)
+	}
 	r.Elapsed = jsonout.Duration(end.Sub(start))
 	if r.Elapsed > 0 {
 		r.Throughput = float64(r.Granted) / r.Elapsed.D().Seconds()

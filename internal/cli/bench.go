@@ -34,6 +34,8 @@ type benchOptions struct {
 	dims               []string
 	limits, output     string
 	reset              bool
+	mix, wait          string
+	timeout            time.Duration
 }
 
 func newBenchCmd(g *globals) *cobra.Command {
@@ -55,8 +57,18 @@ gives throughput, p50/p99/max acquire latency, per dimension utilisation
 excess over the limit in any window). The exit code is 1 if a limit was
 exceeded.
 
+--wait reserve makes workers wait in line (reservations for requests and
+tokens, the waiter queue for concurrent slots; a wait longer than --timeout
+fails at once); --wait poll (the default) asks, sleeps RETRY_IN plus jitter
+and asks again; --wait both runs poll, then reserve, and reports both.
+--mix 200x20,5000x2 runs classes of requests of different sizes on the one
+--dimension (20 workers asking for 200 tokens, 2 for 5000) and reports per
+class grants, share of tokens, wait p50/p99/max, timeouts, store calls per
+grant, and how each class fared against a strict first-come-first-served
+queue.
+
 --limits FILE creates the buckets first (apply --reset); --reset refills the
-named buckets before the run. On memory:// the workers run in this process
+named buckets before the run (and before each run of --wait both). On memory:// the workers run in this process
 (--processes must be 1). With Redis's own clock every process shares one
 clock; with caller_clock=true, --slack widens the windows (default 10ms).`,
 		Example: `  sluice bench --store redis://127.0.0.1:6379/0 --limits docs/examples/limits.yaml \
@@ -75,6 +87,9 @@ clock; with caller_clock=true, --slack widens the windows (default 10ms).`,
 	f.DurationVar(&o.hold, "hold", 20*time.Millisecond, "how long a lease with a concurrent dimension is held")
 	f.DurationVar(&o.slack, "slack", -1, "clock disagreement allowed between processes (default 0 on a shared store clock, else 10ms)")
 	f.StringVarP(&o.output, "output", "o", "table", "report format: table or json")
+	f.StringVar(&o.mix, "mix", "", "classes COSTxWORKERS[,COSTxWORKERS]... on the one --dimension, e.g. 200x20,5000x2 (replaces --workers)")
+	f.StringVar(&o.wait, "wait", "poll", "how workers wait: poll, reserve, or both (one run of each, compared)")
+	f.DurationVar(&o.timeout, "timeout", benchrun.DefaultTimeout, "each wait's timeout")
 	return cmd
 }
 
@@ -132,25 +147,19 @@ func runBench(cmd *cobra.Command, g *globals, o benchOptions) error {
 	}
 	if o.output == "table" {
 		fmt.Fprintf(errw, "sluice bench: %d process(es) × %d workers for %s on %s, acquiring %v\n",
-			o.processes, o.workers, o.duration, op.Redacted, o.dims)
+			o.processes, cfg.TotalWorkers(), o.duration, op.Redacted, o.dims)
 	}
-	var parts []*benchrun.Part
-	if op.Kind == "memory" {
-		parts, err = benchInProcess(ctx, g, op.Store, log, o, cfg, errw)
-	} else {
-		parts, err = runChildren(ctx, g, o, cfg, errw)
+	run := func(cfg benchrun.Config) ([]*benchrun.Part, error) {
+		if op.Kind == "memory" {
+			return benchInProcess(ctx, g, op.Store, log, o, cfg, errw)
+		}
+		return runChildren(ctx, g, o, cfg, errw)
 	}
+	reps, err := runWaits(ctx, c, o, cfg, states, slack, run)
 	if err != nil {
 		return err
 	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("bench interrupted: %w", err)
-	}
-	rep, err := benchrun.Merge(parts, buckets, cfg.Items, o.workers, slack)
-	if err != nil {
-		return err
-	}
-	return reportBench(cmd, o, rep, op.Redacted)
+	return reportBench(cmd, o, reps, op.Redacted)
 }
 
 // validate checks bench's flags.
@@ -166,6 +175,12 @@ func (o *benchOptions) validate() error {
 		return usagef("name what to acquire with --dimension DIM[:COST]")
 	case o.hold < 0:
 		return usagef("--hold %s: must not be negative", o.hold)
+	case o.wait != "poll" && o.wait != "reserve" && o.wait != "both":
+		return usagef("--wait %q: must be poll, reserve or both", o.wait)
+	case o.timeout < time.Millisecond || o.timeout > store.MaxReserveWait:
+		return usagef("--timeout %s: must be between 1ms and %s", o.timeout, store.MaxReserveWait)
+	case o.mix != "" && len(o.dims) != 1:
+		return usagef("--mix: name exactly one --dimension (its costs come from the mix), not %d", len(o.dims))
 	}
 	return outputFlag(o.output)
 }
@@ -175,7 +190,14 @@ func (o *benchOptions) validate() error {
 // costs its bucket's cost per call), and the buckets it acquires from as
 // they were before the run.
 func prepareBench(ctx context.Context, c *sluice.Client, o benchOptions, items []store.Item) (benchrun.Config, []sluice.BucketState, error) {
-	cfg := benchrun.Config{Items: items, Workers: o.workers, Duration: o.duration, Hold: o.hold, TTL: time.Minute}
+	cfg := benchrun.Config{Items: items, Workers: o.workers, Duration: o.duration, Hold: o.hold, TTL: time.Minute, Timeout: o.timeout}
+	if o.mix != "" {
+		classes, err := benchrun.ParseMix(o.mix, items[0].Dimension)
+		if err != nil {
+			return cfg, nil, usagef("%v", err)
+		}
+		cfg.Classes = classes
+	}
 	if o.limits != "" {
 		lf, err := limitsfile.Load(o.limits)
 		if err != nil {
@@ -212,11 +234,11 @@ func prepareBench(ctx context.Context, c *sluice.Client, o benchOptions, items [
 // benchInProcess runs the workers in this process, through a recorder that
 // serialises the store so that decision order and decision time agree.
 func benchInProcess(ctx context.Context, g *globals, st store.Store, log *slog.Logger, o benchOptions, cfg benchrun.Config, errw io.Writer) ([]*benchrun.Part, error) {
-	c, err := g.client(recorder.New(st), log)
+	var live benchrun.Counters
+	c, err := g.client(live.Wrap(recorder.New(st)), log)
 	if err != nil {
 		return nil, err
 	}
-	var live benchrun.Counters
 	stop := progress(ctx, errw, o, func() progressLine {
 		return progressLine{live.Granted.Load(), live.Denied.Load(), live.Errors.Load()}
 	})
@@ -228,22 +250,47 @@ func benchInProcess(ctx context.Context, g *globals, st store.Store, log *slog.L
 	return []*benchrun.Part{p}, nil
 }
 
-// reportBench prints the report and turns its verdict into the exit code.
-func reportBench(cmd *cobra.Command, o benchOptions, rep *benchrun.Report, where string) error {
+// reportBench prints the reports (one per --wait run) and turns their
+// verdicts into the exit code.
+func reportBench(cmd *cobra.Command, o benchOptions, reps []*benchrun.Report, where string) error {
 	var err error
-	if o.output == "json" {
-		err = writeJSON(cmd.OutOrStdout(), rep)
-	} else {
-		err = writeBench(cmd.OutOrStdout(), rep, where)
+	switch {
+	case o.output == "json" && len(reps) == 1:
+		err = writeJSON(cmd.OutOrStdout(), reps[0])
+	case o.output == "json":
+		both := map[string]*benchrun.Report{}
+		for _, r := range reps {
+			both[r.Wait] = r
+		}
+		err = writeJSON(cmd.OutOrStdout(), both)
+	default:
+		for _, r := range reps {
+			if err = writeBench(cmd.OutOrStdout(), r, where); err != nil {
+				break
+			}
+		}
+		if err == nil && len(reps) > 1 {
+			err = writeComparison(cmd.OutOrStdout(), reps)
+		}
 	}
 	if err != nil {
 		return err
 	}
-	if !rep.OK {
-		return fmt.Errorf("limit exceeded: %s", exceeded(rep.Verdict))
+	which := func(rep *benchrun.Report) string {
+		if len(reps) > 1 {
+			return " (--wait " + rep.Wait + ")"
+		}
+		return ""
 	}
-	if rep.Errors > 0 {
-		return fmt.Errorf("%d store errors during the run; first: %s", rep.Errors, rep.FirstErr)
+	for _, rep := range reps {
+		if !rep.OK {
+			return fmt.Errorf("limit exceeded%s: %s", which(rep), exceeded(rep.Verdict))
+		}
+	}
+	for _, rep := range reps {
+		if rep.Errors > 0 {
+			return fmt.Errorf("%d store errors during the run%s; first: %s", rep.Errors, which(rep), rep.FirstErr)
+		}
 	}
 	return nil
 }

@@ -42,11 +42,11 @@ func newBenchChildCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer op.Close()
-			c, err := g.client(op.Store, log)
+			var live benchrun.Counters
+			c, err := g.client(live.Wrap(op.Store), log)
 			if err != nil {
 				return err
 			}
-			var live benchrun.Counters
 			done := make(chan struct{})
 			var wg sync.WaitGroup
 			w := cmd.OutOrStdout()

@@ -12,9 +12,21 @@ import (
 
 // writeBench prints the bench report.
 func writeBench(w io.Writer, r *benchrun.Report, where string) error {
-	fmt.Fprintf(w, "\n%d process(es) × %d workers on %s ran %.1fs\n", r.Processes, r.Workers, where, r.Elapsed.D().Seconds())
-	fmt.Fprintf(w, "acquisitions: %d granted (%.1f/s), %d RETRY_IN, %d errors\n", r.Granted, r.Throughput, r.Denied, r.Errors)
-	fmt.Fprintf(w, "acquire latency: p50 %s, p99 %s, max %s (%d calls)\n\n", lat(r.P50.D()), lat(r.P99.D()), lat(r.Max.D()), r.Acquires)
+	fmt.Fprintf(w, "\n%d process(es) × %d workers on %s ran %.1fs, waiting with --wait %s\n", r.Processes, r.Workers, where, r.Elapsed.D().Seconds(), r.Wait)
+	fmt.Fprintf(w, "acquisitions: %d granted (%.1f/s), %d RETRY_IN, %d timeouts, %d errors\n", r.Granted, r.Throughput, r.Denied, r.Timeouts, r.Errors)
+	fmt.Fprintf(w, "store calls: %d (%.2f per grant)\n", r.Calls, r.CallsPerGrant)
+	fmt.Fprintf(w, "decision latency: p50 %s, p99 %s, max %s (%d acquire and reserve calls)\n\n", lat(r.P50.D()), lat(r.P99.D()), lat(r.Max.D()), r.Acquires)
+	if len(r.Classes) == 1 {
+		c := r.Classes[0]
+		fmt.Fprintf(w, "wait for a slot: p50 %s, p99 %s, max %s; lag after the valid instant: p50 %s, p99 %s, max %s\n\n",
+			lat(c.WaitP50.D()), lat(c.WaitP99.D()), lat(c.WaitMax.D()), lat(c.LagP50.D()), lat(c.LagP99.D()), lat(c.LagMax.D()))
+	}
+	if err := writeClasses(w, r); err != nil {
+		return err
+	}
+	if len(r.Classes) > 1 {
+		fmt.Fprintln(w)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "DIMENSION\tLIMIT\tGRANTS\tUSED\tALLOWED\tUTILISATION\tMAX IN ANY WINDOW\tOVER-ADMISSION\tVERDICT")
 	for _, d := range r.Verdict.Dimensions {

@@ -2,10 +2,12 @@
 // the exact time the store applied them, every grant, settlement and release,
 // as a log for package verify.
 //
-// The recorder serialises Acquire, Adjust and Release behind one mutex and
-// hands the store a clock that never runs backwards (the caller's time, or
-// the previous operation's if that is later), so the log's order and
-// timestamps are the store's own. That costs throughput, not correctness: it
+// The recorder serialises Acquire, Reserve, Cancel, Adjust and Release
+// behind one mutex and hands the store a clock that never runs backwards
+// (the caller's time, or the previous operation's if that is later), so
+// the log's order and timestamps are the store's own. A reservation is
+// logged as a grant at its valid instant, when its tokens are used, and a
+// cancellation as a refund of what it gave back, at the same instant. That costs throughput, not correctness: it
 // is meant for the demo and for tests, within one process and over a store
 // that uses the time it is given (memstore). Reconcile is refused while
 // recording, because it would reclaim leases without a release event;
@@ -30,8 +32,9 @@ import (
 // would make the log incomplete.
 var ErrReconcile = errors.New("recorder: reconcile is not allowed while recording")
 
-// Store is a recording store.Store. Operations other than Acquire, Adjust,
-// Release and Reconcile go straight to the wrapped store.
+// Store is a recording store.Store. Operations other than Acquire,
+// Reserve, Cancel, Adjust, Release and Reconcile go straight to the
+// wrapped store.
 type Store struct {
 	store.Store
 
@@ -39,6 +42,9 @@ type Store struct {
 	last   int64 // ms of the latest operation
 	events []verify.Event
 	dims   map[string]*Counts
+	// pending maps the reservations not yet valid to their valid instant,
+	// so that a cancellation's refund is logged at it.
+	pending map[store.LeaseID]time.Time
 }
 
 // Counts are live per-dimension counters, for progress displays.

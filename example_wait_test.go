@@ -1,0 +1,46 @@
+package sluice_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/store/memstore"
+)
+
+// Wait reserves: when the store answers that the tokens come back later
+// than the caller is willing to wait, it fails at once and reserves
+// nothing.
+func ExampleClient_Wait() {
+	ctx := context.Background()
+	client, _ := sluice.New(memstore.New(), sluice.WithClock(fixedClock()))
+	_ = client.PutBucket(ctx, sluice.Bucket{Name: "openai#tpm", Config: sluice.PerMinute(sluice.Tokens, 30_000)})
+	_, _ = client.Acquire(ctx, "openai#tpm", sluice.WithCost(30_000)) // drain it
+
+	_, err := client.Wait(ctx, []sluice.Request{{Dimension: "openai#tpm", Cost: 10_000}}, 5*time.Second)
+	var te *sluice.SlotTimeoutError
+	if errors.As(err, &te) {
+		fmt.Println("no slot within", te.Timeout, "- the wait is", te.RetryIn, "after", te.Attempts, "attempt")
+	}
+	// Output:
+	// no slot within 5s - the wait is 20s after 1 attempt
+}
+
+// WithWaitStrategy(WaitPoll) makes a client wait the way it did before
+// reservations: ask, sleep the RETRY_IN answer plus jitter, ask again.
+func ExampleWithWaitStrategy() {
+	ctx := context.Background()
+	client, _ := sluice.New(memstore.New(), sluice.WithWaitStrategy(sluice.WaitPoll))
+	_ = client.PutBucket(ctx, sluice.Bucket{Name: "openai#rpm", Config: sluice.PerMinute(sluice.Requests, 500)})
+
+	l, err := client.Wait(ctx, []sluice.Request{{Dimension: "openai#rpm", Cost: 1}}, time.Second)
+	if err != nil {
+		panic(err)
+	}
+	defer l.Release(ctx)
+	fmt.Println("granted, strategy", sluice.WaitPoll)
+	// Output:
+	// granted, strategy poll
+}

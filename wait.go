@@ -1,0 +1,385 @@
+package sluice
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/ontopix/sluice/store"
+)
+
+// WaitStrategy is how Wait, Slot, SlotMany, WithSlot and WithSlotMany wait
+// for a slot. The zero value is WaitReserve.
+type WaitStrategy uint8
+
+const (
+	// WaitReserve, the default, waits in line. Requests and tokens
+	// dimensions are reserved in one store call: the store debits them now
+	// and answers the instant the reservation becomes valid, the client
+	// sleeps until then and returns the lease without asking again, and a
+	// wait longer than the timeout (or the context's deadline) fails at once
+	// with a *SlotTimeoutError, reserving nothing. Concurrent dimensions are
+	// waited for with a ticket in the store's waiter queue, served first
+	// come, first served, and renewed while the caller waits.
+	WaitReserve WaitStrategy = iota
+	// WaitPoll asks, sleeps the RETRY_IN answer plus jitter, and asks again
+	// until granted or the timeout passes: whoever asks first after a
+	// refill wins, and a large request can be overtaken by small ones for
+	// as long as they keep coming.
+	WaitPoll
+)
+
+// String returns "reserve" or "poll".
+func (s WaitStrategy) String() string {
+	switch s {
+	case WaitReserve:
+		return "reserve"
+	case WaitPoll:
+		return "poll"
+	}
+	return "WaitStrategy(" + strconv.Itoa(int(s)) + ")"
+}
+
+// WithWaitStrategy sets how the client's waits wait (default WaitReserve);
+// WithPolling overrides it for one call.
+func WithWaitStrategy(s WaitStrategy) Option { return func(cl *Client) { cl.strategy = s } }
+
+// waitCall is one Wait: what it asks for and how it went.
+type waitCall struct {
+	dims    []string
+	items   []store.Item // costs in tokens; 0 means the cost per call
+	o       acquireOptions
+	timeout time.Duration
+	// deadline is the end of the timeout by the client's clock.
+	deadline time.Time
+	attempts int
+	// retryIn is the last wait the store answered.
+	retryIn time.Duration
+}
+
+// queueTTL is the life of a waiter's ticket: three poll intervals, from
+// 30 ms to store.MaxQueueTTL. A waiter renews it every third of that, so
+// a live waiter keeps its place through one lost renewal, and a dead one
+// blocks the queue for at most this long.
+func (c *Client) queueTTL() time.Duration {
+	return min(max(3*c.cfg.PollInterval, 30*time.Millisecond), store.MaxQueueTTL)
+}
+
+// strategyLoop runs w with the client's strategy, or polling when the call
+// asked for it.
+func (c *Client) strategyLoop(ctx context.Context, w *waitCall) (*Lease, error) {
+	if c.strategy == WaitPoll || w.o.polling || c.noReserve.Load() {
+		return c.pollLoop(ctx, w)
+	}
+	return c.reserveLoop(ctx, w)
+}
+
+// attempt makes one acquisition of w's items with options o.
+func (c *Client) attempt(ctx context.Context, w *waitCall, o *acquireOptions) (Result, error) {
+	a := new(acquisition)
+	a.opts = *o
+	return c.acquire(ctx, a, append(a.items[:0], w.items...), &a.opts)
+}
+
+// pollLoop waits out RETRY_IN answers, plus jitter, until a grant or the
+// timeout.
+func (c *Client) pollLoop(ctx context.Context, w *waitCall) (*Lease, error) {
+	for {
+		w.attempts++
+		res, err := c.attempt(ctx, w, &w.o)
+		if err != nil {
+			return nil, err
+		}
+		if res.Granted() {
+			return res.Lease, nil
+		}
+		w.retryIn = res.RetryIn
+		left := w.deadline.Sub(c.clock.Now())
+		if left <= 0 {
+			return nil, c.timeoutError(ctx, w)
+		}
+		if err := sleep(ctx, min(jitter(res.RetryIn), left)); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// left returns how long w may still wait: until its deadline or the
+// context's, whichever comes first.
+func (c *Client) left(ctx context.Context, w *waitCall) time.Duration {
+	left := w.deadline.Sub(c.clock.Now())
+	if d, ok := ctx.Deadline(); ok {
+		left = min(left, time.Until(d))
+	}
+	return left
+}
+
+// reserveLoop reserves w's items, or queues for them when one is
+// concurrent.
+func (c *Client) reserveLoop(ctx context.Context, w *waitCall) (*Lease, error) {
+	for attempt := 0; ; attempt++ {
+		if c.anyConcurrent(w.items) {
+			return c.queueLoop(ctx, w)
+		}
+		if ctx.Err() != nil {
+			return nil, context.Cause(ctx)
+		}
+		left := c.left(ctx, w)
+		if left <= 0 {
+			return nil, c.timeoutError(ctx, w)
+		}
+		maxWait := min(left.Truncate(time.Millisecond), store.MaxReserveWait)
+		w.attempts++
+		l, wait, err := c.reserve(ctx, w, maxWait)
+		switch {
+		case errors.Is(err, errors.ErrUnsupported):
+			// A store without reservations: poll, from now on.
+			w.attempts--
+			c.noReserve.Store(true)
+			return c.pollLoop(ctx, w)
+		case c.notReservable(w, err):
+			// A concurrent dimension: wait in its queue instead. The
+			// refusal was no acquisition attempt.
+			w.attempts--
+			return c.queueLoop(ctx, w)
+		case errors.Is(err, store.ErrContention):
+			wait = backoff(attempt)
+		case err != nil:
+			return nil, err
+		case l != nil:
+			return l, nil
+		case wait > left || (wait > maxWait && maxWait < store.MaxReserveWait):
+			// Fail fast: the wait is longer than the caller accepts.
+			w.retryIn = wait
+			return nil, c.timeoutError(ctx, w)
+		case wait > maxWait:
+			// A timeout above store.MaxReserveWait: come back when the wait
+			// fits in one reservation.
+			wait -= maxWait
+		}
+		// A debt bound (bucket.MinBalance) or contention: ask again later.
+		w.retryIn = wait
+		if err := sleep(ctx, min(wait, left)); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// reserve makes one reservation of w's items that waits at most maxWait.
+// Granted, it sleeps until the reservation is valid and returns the
+// lease; the reservation is cancelled if ctx ends first. Denied, it
+// returns the store's wait.
+func (c *Client) reserve(ctx context.Context, w *waitCall, maxWait time.Duration) (*Lease, time.Duration, error) {
+	o := &w.o
+	req := &store.ReserveRequest{
+		Items: w.items, ID: store.NewLeaseID(), Caller: c.callerOf(o), TTL: c.ttlOf(o),
+		MaxWait: maxWait, Record: o.record,
+	}
+	res := new(store.ReserveResult)
+	start := time.Now()
+	_, err := storeCallExpect(ctx, c, "reserve", func(ctx context.Context) (struct{}, error) {
+		req.Now = c.clock.Now()
+		return struct{}{}, c.st.Reserve(ctx, req, res)
+	}, func(err error) bool { return c.notReservable(w, err) || errors.Is(err, errors.ErrUnsupported) })
+	switch {
+	case err == nil:
+	case errors.Is(err, store.ErrUnavailable) && c.cfg.FailurePolicy == FailOpen && !callerDone(ctx):
+		a := new(acquisition)
+		a.req = store.AcquireRequest{Now: req.Now, Items: append(a.items[:0], w.items...), ID: req.ID, Caller: req.Caller, TTL: req.TTL}
+		r := c.degraded(ctx, a, err)
+		c.reserved(ctx, req, res, true, start, nil)
+		return r.Lease, 0, nil
+	case callerDone(ctx) && !errors.Is(err, store.ErrInvalid):
+		err = errors.Join(callerCause(ctx), err)
+	}
+	if c.notReservable(w, err) || errors.Is(err, errors.ErrUnsupported) {
+		return nil, 0, err
+	}
+	c.reserved(ctx, req, res, false, start, err)
+	if err != nil || !res.Granted {
+		return nil, res.Wait, err
+	}
+	validAt := req.Now.Add(res.Wait)
+	if d := validAt.Sub(c.clock.Now()); d > 0 {
+		if err := sleep(ctx, d); err != nil {
+			c.cancelReservation(ctx, req, res)
+			return nil, 0, err
+		}
+	}
+	l := new(Lease)
+	l.initReserved(c, req, res, validAt)
+	return l, res.Wait, nil
+}
+
+// reserved reports a reservation decision to the observer and the log.
+func (c *Client) reserved(ctx context.Context, req *store.ReserveRequest, res *store.ReserveResult, degraded bool, start time.Time, err error) {
+	if o := c.obs; o != nil && o.Acquired != nil {
+		ev := AcquireEvent{Dimensions: requests(req.Items), Degraded: degraded, Duration: time.Since(start), Err: err}
+		switch {
+		case err != nil:
+		case degraded || res.Granted:
+			ev.Outcome = Granted
+		default:
+			ev.Outcome, ev.RetryIn = RetryIn, res.Wait
+		}
+		if err == nil && !degraded {
+			ev.Results = dimensionResults(nil, res.Items)
+		}
+		o.Acquired(ctx, ev)
+	}
+	if err == nil && !degraded && res.Granted {
+		c.event(ctx, slog.LevelDebug, "acquire.reserved", req.Items, slog.Duration("wait", res.Wait), slog.Bool("recorded", res.Recorded))
+	}
+}
+
+// cancelReservation gives back a reservation its waiter gave up on before
+// it became valid. It runs even when ctx is done, bounded by
+// releaseTimeout; a failure is logged, and the tokens stay consumed.
+func (c *Client) cancelReservation(ctx context.Context, req *store.ReserveRequest, res *store.ReserveResult) {
+	creq := store.CancelRequest{Now: c.clock.Now(), ID: req.ID, Recorded: res.Recorded, Hint: req.Items[0].Dimension}
+	if !res.Recorded {
+		creq.Items = make([]store.Item, len(req.Items))
+		for i, it := range req.Items {
+			creq.Items[i] = store.Item{Dimension: it.Dimension, Cost: res.Items[i].Cost}
+		}
+		creq.ValidAt = res.ValidAt
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	_, err := storeCall(cctx, c, "cancel", func(ctx context.Context) (store.CancelResult, error) {
+		return c.st.Cancel(ctx, creq)
+	})
+	if err != nil {
+		c.event(ctx, slog.LevelWarn, "slot.cancel_failed", req.Items, slog.String("error", err.Error()))
+		return
+	}
+	c.event(ctx, slog.LevelDebug, "slot.cancelled", req.Items)
+}
+
+// queueLoop waits for w's items in the waiter queues of its concurrent
+// dimensions: every attempt takes or renews the ticket, at most a third of
+// its life apart. At the head of every queue with the slots free, a
+// time-based wait longer than the caller accepts fails at once. Giving up
+// removes the tickets.
+func (c *Client) queueLoop(ctx context.Context, w *waitCall) (*Lease, error) {
+	o := w.o
+	o.id, o.queue = store.NewLeaseID(), c.queueTTL()
+	renew := max(o.queue/3, time.Millisecond)
+	for {
+		w.attempts++
+		res, err := c.attempt(ctx, w, &o)
+		if err != nil {
+			c.dequeue(ctx, w, o.id)
+			return nil, err
+		}
+		c.learn(res.Dimensions)
+		if res.Granted() {
+			return res.Lease, nil
+		}
+		w.retryIn = res.RetryIn
+		left := c.left(ctx, w)
+		if left <= 0 || (atHead(res.Dimensions) && res.RetryIn > left) {
+			c.dequeue(ctx, w, o.id)
+			return nil, c.timeoutError(ctx, w)
+		}
+		if err := sleep(ctx, min(jitter(res.RetryIn), renew, left)); err != nil {
+			c.dequeue(ctx, w, o.id)
+			return nil, err
+		}
+	}
+}
+
+// atHead reports a denial at the head of every queue with every
+// concurrent slot free: only time-based dimensions were short, and their
+// wait is exact.
+func atHead(dims []DimensionResult) bool {
+	conc := false
+	for _, d := range dims {
+		if d.Type == Concurrent {
+			if d.RetryIn != 0 {
+				return false
+			}
+			conc = true
+		}
+	}
+	return conc
+}
+
+// dequeue removes the tickets id holds in w's queues. It runs even when
+// ctx is done, bounded by releaseTimeout; a failure is logged, and the
+// tickets expire on their own.
+func (c *Client) dequeue(ctx context.Context, w *waitCall, id store.LeaseID) {
+	req := store.DequeueRequest{Now: c.clock.Now(), ID: id, Dimensions: w.dims}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	_, err := storeCall(dctx, c, "dequeue", func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, c.st.Dequeue(ctx, req)
+	})
+	if err != nil {
+		c.event(ctx, slog.LevelWarn, "slot.dequeue_failed", w.items, slog.String("error", err.Error()))
+	}
+}
+
+// notReservable reports err as the store's refusal to reserve one of w's
+// dimensions because it is concurrent (store.Bucket.CheckReservable).
+func (c *Client) notReservable(w *waitCall, err error) bool {
+	var fe *FieldError
+	if err == nil || !errors.As(err, &fe) || fe.Field != "dimension" {
+		return false
+	}
+	for _, d := range w.dims {
+		if fe.Value == d {
+			return true
+		}
+	}
+	return false
+}
+
+// anyConcurrent reports that one of items is a dimension found to be
+// concurrent.
+func (c *Client) anyConcurrent(items []store.Item) bool {
+	for _, it := range items {
+		if _, ok := c.concurrent.Load(it.Dimension); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// learn remembers which of dims are concurrent.
+func (c *Client) learn(dims []DimensionResult) {
+	for _, d := range dims {
+		if d.Type == Concurrent {
+			c.concurrent.Store(d.Dimension, true)
+		} else {
+			c.concurrent.Delete(d.Dimension)
+		}
+	}
+}
+
+// timeoutError logs and returns w's *SlotTimeoutError.
+func (c *Client) timeoutError(ctx context.Context, w *waitCall) error {
+	if c.log.Enabled(ctx, slog.LevelWarn) {
+		c.log.LogAttrs(ctx, slog.LevelWarn, "slot.timeout", slog.Any("dimensions", w.dims),
+			slog.Duration("timeout", w.timeout), slog.Int("attempts", w.attempts), slog.Duration("retry_in", w.retryIn))
+	}
+	return &SlotTimeoutError{Dimensions: w.dims, Timeout: w.timeout, RetryIn: w.retryIn, Attempts: w.attempts}
+}
+
+// callerOf returns the caller name o gives, else the client's.
+func (c *Client) callerOf(o *acquireOptions) string {
+	if o.caller != "" {
+		return o.caller
+	}
+	return c.cfg.Caller
+}
+
+// ttlOf returns the lease TTL o gives, else the client's.
+func (c *Client) ttlOf(o *acquireOptions) time.Duration {
+	if o.ttl != 0 {
+		return o.ttl
+	}
+	return c.cfg.LeaseTTL
+}
