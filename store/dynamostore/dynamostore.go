@@ -20,14 +20,17 @@
 // RETRY_IN hint without a Scan, and lets Reconcile restore a slot whose
 // lease item DynamoDB's TTL process deleted first), last_op and, once the
 // bucket has had a cooldown, cooldown_until_ms (bucket.State.Until, Unix
-// ms; a row without it has none).
+// ms; a row without it has none), once it has had a reservation,
+// reserved_until_ms (bucket.State.Reserved), and on a concurrent bucket
+// with waiters, waiters (its waiter queue, see queue.go).
 // Rows written by the Python and TypeScript SDKs lack them: the refill fraction is then
 // derived from refill_rate (see deriveRefill) and the rest defaults.
 //
 // A lease record is one item per dimension, lease#{dimension}#{uuid}, with
 // the SDKs' dimension, cost, created_at, ttl (whole seconds, rounded up)
 // and caller, plus lease_id, dims (all the lease's dimensions), expires_ms
-// and created_ms. A multi-dimension lease's items share the uuid and are
+// and created_ms; a reservation's also valid_ms, its valid instant, from
+// which its TTL counts. A multi-dimension lease's items share the uuid and are
 // written and deleted in the same transaction. On a concurrent dimension
 // the item's cost is 0 and slot_cost holds it: the SDKs' reconciler, which
 // restores an item's cost, must not restore a slot that Sluice restores
