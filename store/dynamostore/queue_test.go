@@ -3,6 +3,7 @@ package dynamostore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -146,4 +147,60 @@ func waiters(t *testing.T, s *Store, name string) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// TestReserveRoundTrips pins the requests the new operations send
+// (docs/stores/dynamodb.md, round trips per operation).
+func TestReserveRoundTrips(t *testing.T) {
+	tp := newTap()
+	db := tp.client()
+	table := newTable(t, db)
+	s := openStore(t, db, table)
+	ctx := context.Background()
+	put(t, s, t0, store.Bucket{Name: "rt#tpm", Config: bucket.PerPeriod(bucket.Tokens, 1000, time.Minute)})
+	put(t, s, t0, store.Bucket{Name: "rt#conc", Config: bucket.ConcurrentSlots(1)})
+	count := func(name string, want map[string]int, f func() error) {
+		t.Helper()
+		tp.reset()
+		if err := f(); err != nil {
+			t.Fatal(err)
+		}
+		ops, _, _ := tp.snapshot()
+		if fmt.Sprint(ops) != fmt.Sprint(want) {
+			t.Errorf("%s: requests %v, want %v", name, ops, want)
+		}
+	}
+	var res store.ReserveResult
+	count("reserve, cold", map[string]int{"TransactGetItems": 1, "TransactWriteItems": 1}, func() error {
+		return s.Reserve(ctx, &store.ReserveRequest{Now: t0, Items: []store.Item{{Dimension: "rt#tpm", Cost: 600}}, ID: store.NewLeaseID(), TTL: time.Minute}, &res)
+	})
+	var pending store.ReserveResult
+	req := &store.ReserveRequest{Now: t0, Items: []store.Item{{Dimension: "rt#tpm", Cost: 600}}, ID: store.NewLeaseID(), TTL: time.Minute, MaxWait: time.Minute}
+	count("reserve, warm, pending", map[string]int{"TransactWriteItems": 1}, func() error { return s.Reserve(ctx, req, &pending) })
+	if !pending.Granted || pending.Wait == 0 {
+		t.Fatalf("pending reservation = %+v", pending)
+	}
+	count("cancel, unrecorded, warm", map[string]int{"UpdateItem": 1}, func() error {
+		_, err := s.Cancel(ctx, store.CancelRequest{Now: t0, ID: req.ID, Items: []store.Item{{Dimension: "rt#tpm", Cost: 600}}, ValidAt: pending.ValidAt})
+		return err
+	})
+	var ar store.AcquireResult
+	acq := func(id store.LeaseID, q time.Duration) func() error {
+		return func() error {
+			return s.Acquire(ctx, &store.AcquireRequest{Now: t0, Items: []store.Item{{Dimension: "rt#conc"}}, ID: id, TTL: time.Minute, Queue: q}, &ar)
+		}
+	}
+	if err := acq(store.NewLeaseID(), 0)(); err != nil || !ar.Granted {
+		t.Fatalf("holder = %+v, %v", ar, err)
+	}
+	w := store.NewLeaseID()
+	// A denial on a remembered row reads again (it is never trusted), with
+	// the lease id's index item, then takes its ticket.
+	count("queued denial", map[string]int{"TransactGetItems": 1, "UpdateItem": 1}, acq(w, time.Second))
+	count("dequeue", map[string]int{"GetItem": 1, "UpdateItem": 1}, func() error {
+		return s.Dequeue(ctx, store.DequeueRequest{Now: t0, ID: w, Dimensions: []string{"rt#conc"}})
+	})
+	count("dequeue, nothing to do", map[string]int{"GetItem": 1}, func() error {
+		return s.Dequeue(ctx, store.DequeueRequest{Now: t0, ID: w, Dimensions: []string{"rt#conc"}})
+	})
 }
