@@ -201,7 +201,10 @@ func (c *Client) reserve(ctx context.Context, w *waitCall, maxWait time.Duration
 	if err != nil || !res.Granted {
 		return nil, res.Wait, err
 	}
-	validAt := req.Now.Add(res.Wait)
+	// The wait counts from the store's decision, which came after
+	// req.Now: counting it from the answer's arrival starts the caller
+	// late by the answer's latency, never early.
+	validAt := c.clock.Now().Add(res.Wait)
 	if d := validAt.Sub(c.clock.Now()); d > 0 {
 		if err := sleep(ctx, d); err != nil {
 			c.cancelReservation(ctx, req, res)

@@ -129,6 +129,9 @@ type Part struct {
 type ClassPart struct {
 	Granted  int64 `json:"granted"`
 	Timeouts int64 `json:"timeouts"`
+	// Cut counts waits the run's end cut short: the worker was still
+	// waiting (polling), or its slot would come after the end (reserving).
+	Cut int64 `json:"cut"`
 	// Milli is the cost granted on the first dimension, in millitokens.
 	Milli int64 `json:"milli"`
 	// Calls counts the class's store calls (see Part.Calls).
@@ -199,6 +202,7 @@ func Run(ctx context.Context, c *sluice.Client, cfg Config, live *Counters) (*Pa
 			w := p.Classes[0]
 			cp.Granted += w.Granted
 			cp.Timeouts += w.Timeouts
+			cp.Cut += w.Cut
 			cp.Milli += w.Milli
 			cp.WaitUS = append(cp.WaitUS, w.WaitUS...)
 			cp.LagUS = append(cp.LagUS, w.LagUS...)
@@ -273,6 +277,7 @@ func worker(ctx, end context.Context, c *sluice.Client, cfg Config, strat sluice
 		case err != nil && ctx.Err() != nil:
 			return
 		case errors.Is(err, sluice.ErrSlotTimeout) && cut:
+			cp.Cut++
 			return // the run ends before a slot would come
 		case errors.Is(err, sluice.ErrSlotTimeout):
 			cp.Timeouts++

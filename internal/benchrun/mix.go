@@ -47,6 +47,8 @@ type ClassReport struct {
 	Workers  int    `json:"workers"`
 	Granted  int64  `json:"granted"`
 	Timeouts int64  `json:"timeouts"`
+	// Cut counts waits the run's end cut short (see ClassPart.Cut).
+	Cut int64 `json:"cut_at_end"`
 	// TokenShare is the class's share of the tokens granted on the first
 	// dimension, 0 to 1.
 	TokenShare float64 `json:"token_share"`
@@ -89,6 +91,7 @@ func classReports(parts []*Part, cfg Config) []ClassReport {
 			cp := p.Classes[k]
 			r.Granted += cp.Granted
 			r.Timeouts += cp.Timeouts
+			r.Cut += cp.Cut
 			calls += cp.Calls
 			milli += cp.Milli
 			wait = append(wait, cp.WaitUS...)
@@ -145,7 +148,7 @@ func percentiles(us []int64) (p50, p99, mx jsonout.Duration) {
 // from a strict first-come-first-served queue on one bucket of capacity
 // and refill per second (both in tokens), holding tokens at the start:
 // every worker asks again the moment it is served, requests are served in
-// the order they arrive (ties in class order), and each is served as soon
+// the order they arrive (at first, in class order), and each is served as soon
 // as the bucket, debited by everything served before it, holds its cost.
 // Round trips take no time.
 func FCFS(classes []Class, capacity, refill, tokens float64, d time.Duration) []float64 {
@@ -153,24 +156,26 @@ func FCFS(classes []Class, capacity, refill, tokens float64, d time.Duration) []
 		class int
 		cost  float64
 		at    float64 // next arrival, seconds
+		seq   int     // arrival order, for arrivals at the same time
 		n     int64
 	}
 	var ws []*w
 	for k, cl := range classes {
 		for range cl.Workers {
-			ws = append(ws, &w{class: k, cost: float64(cl.Items[0].Cost)})
+			ws = append(ws, &w{class: k, cost: float64(cl.Items[0].Cost), seq: len(ws)})
 		}
 	}
+	seq := len(ws)
 	if len(ws) == 0 || refill <= 0 {
 		return make([]float64, len(classes))
 	}
 	end := d.Seconds()
 	bal, t := tokens, 0.0 // balance at time t, the last service
 	for {
-		// The earliest arrival; ties by order (class, then worker).
+		// The earliest arrival; at the same time, the first to arrive.
 		next := ws[0]
 		for _, x := range ws[1:] {
-			if x.at < next.at {
+			if x.at < next.at || (x.at == next.at && x.seq < next.seq) {
 				next = x
 			}
 		}
@@ -184,12 +189,13 @@ func FCFS(classes []Class, capacity, refill, tokens float64, d time.Duration) []
 			start += (next.cost - b) / refill
 			b = next.cost
 		}
-		if start >= end || math.IsInf(start, 1) {
+		if start >= end-1e-9 || math.IsInf(start, 1) {
 			break
 		}
 		next.n++
 		bal, t = b-next.cost, start
-		next.at = start
+		next.at, next.seq = start, seq
+		seq++
 	}
 	out := make([]float64, len(classes))
 	for _, x := range ws {

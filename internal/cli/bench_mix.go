@@ -67,18 +67,19 @@ func writeClasses(w io.Writer, r *benchrun.Report) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "CLASS\tWORKERS\tGRANTS\tTOKEN SHARE\tWAIT P50\tWAIT P99\tWAIT MAX\tLAG P99\tTIMEOUTS\tCALLS/GRANT\tFCFS/WORKER\tWORST WORKER VS FCFS")
+	fmt.Fprintln(tw, "CLASS\tWORKERS\tGRANTS\tTOKEN SHARE\tWAIT P50\tWAIT P99\tWAIT MAX\tLAG P99\tTIMEOUTS\tCUT AT END\tCALLS/GRANT\tFCFS/WORKER\tWORST WORKER VS FCFS")
 	for _, c := range r.Classes {
 		fcfs, ratio := "-", "-"
 		if c.FCFS > 0 {
 			fcfs, ratio = fmt.Sprintf("%.1f", c.FCFS), fmt.Sprintf("%.0f%%", 100*c.FCFSRatio)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f%%\t%s\t%s\t%s\t%s\t%d\t%.2f\t%s\t%s\n", c.Name, c.Workers, c.Granted, 100*c.TokenShare,
-			lat(c.WaitP50.D()), lat(c.WaitP99.D()), lat(c.WaitMax.D()), lat(c.LagP99.D()), c.Timeouts, c.CallsPerGrant, fcfs, ratio)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f%%\t%s\t%s\t%s\t%s\t%d\t%d\t%.2f\t%s\t%s\n", c.Name, c.Workers, c.Granted, 100*c.TokenShare,
+			lat(c.WaitP50.D()), lat(c.WaitP99.D()), lat(c.WaitMax.D()), lat(c.LagP99.D()), c.Timeouts, c.Cut, c.CallsPerGrant, fcfs, ratio)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	fmt.Fprintln(w, "CUT AT END: waits still without a slot when the run ended (polling), or whose slot would come after it (reserving)")
 	fmt.Fprintln(w, "LAG: how long after the store's valid instant for it (a reservation's, or a grant's decision time) a worker got its slot")
 	_, err := fmt.Fprintln(w, "FCFS/WORKER: a worker's grants from a strict first-come-first-served queue over the run, with no round-trip time")
 	return err

@@ -37,7 +37,8 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 	c.now, c.ttl, c.poll = now, req.TTL.Milliseconds(), poll.Milliseconds()
 	c.id.set(req.ID)
 	args[0], args[1], args[3], args[4], args[5], args[6] = &c.now, &c.ttl, &c.poll, &c.id, &req.Caller, first.tagArg
-	args[7], args[8] = s.idsArg, &s.skewMs
+	c.queue = req.Queue.Milliseconds()
+	args[7], args[8], args[9] = s.idsArg, &s.skewMs, &c.queue
 	args[2] = 0
 	if req.Record {
 		args[2] = 1
@@ -95,6 +96,10 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 			ir.RetryIn = time.Duration(r.int()) * time.Millisecond
 		}
 		res.Items[i] = ir
+	}
+	res.Ahead = 0
+	if !res.Granted {
+		res.Ahead = int(r.int())
 	}
 	if r.err != nil || r.more() {
 		return fmt.Errorf("redisstore: acquire: malformed script reply %v", v)

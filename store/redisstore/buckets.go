@@ -55,7 +55,7 @@ func (s *Store) DeleteBucket(ctx context.Context, req store.DeleteBucketRequest)
 	defer done(cancel)
 	name := req.Name
 	k := s.dim(name)
-	cmd, err := s.write(ctx, "delete bucket", deleteScript, []string{k.bucket, k.index, s.bucketSet(k.vendor)},
+	cmd, err := s.write(ctx, "delete bucket", deleteScript, []string{k.bucket, k.index, s.bucketSet(k.vendor), k.queue, k.qexp},
 		name, s.pruned(), k.vendor, s.leaseIndex(k.vendor))
 	if err != nil {
 		return err

@@ -47,7 +47,7 @@ elseif op == 'take' then
 elseif op == 'retry' then
   return { sfmt(retryIn(L, tok, last, u, now, x)) }
 elseif op == 'adjust' then
-  local t, l, ap = adjust(L, tok, last, u, now, x)
+  local t, l, ap = adjust(L, tok, last, u, a[11] or 0, now, x)
   return { sfmt(t), sfmt(l), sfmt(ap) }
 elseif op == 'penalize' then
   local t, l = penalize(L, tok, last, u, now, x)
@@ -61,6 +61,24 @@ elseif op == 'sync' then
 elseif op == 'align' then
   local t, l, at = align(L, tok, last, now, x)
   return { sfmt(t), sfmt(l), sfmt(at) }
+end
+-- Reservations: a[11] is the state's reserved instant, a[12] a valid
+-- instant; reconfigure takes the new limits in a[12..16] and reset in a[17].
+local res = a[11]
+if op == 'reserve' then
+  local t, l, r, ok = reserve(L, tok, last, u, res, now, x, a[12])
+  return { sfmt(t), sfmt(l), sfmt(r), ok and '1' or '0' }
+elseif op == 'rbound' then
+  return { sfmt(reserveBound(L, tok, last, u, now, x)) }
+elseif op == 'unreserve' then
+  local t, l, back = unreserve(L, tok, last, u, res, now, x, a[12])
+  return { sfmt(t), sfmt(l), sfmt(back) }
+elseif op == 'debt' then
+  return { sfmt(reservedDebt(L, res, now)), sfmt(effectiveFloor(L, res, now)) }
+elseif op == 'reconfigure' then
+  local N = { t = a[12], cap = a[13], amt = a[14], per = a[15], floor = a[16] }
+  local t, l, nu, r = reconfigure(L, N, tok, last, u, res, now, a[17] == 1)
+  return { sfmt(t), sfmt(l), sfmt(nu), sfmt(r) }
 end
 return redis.error_reply('unknown op')
 `

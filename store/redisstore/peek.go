@@ -31,10 +31,10 @@ func (s *Store) Peek(ctx context.Context, req store.PeekRequest) ([]store.Bucket
 	}
 	for _, g := range order {
 		idx := groups[g]
-		keys := make([]string, 0, 2*len(idx))
+		keys := make([]string, 0, 3*len(idx))
 		for _, i := range idx {
 			k := s.dim(dimensions[i])
-			keys = append(keys, k.bucket, k.index)
+			keys = append(keys, k.bucket, k.index, k.qexp)
 		}
 		v, err := s.run(ctx, "peek", peekScript, keys, ms, s.skewMs)
 		if err != nil {

@@ -25,9 +25,11 @@
 // share a Cluster slot, so one script can touch them all. Per vendor there
 // are also prefix{vendor}:buckets (the vendor's bucket names),
 // prefix{vendor}:leases (its lease records, a sorted set scored by expiry),
-// prefix{vendor}:dz#metric (each dimension's leases, scored by expiry) and
-// one hash prefix{vendor}:lease:<uuid> per lease record, in the vendor of the
-// lease's first item. The set prefix+"vendors" registers every vendor, so
+// prefix{vendor}:dz#metric (each dimension's leases, scored by expiry),
+// the waiter queue of a concurrent dimension as two sorted sets of lease ids,
+// prefix{vendor}:q#metric scored by place and prefix{vendor}:qx#metric
+// scored by expiry, and one hash prefix{vendor}:lease:<uuid> per lease
+// record, in the vendor of the lease's first item. The set prefix+"vendors" registers every vendor, so
 // that ListBuckets, Leases and Reconcile never SCAN the keyspace. On a
 // standalone server with one tag per vendor, the hash prefix+"ids" maps
 // each live lease id to its record's vendor (so that a reused id is found
@@ -103,6 +105,8 @@ type dimKeys struct {
 	tag    string // prefix{vendor}
 	bucket string // prefix{vendor}#rest
 	index  string // prefix{vendor}:dz#rest
+	queue  string // prefix{vendor}:q#rest, the waiter queue by place
+	qexp   string // prefix{vendor}:qx#rest, the waiter queue by expiry
 	slot   uint16
 
 	// The same, boxed once for go-redis's arguments: the bucket and index
@@ -293,7 +297,8 @@ func (s *Store) dim(name string) *dimKeys {
 	}
 	v, rest := s.splitDim(name)
 	tag := s.prefix + "{" + v + "}"
-	k = &dimKeys{vendor: v, tag: tag, bucket: tag + rest, index: tag + ":dz" + rest, slot: Slot(v)}
+	k = &dimKeys{vendor: v, tag: tag, bucket: tag + rest, index: tag + ":dz" + rest,
+		queue: tag + ":q" + rest, qexp: tag + ":qx" + rest, slot: Slot(v)}
 	k.bucketArg, k.indexArg, k.nameArg, k.tagArg = k.bucket, k.index, name, k.tag
 	s.keysMu.Lock()
 	if len(s.keys) >= maxCached {

@@ -2,22 +2,212 @@ package redisstore
 
 import (
 	"context"
-	"errors"
+	"fmt"
+	"time"
 
+	"github.com/ontopix/sluice/bucket"
 	"github.com/ontopix/sluice/store"
 )
 
-// Reserve implements store.Store. Not supported yet by this store.
+// Reserve implements store.Store in one script call: every item is
+// debited and the reservation recorded when req.Record is set, or nothing
+// changes but the rebase of a bucket whose clock ran far ahead.
 func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest, res *store.ReserveResult) error {
-	return errors.ErrUnsupported
+	ctx, cancel, err := s.begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer done(cancel)
+	n := len(req.Items)
+	first := s.dim(req.Items[0].Dimension)
+	keys := make([]string, 0, 2*n)
+	args := make([]any, 0, 9+2*n)
+	rec := 0
+	if req.Record {
+		rec = 1
+	}
+	args = append(args, s.now(req.Now), req.TTL.Milliseconds(), rec, req.MaxWait.Milliseconds(), req.ID.String(),
+		req.Caller, first.tag, s.ids, s.skewMs)
+	for _, it := range req.Items {
+		k := s.dim(it.Dimension)
+		if s.slotCheck && k.slot != first.slot {
+			return fmt.Errorf("%w: %q (slot %d) and %q (slot %d)", ErrCrossSlot,
+				req.Items[0].Dimension, first.slot, it.Dimension, k.slot)
+		}
+		keys = append(keys, k.bucket, k.index)
+		args = append(args, it.Dimension, it.Cost)
+	}
+	v, err := s.runW(ctx, "reserve", reserveScript, keys, args...)
+	if err != nil {
+		return err
+	}
+	r := reply{v: v}
+	status := r.int()
+	switch status {
+	case -1, -4:
+		i := r.int()
+		if r.err != nil || i < 1 || int(i) > n {
+			break
+		}
+		d := req.Items[i-1].Dimension
+		if status == -1 {
+			return &store.ConfigurationError{Dimension: d}
+		}
+		return (&store.Bucket{Name: d, Config: bucket.Config{Type: bucket.Concurrent}}).CheckReservable()
+	case -2:
+		i, cost, capm := r.int(), r.int(), r.int()
+		if r.err == nil && i >= 1 && int(i) <= n {
+			return &store.CostError{Dimension: req.Items[i-1].Dimension, Cost: cost, Capacity: capm / bucket.Milli}
+		}
+	case -3:
+		return store.LeaseInUse(req.ID)
+	case 0, 1, 2, 3:
+		return s.readReserve(&r, v, req, res, status, first.vendor)
+	}
+	return fmt.Errorf("redisstore: reserve: unexpected script reply %v", v)
 }
 
-// Cancel implements store.Store. Not supported yet by this store.
+// readReserve fills res from the reserve script's reply after its status.
+func (s *Store) readReserve(r *reply, v []any, req *store.ReserveRequest, res *store.ReserveResult, status int64, vendor string) error {
+	n := len(req.Items)
+	items := res.Items
+	if cap(items) >= n {
+		items = items[:n]
+	} else {
+		items = make([]store.ItemResult, n)
+	}
+	*res = store.ReserveResult{Items: items, Granted: status > 0, Recorded: status >= 2}
+	res.Wait = time.Duration(r.int()) * time.Millisecond
+	valid, exp := r.int(), r.int()
+	if res.Granted {
+		res.ValidAt, res.ExpiresAt = time.UnixMilli(valid), time.UnixMilli(exp)
+	}
+	for i, it := range req.Items {
+		res.Items[i] = store.ItemResult{Dimension: it.Dimension, Type: bucket.LimitType(r.int()), Cost: r.int(),
+			Capacity: r.int() / bucket.Milli, Remaining: r.int(), RetryIn: time.Duration(r.int()) * time.Millisecond}
+	}
+	if r.err != nil || r.more() {
+		return fmt.Errorf("redisstore: reserve: malformed script reply %v", v)
+	}
+	if status == 2 {
+		s.rememberLease(req.ID, vendor)
+	}
+	return nil
+}
+
+// Cancel implements store.Store in one script call (for a recorded
+// reservation, one per vendor tried when this process does not know where
+// its record is, as Release).
 func (s *Store) Cancel(ctx context.Context, req store.CancelRequest) (store.CancelResult, error) {
-	return store.CancelResult{}, errors.ErrUnsupported
+	ctx, cancel, err := s.begin(ctx)
+	if err != nil {
+		return store.CancelResult{}, err
+	}
+	defer done(cancel)
+	if !req.Recorded {
+		return s.cancelUnrecorded(ctx, req)
+	}
+	var out store.CancelResult
+	var opErr error
+	id := req.ID.String()
+	_, err = s.onLease(ctx, req.ID, s.hint(req.Hint), func(vendor string) (bool, error) {
+		v, err := s.runW(ctx, "cancel", cancelScript,
+			[]string{s.vendorTag(vendor) + ":lease:" + id, s.leaseIndex(vendor)}, s.keyspace, id, s.now(req.Now), s.skewMs)
+		if err != nil {
+			return false, err
+		}
+		r := reply{v: v}
+		switch r.int() {
+		case 0:
+			return false, r.err
+		case -1:
+			opErr = store.NotReservation(req.ID)
+			return true, r.err
+		}
+		out.Cancelled = true
+		out.Returned = readReturned(&r)
+		return true, r.err
+	})
+	switch {
+	case err != nil:
+		return store.CancelResult{}, err
+	case opErr != nil:
+		return store.CancelResult{}, opErr
+	}
+	if out.Cancelled {
+		s.forgetLease(req.ID)
+	}
+	return out, nil
 }
 
-// Dequeue implements store.Store. Not supported yet by this store.
+// cancelUnrecorded gives back a reservation without a record, as its
+// caller describes it.
+func (s *Store) cancelUnrecorded(ctx context.Context, req store.CancelRequest) (store.CancelResult, error) {
+	if len(req.Items) == 0 {
+		return store.CancelResult{Cancelled: req.Now.Before(req.ValidAt)}, nil
+	}
+	first := s.dim(req.Items[0].Dimension)
+	keys := make([]string, 0, len(req.Items))
+	args := make([]any, 0, 3+2*len(req.Items))
+	args = append(args, s.now(req.Now), s.skewMs, req.ValidAt.UnixMilli())
+	for _, it := range req.Items {
+		k := s.dim(it.Dimension)
+		if s.slotCheck && k.slot != first.slot {
+			return store.CancelResult{}, fmt.Errorf("%w: %q (slot %d) and %q (slot %d)", ErrCrossSlot,
+				req.Items[0].Dimension, first.slot, it.Dimension, k.slot)
+		}
+		keys = append(keys, k.bucket)
+		args = append(args, it.Dimension, it.Cost)
+	}
+	v, err := s.runW(ctx, "cancel", unreserveScript, keys, args...)
+	if err != nil {
+		return store.CancelResult{}, err
+	}
+	r := reply{v: v}
+	out := store.CancelResult{Cancelled: r.int() == 1}
+	out.Returned = readReturned(&r)
+	if r.err != nil {
+		return store.CancelResult{}, fmt.Errorf("redisstore: cancel: malformed script reply %v: %w", v, r.err)
+	}
+	return out, nil
+}
+
+// readReturned reads the (dimension, amount) pairs that end a cancel
+// script's reply.
+func readReturned(r *reply) []store.Returned {
+	var out []store.Returned
+	for r.more() && r.err == nil {
+		out = append(out, store.Returned{Dimension: r.str(), Amount: r.int()})
+	}
+	return out
+}
+
+// Dequeue implements store.Store: one script call per Cluster slot (one in
+// all on a standalone server).
 func (s *Store) Dequeue(ctx context.Context, req store.DequeueRequest) error {
-	return errors.ErrUnsupported
+	ctx, cancel, err := s.begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer done(cancel)
+	groups := map[uint16][]string{}
+	var order []uint16
+	for _, d := range req.Dimensions {
+		k := s.dim(d)
+		g := uint16(0)
+		if s.slotCheck {
+			g = k.slot
+		}
+		if _, ok := groups[g]; !ok {
+			order = append(order, g)
+		}
+		groups[g] = append(groups[g], k.queue, k.qexp)
+	}
+	id := req.ID.String()
+	for _, g := range order {
+		if _, err := s.runW(ctx, "dequeue", dequeueScript, groups[g], s.now(req.Now), id); err != nil {
+			return err
+		}
+	}
+	return nil
 }

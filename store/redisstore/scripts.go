@@ -59,6 +59,18 @@ var leasesLua string
 //go:embed lua/reconcile.lua
 var reconcileLua string
 
+//go:embed lua/reserve.lua
+var reserveLua string
+
+//go:embed lua/cancel.lua
+var cancelLua string
+
+//go:embed lua/unreserve.lua
+var unreserveLua string
+
+//go:embed lua/dequeue.lua
+var dequeueLua string
+
 // Every script is core.lua, then lib.lua (and keys.lua when it derives
 // keys), then its body, so each is self-contained and cached by the server
 // under its own SHA-1. acquire.lua, the hot path, needs core.lua alone, and
@@ -80,6 +92,10 @@ var (
 	listScript      = redis.NewScript(coreLua + libLua + keysLua + listLua)
 	leasesScript    = redis.NewScript(coreLua + libLua + keysLua + leasesLua)
 	reconcileScript = redis.NewScript(coreLua + libLua + keysLua + reconcileLua)
+	reserveScript   = redis.NewScript(coreLua + libLua + keysLua + reserveLua)
+	cancelScript    = redis.NewScript(coreLua + libLua + keysLua + cancelLua)
+	unreserveScript = redis.NewScript(coreLua + libLua + unreserveLua)
+	dequeueScript   = redis.NewScript(coreLua + libLua + dequeueLua)
 )
 
 // run runs a script (EVALSHA, then EVAL on NOSCRIPT) and returns its array
@@ -149,7 +165,7 @@ func (r *reply) more() bool { return r.i < len(r.v) }
 const acquireInline = 3
 
 // acquireArgs is how many ARGV the acquire script takes before its items.
-const acquireArgs = 9
+const acquireArgs = 10
 
 // The acquire script's hash and source, boxed once.
 var (
@@ -164,6 +180,7 @@ var (
 // an acquisition costs one allocation here instead of one per argument.
 type acquireCall struct {
 	now, ttl, poll int64
+	queue          int64
 	id             idText
 	args           []any
 	inline         [3 + 2*acquireInline + acquireArgs + 2*acquireInline]any

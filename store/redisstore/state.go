@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// readState reads the 11 values peek.lua and list.lua return per bucket
+// readState reads the 13 values peek.lua and list.lua return per bucket
 // after its name or found flag.
 func readState(r *reply, name string, now int64) store.BucketState {
 	t, capm, amtm, per, k, d := r.int(), r.int(), r.int(), r.int(), r.int(), r.int()
@@ -23,6 +23,7 @@ func readState(r *reply, name string, now int64) store.BucketState {
 	if x := r.int(); x != 0 {
 		bs.NextExpiry = time.UnixMilli(x)
 	}
+	bs.ReservedUntil, bs.Waiters = r.int(), int(r.int())
 	return bs
 }
 
@@ -100,6 +101,9 @@ func readLease(r *reply) (store.LeaseRecord, error) {
 		return store.LeaseRecord{}, err
 	}
 	l := store.LeaseRecord{ID: id, Caller: r.str(), CreatedAt: time.UnixMilli(r.int()), ExpiresAt: time.UnixMilli(r.int())}
+	if va := r.int(); va != 0 {
+		l.ValidAt = time.UnixMilli(va)
+	}
 	l.Items = make([]store.Item, r.int())
 	for i := range l.Items {
 		l.Items[i] = store.Item{Dimension: r.str(), Cost: r.int()}

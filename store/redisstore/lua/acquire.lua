@@ -12,17 +12,21 @@
 -- Every step matches lib.lua's (take is refill, then retryIn on a denial),
 -- and TestLuaMatchesBucket checks core.lua against package bucket.
 --
--- KEYS: per item: bucket, dim lease index.
+-- KEYS: per item: bucket, dim lease index (prefix{vendor}:dz#rest; the
+--       dimension's waiter queue, prefix{vendor}:q#rest by place and
+--       prefix{vendor}:qx#rest by expiry, is derived from it: same slot).
 -- ARGV: now (-1: server TIME), ttl ms, record (0/1), poll ms, id, caller,
 --       the first item's key tag (prefix{vendor}, naming the lease hash
 --       tag:lease:<id> and the vendor lease index tag:leases, in the same
 --       slot), the hash of live lease ids ('' when the key layout keeps
---       none: see keys.lua), max skew ms, then per item: dimension, cost
---       (0: cost per call).
+--       none: see keys.lua), max skew ms, queue ms (0: no ticket), then per
+--       item: dimension, cost (0: cost per call).
 -- Returns {-1, i} unknown dimension i; {-2, i, cost, capacity} cost above
 -- capacity; {-3} the id names a lease record of other items or costs;
--- {0, retry, items...} denied, items being 5 numbers each: type, cost,
--- capacity millitokens, remaining, retry; {1, expires, items...} granted
+-- {0, retry, items..., ahead} denied, items being 5 numbers each: type,
+-- cost, capacity millitokens, remaining, retry, and ahead the most live
+-- waiter tickets ahead of the request's place in its concurrent items'
+-- queues; {1, expires, items...} granted
 -- without a lease record, {2, expires, items...} granted with one and {3,
 -- expires, items...} the answer to a retry of a recorded acquisition that
 -- already ran (nothing changes), items being 4 numbers each: type, cost,
@@ -49,7 +53,7 @@ for i = 1, n do
   -- Bucket hash fields: t type, c capacity, a amount, p period, v tokens,
   -- l last, u cooldown end (absent: none), k cost per call (f and d only
   -- matter to the other scripts).
-  local cost, h = ARGV[9 + 2 * i] + 0, nil
+  local cost, h = ARGV[10 + 2 * i] + 0, nil
   if cost == 0 then
     h = call('HMGET', KEYS[2 * i - 1], 't', 'c', 'a', 'p', 'v', 'l', 'u', 'k')
     if h[1] then
@@ -125,7 +129,7 @@ if rn then
     local b = 10 * (i - 1)
     local typ, cap, amt, per, cost, tok, last, u = S[b + 1], S[b + 2], S[b + 3], S[b + 4], S[b + 5], S[b + 6],
       S[b + 7], S[b + 10]
-    if held[ARGV[8 + 2 * i]] ~= cost then
+    if held[ARGV[9 + 2 * i]] ~= cost then
       return { -3 }
     end
     local at = now
@@ -146,6 +150,65 @@ if rn then
     out[q], out[q + 1], out[q + 2], out[q + 3] = typ, cost, cap, tok
   end
   return out
+end
+-- Waiter queues (store.AcquireRequest.Queue), for concurrent items only:
+-- Q[i] holds item i's queue keys, its tickets by place (score: the instant
+-- the ticket was first taken; equal scores in member order, which is the
+-- ids' byte order) and by expiry. Dead tickets (expiry at or before now)
+-- are pruned; A[i] counts the live tickets of others ahead of the
+-- request's place: its earliest live ticket's instant (else now), then its
+-- id. A grant needs A[i] == 0 on every item.
+local sformat = string.format
+local Q, A, place, mine = nil, nil, now, false
+for i = 1, n do
+  if S[10 * i - 9] == 3 then
+    local ik = KEYS[2 * i]
+    local j = string.find(ik, '}', 1, true)
+    local tag, rest = string.sub(ik, 1, j), string.sub(ik, j + 4)
+    local qk, xk = tag .. ':q' .. rest, tag .. ':qx' .. rest
+    Q = Q or {}
+    Q[i] = { qk, xk, call('ZCARD', qk) > 0 }
+    if Q[i][3] then
+      local dead = call('ZRANGE', xk, '-inf', sformat('%d', now), 'BYSCORE')
+      if #dead > 0 then
+        call('ZREMRANGEBYSCORE', xk, '-inf', sformat('%d', now))
+        for k = 1, #dead, 1000 do
+          call('ZREM', qk, unpack(dead, k, math.min(k + 999, #dead)))
+        end
+      end
+      local sc = call('ZSCORE', qk, id)
+      if sc then
+        sc = sc + 0
+        if not mine or sc < place then
+          place, mine = sc, true
+        end
+      end
+    end
+  end
+end
+if Q then
+  A = {}
+  local p = sformat('%d', place)
+  for i, q in pairs(Q) do
+    local a = 0
+    if q[3] then
+      a = call('ZCOUNT', q[1], '-inf', '(' .. p)
+      -- Tickets taken at the same instant go by id, compared byte by byte
+      -- (Lua's string order follows the server's locale).
+      for _, m in ipairs(call('ZRANGE', q[1], p, p, 'BYSCORE')) do
+        for k = 1, #m do
+          local x, y = string.byte(m, k), string.byte(id, k)
+          if x ~= y then
+            if x < y then
+              a = a + 1
+            end
+            break
+          end
+        end
+      end
+    end
+    A[i] = a
+  end
 end
 -- Take every item: bucket.Align, then bucket.Take (nothing is granted
 -- before the end of a cooldown). The reply holds each item's balance after
@@ -177,7 +240,7 @@ for i = 1, n do
     t, l = refillRaw(cap, amt, per, tok, last, u, at)
   end
   local wait = 0
-  if t >= c and at >= u then
+  if t >= c and at >= u and (not A or not A[i] or A[i] == 0) then
     S[b + 6], S[b + 8] = t - c, l
   else
     granted = false
@@ -214,10 +277,25 @@ if not granted then
       call('HSET', KEYS[2 * i - 1], 'l', now)
     end
   end
-  out[1], out[2] = 0, retry
+  local ahead, qms = 0, ARGV[10] + 0
+  if Q then
+    local e = sformat('%d', now + qms)
+    for i, q in pairs(Q) do
+      if A[i] > ahead then
+        ahead = A[i]
+      end
+      if qms > 0 then
+        -- Take a ticket at the request's place, or renew the one it has.
+        if not (q[3] and call('ZSCORE', q[1], id)) then
+          call('ZADD', q[1], sformat('%d', place), id)
+        end
+        call('ZADD', q[2], e, id)
+      end
+    end
+  end
+  out[1], out[2], out[3 + 5 * n] = 0, retry, ahead
   return out
 end
-local sformat = string.format
 -- fmt formats an integer exactly for a command argument (as lib.lua's fmt):
 -- a Lua number is exact in Redis's conversion only below 10^14.
 local function fmt(x)
@@ -232,7 +310,7 @@ if record then
   local h = { 'n', n, 'by', ARGV[6], 't0', fmt(now), 'exp', e }
   for i = 1, n do
     h[4 * i + 5] = 'd' .. i
-    h[4 * i + 6] = ARGV[8 + 2 * i]
+    h[4 * i + 6] = ARGV[9 + 2 * i]
     h[4 * i + 7] = 'c' .. i
     h[4 * i + 8] = fmt(S[10 * i - 5])
     call('ZADD', KEYS[2 * i], e, id)
@@ -264,6 +342,15 @@ for i = 1, n do
 end
 for i = 3 + 4 * n, 2 + 5 * n do
   out[i] = nil
+end
+-- A grant removes the request's tickets.
+if Q then
+  for _, q in pairs(Q) do
+    if q[3] then
+      call('ZREM', q[1], id)
+      call('ZREM', q[2], id)
+    end
+  end
 end
 out[2] = exp
 return out

@@ -7,7 +7,7 @@
 -- expired lease (late usage) is applied; the held cost grows only by the
 -- whole tokens the debt floor let it take (store.HeldAfter).
 local now = clock(ARGV[1])
-local L, tok, last, u = loadBucket(KEYS[1])
+local L, tok, last, u, res = loadBucket(KEYS[1])
 if not L then
   return { -1 }
 end
@@ -41,7 +41,7 @@ if delta < 0 and -delta > held then
 end
 local at
 tok, last, at = align(L, tok, last, now, tonumber(ARGV[7]))
-local t, l, applied = adjust(L, tok, last, u, at, delta * 1000)
+local t, l, applied = adjust(L, tok, last, u, res, at, delta * 1000)
 saveState(KEYS[1], t, l)
 if delta < 0 then
   held = held + delta

@@ -41,8 +41,19 @@ local function dimIndexKey(prefix, dim)
   return prefix .. '{' .. v .. '}:dz' .. rest
 end
 
--- readLease returns the items ({dim, cost, incarnation}), caller, created and
--- expiry of the lease hash at key, or nil.
+-- queueKeys returns a dimension's waiter queue: the sorted set of tickets
+-- by place (score: the instant the ticket was first taken; equal scores
+-- are in member order, which for canonical lease ids is id order) and the
+-- sorted set of the same tickets by expiry.
+local function queueKeys(prefix, dim)
+  local v, rest = splitDim(dim)
+  local tag = prefix .. '{' .. v .. '}'
+  return tag .. ':q' .. rest, tag .. ':qx' .. rest
+end
+
+-- readLease returns the items ({dim, cost, incarnation}), caller, created,
+-- expiry and valid instant (0: an acquisition's lease) of the lease hash at
+-- key, or nil.
 local function readLease(key)
   local h = redis.call('HGETALL', key)
   if #h == 0 then
@@ -57,7 +68,7 @@ local function readLease(key)
   for i = 1, n do
     items[i] = { m['d' .. i], tonumber(m['c' .. i]), m['g' .. i] or '0' }
   end
-  return items, m['by'], tonumber(m['t0']), tonumber(m['exp'])
+  return items, m['by'], tonumber(m['t0']), tonumber(m['exp']), tonumber(m['va'] or '0')
 end
 
 -- pruneVendor drops a vendor with no bucket and no lease record from the

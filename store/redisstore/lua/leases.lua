@@ -5,7 +5,8 @@
 -- most index entries to read), cursor score ('' from the start), cursor
 -- id, skip (how many entries at the cursor score earlier pages read).
 -- Returns {now, more (0/1), cursor score, cursor id, skip, per lease: id,
--- caller, created, expires, n, dim, cost, ...}; more says the next page
+-- caller, created, expires, valid instant (0: none), n, dim, cost, ...};
+-- more says the next page
 -- starts at the returned cursor.
 local now = clock(ARGV[2])
 local max = '+inf'
@@ -35,7 +36,7 @@ while i < #r and count < want do
   -- An entry at or before the cursor was listed already (the set changed
   -- between pages).
   if not cscore or score > cscore or id > cid then
-    local items, by, t0, exp = readLease(base .. id)
+    local items, by, t0, exp, va = readLease(base .. id)
     local keep = items ~= nil and ARGV[4] == ''
     if items and not keep then
       for _, it in ipairs(items) do
@@ -49,6 +50,7 @@ while i < #r and count < want do
       out[#out + 1] = by
       out[#out + 1] = t0
       out[#out + 1] = exp
+      out[#out + 1] = va
       out[#out + 1] = #items
       for _, it in ipairs(items) do
         out[#out + 1] = it[1]

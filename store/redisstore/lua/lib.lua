@@ -27,9 +27,10 @@ local function ceilMulDiv(a, b, c)
 end
 
 -- A limits table L has: t (type 1..3), cap, amt, per, floor (millitokens, ms).
--- A state is tokens, last refill and u, the end of the bucket's cooldown
--- (0: none); only cooldown changes u, so the functions below that do not
--- return it keep it.
+-- A state is tokens, last refill, u, the end of the bucket's cooldown
+-- (0: none), and res, the latest reservation's valid instant (0: none);
+-- only cooldown and reconfigure change u, and only reserve and reconfigure
+-- res, so the functions below that do not return them keep them.
 
 -- align is bucket.Align: the state and the decision time for a caller at
 -- now on a bucket last written at last, tolerating skew ms of clock
@@ -54,9 +55,36 @@ local function retryIn(L, tok, last, u, now, cost)
   return retryInRaw(L.cap, L.amt, L.per, tok, last, u, now, cost)
 end
 
+-- MIN_BALANCE is bucket.MinBalance; MAX_TIME_MS is bucket.MaxTimeMs.
+local MIN_BALANCE = -1000000000000000
+local MAX_TIME_MS = 9007199254740991
+
+-- reservedDebt is bucket.ReservedDebt for a bucket whose latest reservation
+-- is valid at res (0: none).
+local function reservedDebt(L, res, now)
+  if L.amt <= 0 or res <= now then
+    return 0
+  end
+  local d = ceilMulDiv(res - now, L.amt, L.per)
+  if d > -MIN_BALANCE then
+    d = -MIN_BALANCE
+  end
+  return d
+end
+
+-- effectiveFloor is bucket.EffectiveFloor.
+local function effectiveFloor(L, res, now)
+  local f = L.floor - reservedDebt(L, res, now)
+  if f < MIN_BALANCE then
+    f = MIN_BALANCE
+  end
+  return f
+end
+
 -- adjust is bucket.Adjust: returns tokens, last, applied. During a cooldown
--- a refund lifts the balance at most to zero.
-local function adjust(L, tok, last, u, now, delta)
+-- a refund lifts the balance at most to zero; the floor is the effective
+-- floor, and never raises a balance already below it.
+local function adjust(L, tok, last, u, res, now, delta)
   local t, l = refill(L, tok, last, u, now)
   local before = t
   local ceiling = L.cap
@@ -69,14 +97,118 @@ local function adjust(L, tok, last, u, now, delta)
       ceiling = z
     end
   end
+  local floor = effectiveFloor(L, res, now)
+  if before < floor then
+    floor = before
+  end
   t = before - delta
-  if t < L.floor then
-    t = L.floor
+  if t < floor then
+    t = floor
   end
   if t > ceiling then
     t = ceiling
   end
   return t, l, before - t
+end
+
+-- reserve is bucket.Reserve of cost millitokens valid at validAt: returns
+-- tokens, last, reserved and true, or the state unchanged and false.
+local function reserve(L, tok, last, u, res, now, cost, validAt)
+  if L.amt <= 0 then
+    return tok, last, res, false
+  end
+  local t, l = refill(L, tok, last, u, now)
+  local debit = cost
+  local start = l
+  if u > start then
+    start = u
+  end
+  if validAt > start then
+    local earn = mulDiv(validAt - start, L.amt, L.per)
+    if earn > 4000000000000000 then
+      earn = 4000000000000000
+    end
+    local over = t + earn - L.cap
+    if over > 0 then
+      debit = debit + over
+    end
+  end
+  if t - debit < MIN_BALANCE then
+    return tok, last, res, false
+  end
+  if validAt > res then
+    res = validAt
+  end
+  return t - debit, l, res, true
+end
+
+-- reserveBound is bucket.ReserveBound.
+local function reserveBound(L, tok, last, u, now, cost)
+  local w = retryIn(L, tok, last, u, now, cost + MIN_BALANCE)
+  if w < 1 then
+    w = 1
+  end
+  return w
+end
+
+-- unreserve is bucket.Unreserve of cost millitokens valid at validAt:
+-- returns tokens, last and the millitokens given back.
+local function unreserve(L, tok, last, u, res, now, cost, validAt)
+  if L.amt <= 0 or now >= validAt or cost <= 0 or res < validAt then
+    return tok, last, 0
+  end
+  local relied = 0
+  if res > validAt then
+    relied = ceilMulDiv(res - validAt, L.amt, L.per)
+  end
+  local back = cost - relied
+  if back <= 0 then
+    return tok, last, 0
+  end
+  local t, l = refill(L, tok, last, u, now)
+  if t + back > L.cap then
+    back = L.cap - t
+    if back < 0 then
+      back = 0
+    end
+  end
+  return t + back, l, back
+end
+
+-- forgetReserved is bucket's forgetReserved under the new limits N.
+local function forgetReserved(N, res, now)
+  if res <= now or N.amt <= 0 then
+    return res
+  end
+  local x = res + ceilMulDiv(N.cap, N.per, N.amt)
+  if x > MAX_TIME_MS then
+    x = MAX_TIME_MS
+  end
+  return x
+end
+
+-- reconfigure is bucket.Reconfigure from limits O to N: returns tokens,
+-- last, u and reserved.
+local function reconfigure(O, N, tok, last, u, res, now, reset)
+  local t, l = refill(O, tok, last, u, now)
+  if reset then
+    return N.cap, now, 0, forgetReserved(N, res, now)
+  end
+  if O.t == 3 and N.t == 3 then
+    t = t + N.cap - O.cap
+  else
+    local f = effectiveFloor(N, res, now)
+    if t < f then
+      t = f
+    end
+    if O.cap ~= N.cap or O.amt ~= N.amt or O.per ~= N.per then
+      res = forgetReserved(N, res, now)
+    end
+  end
+  if t > N.cap then
+    t = N.cap
+  end
+  return t, l, u, res
 end
 
 -- penalize is bucket.Penalize: returns tokens, last.
@@ -137,18 +269,19 @@ end
 
 -- Bucket hash fields: t type, c capacity, a amount, p period, f floor
 -- (millitokens/ms), k cost per call, d max debt (raw config), v tokens, l last,
--- u cooldown end (ms; absent: none).
+-- u cooldown end (ms; absent: none), r latest reservation's valid instant
+-- (ms; absent: none), g incarnation.
 
--- loadBucket returns the limits table and state (tokens, last, u) of key, or
--- nil.
+-- loadBucket returns the limits table and state (tokens, last, u, reserved)
+-- of key, or nil.
 local function loadBucket(key)
-  local h = redis.call('HMGET', key, 't', 'c', 'a', 'p', 'f', 'k', 'd', 'v', 'l', 'u')
+  local h = redis.call('HMGET', key, 't', 'c', 'a', 'p', 'f', 'k', 'd', 'v', 'l', 'u', 'r')
   if not h[1] then
     return nil
   end
   local L = { t = tonumber(h[1]), cap = tonumber(h[2]), amt = tonumber(h[3]), per = tonumber(h[4]),
     floor = tonumber(h[5]), k = tonumber(h[6]), d = tonumber(h[7]) }
-  return L, tonumber(h[8]), tonumber(h[9]), tonumber(h[10]) or 0
+  return L, tonumber(h[8]), tonumber(h[9]), tonumber(h[10]) or 0, tonumber(h[11]) or 0
 end
 
 -- saveState writes tokens and last; u, which only cooldown changes, is

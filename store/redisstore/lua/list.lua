@@ -1,13 +1,13 @@
 -- list.lua: every bucket of one vendor, as peek does.
 -- KEYS: vendor bucket set. ARGV: key space, now, max skew ms.
 -- Returns {now, per bucket: name, t, c, a, p, k, d, tokens, last,
--- cooldown end, leases, next expiry}.
+-- cooldown end, leases, next expiry, reserved, waiters}.
 local PREFIX = keyspace(ARGV[1])
 local now = clock(ARGV[2])
 local skew = tonumber(ARGV[3])
 local out = { now }
 for _, name in ipairs(redis.call('SMEMBERS', KEYS[1])) do
-  local L, tok, last, u = loadBucket(bucketKey(PREFIX, name))
+  local L, tok, last, u, res = loadBucket(bucketKey(PREFIX, name))
   if L then
     local zk = dimIndexKey(PREFIX, name)
     local nleases = redis.call('ZCARD', zk)
@@ -20,6 +20,8 @@ for _, name in ipairs(redis.call('SMEMBERS', KEYS[1])) do
     local o = #out
     out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] = name, L.t, L.cap, L.amt, L.per, L.k
     out[o + 7], out[o + 8], out[o + 9], out[o + 10], out[o + 11], out[o + 12] = L.d, t, l, u, nleases, nexp
+    local _, qx = queueKeys(PREFIX, name)
+    out[o + 13], out[o + 14] = res, redis.call('ZCOUNT', qx, '(' .. fmt(now), '+inf')
   end
 end
 return out

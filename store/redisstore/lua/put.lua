@@ -1,5 +1,7 @@
 -- put.lua: create or reconfigure a bucket (bucket.Reconfigure at the
--- aligned time; a reconfiguration keeps a cooldown, a reset ends it).
+-- aligned time; a reconfiguration keeps a cooldown, a reset ends it; the
+-- latest reservation's instant moves on when pending reservations' debts
+-- lose their meaning).
 -- KEYS: bucket, vendor bucket set. ARGV: now, name, t, c, a, p, f, k, d,
 -- reset, max skew ms, registry ('' none: the caller registered the vendor),
 -- vendor.
@@ -8,27 +10,21 @@
 local now = clock(ARGV[1])
 local N = { t = tonumber(ARGV[3]), cap = tonumber(ARGV[4]), amt = tonumber(ARGV[5]), per = tonumber(ARGV[6]),
   floor = tonumber(ARGV[7]) }
-local L, tok, last, u = loadBucket(KEYS[1])
+local L, tok, last, u, res = loadBucket(KEYS[1])
 if L then
   if (L.t == 3) ~= (N.t == 3) then
     return { -1, L.t }
   end
   local at
   tok, last, at = align(L, tok, last, now, tonumber(ARGV[11]))
-  tok, last = refill(L, tok, last, u, at)
-  if ARGV[10] == '1' then
-    -- A reset fills the bucket and ends any cooldown.
-    tok, last = N.cap, at
+  -- A reset fills the bucket and ends any cooldown; a reconfiguration keeps
+  -- a cooldown and never forgives what pending reservations owe.
+  tok, last, u, res = reconfigure(L, N, tok, last, u, res, at, ARGV[10] == '1')
+  if u == 0 then
     redis.call('HDEL', KEYS[1], 'u')
-  elseif L.t == 3 then
-    -- A concurrent balance is capacity minus what is held: the capacity
-    -- change moves it, possibly below zero until holders release.
-    tok = tok + N.cap - L.cap
-  elseif tok < N.floor then
-    tok = N.floor
   end
-  if tok > N.cap then
-    tok = N.cap
+  if res ~= 0 then
+    redis.call('HSET', KEYS[1], 'r', fmt(res))
   end
 else
   tok, last = N.cap, now

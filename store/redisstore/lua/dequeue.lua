@@ -1,0 +1,19 @@
+-- dequeue.lua: remove a waiter's tickets from the queues of concurrent
+-- dimensions, and prune their dead tickets.
+-- KEYS: per dimension: waiter queue by place, waiter queue by expiry.
+-- ARGV: now, id.
+-- Returns {now}.
+local now = clock(ARGV[1])
+local n = fmt(now)
+for i = 1, #KEYS, 2 do
+  redis.call('ZREM', KEYS[i], ARGV[2])
+  redis.call('ZREM', KEYS[i + 1], ARGV[2])
+  local dead = redis.call('ZRANGE', KEYS[i + 1], '-inf', n, 'BYSCORE')
+  if #dead > 0 then
+    redis.call('ZREMRANGEBYSCORE', KEYS[i + 1], '-inf', n)
+    for k = 1, #dead, 1000 do
+      redis.call('ZREM', KEYS[i], unpack(dead, k, math.min(k + 999, #dead)))
+    end
+  end
+end
+return { now }
