@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"math/rand/v2"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/ontopix/sluice/bucket"
 	"github.com/ontopix/sluice/store"
 )
 
@@ -20,19 +23,53 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 		return err
 	}
 	now := req.Now.UnixMilli()
-	names := make([]string, len(req.Items))
-	for i, it := range req.Items {
-		names[i] = it.Dimension
-	}
+	op := &acquireOp{s: s, req: req, now: now, res: res}
 	if s.readFirst {
-		return s.acquireReadThenTransact(ctx, req, now, names, res)
+		return s.readThenTransact(ctx, op, req, now)
 	}
-	return s.acquireFast(ctx, req, now, names, res)
+	return s.fast(ctx, op, req, now)
 }
 
-// acquireReadThenTransact is the original algorithm: read, then transact: consistent pre-read, no write on
-// denial, then one version-conditioned transaction with the lease records.
-func (s *Store) acquireReadThenTransact(ctx context.Context, req *store.AcquireRequest, now int64, names []string, res *store.AcquireResult) error {
+// grantOp is what differs between an acquisition and a reservation on the
+// two paths: the decision, the answer to a reused lease id and the result.
+type grantOp interface {
+	// decide runs the bucket math on rows parallel to the request's items.
+	decide(bis []*bucketItem, alwaysRecord bool) (*decision, error)
+	// replay answers a request whose lease id has a record (see replay);
+	// it returns errRetry when the record is gone.
+	replay(ctx context.Context, d *decision, n int) error
+	// granted fills the result after a grant was written, and updates the
+	// caches (the rows too when cache is set).
+	granted(bis []*bucketItem, d *decision, cache bool)
+}
+
+// acquireOp is an acquisition.
+type acquireOp struct {
+	s   *Store
+	req *store.AcquireRequest
+	now int64
+	res *store.AcquireResult
+}
+
+func (o *acquireOp) decide(bis []*bucketItem, always bool) (*decision, error) {
+	return decide(bis, o.req, o.now, o.s.skew, always, o.res)
+}
+
+func (o *acquireOp) replay(ctx context.Context, d *decision, n int) error {
+	_, err := o.s.replay(ctx, o.req, d.costs[:n], o.now, o.res)
+	return err
+}
+
+func (o *acquireOp) granted(bis []*bucketItem, d *decision, cache bool) {
+	o.s.granted(bis, d, o.req, o.now, o.res, cache)
+}
+
+// readThenTransact is the original algorithm: read, then transact: consistent pre-read, no write on
+// denial (but for bucket.Align's rebase and a queued acquisition's
+// tickets), then one version-conditioned transaction with the lease
+// records.
+func (s *Store) readThenTransact(ctx context.Context, op grantOp, req *store.AcquireRequest, now int64) error {
+	names := dimsOf(req)
 	// One read fetches the rows and the lease id's index item, if any.
 	items, err := s.snapshot(ctx, append(names[:len(names):len(names)], indexPK(req.ID)))
 	if err != nil {
@@ -42,18 +79,18 @@ func (s *Store) acquireReadThenTransact(ctx context.Context, req *store.AcquireR
 	if err != nil {
 		return err
 	}
-	d, err := decide(bis, req, now, s.skew, true, res)
+	d, err := op.decide(bis, true)
 	if err != nil {
 		return err
 	}
 	if items[indexPK(req.ID)] != nil {
-		if err := s.replay(ctx, req, d.costs[:len(bis)], now, res); err != errRetry {
+		if err := op.replay(ctx, d, len(bis)); err != errRetry {
 			return err
 		}
 		return store.ErrContention
 	}
 	if !d.granted {
-		again, err := s.deny(ctx, req, bis, d, now, res, false)
+		again, err := s.deny(ctx, req, bis, d, now, false, nil)
 		if again {
 			return store.ErrContention
 		}
@@ -67,7 +104,7 @@ func (s *Store) acquireReadThenTransact(ctx context.Context, req *store.AcquireR
 	if err != nil {
 		rs := reasons(err)
 		if inUse(rs, bis, d, req.ID) {
-			if err := s.replay(ctx, req, d.costs[:len(bis)], now, res); err != errRetry {
+			if err := op.replay(ctx, d, len(bis)); err != errRetry {
 				return err
 			}
 			return store.ErrContention
@@ -79,11 +116,11 @@ func (s *Store) acquireReadThenTransact(ctx context.Context, req *store.AcquireR
 		}
 		return classify("acquire", err)
 	}
-	s.granted(bis, d, req, now, res, false)
+	op.granted(bis, d, false)
 	return nil
 }
 
-// fastRows is what acquireFast knows: the rows (remembered or read), which
+// fastRows is what the fast path knows: the rows (remembered or read), which
 // of them were read by this call, and whether the lease id's index item
 // was read with them.
 type fastRows struct {
@@ -95,9 +132,10 @@ type fastRows struct {
 	recorded bool // and exists
 }
 
-// acquireFast writes against remembered rows and decides again from the
+// fast writes against remembered rows and decides again from the
 // rows a lost condition returns.
-func (s *Store) acquireFast(ctx context.Context, req *store.AcquireRequest, now int64, names []string, res *store.AcquireResult) error {
+func (s *Store) fast(ctx context.Context, op grantOp, req *store.AcquireRequest, now int64) error {
+	names := dimsOf(req)
 	f := &fastRows{names: names, bis: make([]*bucketItem, len(names)), fresh: make([]bool, len(names)), id: req.ID}
 	missing := false
 	for i, name := range names {
@@ -111,7 +149,7 @@ func (s *Store) acquireFast(ctx context.Context, req *store.AcquireRequest, now 
 		}
 	}
 	for attempt := 0; attempt < s.attempts; attempt++ {
-		d, err := decide(f.bis, req, now, s.skew, false, res)
+		d, err := op.decide(f.bis, false)
 		if err != nil {
 			return err
 		}
@@ -121,13 +159,13 @@ func (s *Store) acquireFast(ctx context.Context, req *store.AcquireRequest, now 
 			if err := s.refresh(ctx, f, true); err != nil {
 				return err
 			}
-			if d, err = decide(f.bis, req, now, s.skew, false, res); err != nil {
+			if d, err = op.decide(f.bis, false); err != nil {
 				return err
 			}
 		}
 		if !d.granted {
 			check := (d.record || !s.unchecked) && !(f.known && !f.recorded)
-			again, err := s.deny(ctx, req, f.bis, d, now, res, check)
+			again, err := s.deny(ctx, req, f.bis, d, now, check, func() error { return op.replay(ctx, d, len(f.bis)) })
 			if err != nil || !again {
 				return err
 			}
@@ -145,18 +183,20 @@ func (s *Store) acquireFast(ctx context.Context, req *store.AcquireRequest, now 
 			}
 			continue
 		}
-		ok, err := s.writeFast(ctx, f.bis, f.fresh, d, req, now, res)
+		ok, err := s.writeFast(ctx, f.bis, f.fresh, d, req, now)
+		if err == errInUse {
+			if err = op.replay(ctx, d, len(f.bis)); err == nil {
+				return nil
+			}
+		}
 		if err == errRetry {
 			continue
-		}
-		if err == errReplayed {
-			return nil
 		}
 		if err != nil {
 			return err
 		}
 		if ok {
-			s.granted(f.bis, d, req, now, res, true)
+			op.granted(f.bis, d, true)
 			return nil
 		}
 	}
@@ -210,10 +250,13 @@ func (s *Store) refresh(ctx context.Context, f *fastRows, all bool) error {
 // writeFast performs one conditional write. It returns false, having
 // replaced the stale rows in bis with the ones DynamoDB returned, when a
 // condition failed.
-func (s *Store) writeFast(ctx context.Context, bis []*bucketItem, fresh []bool, d *decision, req *store.AcquireRequest, now int64, res *store.AcquireResult) (bool, error) {
-	tok := s.token(bis, req)
+//
+// It returns errInUse when the lease id turned out to have a record: the
+// caller answers by replay.
+func (s *Store) writeFast(ctx context.Context, bis []*bucketItem, fresh []bool, d *decision, req *store.AcquireRequest, now int64) (bool, error) {
+	tok := s.token(bis, req, d.valid)
 	if len(bis) == 1 && !d.record && s.unchecked {
-		up := s.bucketUpdate(bis[0], d.next[0], tok, "", holder{})
+		up := s.rowUpdate(bis[0], d.next[0], tok, "", holder{}, d.queue[0], "")
 		_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName: up.TableName, Key: up.Key, UpdateExpression: up.UpdateExpression,
 			ConditionExpression: up.ConditionExpression, ExpressionAttributeNames: up.ExpressionAttributeNames,
@@ -247,10 +290,7 @@ func (s *Store) writeFast(ctx context.Context, bis []*bucketItem, fresh []bool, 
 	}
 	rs := reasons(err)
 	if inUse(rs, bis, d, req.ID) {
-		if err := s.replay(ctx, req, d.costs[:len(bis)], now, res); err != nil {
-			return false, err
-		}
-		return false, errReplayed
+		return false, errInUse
 	}
 	lost := false
 	for i, r := range rs {
@@ -277,17 +317,24 @@ func (s *Store) writeFast(ctx context.Context, bis []*bucketItem, fresh []bool, 
 
 // granted fills res after a successful write and updates the caches.
 func (s *Store) granted(bis []*bucketItem, d *decision, req *store.AcquireRequest, now int64, res *store.AcquireResult, cache bool) {
-	expires := now + req.TTL.Milliseconds()
-	res.ExpiresAt = time.UnixMilli(expires)
+	res.ExpiresAt = time.UnixMilli(d.expiry(req, now))
 	res.Recorded = d.record
+	s.cacheGrant(bis, d, req, now, cache)
+}
+
+// cacheGrant updates the caches after a grant: the rows as written (when
+// cache is set) and the lease's dimensions.
+func (s *Store) cacheGrant(bis []*bucketItem, d *decision, req *store.AcquireRequest, now int64, cache bool) {
+	expires := d.expiry(req, now)
 	uuid := req.ID.String()
 	for i, bi := range bis {
 		if !cache {
 			continue
 		}
 		nb := *bi
-		nb.st, nb.version, nb.lastOp = d.next[i], bi.version+1, s.token(bis, req)
+		nb.st, nb.version, nb.lastOp = d.next[i], bi.version+1, s.token(bis, req, d.valid)
 		nb.rawTok = formatMilli(d.next[i].Tokens)
+		nb.waiters = d.queue[i].apply(bi.waiters)
 		if d.hold {
 			nb.holders = maps.Clone(bi.holders)
 			if nb.holders == nil {
@@ -310,8 +357,9 @@ func namesOf(bis []*bucketItem) []string {
 	return out
 }
 
-// errReplayed tells acquireFast that replay answered the request.
-var errReplayed = errors.New("dynamostore: replayed")
+// errInUse tells the caller of writeFast that the lease id has a record:
+// the request is answered by replay.
+var errInUse = errors.New("dynamostore: lease id in use")
 
 // inUse reports whether a cancelled acquisition failed because its lease id
 // is in use: its index or lease item exists, or a bucket lists it.
@@ -324,33 +372,87 @@ func inUse(rs []types.CancellationReason, bis []*bucketItem, d *decision, id sto
 	return false
 }
 
-// deny settles a denial: a request that asks for a record whose id already
-// has one is answered by replay; otherwise the rows whose clock was more
-// than the maximum skew ahead are written rebased (bucket.Align), the
-// denial's only write. again reports a lost race: the caller reads again
-// and decides again.
+// deny settles a denial: a request whose id already has a record is
+// answered by replay; otherwise the denial writes what it must (see
+// denyWrite). again reports a lost race: the caller reads again and
+// decides again.
 //
 // check asks deny to look for the lease id's record first (false when the
 // caller already knows there is none).
-func (s *Store) deny(ctx context.Context, req *store.AcquireRequest, bis []*bucketItem, d *decision, now int64, res *store.AcquireResult, check bool) (again bool, err error) {
+func (s *Store) deny(ctx context.Context, req *store.AcquireRequest, bis []*bucketItem, d *decision, now int64, check bool, replay func() error) (again bool, err error) {
 	if check {
 		ok, err := s.recorded(ctx, req.ID)
 		if err != nil {
 			return false, err
 		}
 		if ok {
-			err := s.replay(ctx, req, d.costs[:len(bis)], now, res)
+			err := replay()
 			return err == errRetry, err
 		}
 	}
+	return s.denyWrite(ctx, req, bis, d, now)
+}
+
+// denyWrite writes a denial's changes in one atomic write: the rows whose
+// clock was more than the maximum skew ahead, rebased (bucket.Align), and,
+// for a queued acquisition (req.Queue), the request's tickets on its
+// concurrent rows, taken or renewed at one place in line; the dead tickets
+// of its concurrent rows are purged either way. Each row is conditioned on its version; again reports a
+// lost condition. The rows written are remembered as written.
+func (s *Store) denyWrite(ctx context.Context, req *store.AcquireRequest, bis []*bucketItem, d *decision, now int64) (again bool, err error) {
+	tok := opToken("deny")
+	place := queuePlace(bis, req.ID, now)
+	var rows []int
+	var qs []*queueEdit
+	var ups []*types.Update
 	for i, bi := range bis {
-		if !d.rebased[i] {
+		var q *queueEdit
+		switch {
+		case bi.b.Type != bucket.Concurrent:
+		case req.Queue > 0:
+			if q, err = ticketEdit(bi, req.ID, now, place, now+req.Queue.Milliseconds(), s.maxWaiters); err != nil {
+				return false, err
+			}
+		default:
+			q = purgeEdit(bi, now)
+		}
+		if !d.rebased[i] && q == nil {
 			continue
 		}
-		ok, err := s.writeState(ctx, bi, d.aligned[i], "rebase")
+		rows, qs = append(rows, i), append(qs, q)
+		ups = append(ups, s.rowUpdate(bis[i], d.aligned[i], tok, "", holder{}, q, ""))
+	}
+	switch len(ups) {
+	case 0:
+		return false, nil
+	case 1:
+		ok, _, err := s.writeUpdate(ctx, bis[rows[0]], ups[0], tok, "deny")
 		if err != nil || !ok {
+			s.forget(bis[rows[0]].b.Name)
 			return err == nil, err
 		}
+	default:
+		tx := make([]types.TransactWriteItem, len(ups))
+		parts := []int64{-5, s.nonce, int64(rand.Uint64() >> 1)}
+		for k, up := range ups {
+			tx[k] = types.TransactWriteItem{Update: up}
+		}
+		err := s.transact(ctx, "deny", &dynamodb.TransactWriteItemsInput{TransactItems: tx, ClientRequestToken: aws.String(requestToken(req.ID, parts...))})
+		if err != nil {
+			for _, i := range rows {
+				s.forget(bis[i].b.Name)
+			}
+			if anyCCF(err) {
+				return true, nil
+			}
+			return false, classify("deny", err)
+		}
+	}
+	for k, i := range rows {
+		nb := *bis[i]
+		nb.st, nb.version, nb.lastOp, nb.rawTok = d.aligned[i], bis[i].version+1, tok, formatMilli(d.aligned[i].Tokens)
+		nb.waiters = qs[k].apply(bis[i].waiters)
+		s.remember(&nb)
 	}
 	return false, nil
 }

@@ -2,7 +2,6 @@ package dynamostore
 
 import (
 	"context"
-	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -61,14 +60,16 @@ func (s *Store) PutBucket(ctx context.Context, req store.PutBucketRequest) error
 			names[k], vals[":"+k[1:]] = a, full[a]
 			set = append(set, k+" = :"+k[1:])
 		}
-		setU, remU := untilUpdate(old.st.Until, st.Until, names, vals)
+		var rem []string
+		set, rem = optUpdate(attrUntil, "cu", old.st.Until, st.Until, names, vals, set, rem)
+		set, rem = optUpdate(attrReserved, "ru", old.st.Reserved, st.Reserved, names, vals, set, rem)
 		if !old.hasMap {
 			names["#h"], vals[":hm"] = attrHolders, &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{}}
 			set = append(set, "#h = :hm")
 		}
 		_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName: aws.String(s.table), Key: key(b.Name),
-			UpdateExpression:          aws.String("SET " + strings.Join(set, ", ") + setU + remU + " ADD #ver :one"),
+			UpdateExpression:          aws.String(updateExpr(set, rem)),
 			ConditionExpression:       aws.String(versionCond(old, names, vals)),
 			ExpressionAttributeNames:  names,
 			ExpressionAttributeValues: vals,

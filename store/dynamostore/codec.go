@@ -25,13 +25,15 @@ const (
 	attrType     = "limit_type"
 	attrVersion  = "version"
 
-	attrAmount  = "refill_amount"     // exact refill: tokens per period
-	attrPeriod  = "refill_period_ms"  // exact refill period, ms
-	attrMaxDebt = "max_debt"          // bucket.Config.MaxDebt as configured
-	attrInc     = "incarnation"       // random id of this bucket's creation
-	attrHolders = "holders"           // map lease uuid → holder entry (see holder) of this bucket's lease records
-	attrLastOp  = "last_op"           // token of the last acquisition that wrote the bucket
-	attrUntil   = "cooldown_until_ms" // bucket.State.Until: a cooldown's end, Unix ms; absent means 0
+	attrAmount   = "refill_amount"     // exact refill: tokens per period
+	attrPeriod   = "refill_period_ms"  // exact refill period, ms
+	attrMaxDebt  = "max_debt"          // bucket.Config.MaxDebt as configured
+	attrInc      = "incarnation"       // random id of this bucket's creation
+	attrHolders  = "holders"           // map lease uuid → holder entry (see holder) of this bucket's lease records
+	attrLastOp   = "last_op"           // token of the last acquisition that wrote the bucket
+	attrUntil    = "cooldown_until_ms" // bucket.State.Until: a cooldown's end, Unix ms; absent means 0
+	attrReserved = "reserved_until_ms" // bucket.State.Reserved: latest reservation's valid instant, Unix ms; absent means 0
+	attrWaiters  = "waiters"           // map lease uuid → ticket (see ticketValue) of a concurrent bucket's waiter queue
 
 	// Lease items (the SDKs' format), plus Sluice's extras.
 	attrDimension = "dimension"
@@ -44,10 +46,15 @@ const (
 	attrExpiresMs = "expires_ms" // exact expiry, ms
 	attrCreatedMs = "created_ms" // exact creation time, ms
 	attrSlotCost  = "slot_cost"  // a concurrent item's cost (its cost attribute is 0: see leaseItemAttrs)
+	attrValidMs   = "valid_ms"   // a reservation's valid instant, ms (absent on an acquisition's lease)
 
 	// Keys of a holder entry written as a map (see holder).
 	holderExp  = "e" // expiry, ms
 	holderCost = "c" // cost in tokens, to restore without the lease item
+
+	// Keys of a waiter's ticket (see ticketValue).
+	ticketAt  = "a" // the decision time at which the ticket was first taken, ms
+	ticketExp = "e" // the ticket's expiry, ms
 )
 
 // holder is one entry of a bucket's holders map: a lease recorded on the
@@ -241,6 +248,9 @@ type bucketItem struct {
 	hasMap  bool // the holders attribute exists
 	lastOp  string
 	rawTok  string // tokens exactly as stored, for conditions (see versionCond)
+	// waiters is a concurrent bucket's waiter queue, live and dead
+	// tickets, by lease uuid (see queue.go).
+	waiters map[string]store.Ticket
 }
 
 // decodeBucket reads a bucket row written by Sluice or by the Python and TypeScript SDKs.
@@ -329,6 +339,14 @@ func decodeBucket(item map[string]types.AttributeValue) (*bucketItem, error) {
 			return nil, bad(attrUntil, err)
 		}
 	}
+	if v, ok := getN(item, attrReserved); ok {
+		if bi.st.Reserved, err = parseUntil(v); err != nil {
+			return nil, bad(attrReserved, err)
+		}
+	}
+	if m, ok := item[attrWaiters].(*types.AttributeValueMemberM); ok {
+		bi.waiters = decodeWaiters(m.Value)
+	}
 	if v, ok := getN(item, attrVersion); ok {
 		if bi.version, err = parseInt(v); err != nil {
 			return nil, bad(attrVersion, err)
@@ -375,12 +393,16 @@ func encodeBucket(b store.Bucket, st bucket.State, version int64, inc string, ho
 	if st.Until != 0 {
 		item[attrUntil] = numInt(st.Until)
 	}
+	if st.Reserved != 0 {
+		item[attrReserved] = numInt(st.Reserved)
+	}
 	return item
 }
 
-// parseUntil reads cooldown_until_ms: Unix milliseconds, 0 to
-// bucket.MaxTimeMs. A decimal (never written by Sluice) is rounded up, so
-// that a cooldown never ends early.
+// parseUntil reads cooldown_until_ms and reserved_until_ms: Unix
+// milliseconds, 0 to bucket.MaxTimeMs. A decimal (never written by Sluice)
+// is rounded up, so that a cooldown never ends early and a reservation's
+// debt is never forgiven early.
 func parseUntil(s string) (int64, error) {
 	v, err := parseInt(s)
 	if err != nil {

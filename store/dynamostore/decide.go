@@ -16,6 +16,13 @@ type decision struct {
 	granted bool
 	rebased [store.MaxItems]bool
 	aligned [store.MaxItems]bucket.State
+	// ahead counts, per item, the live tickets of others ahead of the
+	// request in a concurrent bucket's waiter queue; queue is the grant's
+	// edit of each queue (nil for none).
+	ahead [store.MaxItems]int
+	queue [store.MaxItems]*queueEdit
+	// valid is a reservation's valid instant (0 for an acquisition).
+	valid int64
 }
 
 // decide runs the bucket math on rows (parallel to req.Items) and fills res.
@@ -45,10 +52,12 @@ func decide(bis []*bucketItem, req *store.AcquireRequest, now, skew int64, alway
 	poll := req.Poll
 	d.granted = true
 	var retry int64
+	queueAhead(bis, req.ID, now, d.ahead[:n])
 	for i, bi := range bis {
 		al, at := bucket.Align(bi.lim, bi.st, now, skew)
 		d.aligned[i], d.rebased[i] = al, al.Last != bi.st.Last
 		st, wait, ok := bucket.Take(bi.lim, al, at, d.costs[i]*bucket.Milli)
+		ok = ok && d.ahead[i] == 0
 		d.next[i] = st
 		ir := &res.Items[i]
 		*ir = store.ItemResult{Dimension: bi.b.Name, Type: bi.b.Type, Cost: d.costs[i], Capacity: bi.b.Capacity}
@@ -65,8 +74,17 @@ func decide(bis []*bucketItem, req *store.AcquireRequest, now, skew int64, alway
 		retry = max(retry, wait)
 	}
 	res.Granted, res.Recorded = d.granted, false
-	res.RetryIn, res.ExpiresAt = 0, time.Time{}
-	if !d.granted {
+	res.RetryIn, res.ExpiresAt, res.Ahead = 0, time.Time{}, 0
+	if d.granted {
+		for i, bi := range bis {
+			d.queue[i] = grantEdit(bi, req.ID, now)
+		}
+	} else {
+		for i, bi := range bis {
+			if bi.b.Type == bucket.Concurrent {
+				res.Ahead = max(res.Ahead, d.ahead[i])
+			}
+		}
 		res.RetryIn = msDur(retry)
 		for i, bi := range bis {
 			if res.Items[i].RetryIn == 0 {

@@ -20,14 +20,17 @@
 // RETRY_IN hint without a Scan, and lets Reconcile restore a slot whose
 // lease item DynamoDB's TTL process deleted first), last_op and, once the
 // bucket has had a cooldown, cooldown_until_ms (bucket.State.Until, Unix
-// ms; a row without it has none).
+// ms; a row without it has none), once it has had a reservation,
+// reserved_until_ms (bucket.State.Reserved), and on a concurrent bucket
+// with waiters, waiters (its waiter queue, see queue.go).
 // Rows written by the Python and TypeScript SDKs lack them: the refill fraction is then
 // derived from refill_rate (see deriveRefill) and the rest defaults.
 //
 // A lease record is one item per dimension, lease#{dimension}#{uuid}, with
 // the SDKs' dimension, cost, created_at, ttl (whole seconds, rounded up)
 // and caller, plus lease_id, dims (all the lease's dimensions), expires_ms
-// and created_ms. A multi-dimension lease's items share the uuid and are
+// and created_ms; a reservation's also valid_ms, its valid instant, from
+// which its TTL counts. A multi-dimension lease's items share the uuid and are
 // written and deleted in the same transaction. On a concurrent dimension
 // the item's cost is 0 and slot_cost holds it: the SDKs' reconciler, which
 // restores an item's cost, must not restore a slot that Sluice restores
@@ -104,17 +107,18 @@ const (
 
 // Store is the DynamoDB store. It is safe for concurrent use.
 type Store struct {
-	db        *dynamodb.Client
-	table     string
-	readFirst bool
-	timeout   time.Duration
-	attempts  int
-	skew      int64 // maximum clock skew, ms (see bucket.Align)
-	skewSet   time.Duration
-	maxLeases int   // recorded leases one bucket row may list
-	unchecked bool  // WithUncheckedLeaseIDs
-	nonce     int64 // random per Store: part of every ClientRequestToken
-	closed    atomic.Bool
+	db         *dynamodb.Client
+	table      string
+	readFirst  bool
+	timeout    time.Duration
+	attempts   int
+	skew       int64 // maximum clock skew, ms (see bucket.Align)
+	skewSet    time.Duration
+	maxLeases  int   // recorded leases one bucket row may list
+	maxWaiters int   // waiter tickets one bucket row may list
+	unchecked  bool  // WithUncheckedLeaseIDs
+	nonce      int64 // random per Store: part of every ClientRequestToken
+	closed     atomic.Bool
 
 	mu     sync.Mutex
 	cache  map[string]*bucketItem     // fast path: last seen row per dimension
@@ -175,7 +179,7 @@ func New(db *dynamodb.Client, table string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("dynamostore: %w", err)
 	}
 	s := &Store{db: db, table: table, timeout: DefaultTimeout, attempts: DefaultAttempts,
-		skew: store.DefaultMaxSkew.Milliseconds(), skewSet: store.DefaultMaxSkew, maxLeases: DefaultMaxLeasesPerBucket,
+		skew: store.DefaultMaxSkew.Milliseconds(), skewSet: store.DefaultMaxSkew, maxLeases: DefaultMaxLeasesPerBucket, maxWaiters: DefaultMaxWaitersPerBucket,
 		cache: map[string]*bucketItem{}, leases: map[store.LeaseID][]string{}, nonce: int64(rand.Uint64() >> 1)}
 	for _, o := range opts {
 		o(s)
@@ -184,6 +188,9 @@ func New(db *dynamodb.Client, table string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("dynamostore: %w", err)
 	}
 	if err := validateMaxLeases(s.maxLeases); err != nil {
+		return nil, fmt.Errorf("dynamostore: %w", err)
+	}
+	if err := validateMaxWaiters(s.maxWaiters); err != nil {
 		return nil, fmt.Errorf("dynamostore: %w", err)
 	}
 	return s, nil

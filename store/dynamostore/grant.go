@@ -3,6 +3,7 @@ package dynamostore
 import (
 	"hash/fnv"
 	"strconv"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -21,7 +22,7 @@ import (
 // two different acquisitions with one lease id (a reuse, answered by
 // replay) must not share a token, or DynamoDB would refuse the second with
 // IdempotentParameterMismatch instead of evaluating its conditions.
-func (s *Store) token(bis []*bucketItem, req *store.AcquireRequest) string {
+func (s *Store) token(bis []*bucketItem, req *store.AcquireRequest, valid int64) string {
 	h := fnv.New64a()
 	for i, it := range req.Items {
 		h.Write([]byte(it.Dimension + "\x00" + strconv.FormatInt(it.Cost, 10) + "\x00" + bis[i].inc + "\x00"))
@@ -30,28 +31,38 @@ func (s *Store) token(bis []*bucketItem, req *store.AcquireRequest) string {
 	if req.Record {
 		rec = 1
 	}
-	parts := make([]int64, len(bis)+5)
+	parts := make([]int64, len(bis)+5, len(bis)+7)
 	parts[0], parts[1], parts[2] = s.nonce, req.Now.UnixMilli(), int64(h.Sum64()>>1)
 	parts[3], parts[4] = req.TTL.Milliseconds(), rec
 	for i, bi := range bis {
 		parts[i+5] = bi.version
 	}
+	if valid != 0 {
+		// A reservation: never the token of an acquisition.
+		parts = append(parts, -4, valid)
+	}
 	return requestToken(req.ID, parts...)
+}
+
+// expiry returns the expiry of the lease d grants: TTL from the decision
+// time, or from a reservation's valid instant.
+func (d *decision) expiry(req *store.AcquireRequest, now int64) int64 {
+	return max(now, d.valid) + req.TTL.Milliseconds()
 }
 
 // acquireTx builds the transaction of a grant: each bucket conditioned on
 // its version, plus one lease item per dimension when recording.
 func (s *Store) acquireTx(bis []*bucketItem, d *decision, req *store.AcquireRequest, now int64, allOld bool) *dynamodb.TransactWriteItemsInput {
-	tok := s.token(bis, req)
+	tok := s.token(bis, req, d.valid)
 	uuid := req.ID.String()
-	expires := now + req.TTL.Milliseconds()
+	expires := d.expiry(req, now)
 	items := make([]types.TransactWriteItem, 0, 2*len(bis))
 	for i, bi := range bis {
 		id := ""
 		if d.hold {
 			id = uuid
 		}
-		up := s.bucketUpdate(bi, d.next[i], tok, id, newHolder(bi, expires, d.costs[i]))
+		up := s.rowUpdate(bi, d.next[i], tok, id, newHolder(bi, expires, d.costs[i]), d.queue[i], "")
 		if allOld {
 			up.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
 		}
@@ -81,6 +92,9 @@ func (s *Store) acquireTx(bis []*bucketItem, d *decision, req *store.AcquireRequ
 			}
 			if bi.b.Type == bucket.Concurrent {
 				item[attrSlotCost] = numInt(d.costs[i])
+			}
+			if d.valid != 0 {
+				item[attrValidMs] = numInt(d.valid)
 			}
 			items = append(items, types.TransactWriteItem{Put: &types.Put{
 				TableName: aws.String(s.table), Item: item,
@@ -124,52 +138,77 @@ func newHolder(bi *bucketItem, expires, cost int64) holder {
 // reused while the bucket still lists it would otherwise overwrite the
 // entry, and its slot would never come back).
 func (s *Store) bucketUpdate(bi *bucketItem, st bucket.State, tok string, id string, h holder) *types.Update {
+	return s.rowUpdate(bi, st, tok, id, h, nil, "")
+}
+
+// rowUpdate is bucketUpdate that also applies q to the row's waiter queue
+// and, when drop is not empty, removes drop's holders entry.
+func (s *Store) rowUpdate(bi *bucketItem, st bucket.State, tok string, id string, h holder, q *queueEdit, drop string) *types.Update {
 	names := map[string]string{"#tok": attrTokens, "#last": attrLast, "#op": attrLastOp, "#ver": attrVersion, "#inc": attrInc}
 	vals := map[string]types.AttributeValue{
 		":t": num(formatMilli(st.Tokens)), ":l": num(formatSeconds(st.Last)),
 		":op": str(tok), ":one": numInt(1), ":v": numInt(bi.version),
 	}
-	set := "SET #tok = :t, #last = :l, #op = :op"
-	setU, remU := untilUpdate(bi.st.Until, st.Until, names, vals)
-	set += setU
+	set := []string{"#tok = :t", "#last = :l", "#op = :op"}
+	var rem []string
+	set, rem = optUpdate(attrUntil, "cu", bi.st.Until, st.Until, names, vals, set, rem)
+	set, rem = optUpdate(attrReserved, "ru", bi.st.Reserved, st.Reserved, names, vals, set, rem)
+	set, rem = q.clauses(bi, names, vals, set, rem)
+	if drop != "" {
+		names["#h"], names["#hd"] = attrHolders, drop
+		rem = append(rem, "#h.#hd")
+	}
 	cond := versionCond(bi, names, vals)
 	if id != "" {
 		names["#h"] = attrHolders
 		if bi.hasMap {
 			names["#hid"], vals[":h"] = id, h.value()
-			set += ", #h.#hid = :h"
+			set = append(set, "#h.#hid = :h")
 			cond += " AND attribute_not_exists(#h.#hid) AND size(#h) < :maxh"
 			vals[":maxh"] = numInt(int64(s.maxLeases))
 		} else {
 			vals[":hm"] = &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{id: h.value()}}
-			set += ", #h = :hm"
+			set = append(set, "#h = :hm")
 		}
 	}
 	return &types.Update{
 		TableName: aws.String(s.table), Key: key(bi.b.Name),
-		UpdateExpression:          aws.String(set + remU + " ADD #ver :one"),
+		UpdateExpression:          aws.String(updateExpr(set, rem)),
 		ConditionExpression:       aws.String(cond),
 		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: vals,
 	}
 }
 
-// untilUpdate returns the parts of an update expression that move a row's
-// cooldown_until from old (as read; the write is conditioned on the
-// version read) to next: ", #cu = :cu" to append to a SET clause, or
-// " REMOVE #cu" when the cooldown is cleared (a row without the attribute
-// reads as 0). Both are empty when it does not change, so that a row that
-// never had a cooldown never gets the attribute.
-func untilUpdate(old, next int64, names map[string]string, vals map[string]types.AttributeValue) (set, remove string) {
+// updateExpr joins SET and REMOVE clauses into an update expression that
+// also bumps the version.
+func updateExpr(set, rem []string) string {
+	e := ""
+	if len(set) > 0 {
+		e = "SET " + strings.Join(set, ", ") + " "
+	}
+	if len(rem) > 0 {
+		e += "REMOVE " + strings.Join(rem, ", ") + " "
+	}
+	return e + "ADD #ver :one"
+}
+
+// optUpdate adds the clauses that move an optional numeric attribute of a
+// row (cooldown_until_ms, reserved_until_ms) from old (as read; the write
+// is conditioned on the version read) to next: a SET, or a REMOVE when it
+// becomes 0 (a row without the attribute reads as 0). Nothing when it does
+// not change, so that a row that never had one never gets the attribute.
+// p names its placeholders.
+func optUpdate(attr, p string, old, next int64, names map[string]string, vals map[string]types.AttributeValue, set, rem []string) ([]string, []string) {
 	switch {
 	case next == old:
-		return "", ""
+		return set, rem
 	case next == 0:
-		names["#cu"] = attrUntil
-		return "", " REMOVE #cu"
+		names["#"+p] = attr
+		return set, append(rem, "#"+p)
 	}
-	names["#cu"], vals[":cu"] = attrUntil, numInt(next)
-	return ", #cu = :cu", ""
+	names["#"+p], vals[":"+p] = attr, numInt(next)
+	return append(set, "#"+p+" = :"+p), rem
 }
 
 // versionCond is the optimistic-locking condition on bi's row: same

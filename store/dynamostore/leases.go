@@ -15,6 +15,7 @@ type leaseItem struct {
 	cost          int64
 	created       int64 // ms
 	expires       int64 // ms
+	valid         int64 // a reservation's valid instant, ms; 0 for an acquisition's lease
 	caller        string
 	inc           string
 	hasInc        bool   // written by Sluice on a bucket with an incarnation
@@ -48,6 +49,9 @@ func decodeLease(item map[string]types.AttributeValue) (*leaseItem, bool) {
 		li.expires, _ = strconv.ParseInt(v, 10, 64)
 	} else if v, ok := getN(item, attrTTL); ok {
 		li.expires, _ = parseMilliCeil(v)
+	}
+	if v, ok := getN(item, attrValidMs); ok {
+		li.valid, _ = strconv.ParseInt(v, 10, 64)
 	}
 	if v, ok := getN(item, attrCreatedMs); ok {
 		li.created, _ = strconv.ParseInt(v, 10, 64)
@@ -150,6 +154,9 @@ func (s *Store) Leases(ctx context.Context, q store.LeaseQuery) ([]store.LeaseRe
 		first := lis[0]
 		order := first.dims
 		l := store.LeaseRecord{ID: id, Caller: first.caller, CreatedAt: time.UnixMilli(first.created), ExpiresAt: time.UnixMilli(first.expires)}
+		if first.valid != 0 {
+			l.ValidAt = time.UnixMilli(first.valid)
+		}
 		has := false
 		for _, d := range order {
 			for _, li := range lis {

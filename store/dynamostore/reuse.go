@@ -92,20 +92,22 @@ var errRetry = errors.New("dynamostore: lease record gone; retry")
 // (a retry), else store.ErrLeaseInUse. It changes nothing. costs are the
 // request's resolved costs. It returns errRetry when the record is gone by
 // the time it is read (released or reclaimed meanwhile).
-func (s *Store) replay(ctx context.Context, req *store.AcquireRequest, costs []int64, now int64, res *store.AcquireResult) error {
+//
+// It also returns the record's first item, for a reservation's replay.
+func (s *Store) replay(ctx context.Context, req *store.AcquireRequest, costs []int64, now int64, res *store.AcquireResult) (*leaseItem, error) {
 	dims, err := s.findDimsNoScan(ctx, req)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if dims == nil {
-		return errRetry
+		return nil, errRetry
 	}
 	lis, err := s.loadLease(ctx, req.ID.String(), dims)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if len(lis) == 0 {
-		return errRetry
+		return nil, errRetry
 	}
 	record := make([]store.Item, len(lis))
 	for i, li := range lis {
@@ -116,20 +118,20 @@ func (s *Store) replay(ctx context.Context, req *store.AcquireRequest, costs []i
 		asked[i] = store.Item{Dimension: it.Dimension, Cost: costs[i]}
 	}
 	if len(lis) != len(dims) || !store.SameItems(record, asked) {
-		return store.LeaseInUse(req.ID)
+		return nil, store.LeaseInUse(req.ID)
 	}
 	bis, err := s.readBuckets(ctx, dimsOf(req))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	res.Granted, res.Recorded, res.RetryIn = true, true, 0
+	res.Granted, res.Recorded, res.RetryIn, res.Ahead = true, true, 0, 0
 	res.ExpiresAt = time.UnixMilli(lis[0].expires)
 	for i, bi := range bis {
 		st, at := bucket.Align(bi.lim, bi.st, now, s.skew)
 		res.Items[i] = store.ItemResult{Dimension: bi.b.Name, Type: bi.b.Type, Cost: costs[i], Capacity: bi.b.Capacity,
 			Remaining: bucket.Available(bi.lim, st, at)}
 	}
-	return nil
+	return lis[0], nil
 }
 
 // findDimsNoScan returns the dimensions of req.ID's lease record from its

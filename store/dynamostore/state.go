@@ -60,7 +60,7 @@ func (bi *bucketItem) state(now, skew int64) store.BucketState {
 	al, at := bucket.Align(bi.lim, bi.st, now, skew)
 	r := bucket.Refill(bi.lim, al, at)
 	bs := store.BucketState{Bucket: bi.b, Tokens: r.Tokens, LastRefill: r.Last, CooldownUntil: r.Until,
-		ActiveLeases: len(bi.holders), Now: time.UnixMilli(now)}
+		ReservedUntil: r.Reserved, Waiters: bi.live(now), ActiveLeases: len(bi.holders), Now: time.UnixMilli(now)}
 	if x := bi.earliest(); x != 0 {
 		bs.NextExpiry = time.UnixMilli(x)
 	}
@@ -122,7 +122,12 @@ func (s *Store) writeState(ctx context.Context, bi *bucketItem, st bucket.State,
 // very write, already applied, and counts as success rather than as a lost
 // race (which would decide again and apply the delta a second time).
 func (s *Store) writeRow(ctx context.Context, bi *bucketItem, st bucket.State, tok, op string) (bool, *bucketItem, error) {
-	up := s.bucketUpdate(bi, st, tok, "", holder{})
+	return s.writeUpdate(ctx, bi, s.bucketUpdate(bi, st, tok, "", holder{}), tok, op)
+}
+
+// writeUpdate sends up, an update of bi's row that records tok in last_op,
+// as one UpdateItem, with writeRow's outcomes.
+func (s *Store) writeUpdate(ctx context.Context, bi *bucketItem, up *types.Update, tok, op string) (bool, *bucketItem, error) {
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: up.TableName, Key: up.Key, UpdateExpression: up.UpdateExpression,
 		ConditionExpression: up.ConditionExpression, ExpressionAttributeNames: up.ExpressionAttributeNames,

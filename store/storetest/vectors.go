@@ -266,10 +266,10 @@ func testVectors(t *testing.T, h Harness) {
 func dependsOnUnrecorded(v Vector) bool {
 	unrecorded := false
 	for _, s := range v.Steps {
-		if s.Op == "acquire" && s.Expect.Granted && !s.Expect.Recorded {
+		if (s.Op == "acquire" || s.Op == "reserve") && s.Expect.Granted && !s.Expect.Recorded {
 			unrecorded = true
 		}
-		if unrecorded && (s.Op == "reconcile" || s.Op == "peek" || s.Op == "release" || s.Op == "extend") {
+		if unrecorded && (s.Op == "reconcile" || s.Op == "peek" || s.Op == "release" || s.Op == "extend" || s.Op == "cancel") {
 			return true
 		}
 	}
