@@ -59,12 +59,14 @@ type waitCall struct {
 	retryIn time.Duration
 }
 
-// queueTTL is the life of a waiter's ticket: three poll intervals, from
-// 30 ms to store.MaxQueueTTL. A waiter renews it every third of that, so
-// a live waiter keeps its place through one lost renewal, and a dead one
-// blocks the queue for at most this long.
+// queueTTL is the life of a waiter's ticket: three poll intervals, but no
+// longer than a lease's TTL, from 30 ms to store.MaxQueueTTL. A waiter
+// renews it every third of that, so a live waiter keeps its place through
+// one lost renewal, and a dead one (crashed, or cut off from the store)
+// blocks the queue for at most this long: never longer than a dead holder
+// keeps its slot.
 func (c *Client) queueTTL() time.Duration {
-	return min(max(3*c.cfg.PollInterval, 30*time.Millisecond), store.MaxQueueTTL)
+	return min(max(min(3*c.cfg.PollInterval, c.cfg.LeaseTTL), 30*time.Millisecond), store.MaxQueueTTL)
 }
 
 // strategyLoop runs w with the client's strategy, or polling when the call

@@ -19,10 +19,15 @@ import (
 type countingStore struct {
 	store.Store
 	acquires, reserves, cancels, dequeues atomic.Int64
+	// queue is the longest ticket life an acquisition asked for.
+	queue atomic.Int64
 }
 
 func (s *countingStore) Acquire(ctx context.Context, req *store.AcquireRequest, res *store.AcquireResult) error {
 	s.acquires.Add(1)
+	if q := int64(req.Queue); q > s.queue.Load() {
+		s.queue.Store(q)
+	}
 	return s.Store.Acquire(ctx, req, res)
 }
 
@@ -404,6 +409,39 @@ func TestWithSlotRenewsAReservationFromItsValidInstant(t *testing.T) {
 		})
 		if err != nil {
 			t.Fatal(err)
+		}
+	})
+}
+
+// A waiter's ticket lives no longer than a lease: a waiter cut off from the
+// store (or crashed) must not block the queue longer than a holder cut off
+// the same way keeps its slot.
+func TestWaitTicketLivesNoLongerThanALease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, st := newCountingClient(t, sluice.WithLeaseTTL(2*time.Second)) // poll interval 1 s: three of them is 3 s
+		ctx := context.Background()
+		const dim = "elevenlabs#concurrent"
+		var held []*sluice.Lease
+		for {
+			res, err := c.Acquire(ctx, dim)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !res.Granted() {
+				break
+			}
+			held = append(held, res.Lease)
+		}
+		wctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+		defer cancel()
+		if _, err := c.Wait(wctx, []sluice.Request{{Dimension: dim, Cost: 1}}, time.Minute); err == nil {
+			t.Fatal("the waiter got a slot; every slot is held")
+		}
+		if got, want := time.Duration(st.queue.Load()), 2*time.Second; got <= 0 || got > want {
+			t.Errorf("ticket life asked for = %v, want at most the lease TTL %v", got, want)
+		}
+		for _, l := range held {
+			_ = l.Release(ctx)
 		}
 	})
 }
