@@ -46,8 +46,8 @@ const (
 	Failed
 	// Denied is a call that never got its charges: no slot within the
 	// request's deadline, a request cancelled while it waited, a charge
-	// above a bucket's capacity, or a store error. Nothing stays reserved
-	// and the request was not sent.
+	// above a bucket's capacity, or a store error. The request was not
+	// sent, and a reservation the wait had made was cancelled.
 	Denied
 )
 
