@@ -44,3 +44,21 @@ func ExampleWithWaitStrategy() {
 	// Output:
 	// granted, strategy poll
 }
+
+// WithAttemptCount tells the caller how many store decisions a wait took:
+// one reservation, even when it slept until the reservation was valid.
+func ExampleWithAttemptCount() {
+	ctx := context.Background()
+	client, _ := sluice.New(memstore.New())
+	_ = client.PutBucket(ctx, sluice.Bucket{Name: "openai#rpm", Config: sluice.PerMinute(sluice.Requests, 500)})
+
+	var attempts int
+	l, err := client.Wait(ctx, []sluice.Request{{Dimension: "openai#rpm", Cost: 1}}, time.Second, sluice.WithAttemptCount(&attempts))
+	if err != nil {
+		panic(err)
+	}
+	defer l.Release(ctx)
+	fmt.Println("granted after", attempts, "attempt")
+	// Output:
+	// granted after 1 attempt
+}

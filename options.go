@@ -59,6 +59,9 @@ type acquireOptions struct {
 	record    bool
 	// polling makes Wait and the calls built on it poll (WithPolling).
 	polling bool
+	// attempts, when set, receives the wait's attempt count
+	// (WithAttemptCount).
+	attempts *int
 	// id and queue, when set, make the acquisition take a waiter's ticket
 	// under id (store.AcquireRequest.Queue); the queued wait sets them.
 	id    store.LeaseID
@@ -87,3 +90,18 @@ func WithRecord() AcquireOption { return func(o *acquireOptions) { o.record = tr
 // RETRY_IN answer plus jitter, ask again, as WaitPoll does for every call
 // of a client. Acquire and AcquireMany ignore it.
 func WithPolling() AcquireOption { return func(o *acquireOptions) { o.polling = true } }
+
+// WithAttemptCount makes Wait, Slot, SlotMany, WithSlot and WithSlotMany
+// store in *n, before they return, how many acquisitions or reservations
+// the wait made (WaitEvent.Attempts), whether it got a slot or not: 0 when
+// it failed before asking the store, 1 for a slot granted or reserved at
+// the first call. Acquire and AcquireMany ignore it. A nil n is ignored.
+// The caller owns n; concurrent waits must not share it.
+func WithAttemptCount(n *int) AcquireOption {
+	return func(o *acquireOptions) {
+		if n != nil {
+			*n = 0 // a call refused before its wait made no attempt
+		}
+		o.attempts = n
+	}
+}

@@ -53,6 +53,9 @@ func (c *Client) Wait(ctx context.Context, reqs []Request, timeout time.Duration
 }
 
 func (c *Client) wait(ctx context.Context, w *waitCall) (*Lease, error) {
+	if n := w.o.attempts; n != nil {
+		defer func() { *n = w.attempts }()
+	}
 	if c.obs == nil || c.obs.Waited == nil {
 		return c.waitLoop(ctx, w)
 	}

@@ -2,55 +2,33 @@ package transport
 
 import (
 	"context"
-	"math/rand/v2"
 	"time"
 
 	"github.com/ontopix/sluice"
 )
 
-// acquire takes reqs all-or-nothing, waiting out RETRY_IN answers until the
-// request's deadline (or maxWait when it has none). A wait the store
-// answers that would end past the deadline fails at once with a
-// *sluice.SlotTimeoutError rather than sleeping until it. It returns the
-// lease, how long it waited and the number of attempts.
+// acquire takes reqs all-or-nothing with the Client's Wait, bounded by the
+// request's deadline, or by maxWait when it has none. By default the wait
+// is in line (sluice.WaitReserve): the tokens are reserved in one store
+// call and a wait the store answers that would end past the bound fails at
+// once with a *sluice.SlotTimeoutError, reserving nothing. With WithPolling
+// it polls. It returns the lease, how long it waited and the number of
+// attempts.
 func (t *Transport) acquire(ctx context.Context, reqs []sluice.Request) (*sluice.Lease, time.Duration, int, error) {
-	start := t.clock.Now()
-	deadline := start.Add(t.maxWait)
 	timeout := t.maxWait
 	if d, ok := ctx.Deadline(); ok {
-		deadline, timeout = d, d.Sub(start)
+		// The Client measures a context's deadline on the runtime's clock:
+		// so does the timeout. A deadline already past still needs a
+		// positive timeout (0 is the Client's default), and fails at once.
+		timeout = max(time.Until(d), time.Nanosecond)
 	}
-	for attempt := 1; ; attempt++ {
-		res, err := t.client.AcquireMany(ctx, reqs)
-		if err != nil {
-			return nil, t.clock.Now().Sub(start), attempt, err
-		}
-		if res.Granted() {
-			return res.Lease, t.clock.Now().Sub(start), attempt, nil
-		}
-		now := t.clock.Now()
-		if now.Add(res.RetryIn).After(deadline) {
-			dims := make([]string, len(reqs))
-			for i, r := range reqs {
-				dims[i] = r.Dimension
-			}
-			return nil, now.Sub(start), attempt, &sluice.SlotTimeoutError{Dimensions: dims, Timeout: timeout, RetryIn: res.RetryIn, Attempts: attempt}
-		}
-		wait := min(jitter(res.RetryIn), deadline.Sub(now))
-		timer := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return nil, t.clock.Now().Sub(start), attempt, context.Cause(ctx)
-		case <-timer.C:
-		}
+	var attempts int
+	opts := make([]sluice.AcquireOption, 1, 2)
+	opts[0] = sluice.WithAttemptCount(&attempts)
+	if t.polling {
+		opts = append(opts, sluice.WithPolling())
 	}
-}
-
-// jitter spreads the retries of callers denied at the same moment, as the
-// Client's own waiting does: it adds up to 10 % of d, at least 1 ms and at
-// most 100 ms, so that waiting never ends before the exact RETRY_IN.
-func jitter(d time.Duration) time.Duration {
-	spread := min(max(d/10, time.Millisecond), 100*time.Millisecond)
-	return d + rand.N(spread+1)
+	start := t.clock.Now()
+	l, err := t.client.Wait(ctx, reqs, timeout, opts...)
+	return l, t.clock.Now().Sub(start), attempts, err
 }

@@ -6,8 +6,12 @@
 // For each request to a known endpoint (OpenAI chat completions, responses
 // and embeddings, Azure OpenAI deployments, Anthropic messages) the
 // Transport estimates the call offline (Estimator: tiktoken encodings
-// compiled in), acquires the vendor profile's admission charges on every
-// dimension at once within the request's deadline, holds the lease while
+// compiled in), takes the vendor profile's admission charges on every
+// dimension at once, waiting in line within the request's deadline (the
+// Client's Wait: requests and tokens reserved first come, first served
+// across the fleet; a wait longer than the deadline fails at once with a
+// *sluice.SlotTimeoutError, reserving nothing; WithPolling polls
+// instead), holds the lease while
 // the response body is read, and settles it to the usage the response
 // reports, from the JSON body or the stream's final usage event, read as
 // the stream passes in fixed memory. Every response's rate-limit headers

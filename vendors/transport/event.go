@@ -45,8 +45,9 @@ const (
 	// the admission charge is kept in full.
 	Failed
 	// Denied is a call that never got its charges: no slot within the
-	// request's deadline, a charge above a bucket's capacity, or a store
-	// error. The request was not sent.
+	// request's deadline, a request cancelled while it waited, a charge
+	// above a bucket's capacity, or a store error. The request was not
+	// sent, and a reservation the wait had made was cancelled.
 	Denied
 )
 
@@ -97,8 +98,11 @@ type Event struct {
 	Final []vendors.Charge
 	// Usage is what the response reported (partly, for Partial).
 	Usage vendors.Usage
-	// Waited is how long the acquisition waited; Attempts counts its
-	// tries.
+	// Waited is how long the call waited for its charges, by the
+	// Transport's clock (WithClock). Attempts counts the store decisions
+	// the wait took (sluice.WaitEvent.Attempts): 1 for a reservation,
+	// even one that slept until it was valid; one per poll with
+	// WithPolling.
 	Waited   time.Duration
 	Attempts int
 	// Reaction is what the vendor's response did to the buckets

@@ -2,10 +2,12 @@ package transport_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -66,3 +68,35 @@ func ExampleEstimateFor() {
 	// chat.completions gpt-4o: 8 input tokens (exact), 11 characters, max 100 × 1, 0 images
 	// {8 11 100 0 1}
 }
+
+// A request without a deadline waits at most WithMaxWait for its slot.
+// Here the bucket is empty and the tokens come back in 10 s: the call
+// fails at once, reserving nothing, and is never sent.
+func ExampleWithMaxWait() {
+	ctx := context.Background()
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	client, _ := sluice.New(memstore.New(), sluice.WithClock(sluice.ClockFunc(func() time.Time { return at })))
+	profile, _ := vendors.OpenAIProfile(vendors.OpenAILimits{Model: "gpt-4o", TPM: 6000}, vendors.WithHeadroom(0))
+	for _, b := range profile.Buckets() {
+		_ = client.PutBucket(ctx, b)
+	}
+	_, _ = client.Acquire(ctx, "openai#gpt-4o#tpm", sluice.WithCost(6000)) // another replica took it all
+	never := transport.WithBase(roundTripFunc(func(*http.Request) (*http.Response, error) {
+		panic("the request is not sent")
+	}))
+	t, _ := transport.New(client, []vendors.Profile{profile}, never, transport.WithMaxWait(5*time.Second))
+
+	req, _ := http.NewRequest(http.MethodPost, "https://api.openai.com/v1/chat/completions",
+		strings.NewReader(`{"model":"gpt-4o","max_tokens":1000,"messages":[{"role":"user","content":"hello"}]}`))
+	_, err := t.RoundTrip(req)
+	var te *sluice.SlotTimeoutError
+	if errors.As(err, &te) {
+		fmt.Println("no slot within", te.Timeout, "- the wait is", te.RetryIn)
+	}
+	// Output:
+	// no slot within 5s - the wait is 10s
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

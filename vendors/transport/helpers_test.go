@@ -91,7 +91,8 @@ type env struct {
 	profile vendors.Profile
 	mu      sync.Mutex
 	events  []transport.Event
-	acq     int // acquisition attempts (the Client's observer)
+	acq     int                // acquisition attempts (the Client's observer)
+	waits   []sluice.WaitEvent // the Client's waits
 }
 
 // newEnv builds an env; call it inside the synctest bubble when the test
@@ -109,13 +110,27 @@ var frozen sluice.Clock = sluice.ClockFunc(func() time.Time { return time.Date(2
 // (virtual inside a synctest bubble).
 func newEnvClock(t testing.TB, sim vendorsim.Config, p vendors.Profile, clock sluice.Clock, opts ...transport.Option) *env {
 	t.Helper()
+	return newEnvObserved(t, sim, p, clock, nil, opts...)
+}
+
+// newEnvObserved is newEnvClock with another observer on the Client (nil
+// for none).
+func newEnvObserved(t testing.TB, sim vendorsim.Config, p vendors.Profile, clock sluice.Clock, extra *sluice.Observer, opts ...transport.Option) *env {
+	t.Helper()
 	s, err := vendorsim.New(sim)
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := &env{sim: s, profile: p}
-	obs := &sluice.Observer{Acquired: func(context.Context, sluice.AcquireEvent) { e.mu.Lock(); e.acq++; e.mu.Unlock() }}
-	copts := []sluice.Option{sluice.WithObserver(obs)}
+	obs := &sluice.Observer{
+		Acquired: func(context.Context, sluice.AcquireEvent) { e.mu.Lock(); e.acq++; e.mu.Unlock() },
+		Waited: func(_ context.Context, ev sluice.WaitEvent) {
+			e.mu.Lock()
+			e.waits = append(e.waits, ev)
+			e.mu.Unlock()
+		},
+	}
+	copts := []sluice.Option{sluice.WithObserver(sluice.Observers(obs, extra))}
 	if clock != nil {
 		copts = append(copts, sluice.WithClock(clock))
 	}
@@ -151,6 +166,12 @@ func (e *env) eventList() []transport.Event {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return append([]transport.Event(nil), e.events...)
+}
+
+func (e *env) waitList() []sluice.WaitEvent {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]sluice.WaitEvent(nil), e.waits...)
 }
 
 func (e *env) acquisitions() int {

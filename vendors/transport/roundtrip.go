@@ -24,9 +24,12 @@ const maxErrorBody = 1 << 20
 
 // RoundTrip implements http.RoundTripper. It returns the base transport's
 // response or error unchanged, except that the response body is wrapped to
-// settle the call. When no slot comes within the request's deadline it
-// returns an error matching sluice.ErrSlotTimeout without sending the
-// request; a store error, an error matching sluice.ErrUnavailable (unless
+// settle the call. It does not send the request, and returns an error,
+// when the call gets no slot: one matching sluice.ErrSlotTimeout, at once,
+// when the store answers that the slot comes later than the request's
+// deadline (or WithMaxWait); the context's error when the request is
+// cancelled while it waits (its reservation is cancelled); a store error,
+// matching sluice.ErrUnavailable when the store cannot be reached (unless
 // the Client fails open).
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return t.do(req, t.base.RoundTrip)

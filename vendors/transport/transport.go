@@ -21,7 +21,9 @@ import (
 // For every request to a known endpoint (see ParseEndpoint) of a routed
 // host, it reads the request body, estimates the call (see Estimator),
 // acquires the profile's admission charges on every dimension at once,
-// waiting within the request's deadline, sends the request through the
+// waiting in line within the request's deadline (Client.Wait: the tokens
+// are reserved first come, first served, and a wait longer than the
+// deadline fails at once), sends the request through the
 // base transport, and holds the lease while the response body is read.
 // When the body is read to its end or closed, whichever comes first, it
 // settles every token dimension to the usage the response reported (from
@@ -42,6 +44,7 @@ type Transport struct {
 	inject    bool
 	idle      time.Duration
 	maxWait   time.Duration
+	polling   bool
 	outEst    func(Estimate) int64
 	events    EventFunc
 	clock     sluice.Clock
@@ -102,10 +105,23 @@ func WithoutUsageInjection() Option { return func(t *Transport) { t.inject = fal
 func WithBodyTimeout(d time.Duration) Option { return func(t *Transport) { t.idle = d } }
 
 // WithMaxWait bounds how long a request whose context has no deadline
-// waits for its charges (default the Client's DefaultSlotTimeout). A
-// request with a deadline waits until it, and fails at once with a
-// *sluice.SlotTimeoutError when the wait the store answers would pass it.
+// waits for its charges (default the Client's DefaultSlotTimeout, 30 s
+// unless configured). A request with a deadline waits until it, whatever
+// this bound. Either way a wait the store answers that would end past the
+// bound fails at once with a *sluice.SlotTimeoutError, reserving nothing
+// (with WithPolling, the Transport polls until the bound has passed).
 func WithMaxWait(d time.Duration) Option { return func(t *Transport) { t.maxWait = d } }
+
+// WithPolling makes the Transport wait for its charges as the Client's
+// sluice.WithPolling does: ask, sleep the RETRY_IN answer plus jitter, ask
+// again, until granted or the request's deadline (or WithMaxWait) has
+// passed. It holds no place in line: while other callers reserve the
+// same dimensions, a polling call is granted only what is left after
+// their reservations. Without it the Transport waits in line (the
+// Client's Wait: tokens reserved first come, first served, concurrent
+// slots queued for), unless the Client was built with
+// sluice.WithWaitStrategy(sluice.WaitPoll).
+func WithPolling() Option { return func(t *Transport) { t.polling = true } }
 
 // WithOutputEstimate sets the output a call is expected to produce, for
 // Anthropic's output-tokens limit, which admits on a positive balance and
