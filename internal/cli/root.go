@@ -11,6 +11,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 
@@ -149,7 +150,7 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 store unavailable, 4 RETRY_IN (acquire).`,
 	root.Version = readVersion(env.BuildInfo).short()
 	root.SetVersionTemplate("sluice {{.Version}}\n")
 	root.SetOut(env.Stdout)
-	root.SetErr(env.Stderr)
+	root.SetErr(serialized(env.Stderr))
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return &UsageError{Err: fmt.Errorf("%w; run '%s --help'", err, cmd.CommandPath())}
 	})
@@ -207,4 +208,25 @@ func cobraUsage(err error) bool {
 		}
 	}
 	return false
+}
+
+// serialized returns w made safe for concurrent writes: progress lines and
+// log records reach stderr from several goroutines (bench's workers log
+// while its progress ticker prints). An *os.File already is.
+func serialized(w io.Writer) io.Writer {
+	if _, ok := w.(*os.File); ok || w == nil {
+		return w
+	}
+	return &syncWriter{w: w}
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }
