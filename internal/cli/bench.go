@@ -75,6 +75,7 @@ clock; with caller_clock=true, --slack widens the windows (default 10ms).`,
 	f.DurationVar(&o.hold, "hold", 20*time.Millisecond, "how long a lease with a concurrent dimension is held")
 	f.DurationVar(&o.slack, "slack", -1, "clock disagreement allowed between processes (default 0 on a shared store clock, else 10ms)")
 	f.StringVarP(&o.output, "output", "o", "table", "report format: table or json")
+	addVendorBench(cmd, g)
 	return cmd
 }
 
