@@ -459,7 +459,9 @@ func (p *vbProcess) sluiceCall(rctx context.Context, c genCall) {
 		dl, _ := rctx.Deadline()
 		lease, err := p.client.Wait(rctx, reqs, max(time.Until(dl), time.Millisecond))
 		if err != nil {
-			if rctx.Err() != nil || errors.Is(err, sluice.ErrSlotTimeout) {
+			// The run ended while waiting (a store call may report the
+			// deadline before the context's timer fires).
+			if rctx.Err() != nil || !time.Now().Before(dl) || errors.Is(err, sluice.ErrSlotTimeout) {
 				p.abandoned()
 			} else {
 				p.storeError(err)
