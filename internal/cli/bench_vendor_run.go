@@ -67,8 +67,8 @@ func runVendorBench(cmd *cobra.Command, g *globals, o vendorBenchOptions) error 
 	var reps []*vbReport
 	for _, mode := range cfg.modes {
 		if env.table {
-			fmt.Fprintf(errw, "sluice bench: %s mode: %d process(es) × %d workers for %s against a simulated %s (%s load)\n",
-				mode, bo.processes, bo.workers, bo.duration, cfg.run.Vendor, cfg.run.Load)
+			fmt.Fprintf(errw, "sluice bench: %s mode: %d process(es) × %d workers for %s against a simulated %s (%s)\n",
+				mode, bo.processes, bo.workers, bo.duration, cfg.run.Vendor, describeLoad(cfg.run.Load, bo.processes))
 		}
 		rep, err := env.runMode(ctx, cfg, mode)
 		if err != nil {

@@ -351,7 +351,6 @@ func (p *vbProcess) naiveCall(rctx context.Context, c genCall) {
 // possibly into debt; a refund is credited to the next admissions).
 type localDim struct {
 	lim    *rate.Limiter
-	settle bool
 	mu     sync.Mutex
 	credit int64
 }
