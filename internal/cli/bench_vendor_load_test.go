@@ -242,3 +242,40 @@ func TestParseModes(t *testing.T) {
 		}
 	}
 }
+
+func FuzzParseOutage(f *testing.F) {
+	for _, s := range []string{"0.5@20s+30s", "0.1@0s+1ms", "1@1s+1s", "0.5@20s", "x@y+z", "0.5@-1s+1s", "NaN@1s+1s", "0.5@1s+1s+1s"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		sc, err := parseOutage(s)
+		if err != nil {
+			return
+		}
+		if !(sc.Factor > 0 && sc.Factor < 1) || sc.At < 0 || sc.For <= 0 {
+			t.Fatalf("parseOutage(%q) = %+v: out of range", s, sc)
+		}
+	})
+}
+
+func FuzzParseModes(f *testing.F) {
+	for _, s := range []string{"sluice,naive,local", "naive", " local , sluice", "", "sluice,sluice", "a,b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		modes, err := parseModes(s)
+		if err != nil {
+			return
+		}
+		seen := map[string]bool{}
+		for _, m := range modes {
+			if (m != modeSluice && m != modeNaive && m != modeLocal) || seen[m] {
+				t.Fatalf("parseModes(%q) = %v", s, modes)
+			}
+			seen[m] = true
+		}
+		if len(modes) == 0 {
+			t.Fatalf("parseModes(%q) returned no mode and no error", s)
+		}
+	})
+}
