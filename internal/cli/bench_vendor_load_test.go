@@ -1,12 +1,16 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"math"
 	"reflect"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/vendors"
 	"github.com/ontopix/sluice/vendors/vendorsim"
 )
 
@@ -276,6 +280,41 @@ func FuzzParseModes(f *testing.F) {
 		}
 		if len(modes) == 0 {
 			t.Fatalf("parseModes(%q) returned no mode and no error", s)
+		}
+	})
+}
+
+// TestLocalDim: the local baseline's limiter is a bucket at 1/P of the
+// profile's, whose refunds never lift it above its capacity and whose
+// extra charges put it into debt.
+func TestLocalDim(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		cfg := bucket.Config{Type: bucket.Tokens, Capacity: 40, RefillAmount: 60, RefillPeriod: time.Minute}
+		d := newLocalDim(vendors.Dimension{Config: cfg}, 4) // 10 tokens, 0.25 per second
+		waits := func(n int64) time.Duration {
+			t.Helper()
+			start := time.Now()
+			if err := d.take(ctx, n); err != nil {
+				t.Fatal(err)
+			}
+			return time.Since(start)
+		}
+		if got := waits(10); got != 0 {
+			t.Fatalf("taking the full burst waited %s", got)
+		}
+		d.adjust(-100) // a refund of 100 on an empty bucket of 10
+		if got := waits(10); got != 0 {
+			t.Errorf("taking 10 after the refund waited %s, want 0", got)
+		}
+		if got, want := waits(1), 4*time.Second; got != want {
+			t.Errorf("taking 1 more waited %s, want %s: the refund lifted the bucket above its 10", got, want)
+		}
+		time.Sleep(time.Minute) // full again
+		d.adjust(-5)            // a refund on a full bucket is lost
+		d.adjust(8)             // an extra charge puts it 8 below full
+		if got, want := waits(10), 32*time.Second; got != want {
+			t.Errorf("taking 10 waited %s, want %s", got, want)
 		}
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"sync"
 	"time"
@@ -365,6 +366,7 @@ func newLocalDim(d vendors.Dimension, processes int) *localDim {
 // take waits for n, less the credit.
 func (d *localDim) take(ctx context.Context, n int64) error {
 	d.mu.Lock()
+	d.clampLocked()
 	use := min(d.credit, n)
 	d.credit -= use
 	d.mu.Unlock()
@@ -379,11 +381,20 @@ func (d *localDim) take(ctx context.Context, n int64) error {
 	return nil
 }
 
-// adjust charges (delta > 0, without waiting) or credits (delta < 0).
+// clampLocked keeps the limiter's tokens plus the credit within the burst.
+func (d *localDim) clampLocked() {
+	room := int64(d.lim.Burst()) - int64(math.Ceil(max(0, d.lim.Tokens())))
+	d.credit = max(0, min(d.credit, room))
+}
+
+// adjust charges (delta > 0, without waiting) or credits (delta < 0). A
+// credit never lifts the balance above the burst, as a refund never lifts
+// a bucket above its capacity.
 func (d *localDim) adjust(delta int64) {
 	if delta < 0 {
 		d.mu.Lock()
 		d.credit -= delta
+		d.clampLocked()
 		d.mu.Unlock()
 		return
 	}
@@ -406,8 +417,10 @@ func (p *vbProcess) localCall(rctx context.Context, c genCall) {
 	var retryWait time.Duration
 	for {
 		t0 := time.Now()
-		for i, ch := range charges {
-			if err := p.local[i].take(rctx, ch.Amount); err != nil {
+		// Token limits first, requests last: a request slot taken while
+		// the tokens are still awaited would be spent late, in a burst.
+		for i := len(charges) - 1; i >= 0; i-- {
+			if err := p.local[i].take(rctx, charges[i].Amount); err != nil {
 				p.abandoned()
 				return
 			}
