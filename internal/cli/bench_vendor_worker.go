@@ -361,7 +361,9 @@ func (p *vbProcess) sluiceCall(rctx context.Context, c genCall) {
 	for {
 		t0 := time.Now()
 		dl, _ := rctx.Deadline()
-		lease, err := p.client.Wait(rctx, reqs, max(time.Until(dl), time.Millisecond))
+		// The run's end, not Wait's timeout, ends the wait (a timeout
+		// would log a warning for every worker still waiting).
+		lease, err := p.client.Wait(rctx, reqs, time.Until(dl)+time.Minute)
 		if err != nil {
 			// The run ended while waiting (a store call may report the
 			// deadline before the context's timer fires).
