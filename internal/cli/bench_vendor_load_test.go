@@ -318,3 +318,27 @@ func TestLocalDim(t *testing.T) {
 		}
 	})
 }
+
+// TestLocalCallWaitsOutTheRun: a local-mode call whose limiter cannot
+// admit it before the run ends waits for the end, rather than giving up at
+// once and letting its worker draw request after request.
+func TestLocalCallWaitsOutTheRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		run := vbRun{Mode: modeLocal, Vendor: vendorsim.OpenAI, Limits: vendorsim.Limits{RPM: 60, TPM: 1000},
+			Processes: 1, Workers: 1, Duration: time.Second, Load: loadUniform, Dists: testDists, EstimateError: 0.5}
+		p, err := newVBProcess(run, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if err := p.local[1].take(ctx, 900); err != nil { // the tokens limiter is empty now
+			t.Fatal(err)
+		}
+		start := time.Now()
+		p.localCall(ctx, genCall{EstInput: 500, MaxTokens: 256, EstOutput: 100})
+		if got := time.Since(start); got != time.Second || p.part.Abandoned != 1 || p.part.Calls != 0 {
+			t.Errorf("localCall returned after %s with %d abandoned, %d calls; want 1s, 1, 0", got, p.part.Abandoned, p.part.Calls)
+		}
+	})
+}

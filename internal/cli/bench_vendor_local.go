@@ -86,6 +86,10 @@ func (p *vbProcess) localCall(rctx context.Context, c genCall) {
 		// the tokens are still awaited would be spent late, in a burst.
 		for i := len(charges) - 1; i >= 0; i-- {
 			if err := p.local[i].take(rctx, charges[i].Amount); err != nil {
+				// The limiter cannot admit the call before the run ends
+				// (WaitN says so at once): wait for the end, as a caller
+				// waiting for its call would.
+				<-rctx.Done()
 				p.abandoned()
 				return
 			}
