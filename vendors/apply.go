@@ -18,7 +18,8 @@ import (
 // pause or slow every process drawing on the same vendor limit:
 //
 //   - A retryable rate-limit 429 with a known delay cools the dimension it
-//     names down until the delay has passed (Client.Cooldown); every time-based
+//     names down until the delay has passed (Client.CooldownFor what is left
+//     of it when the store is called, at least 1 ms); every time-based
 //     dimension of the profile when it names none. A 429 without a delay
 //     empties the dimension instead (Client.Sync to zero), so that it refills
 //     at its rate.
@@ -125,15 +126,16 @@ func (r *Reactor) cool(ctx context.Context, c Classification, now time.Time, err
 	until, known := c.CooldownUntil()
 	if known {
 		until = minTime(until, now.Add(sluice.MaxCooldown))
-		if until.Sub(now) < time.Millisecond {
-			until = now.Add(time.Millisecond)
-		}
 	}
 	var done []string
 	for _, d := range dims {
 		var err error
 		if known {
-			_, err = r.client.Cooldown(ctx, d, until)
+			// What is left of the delay when the store is called: time
+			// passes between the response's arrival and each call, and
+			// the store refuses an end less than 1 ms after its call.
+			left := min(max(until.Sub(r.clock.Now()), time.Millisecond), sluice.MaxCooldown)
+			_, err = r.client.CooldownFor(ctx, d, left)
 		} else {
 			_, err = r.client.Sync(ctx, d, 0)
 		}

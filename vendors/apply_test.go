@@ -264,3 +264,50 @@ func TestReactorRestoresALimitLeftLoweredByAnotherProcess(t *testing.T) {
 		t.Errorf("a third process at the full limit: Resized %v, %v; want nothing", re.Resized, err)
 	}
 }
+
+// tickingClock moves forward by step every time it is read, as a real
+// clock does between the Reactor's reading and the store call.
+type tickingClock struct {
+	mu   sync.Mutex
+	now  time.Time
+	step time.Duration
+}
+
+func (c *tickingClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(c.step)
+	return c.now
+}
+
+// TestReactorShortRetryAfterLateCooldown: a 429 asking for a 1 ms wait
+// still cools the dimension down when time passes between the response's
+// arrival and the cooldown's store call (the store refuses an end less than
+// 1 ms after its call).
+func TestReactorShortRetryAfterLateCooldown(t *testing.T) {
+	clk := &tickingClock{now: time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC), step: 400 * time.Microsecond}
+	c, err := sluice.New(memstore.New(), sluice.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := vendors.OpenAIProfile(vendors.OpenAILimits{Model: "gpt-4o", RPM: 600, TPM: 60_000}, vendors.WithHeadroom(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, b := range p.Buckets() {
+		if err := c.PutBucket(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := vendors.NewReactor(c, p, vendors.WithReactorClock(clk))
+	h := header("retry-after-ms", "1", "x-ratelimit-limit-tokens", "60000", "x-ratelimit-remaining-tokens", "0")
+	re, err := r.Observe(ctx, 429, h, []byte(openAITPM429))
+	if err != nil {
+		t.Fatalf("Observe: %v", err)
+	}
+	tpm, _ := p.Dimension(vendors.Tokens)
+	if len(re.Cooled) != 1 || re.Cooled[0] != tpm {
+		t.Errorf("Cooled = %v, want [%s]", re.Cooled, tpm)
+	}
+}

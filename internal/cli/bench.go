@@ -90,6 +90,7 @@ clock; with caller_clock=true, --slack widens the windows (default 10ms).`,
 	f.StringVar(&o.mix, "mix", "", "classes COSTxWORKERS[,COSTxWORKERS]... on the one --dimension, e.g. 200x20,5000x2 (replaces --workers)")
 	f.StringVar(&o.wait, "wait", "poll", "how workers wait: poll, reserve, or both (one run of each, compared)")
 	f.DurationVar(&o.timeout, "timeout", benchrun.DefaultTimeout, "each wait's timeout")
+	addVendorBench(cmd, g)
 	return cmd
 }
 

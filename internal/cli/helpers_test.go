@@ -51,7 +51,7 @@ const childEnv = "SLUICE_CLI_TEST_BENCH_CHILD"
 // PostgreSQL before any test runs, DynamoDB Local (whose JVM starts while
 // the others do) in every test that uses it.
 func TestMain(m *testing.M) {
-	if os.Getenv(childEnv) == "1" && len(os.Args) > 1 && os.Args[1] == "bench-child" {
+	if os.Getenv(childEnv) == "1" && len(os.Args) > 1 && (os.Args[1] == "bench-child" || os.Args[1] == "bench-vendor-child") {
 		os.Exit(Main(context.Background(), os.Args[1:], OSEnv()))
 	}
 	flag.Parse()

@@ -165,7 +165,7 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 store unavailable, 4 RETRY_IN (acquire).`,
 		"read the store password from this file (else SLUICE_REDIS_PASSWORD or PGPASSWORD)")
 	root.AddCommand(newVersionCmd(g), newDemoCmd(g), newStatusCmd(g), newBucketCmd(g), newLeasesCmd(g),
 		newAcquireCmd(g), newReleaseCmd(g), newPenalizeCmd(g), newCooldownCmd(g), newSyncCmd(g), newReconcileCmd(g), newLimitsCmd(g),
-		newBenchCmd(g), newBenchChildCmd(g), newPostgresCmd(g), newDynamoDBCmd(g), newVendorsimCmd(g), newCompletionCmd(root))
+		newBenchCmd(g), newBenchChildCmd(g), newBenchVendorChildCmd(g), newPostgresCmd(g), newDynamoDBCmd(g), newVendorsimCmd(g), newCompletionCmd(root))
 	return root
 }
 
