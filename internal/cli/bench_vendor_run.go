@@ -35,6 +35,8 @@ func runVendorBench(cmd *cobra.Command, g *globals, o vendorBenchOptions) error 
 	bo.processes, _ = flags.GetInt("processes")
 	bo.duration, _ = flags.GetDuration("duration")
 	bo.output, _ = flags.GetString("output")
+	bo.wait, _ = flags.GetString("wait")
+	bo.timeout, _ = flags.GetDuration("timeout")
 	bo.dims = []string{"-"} // validate wants one; --vendor-sim names its own
 	if err := bo.validate(); err != nil {
 		return err
