@@ -28,6 +28,7 @@ type vendorBenchOptions struct {
 	output           string
 	ttft, perToken   string
 	seed             uint64
+	clients          string
 }
 
 // The published limits a benchmark run uses unless flags say otherwise:
@@ -40,7 +41,7 @@ var vendorBenchLimits = map[vendorsim.Vendor]vendorsim.Limits{
 
 // vendorBenchFlags are the flags only 'bench --vendor-sim' reads.
 var vendorBenchFlags = []string{"modes", "load", "sync", "follow-limits", "outage", "estimate-error", "headroom",
-	"rpm", "tpm", "itpm", "otpm", "input-tokens", "max-tokens", "output-tokens", "sim-ttft", "sim-per-token", "seed"}
+	"rpm", "tpm", "itpm", "otpm", "input-tokens", "max-tokens", "output-tokens", "sim-ttft", "sim-per-token", "seed", "client"}
 
 // addVendorBench adds --vendor-sim and its flags to the bench command:
 // with --vendor-sim, bench measures 429s and utilisation at a simulated
@@ -70,6 +71,7 @@ func addVendorBench(cmd *cobra.Command, g *globals) {
 	f.StringVar(&o.ttft, "sim-ttft", "lognormal:150ms,0.5", "with --vendor-sim: the vendor's time to first token (distribution of durations)")
 	f.StringVar(&o.perToken, "sim-per-token", "1ms", "with --vendor-sim: the vendor's time per further output token")
 	f.Uint64Var(&o.seed, "seed", 1, "with --vendor-sim: seed of every random draw")
+	f.StringVar(&o.clients, "client", clientTransport, "with --vendor-sim: how the sluice mode calls: transport, manual, or both (transport,manual)")
 	run := cmd.RunE
 	cmd.RunE = func(c *cobra.Command, args []string) error {
 		if o.vendor == "" {
@@ -122,6 +124,7 @@ JSON object per mode, one per line.`
 type vendorBenchConfig struct {
 	run      vbRun
 	modes    []string
+	clients  []string // the sluice mode's clients, one run each
 	schedule []vendorsim.Scale
 	sim      vendorsim.Config
 }
@@ -162,6 +165,9 @@ func (o vendorBenchOptions) config(flags *pflag.FlagSet) (vendorBenchConfig, err
 		return c, err
 	}
 	c.modes = modes
+	if c.clients, err = parseClients(o.clients); err != nil {
+		return c, err
+	}
 	if o.load != loadUneven && o.load != loadUniform {
 		return c, usagef("--load %q: must be uneven or uniform", o.load)
 	}
