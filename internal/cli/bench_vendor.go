@@ -51,7 +51,7 @@ func addVendorBench(cmd *cobra.Command, g *globals) {
 	cmd.Long += vendorBenchHelp
 	cmd.Example += `
   sluice bench --vendor-sim openai --store redis://127.0.0.1:6390/0 --processes 4 --workers 8 --duration 60s
-  sluice bench --vendor-sim anthropic --modes sluice --outage 0.5@20s+30s --sync=false -o json`
+  sluice bench --vendor-sim anthropic --modes sluice --duration 60s --outage 0.5@20s+30s --sync=false -o json`
 	f := cmd.Flags()
 	f.StringVar(&o.vendor, "vendor-sim", "", "measure 429s and utilisation at a simulated vendor: openai or anthropic")
 	f.StringVar(&o.modes, "modes", "sluice,naive,local", "with --vendor-sim: the modes to run, one after the other")
