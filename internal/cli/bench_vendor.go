@@ -97,10 +97,15 @@ calls do at a vendor: for each of --modes it starts a fresh simulated vendor
 vendor's 429s by kind, and per limit what was counted against what the rule
 allowed over the run (utilisation). The modes:
 
-  sluice  every call acquires the profile's dimensions all-or-nothing at the
-          cost model's admission charge (waiting out RETRY_IN), settles them
-          to the usage the response reports, and passes the response to
-          vendors.Reactor (cooldown on a 429, header sync, limit following)
+  sluice  --client transport (the default): every call is made with the
+          vendor's official Go SDK, whose HTTP client's transport is
+          vendors/transport: it estimates the request body, acquires the
+          profile's dimensions all-or-nothing at the cost model's admission
+          charge (waiting in line), settles them to the usage the response
+          reports, and passes the response to vendors.Reactor (cooldown on
+          a 429, header sync, limit following). --client manual does the
+          same by hand, charging the generated estimates below;
+          --client transport,manual runs the mode once with each
   naive   no limiter; on a 429, wait the vendor's retry-after and retry
   local   each process its own golang.org/x/time/rate limiters at 1/P of
           each of the profile's buckets, with the same charges and
@@ -108,8 +113,10 @@ allowed over the run (utilisation). The modes:
 
 Requests: prompt size (--input-tokens), max_tokens (--max-tokens) and the
 output length (--output-tokens, at most max_tokens) are drawn per request;
-the estimates a caller charges are the actual counts × U(1−e, 1+e) with e
-= --estimate-error. --load uneven (the default): the first process (the
+the estimates the manual client and the local mode charge are the actual
+counts × U(1−e, 1+e) with e = --estimate-error (the transport estimates the
+request body itself; the report compares its estimates with the simulator's
+counts). --load uneven (the default): the first process (the
 first two from three processes on) calls with every worker back to back for
 the whole run; every other process is idle, then bursts: it waits 4-12 s
 (uniform), then all its workers call back to back for 1-3 s, and again.
