@@ -84,6 +84,8 @@ func newVBTransport(p *vbProcess, c *sluice.Client) (*vbTransport, error) {
 	}
 	t, err := transport.New(c, []vendors.Profile{prof},
 		transport.WithBase(timedRoundTripper{p.http.Transport}),
+		// The run's end, not a bound on the wait, ends a call's wait.
+		transport.WithMaxWait(p.run.Duration+time.Minute),
 		transport.WithRoute(transport.Route{Host: u.Host, Vendor: vendors.Vendor(p.run.Vendor)}),
 		transport.WithReactorOptions(ropts...),
 		transport.WithEvents(func(ctx context.Context, ev transport.Event) {
@@ -129,13 +131,19 @@ func (x *vbTransport) sdkCall(ctx context.Context, c genCall) error {
 // call sends c through the transport until it is not rate limited: the
 // SDK retries nothing (WithMaxRetries(0)); a retryable 429 sends it again,
 // through the transport, after the Reactor has cooled the fleet down, as
-// the manual client does. A call that gets no slot before the run's end
-// (the transport fails fast) waits for the end.
+// the manual client does. The run's end cancels a call still waiting for
+// its slot, as it does the manual client's wait: the request's context
+// has no deadline, which would make the transport fail at once (with a
+// slot.timeout warning) every call whose slot comes after the end.
 func (x *vbTransport) call(rctx context.Context, c genCall) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(rctx))
+	defer cancel()
+	stop := context.AfterFunc(rctx, cancel)
+	defer stop()
 	for {
 		rec := &vbCallRec{}
 		t0 := time.Now()
-		err := x.sdkCall(context.WithValue(rctx, vbCallKey{}, rec), c)
+		err := x.sdkCall(context.WithValue(ctx, vbCallKey{}, rec), c)
 		total := time.Since(t0)
 		rec.mu.Lock()
 		ev, vendor := rec.ev, rec.vendor
@@ -158,7 +166,7 @@ func (x *vbTransport) call(rctx context.Context, c genCall) {
 
 // denied accounts for a call that got no slot.
 func (x *vbTransport) denied(rctx context.Context, ev *transport.Event) {
-	if rctx.Err() != nil || errors.Is(ev.Err, sluice.ErrSlotTimeout) || errors.Is(ev.Err, context.DeadlineExceeded) {
+	if rctx.Err() != nil || errors.Is(ev.Err, sluice.ErrSlotTimeout) {
 		x.p.abandoned()
 		// No slot before the run's end: drawing further requests would
 		// only ask the store again and again.

@@ -119,3 +119,30 @@ func TestBenchVendorSimClientUsage(t *testing.T) {
 		t.Errorf("exit %d, stderr %q; want exit 2: --client applies to --vendor-sim only (stdout %q)", code, errs, out)
 	}
 }
+
+// A call still waiting for its slot at the run's end is cancelled by the
+// end, as the manual client's wait is: no slot.timeout warning per worker
+// from the Client, though every worker waits past the end here (an input
+// tokens limit of 5000 a minute is spent by the first calls).
+func TestBenchVendorSimTransportRunEnd(t *testing.T) {
+	e := &testEnv{t: t, url: "memory://", mem: memstore.New()}
+	out, errs, code := e.run("bench", "--vendor-sim", "anthropic", "--modes", "sluice", "--itpm", "5000",
+		"--workers", "4", "--duration", "1s", "--sim-ttft", "5ms", "--sim-per-token", "0s", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	if strings.Contains(errs, "slot.timeout") {
+		t.Errorf("stderr has slot.timeout warnings:\n%s", errs)
+	}
+	reps := vendorBenchJSON(t, out)
+	if len(reps) != 1 {
+		t.Fatalf("reports: %v", reps)
+	}
+	c, _ := reps[0]["client"].(map[string]any)
+	if n, _ := c["abandoned"].(float64); n < 1 {
+		t.Errorf("abandoned %v, want the workers waiting at the end", c["abandoned"])
+	}
+	if se, _ := c["store_errors"].(float64); se != 0 {
+		t.Errorf("%v store errors: %v", se, c["first_error"])
+	}
+}
