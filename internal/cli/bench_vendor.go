@@ -28,6 +28,7 @@ type vendorBenchOptions struct {
 	output           string
 	ttft, perToken   string
 	seed             uint64
+	clients          string
 }
 
 // The published limits a benchmark run uses unless flags say otherwise:
@@ -40,7 +41,7 @@ var vendorBenchLimits = map[vendorsim.Vendor]vendorsim.Limits{
 
 // vendorBenchFlags are the flags only 'bench --vendor-sim' reads.
 var vendorBenchFlags = []string{"modes", "load", "sync", "follow-limits", "outage", "estimate-error", "headroom",
-	"rpm", "tpm", "itpm", "otpm", "input-tokens", "max-tokens", "output-tokens", "sim-ttft", "sim-per-token", "seed"}
+	"rpm", "tpm", "itpm", "otpm", "input-tokens", "max-tokens", "output-tokens", "sim-ttft", "sim-per-token", "seed", "client"}
 
 // addVendorBench adds --vendor-sim and its flags to the bench command:
 // with --vendor-sim, bench measures 429s and utilisation at a simulated
@@ -70,6 +71,7 @@ func addVendorBench(cmd *cobra.Command, g *globals) {
 	f.StringVar(&o.ttft, "sim-ttft", "lognormal:150ms,0.5", "with --vendor-sim: the vendor's time to first token (distribution of durations)")
 	f.StringVar(&o.perToken, "sim-per-token", "1ms", "with --vendor-sim: the vendor's time per further output token")
 	f.Uint64Var(&o.seed, "seed", 1, "with --vendor-sim: seed of every random draw")
+	f.StringVar(&o.clients, "client", clientTransport, "with --vendor-sim: how the sluice mode calls: transport, manual, or both (transport,manual)")
 	run := cmd.RunE
 	cmd.RunE = func(c *cobra.Command, args []string) error {
 		if o.vendor == "" {
@@ -95,10 +97,15 @@ calls do at a vendor: for each of --modes it starts a fresh simulated vendor
 vendor's 429s by kind, and per limit what was counted against what the rule
 allowed over the run (utilisation). The modes:
 
-  sluice  every call acquires the profile's dimensions all-or-nothing at the
-          cost model's admission charge (waiting out RETRY_IN), settles them
-          to the usage the response reports, and passes the response to
-          vendors.Reactor (cooldown on a 429, header sync, limit following)
+  sluice  --client transport (the default): every call is made with the
+          vendor's official Go SDK, whose HTTP client's transport is
+          vendors/transport: it estimates the request body, acquires the
+          profile's dimensions all-or-nothing at the cost model's admission
+          charge (waiting in line), settles them to the usage the response
+          reports, and passes the response to vendors.Reactor (cooldown on
+          a 429, header sync, limit following). --client manual does the
+          same by hand, charging the generated estimates below;
+          --client transport,manual runs the mode once with each
   naive   no limiter; on a 429, wait the vendor's retry-after and retry
   local   each process its own golang.org/x/time/rate limiters at 1/P of
           each of the profile's buckets, with the same charges and
@@ -106,8 +113,10 @@ allowed over the run (utilisation). The modes:
 
 Requests: prompt size (--input-tokens), max_tokens (--max-tokens) and the
 output length (--output-tokens, at most max_tokens) are drawn per request;
-the estimates a caller charges are the actual counts × U(1−e, 1+e) with e
-= --estimate-error. --load uneven (the default): the first process (the
+the estimates the manual client and the local mode charge are the actual
+counts × U(1−e, 1+e) with e = --estimate-error (the transport estimates the
+request body itself; the report compares its estimates with the simulator's
+counts). --load uneven (the default): the first process (the
 first two from three processes on) calls with every worker back to back for
 the whole run; every other process is idle, then bursts: it waits 4-12 s
 (uniform), then all its workers call back to back for 1-3 s, and again.
@@ -122,6 +131,7 @@ JSON object per mode, one per line.`
 type vendorBenchConfig struct {
 	run      vbRun
 	modes    []string
+	clients  []string // the sluice mode's clients, one run each
 	schedule []vendorsim.Scale
 	sim      vendorsim.Config
 }
@@ -162,6 +172,9 @@ func (o vendorBenchOptions) config(flags *pflag.FlagSet) (vendorBenchConfig, err
 		return c, err
 	}
 	c.modes = modes
+	if c.clients, err = parseClients(o.clients); err != nil {
+		return c, err
+	}
 	if o.load != loadUneven && o.load != loadUniform {
 		return c, usagef("--load %q: must be uneven or uniform", o.load)
 	}

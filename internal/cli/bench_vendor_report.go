@@ -16,6 +16,7 @@ import (
 // the run; the client section is what the callers saw.
 type vbReport struct {
 	Mode          string  `json:"mode"`
+	SluiceClient  string  `json:"sluice_client,omitempty"` // transport or manual
 	Vendor        string  `json:"vendor"`
 	Store         string  `json:"store,omitempty"`
 	Processes     int     `json:"processes"`
@@ -45,6 +46,9 @@ type vbReport struct {
 	Waited             vbPercentiles  `json:"waited_ms"`
 	Overhead           vbPercentiles  `json:"overhead_ms"`
 	Client             vbClientCounts `json:"client"`
+	// Estimates compares the transport's estimates with the simulator's
+	// counts (the transport client only).
+	Estimates *vbEstimates `json:"estimates,omitempty"`
 }
 
 // vbDimension is one limit of the simulator.
@@ -93,7 +97,7 @@ func newVBReport(run vbRun, cfg vendorBenchConfig, store string, st vendorsim.St
 			Other: p.Other, Abandoned: p.Abandoned, Cooled: p.Cooled, Synced: p.Synced, Resized: p.Resized,
 			StoreErrors: p.StoreErrors, FirstError: p.FirstErr}}
 	if run.Mode == modeSluice {
-		r.Store = store
+		r.Store, r.SluiceClient, r.Estimates = store, run.Client, p.Estimates
 	}
 	r.Vendor429 = st.RateLimited + st.TooLarge + st.QuotaExceeded
 	if r.Calls > 0 {
@@ -155,7 +159,7 @@ func percentiles(us []int64) vbPercentiles {
 // ratios to the baselines.
 func writeVendorBench(w io.Writer, reps []*vbReport) error {
 	for _, r := range reps {
-		fmt.Fprintf(w, "\n%s mode: %s, %d process(es) × %d workers, %s, %s load", r.Mode, r.Vendor, r.Processes, r.Workers, r.Duration, r.Load)
+		fmt.Fprintf(w, "\n%s mode: %s, %d process(es) × %d workers, %s, %s load", r.label(), r.Vendor, r.Processes, r.Workers, r.Duration, r.Load)
 		if r.Mode == modeSluice {
 			fmt.Fprintf(w, ", sync %v, follow limits %v, headroom %g", r.Sync, r.FollowLimits, r.Headroom)
 		}
@@ -169,6 +173,7 @@ func writeVendorBench(w io.Writer, reps []*vbReport) error {
 		}
 		fmt.Fprintf(w, "\ntime added per call: p50 %.1f ms, p99 %.1f ms (waiting p50 %.1f ms, p99 %.1f ms; overhead p50 %.2f ms, p99 %.2f ms)\n",
 			r.Added.P50, r.Added.P99, r.Waited.P50, r.Waited.P99, r.Overhead.P50, r.Overhead.P99)
+		writeEstimates(w, r.Estimates)
 		if c := r.Client; c.StoreErrors > 0 || c.Other > 0 {
 			fmt.Fprintf(w, "errors: %d store, %d other; first: %s\n", c.StoreErrors, c.Other, c.FirstError)
 		}
@@ -189,7 +194,7 @@ func writeVendorBench(w io.Writer, reps []*vbReport) error {
 func writeRatios(w io.Writer, reps []*vbReport) error {
 	var s *vbReport
 	for _, r := range reps {
-		if r.Mode == modeSluice {
+		if r.Mode == modeSluice && s == nil {
 			s = r
 		}
 	}
@@ -201,10 +206,10 @@ func writeRatios(w io.Writer, reps []*vbReport) error {
 	fmt.Fprintln(tw, "MODE\tCALLS\t429 RATE\tTOKEN UTILISATION\tREQUEST UTILISATION\tSLUICE'S TOKEN UTILISATION ÷ THIS")
 	for _, r := range reps {
 		ratio := "-"
-		if r.Mode != modeSluice && r.TokenUtilisation > 0 {
+		if r != s && r.TokenUtilisation > 0 {
 			ratio = fmt.Sprintf("%.2f×", s.TokenUtilisation/r.TokenUtilisation)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%.3f%%\t%.1f%%\t%.1f%%\t%s\n", r.Mode, r.Calls, 100*r.Vendor429Rate,
+		fmt.Fprintf(tw, "%s\t%d\t%.3f%%\t%.1f%%\t%.1f%%\t%s\n", r.label(), r.Calls, 100*r.Vendor429Rate,
 			100*r.TokenUtilisation, 100*r.RequestUtilisation, ratio)
 	}
 	return tw.Flush()

@@ -67,14 +67,16 @@ func runVendorBench(cmd *cobra.Command, g *globals, o vendorBenchOptions) error 
 	cfg.run.Processes, cfg.run.Workers, cfg.run.Duration = bo.processes, bo.workers, bo.duration
 	env := vbEnv{g: g, client: c, inProcess: op.Kind == "memory", store: op.Redacted, errw: errw, table: bo.output == "table"}
 	var reps []*vbReport
-	for _, mode := range cfg.modes {
+	for _, mc := range cfg.runs() {
+		mode := mc.mode
 		if env.table {
 			fmt.Fprintf(errw, "sluice bench: %s mode: %d process(es) × %d workers for %s against a simulated %s (%s)\n",
-				mode, bo.processes, bo.workers, bo.duration, cfg.run.Vendor, describeLoad(cfg.run.Load, bo.processes))
+				mc, bo.processes, bo.workers, bo.duration, cfg.run.Vendor, describeLoad(cfg.run.Load, bo.processes))
 		}
+		cfg.run.Client = mc.client
 		rep, err := env.runMode(ctx, cfg, mode)
 		if err != nil {
-			return fmt.Errorf("bench %s mode: %w", mode, err)
+			return fmt.Errorf("bench %s mode: %w", mc, err)
 		}
 		reps = append(reps, rep)
 		if bo.output == "json" {

@@ -41,6 +41,7 @@ type vbRun struct {
 	EstimateError float64          `json:"estimate_error"`
 	Dists         dists            `json:"dists"`
 	Seed          uint64           `json:"seed"`
+	Client        string           `json:"client,omitempty"` // sluice mode: transport (the default) or manual
 }
 
 // benchScope scopes the benchmark's dimensions (openai#bench#tpm), so that
@@ -77,6 +78,9 @@ type vbPart struct {
 	Resized     int64   `json:"resized"`
 	StoreErrors int64   `json:"store_errors"`
 	FirstErr    string  `json:"first_error,omitempty"`
+	// Estimates compares the transport client's estimates with the
+	// simulator's counts; nil for the other clients.
+	Estimates *vbEstimates `json:"estimates,omitempty"`
 }
 
 // merge adds o to p.
@@ -98,6 +102,12 @@ func (p *vbPart) merge(o *vbPart) {
 	if p.FirstErr == "" {
 		p.FirstErr = o.FirstErr
 	}
+	if o.Estimates != nil {
+		if p.Estimates == nil {
+			p.Estimates = &vbEstimates{}
+		}
+		p.Estimates.merge(o.Estimates)
+	}
 }
 
 // vbProcess runs one process's workers for one mode.
@@ -108,6 +118,7 @@ type vbProcess struct {
 	client  *sluice.Client   // sluice mode
 	reactor *vendors.Reactor // sluice mode
 	local   []*localDim      // local mode, in the order of prof.Dimensions
+	tr      *vbTransport     // sluice mode through the transport
 
 	mu   sync.Mutex
 	part vbPart
@@ -135,6 +146,11 @@ func newVBProcess(run vbRun, c *sluice.Client) (*vbProcess, error) {
 			opts = append(opts, vendors.WithoutLimitFollowing())
 		}
 		p.client, p.reactor = c, vendors.NewReactor(c, prof, opts...)
+		if run.Client != clientManual {
+			if p.tr, err = newVBTransport(p, c); err != nil {
+				return nil, err
+			}
+		}
 	case modeLocal:
 		for _, d := range prof.Dimensions {
 			p.local = append(p.local, newLocalDim(d, run.Processes))
@@ -194,7 +210,11 @@ func (p *vbProcess) worker(rctx context.Context, start time.Time, plan workerPla
 		}
 		switch p.run.Mode {
 		case modeSluice:
-			p.sluiceCall(rctx, c)
+			if p.tr != nil {
+				p.tr.call(rctx, c)
+			} else {
+				p.sluiceCall(rctx, c)
+			}
 		case modeLocal:
 			p.localCall(rctx, c)
 		default:
