@@ -196,6 +196,11 @@ func chatWorker(ctx context.Context, c *sluice.Client, rng *rand.Rand, ws *worke
 		actual := max(1, est*(70+rng.Int64N(61))/100)
 		latency := time.Duration(20+rng.IntN(81)) * time.Millisecond
 		reqs := []sluice.Request{{Dimension: dimRPM, Cost: 1}, {Dimension: dimTPM, Cost: est}}
+		// The demo polls (WithPolling): its workers settle above their
+		// estimates, and a settlement's extra charge cannot move the valid
+		// instants already promised to reservations waiting in line, so
+		// waiting in line would let such debt exceed a window's limit (see
+		// docs/architecture.md); polling only delays later grants.
 		err := c.WithSlotMany(ctx, reqs, 0, func(_ context.Context, l *sluice.Lease) error {
 			ws.chat.Add(1)
 			time.Sleep(latency) // the vendor call runs to completion even at the end of the run
@@ -207,7 +212,7 @@ func chatWorker(ctx context.Context, c *sluice.Client, rng *rand.Rand, ws *worke
 			}
 			_, err := l.Settle(context.WithoutCancel(ctx), dimTPM, actual)
 			return err
-		})
+		}, sluice.WithPolling())
 		switch {
 		case err == nil:
 		case errors.Is(err, sluice.ErrSlotTimeout):
@@ -234,7 +239,7 @@ func speechWorker(ctx context.Context, c *sluice.Client, rng *rand.Rand, ws *wor
 			time.Sleep(hold)
 			ws.inFlight.Add(-1)
 			return nil
-		})
+		}, sluice.WithPolling())
 		switch {
 		case err == nil:
 		case errors.Is(err, sluice.ErrSlotTimeout):
