@@ -119,7 +119,7 @@ func FuzzParseReset(f *testing.F) {
 // and within MaxHorizon, fractions in [0, 1].
 func FuzzParseHeaders(f *testing.F) {
 	now := testNow.Unix()
-	seeds := []string{
+	corpus := []string{
 		"x-ratelimit-limit-requests: 60\nx-ratelimit-remaining-requests: 59\nx-ratelimit-reset-requests: 1s\nx-ratelimit-reset-tokens: 6m0s",
 		"x-ratelimit-limit-tokens: -1\nx-ratelimit-remaining-tokens: -1\nx-ratelimit-reset-tokens: 0",
 		"x-ratelimit-remaining-project-tokens: 0\nx-ratelimit-reset-project-tokens: 45s\nx-ratelimit-remaining-tokens_usage_based: 5",
@@ -129,7 +129,7 @@ func FuzzParseHeaders(f *testing.F) {
 		"current-concurrent-requests: 7\nmaximum-concurrent-requests: 5",
 		"retry-after-ms: 644\nretry-after: Mon, 23 Nov 2026 14:00:30 GMT",
 	}
-	for i, s := range seeds {
+	for i, s := range corpus {
 		f.Add(uint8(i), s, now)
 	}
 	f.Fuzz(func(t *testing.T, vendor uint8, raw string, nowSec int64) {

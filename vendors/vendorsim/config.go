@@ -87,8 +87,8 @@ type Config struct {
 	// SeriesInterval is the spacing of the points in Stats.Series; 0
 	// records no series.
 	SeriesInterval time.Duration
-	// Seed seeds the draws (latency, output length, errors); the same
-	// seed and the same sequence of requests give the same draws.
+	// Seed initialises the random draws (latency, output length, errors); the same
+	// value and the same sequence of requests give the same draws.
 	Seed uint64
 	// Clock tells the time; nil means the wall clock. Latency is waited
 	// out with real timers (fake time under testing/synctest), whatever
