@@ -154,4 +154,3 @@ func (e *env) reserve(ms int64, maxWait time.Duration, items ...store.Item) stor
 	}
 	return res
 }
-
