@@ -251,10 +251,11 @@ func TestAcquireMatchesTake(t *testing.T) {
 			if err := s.Acquire(ctx, req, &res); err != nil {
 				t.Fatal(err)
 			}
-			al, at := bucket.Align(l, st, now, s.skewMs)
+			al := st
+			at, late := bucket.Align(l, st, now, s.skewMs)
 			want, wait, ok := bucket.Take(l, al, at, cost*bucket.Milli)
-			if !ok && al.Last != st.Last {
-				want = al // a denial stores only the rebase
+			if late > 0 { // refused for its clock, changing nothing
+				want, wait, ok = st, bucket.SkewRetry(l, st, at, late, cost*bucket.Milli), false
 			}
 			remaining := bucket.Available(l, al, at)
 			if ok {
