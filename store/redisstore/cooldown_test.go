@@ -216,8 +216,9 @@ func TestCooldownErrors(t *testing.T) {
 // bucket.Align and bucket.Take, to answer and store exactly what package
 // bucket computes, including the answer to a retried recorded acquisition
 // (which refills without debiting). States the store's own operations
-// rarely reach (a positive balance before the end of a cooldown, after a
-// far-behind caller rebased the bucket) are drawn as often as any other.
+// rarely reach (a positive balance before the end of a cooldown) are drawn
+// as often as any other, and so are callers behind the refill timestamp,
+// within the maximum skew and beyond it (refused).
 func TestAcquireMatchesTake(t *testing.T) {
 	ctx := context.Background()
 	c := newClient(t)
