@@ -44,7 +44,7 @@ type SyncResult struct {
 // until must be 1 ms to MaxCooldown after the client's clock; otherwise the
 // error matches ErrInvalid and names the field "until". The cooldown lasts
 // until − now from the store's decision time, which is the client's clock,
-// or, for a caller slightly behind the bucket, the bucket's own time. The
+// or, for a caller behind the bucket, its refill timestamp. The
 // dimension must be a requests or tokens limit: a concurrent one is
 // rejected with ErrInvalid naming it, and an unknown one with a
 // *ConfigurationError.
