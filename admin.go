@@ -38,9 +38,9 @@ func (c *Client) PutBucket(ctx context.Context, b Bucket, opts ...PutOption) err
 	for _, o := range opts {
 		o(&reset)
 	}
-	now := c.clock.Now()
 	_, err := storeCall(ctx, c, "put_bucket", func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, c.st.PutBucket(ctx, store.PutBucketRequest{Now: now, Bucket: b, Reset: reset})
+		// Every attempt decides at its own time.
+		return struct{}{}, c.st.PutBucket(ctx, store.PutBucketRequest{Now: c.clock.Now(), Bucket: b, Reset: reset})
 	})
 	return err
 }
@@ -141,6 +141,7 @@ func (c *Client) Penalize(ctx context.Context, dimension string, factor float64)
 	}
 	req := store.PenalizeRequest{Now: c.clock.Now(), Dimension: dimension, FactorMilli: fm}
 	res, err := storeCall(ctx, c, "penalize", func(ctx context.Context) (store.Penalty, error) {
+		req.Now = c.clock.Now() // every attempt decides at its own time
 		return c.st.Penalize(ctx, req)
 	})
 	p := Penalty{Before: Millitokens(res.Before), After: Millitokens(res.After)}

@@ -221,6 +221,7 @@ func (c *Client) decide(ctx context.Context, a *acquisition, items []store.Item,
 		}
 		dims := dimensionResults(a.dims[:0], res.Items)
 		if !res.Granted {
+			c.clockSkew(ctx, items, res.Behind, res.RetryIn)
 			c.event(ctx, slog.LevelDebug, "acquire.retry_in", items, slog.Duration("retry_in", res.RetryIn))
 			return Result{Outcome: RetryIn, RetryIn: res.RetryIn, Dimensions: dims}, nil
 		}
@@ -228,6 +229,17 @@ func (c *Client) decide(ctx context.Context, a *acquisition, items []store.Item,
 		l.init(c, req, res)
 		c.event(ctx, slog.LevelDebug, "acquire.granted", items, slog.Bool("recorded", res.Recorded))
 		return Result{Outcome: Granted, Lease: l, Dimensions: dims}, nil
+	}
+}
+
+// clockSkew logs, at warning level, a refusal because this process's clock
+// is behind a bucket's refill timestamp by behind, more than the store's
+// maximum skew (store.AcquireResult.Behind; nothing when 0): the call is
+// retried once the clock has caught up, after retryIn, but a clock that
+// keeps running behind delays every call.
+func (c *Client) clockSkew(ctx context.Context, items []store.Item, behind, retryIn time.Duration) {
+	if behind > 0 {
+		c.event(ctx, slog.LevelWarn, "clock.skew", items, slog.Duration("behind", behind), slog.Duration("retry_in", retryIn))
 	}
 }
 

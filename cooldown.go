@@ -44,7 +44,7 @@ type SyncResult struct {
 // until must be 1 ms to MaxCooldown after the client's clock; otherwise the
 // error matches ErrInvalid and names the field "until". The cooldown lasts
 // until − now from the store's decision time, which is the client's clock,
-// or, for a caller slightly behind the bucket, the bucket's own time. The
+// or, for a caller behind the bucket, its refill timestamp. The
 // dimension must be a requests or tokens limit: a concurrent one is
 // rejected with ErrInvalid naming it, and an unknown one with a
 // *ConfigurationError.
@@ -66,6 +66,10 @@ func (c *Client) CooldownFor(ctx context.Context, dimension string, d time.Durat
 func (c *Client) cooldown(ctx context.Context, dimension string, now, until time.Time) (CooldownResult, error) {
 	req := store.CooldownRequest{Now: now, Dimension: dimension, Until: until}
 	res, err := storeCall(ctx, c, "cooldown", func(ctx context.Context) (store.CooldownResult, error) {
+		// Every attempt decides at its own time, for the same duration
+		// (a retry after a backoff ends the cooldown that much later).
+		req.Now = c.clock.Now()
+		req.Until = req.Now.Add(until.Sub(now))
 		return c.st.Cooldown(ctx, req)
 	})
 	out := CooldownResult{Before: Millitokens(res.Before), After: Millitokens(res.After)}
@@ -99,6 +103,7 @@ func (c *Client) cooldown(ctx context.Context, dimension string, now, until time
 func (c *Client) Sync(ctx context.Context, dimension string, remaining int64) (SyncResult, error) {
 	req := store.SyncRequest{Now: c.clock.Now(), Dimension: dimension, Remaining: remaining}
 	res, err := storeCall(ctx, c, "sync", func(ctx context.Context) (store.SyncResult, error) {
+		req.Now = c.clock.Now() // every attempt decides at its own time
 		return c.st.Sync(ctx, req)
 	})
 	if o := c.obs; o != nil && o.Synced != nil {

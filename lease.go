@@ -157,6 +157,7 @@ func (l *Lease) Release(ctx context.Context) error {
 	}
 	req := store.ReleaseRequest{Now: l.c.clock.Now(), ID: l.id, Hint: l.items[0].Dimension}
 	res, err := storeCall(ctx, l.c, "release", func(ctx context.Context) (store.ReleaseResult, error) {
+		req.Now = l.c.clock.Now()
 		return l.c.st.Release(ctx, req)
 	})
 	if err != nil {
@@ -289,6 +290,7 @@ func (l *Lease) adjustLocked(ctx context.Context, i int, delta int64) (Settlemen
 
 func (c *Client) storeAdjust(ctx context.Context, req store.AdjustRequest) (store.Settlement, error) {
 	return storeCall(ctx, c, "adjust", func(ctx context.Context) (store.Settlement, error) {
+		req.Now = c.clock.Now() // every attempt decides at its own time
 		return c.st.Adjust(ctx, req)
 	})
 }

@@ -25,6 +25,7 @@ func (c *Client) ReleaseLease(ctx context.Context, id string) (ReleaseResult, er
 	}
 	req := store.ReleaseRequest{Now: c.clock.Now(), ID: lid}
 	res, err := storeCall(ctx, c, "release", func(ctx context.Context) (store.ReleaseResult, error) {
+		req.Now = c.clock.Now()
 		return c.st.Release(ctx, req)
 	})
 	if o := c.obs; o != nil && o.Released != nil {

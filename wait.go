@@ -200,6 +200,9 @@ func (c *Client) reserve(ctx context.Context, w *waitCall, maxWait time.Duration
 		return nil, 0, err
 	}
 	c.reserved(ctx, req, res, false, start, err)
+	if err == nil && !res.Granted {
+		c.clockSkew(ctx, req.Items, res.Behind, res.Wait)
+	}
 	if err != nil || !res.Granted {
 		return nil, res.Wait, err
 	}
@@ -254,6 +257,7 @@ func (c *Client) cancelReservation(ctx context.Context, req *store.ReserveReques
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
 	_, err := storeCall(cctx, c, "cancel", func(ctx context.Context) (store.CancelResult, error) {
+		creq.Now = c.clock.Now() // every attempt decides at its own time
 		return c.st.Cancel(ctx, creq)
 	})
 	if err != nil {

@@ -336,29 +336,38 @@ func forgetReserved(next Limits, reserved, now int64) int64 {
 	return min(reserved+ceilMulDiv(next.Capacity, next.Period, next.Amount), MaxTimeMs)
 }
 
-// Align returns the state and the decision time to use when a caller whose
-// clock reads now works on a time-based bucket last written at s.Last, so
-// that clocks that disagree by a little or by a lot both stay harmless. All
-// three times are in Unix milliseconds; maxSkew is the largest disagreement
-// tolerated. A concurrent bucket (Amount 0) never refills, so for it Align
-// returns s and now unchanged.
+// Align returns the decision time for a caller whose clock reads now on a
+// time-based bucket in state s, and how many milliseconds that clock must
+// still advance before the caller may be admitted (0 when it may be now).
+// All times are in Unix milliseconds; maxSkew is the largest clock
+// disagreement tolerated. A concurrent bucket (Amount 0) never refills, so
+// for it Align returns now and 0.
 //
-// A caller at or after s.Last decides at now. A caller behind s.Last by at
-// most maxSkew decides at s.Last, so a host whose clock runs slightly slow
-// gets the same balance and the same exact wait as a host on time instead of
-// waiting out its lag on every call. A caller behind by more than maxSkew
-// rebases the bucket to its own clock (Last = now, tokens kept): the state
-// was written by a clock far ahead, and honouring it would block every
-// correct host until that clock's time came. A clock far off can still earn
-// its bucket the refill of the difference once per disagreement, bounded by
-// the capacity; that is the price of never blocking the others for longer
-// than maxSkew.
-func Align(l Limits, s State, now, maxSkew int64) (State, int64) {
-	switch {
-	case l.Amount <= 0 || now >= s.Last:
-		return s, now
-	case s.Last-now <= maxSkew:
-		return s, s.Last
+// The refill timestamp s.Last never moves backwards, whoever asks: a
+// caller at or after s.Last decides at now, and every other caller decides
+// at s.Last, where the bucket earns nothing. The refill a bucket is
+// credited therefore never exceeds its rate times the latest time any
+// clock reported, minus its start. A caller behind s.Last by at most
+// maxSkew is served at s.Last, so a host whose clock runs slightly slow
+// gets the same balance and the same exact wait as a host on time. A
+// caller behind by more than maxSkew gets a wait above zero: the time until
+// its clock is within maxSkew of s.Last. Admission operations (Take,
+// Reserve) must refuse it, changing nothing, with SkewRetry as the wait;
+// operations that must never be lost (settlements, penalties, cooldowns,
+// syncs, cancellations, reconfigurations) apply at the returned time
+// instead, without refill.
+func Align(l Limits, s State, now, maxSkew int64) (at, wait int64) {
+	if l.Amount <= 0 || now >= s.Last {
+		return now, 0
 	}
-	return State{Tokens: s.Tokens, Last: now, Until: s.Until, Reserved: s.Reserved}, now
+	return s.Last, max(s.Last-maxSkew-now, 0)
+}
+
+// SkewRetry returns the wait to report when an admission of cost
+// millitokens is refused because the caller's clock is behind the bucket
+// by more than the maximum skew (Align's wait, above zero): that wait, or
+// longer when the bucket, decided at at, needs longer to hold cost.
+// It saturates at MaxRetryMs.
+func SkewRetry(l Limits, s State, at, wait, cost int64) int64 {
+	return min(max(wait, RetryIn(l, s, at, cost)), MaxRetryMs)
 }

@@ -326,11 +326,3 @@ func TestSync(t *testing.T) {
 		})
 	}
 }
-
-func TestAlignKeepsCooldown(t *testing.T) {
-	rpm := PerPeriod(Requests, 100, time.Minute).Limits()
-	got, at := Align(rpm, State{Tokens: 0, Last: 100_000, Until: 100_500}, 0, 1000)
-	if want := (State{0, 0, 100_500, 0}); got != want || at != 0 {
-		t.Errorf("Align = %+v, %d; want %+v, 0", got, at, want)
-	}
-}

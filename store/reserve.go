@@ -61,6 +61,10 @@ type ReserveResult struct {
 	// pending) or, on a denial, the balance available now; RetryIn is the
 	// item's own wait.
 	Items []ItemResult
+	// Behind is, on a refusal because Now is more than the store's maximum
+	// skew behind a bucket's refill timestamp, how far behind the furthest
+	// such bucket it is (see bucket.Align); 0 otherwise.
+	Behind time.Duration
 }
 
 // CancelRequest is the input of Store.Cancel.

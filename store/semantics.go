@@ -11,8 +11,10 @@ import (
 
 // DefaultMaxSkew is the default for the largest disagreement between the
 // clocks of a store's callers that the store tolerates (see bucket.Align):
-// a caller behind the bucket's last write by at most this much decides at
-// that write's time; one further behind rebases the bucket to its own clock.
+// a caller behind a bucket's refill timestamp by at most this much decides
+// at that timestamp; one further behind is refused admission (Acquire,
+// Reserve) until its clock is within it, and its other operations apply
+// at the timestamp. The refill timestamp never moves backwards.
 const DefaultMaxSkew = time.Second
 
 // MaxMaxSkew is the largest maximum skew a store accepts.

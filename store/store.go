@@ -7,8 +7,12 @@
 // the time (Now) so that decisions are deterministic in tests. A store that
 // keeps its own clock (Redis TIME, PostgreSQL clock_timestamp()) documents
 // when it ignores Now. Callers' clocks may disagree: every bucket
-// computation first aligns the stored state with Now (bucket.Align, with
-// the store's maximum skew, DefaultMaxSkew unless configured). Costs and
+// computation first aligns Now with the bucket's refill timestamp
+// (bucket.Align, with the store's maximum skew, DefaultMaxSkew unless
+// configured), which never moves backwards. A caller behind it decides at
+// it; one behind by more than the maximum skew is refused admission
+// (Acquire, Reserve) with the wait until its clock is within the skew,
+// and its other operations apply at the timestamp. Costs and
 // deltas are whole tokens; balances are millitokens.
 //
 // Requests reach a store already validated and defaulted by the portable
@@ -42,9 +46,12 @@ type Store interface {
 	// Acquire debits every item of req or none of them (all-or-nothing).
 	// A grant fills res with Granted and, when the store wrote a lease record
 	// (see AcquireRequest.Record), Recorded. A denial fills res.RetryIn with
-	// the longest wait among the denied items and changes nothing, except
-	// that a bucket whose last write is more than the store's maximum clock
-	// skew ahead of Now is rebased to Now (see bucket.Align). An unknown
+	// the longest wait among the denied items and changes nothing. A
+	// request whose Now is more than the store's maximum clock skew behind
+	// the refill timestamp of one of its time-based buckets is refused
+	// (after the check for a retry below), changing nothing: res.Behind is
+	// the lag, each such item's RetryIn is bucket.SkewRetry, every other
+	// item's 0, and res.RetryIn the longest. An unknown
 	// dimension (*ConfigurationError) and a cost above capacity
 	// (*CostError) are returned before anything changes.
 	//
@@ -83,7 +90,7 @@ type Store interface {
 	// before req.Until, and from then on the bucket earns at its refill
 	// rate. A running cooldown that ends later is kept. The cooldown lasts
 	// req.Until − req.Now from the decision time: Now, or the bucket's
-	// refill timestamp for a caller slightly behind it (bucket.Align), or,
+	// refill timestamp for a caller behind it (bucket.Align), or,
 	// in a store that keeps its own clock, that clock's now.
 	Cooldown(ctx context.Context, req CooldownRequest) (CooldownResult, error)
 
@@ -135,8 +142,11 @@ type Store interface {
 	// cooldowns included), which res.ValidAt reports, and the caller
 	// proceeds then without asking again. All items are reserved or none:
 	// when the wait is longer than MaxWait, or a balance would fall below
-	// bucket.MinBalance, nothing changes (but for bucket.Align's rebase)
-	// and res carries the wait, so that the caller fails fast or retries.
+	// bucket.MinBalance, nothing changes and res carries the wait, so that
+	// the caller fails fast or retries. A request whose Now is more than
+	// the maximum skew behind an item's refill timestamp is refused as
+	// Acquire refuses it (res.Behind, res.Wait the longest
+	// bucket.SkewRetry).
 	// A concurrent item is a *bucket.FieldError (CheckReservable), an
 	// unknown dimension a *ConfigurationError and a cost above capacity a
 	// *CostError, all before anything changes.
@@ -251,6 +261,10 @@ type AcquireResult struct {
 	// the request's own in the queues of its concurrent items (0 at the
 	// head, and when the request has no ticket nor concurrent item).
 	Ahead int
+	// Behind is, on a refusal because Now is more than the store's maximum
+	// skew behind a bucket's refill timestamp, how far behind the furthest
+	// such bucket it is (see bucket.Align); 0 otherwise.
+	Behind time.Duration
 }
 
 // ItemResult is the outcome of one item of an acquisition.

@@ -65,8 +65,7 @@ func (o *acquireOp) granted(bis []*bucketItem, d *decision, cache bool) {
 }
 
 // readThenTransact is the original algorithm: read, then transact: consistent pre-read, no write on
-// denial (but for bucket.Align's rebase and a queued acquisition's
-// tickets), then one version-conditioned transaction with the lease
+// denial (but for a queued acquisition's tickets), then one version-conditioned transaction with the lease
 // records.
 func (s *Store) readThenTransact(ctx context.Context, op grantOp, req *store.AcquireRequest, now int64) error {
 	names := dimsOf(req)
@@ -393,13 +392,16 @@ func (s *Store) deny(ctx context.Context, req *store.AcquireRequest, bis []*buck
 	return s.denyWrite(ctx, req, bis, d, now)
 }
 
-// denyWrite writes a denial's changes in one atomic write: the rows whose
-// clock was more than the maximum skew ahead, rebased (bucket.Align), and,
-// for a queued acquisition (req.Queue), the request's tickets on its
+// denyWrite writes a denial's changes in one atomic write (none for a
+// caller refused because its clock is too far behind, d.behind): for a
+// queued acquisition (req.Queue), the request's tickets on its
 // concurrent rows, taken or renewed at one place in line; the dead tickets
 // of its concurrent rows are purged either way. Each row is conditioned on its version; again reports a
 // lost condition. The rows written are remembered as written.
 func (s *Store) denyWrite(ctx context.Context, req *store.AcquireRequest, bis []*bucketItem, d *decision, now int64) (again bool, err error) {
+	if d.behind {
+		return false, nil
+	}
 	tok := opToken("deny")
 	place := queuePlace(bis, req.ID, now)
 	var rows []int
@@ -416,7 +418,7 @@ func (s *Store) denyWrite(ctx context.Context, req *store.AcquireRequest, bis []
 		default:
 			q = purgeEdit(bi, now)
 		}
-		if !d.rebased[i] && q == nil {
+		if q == nil {
 			continue
 		}
 		rows, qs = append(rows, i), append(qs, q)

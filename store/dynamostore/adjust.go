@@ -69,7 +69,8 @@ func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.Sett
 		if _, err := store.AdjustHeld(req.Dimension, held, req.Delta); err != nil {
 			return store.Settlement{}, err
 		}
-		al, at := bucket.Align(bi.lim, bi.st, now, s.skew)
+		al := bi.st
+		at, _ := bucket.Align(bi.lim, al, now, s.skew)
 		st, applied := bucket.Adjust(bi.lim, al, at, req.Delta*bucket.Milli)
 		newHeld := store.HeldAfter(held, req.Delta, applied)
 		out := store.Settlement{Held: newHeld, Applied: applied, Remaining: st.Tokens}

@@ -49,7 +49,8 @@ func (s *Store) PutBucket(ctx context.Context, req store.PutBucketRequest) error
 		}
 		// (A concurrent reconfigure applied twice by an SDK retry is
 		// harmless: the second read sees the new capacity, a zero change.)
-		al, at := bucket.Align(old.lim, old.st, ms, s.skew)
+		al := old.st
+		at, _ := bucket.Align(old.lim, al, ms, s.skew)
 		st := bucket.Reconfigure(old.lim, lim, al, at, reset)
 		full := encodeBucket(b, st, 0, "", nil)
 		names := map[string]string{"#ver": attrVersion, "#inc": attrInc}

@@ -111,7 +111,8 @@ func (s *Store) cancelTx(uuid string, now int64, lis []*leaseItem, items map[str
 		}
 		st, back := bi.st, int64(0)
 		if bi.b.Type != bucket.Concurrent {
-			al, at := bucket.Align(bi.lim, bi.st, now, s.skew)
+			al := bi.st
+			at, _ := bucket.Align(bi.lim, al, now, s.skew)
 			st, back = bucket.Unreserve(bi.lim, al, at, li.cost*bucket.Milli, li.valid)
 		}
 		_, holds := bi.holders[uuid]
@@ -197,7 +198,8 @@ func (s *Store) cancelUnrecorded(ctx context.Context, req store.CancelRequest, n
 			if bi.b.Type == bucket.Concurrent {
 				continue
 			}
-			al, at := bucket.Align(bi.lim, bi.st, now, s.skew)
+			al := bi.st
+			at, _ := bucket.Align(bi.lim, al, now, s.skew)
 			st, back := bucket.Unreserve(bi.lim, al, at, it.Cost*bucket.Milli, valid)
 			if st != bi.st {
 				tx = append(tx, types.TransactWriteItem{Update: s.bucketUpdate(bi, st, tok, "", holder{})})

@@ -11,8 +11,8 @@ import (
 // version of the row it was decided on, like Penalize (see rewrite). The
 // cooldown's end is written to the row's cooldown_until_ms attribute in
 // the caller's clock: it lasts req.Until − req.Now from the decision time,
-// which is req.Now or, for a caller slightly behind the row's last write,
-// that write's time (bucket.Align).
+// which is req.Now or, for a caller behind the row's refill timestamp,
+// that timestamp (bucket.Align).
 func (s *Store) Cooldown(ctx context.Context, req store.CooldownRequest) (store.CooldownResult, error) {
 	var res store.CooldownResult
 	check := func(b *store.Bucket) error { return b.CheckCoolable("cooldown") }

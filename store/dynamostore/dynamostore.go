@@ -59,9 +59,12 @@
 //
 // DynamoDB has no server clock usable in expressions: every decision uses
 // the Now of the request, i.e. the caller's clock, after aligning the row
-// with it (bucket.Align, WithMaxSkew): a caller slightly behind the last
-// write decides at that write's time, one far behind rebases the row to
-// its own clock. Keep hosts on NTP.
+// with it (bucket.Align, WithMaxSkew): a caller behind the row's refill
+// timestamp decides at that timestamp, which never moves backwards; one
+// more than the maximum skew behind is refused admission until its clock
+// is within it (AcquireResult.Behind reports the lag), and its other
+// operations apply at the timestamp. A host whose clock runs ahead can so
+// stall the others for as long as it is ahead: keep hosts on NTP.
 //
 // # Errors
 //
@@ -147,9 +150,10 @@ func WithTimeout(d time.Duration) Option { return func(s *Store) { s.timeout = d
 func WithAttempts(n int) Option { return func(s *Store) { s.attempts = max(n, 1) } }
 
 // WithMaxSkew sets the largest disagreement between callers' clocks that
-// the store absorbs (see bucket.Align): a caller behind a bucket's last
-// write by at most d decides at that write's time; one further behind
-// rebases the bucket to its own clock. Default store.DefaultMaxSkew (1 s);
+// the store absorbs (see bucket.Align): a caller behind a bucket's refill
+// timestamp by at most d decides at that timestamp; one further behind is
+// refused admission until its clock is within d, and its other operations
+// apply at the timestamp. Default store.DefaultMaxSkew (1 s);
 // 1 ms to 1 h.
 func WithMaxSkew(d time.Duration) Option {
 	return func(s *Store) { s.skew = d.Milliseconds(); s.skewSet = d }

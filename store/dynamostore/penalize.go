@@ -61,7 +61,8 @@ func (s *Store) rewrite(ctx context.Context, now int64, dim, op string, check fu
 			}
 			return err
 		}
-		al, at := bucket.Align(bi.lim, bi.st, now, s.skew)
+		al := bi.st
+		at, _ := bucket.Align(bi.lim, al, now, s.skew)
 		st := f(bi, al, at)
 		if st == bi.st {
 			if fresh {

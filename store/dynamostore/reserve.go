@@ -14,7 +14,7 @@ import (
 // lease-id check; one UpdateItem for a single dimension without a record
 // under WithUncheckedLeaseIDs); with WithReadThenTransact a consistent read
 // and then the transaction, which always writes a lease record. A
-// reservation too long to wait writes nothing but bucket.Align's rebase.
+// reservation too long to wait, or refused for its clock, writes nothing.
 // The bucket rows keep the latest valid instant in reserved_until_ms, and
 // a recorded reservation's lease items its valid instant in valid_ms.
 func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest, res *store.ReserveResult) error {
@@ -67,12 +67,16 @@ func (o *reserveOp) decide(bis []*bucketItem, always bool) (*decision, error) {
 		res.Items = make([]store.ItemResult, n)
 	}
 	*res = store.ReserveResult{Items: res.Items}
+	if res.Wait, res.Behind = refuseBehind(bis, d, now, o.s.skew, res.Items); res.Behind > 0 {
+		return d, nil
+	}
 	var ats [store.MaxItems]int64
 	valid, tooLong := now, false
 	maxWait := req.MaxWait.Milliseconds()
 	for i, bi := range bis {
-		al, at := bucket.Align(bi.lim, bi.st, now, o.s.skew)
-		d.aligned[i], d.rebased[i], ats[i] = al, al.Last != bi.st.Last, at
+		al := bi.st
+		at, _ := bucket.Align(bi.lim, al, now, o.s.skew)
+		d.aligned[i], ats[i] = al, at
 		w := bucket.RetryIn(bi.lim, al, at, d.costs[i]*bucket.Milli)
 		tooLong = tooLong || w > maxWait
 		valid = max(valid, at+w)

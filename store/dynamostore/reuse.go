@@ -127,7 +127,8 @@ func (s *Store) replay(ctx context.Context, req *store.AcquireRequest, costs []i
 	res.Granted, res.Recorded, res.RetryIn, res.Ahead = true, true, 0, 0
 	res.ExpiresAt = time.UnixMilli(lis[0].expires)
 	for i, bi := range bis {
-		st, at := bucket.Align(bi.lim, bi.st, now, s.skew)
+		st := bi.st
+		at, _ := bucket.Align(bi.lim, st, now, s.skew)
 		res.Items[i] = store.ItemResult{Dimension: bi.b.Name, Type: bi.b.Type, Cost: costs[i], Capacity: bi.b.Capacity,
 			Remaining: bucket.Available(bi.lim, st, at)}
 	}

@@ -14,9 +14,10 @@ import (
 
 // TestClockSkew pins the store's answer to callers whose clocks disagree
 // (the decisions use the caller's clock): a host an hour ahead drains a
-// bucket; the hosts on time then wait one refill interval, not the hour
-// (the bucket is rebased to their clock); a host 10 ms behind the last
-// write gets the same wait as a host on time.
+// bucket; a host on time is then refused until its clock is within the
+// maximum skew of the bucket's refill timestamp, which never moves back,
+// and told how far behind it is; a host 10 ms behind the last write gets
+// the same wait as a host on time.
 func TestClockSkew(t *testing.T) {
 	rpm := store.Bucket{Name: "skew#rpm", Config: bucket.PerPeriod(bucket.Requests, 60, time.Minute)}
 	tests := []struct {
@@ -24,10 +25,11 @@ func TestClockSkew(t *testing.T) {
 		drainAt   time.Duration // the draining host's clock, from t0
 		askAt     time.Duration // the asking host's clock
 		wantRetry time.Duration
+		behind    time.Duration
 	}{
-		{"host 1 h ahead, then a host on time", time.Hour, 0, time.Second},
-		{"host on time, then a host 10 ms behind", 0, -10 * time.Millisecond, time.Second},
-		{"host on time, then a host 2 s behind (beyond the 1 s maximum skew)", 0, -2 * time.Second, time.Second},
+		{"host 1 h ahead, then a host on time", time.Hour, 0, time.Hour - time.Second, time.Hour},
+		{"host on time, then a host 10 ms behind", 0, -10 * time.Millisecond, time.Second, 0},
+		{"host on time, then a host 2 s behind (beyond the 1 s maximum skew)", 0, -2 * time.Second, time.Second, 2 * time.Second},
 	}
 	for _, tt := range tests {
 		for _, readFirst := range []bool{false, true} {
@@ -43,8 +45,8 @@ func TestClockSkew(t *testing.T) {
 					t.Fatalf("drain = %+v, %v", res, err)
 				}
 				err := s.Acquire(context.Background(), &store.AcquireRequest{Now: t0.Add(tt.askAt), Items: []store.Item{{Dimension: rpm.Name}}, ID: store.NewLeaseID(), TTL: time.Minute}, &res)
-				if err != nil || res.Granted || res.RetryIn != tt.wantRetry {
-					t.Errorf("ask = %+v, %v; want RETRY_IN %v", res, err, tt.wantRetry)
+				if err != nil || res.Granted || res.RetryIn != tt.wantRetry || res.Behind != tt.behind {
+					t.Errorf("ask = %+v, %v; want RETRY_IN %v, Behind %v", res, err, tt.wantRetry, tt.behind)
 				}
 			})
 		}

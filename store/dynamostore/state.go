@@ -57,7 +57,8 @@ func isCCF(err error) bool {
 // state is a row's state at now, aligned with maximum skew skew (see
 // bucket.Align).
 func (bi *bucketItem) state(now, skew int64) store.BucketState {
-	al, at := bucket.Align(bi.lim, bi.st, now, skew)
+	al := bi.st
+	at, _ := bucket.Align(bi.lim, al, now, skew)
 	r := bucket.Refill(bi.lim, al, at)
 	bs := store.BucketState{Bucket: bi.b, Tokens: r.Tokens, LastRefill: r.Last, CooldownUntil: r.Until,
 		ReservedUntil: r.Reserved, Waiters: bi.live(now), ActiveLeases: len(bi.holders), Now: time.UnixMilli(now)}

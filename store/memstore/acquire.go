@@ -51,14 +51,26 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 	if l := s.leaseByID(req.ID); l != nil {
 		return s.replay(req, res, l, es, costs[:n], now)
 	}
+	var ats [store.MaxItems]int64
+	if refuseBehind(es, costs[:n], now, ats[:n], res.Items) {
+		res.Granted, res.Recorded, res.Ahead, res.ExpiresAt = false, false, 0, time.Time{}
+		res.RetryIn, res.Behind = 0, 0
+		for i, e := range es {
+			res.RetryIn = max(res.RetryIn, res.Items[i].RetryIn)
+			if res.Items[i].RetryIn > 0 {
+				res.Behind = max(res.Behind, time.Duration(e.st.Last-now)*time.Millisecond)
+			}
+		}
+		return nil
+	}
+	res.Behind = 0
 	granted := true
 	var retry int64
 	var aligned [store.MaxItems]bucket.State
-	var ats [store.MaxItems]int64
 	var ahead [store.MaxItems]int
 	queueAhead(es, req.ID, now, ahead[:n])
 	for i, e := range es {
-		aligned[i], ats[i] = bucket.Align(e.lim, e.st, now, skewMs)
+		aligned[i] = e.st
 		st, wait, ok := bucket.Take(e.lim, aligned[i], ats[i], costs[i]*bucket.Milli)
 		ok = ok && ahead[i] == 0
 		next[i] = st
@@ -84,9 +96,6 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 			if res.Items[i].RetryIn == 0 { // granted-looking items report what they have now
 				res.Items[i].Remaining = bucket.Available(e.lim, aligned[i], ats[i])
 			}
-			// A bucket whose clock ran more than the maximum skew ahead is
-			// rebased even on a denial, or its refill would never start.
-			e.st = aligned[i]
 		}
 		res.Ahead = enqueue(es, req.ID, ahead[:n], now, req.Queue.Milliseconds())
 		return nil
@@ -127,4 +136,31 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 	dequeueAll(es, req.ID)
 	res.ExpiresAt = time.UnixMilli(expires)
 	return nil
+}
+
+// refuseBehind aligns now with every bucket of es, filling ats with the
+// decision times (see bucket.Align). When now is more than the maximum
+// skew behind a time-based bucket's refill timestamp, it fills items with
+// the refusal (each such item's wait is bucket.SkewRetry, every other
+// item's 0) and reports true: the admission is refused and nothing
+// changes. The caller holds the locks of es.
+func refuseBehind(es []*entry, costs []int64, now int64, ats []int64, items []store.ItemResult) bool {
+	refused := false
+	var waits [store.MaxItems]int64
+	for i, e := range es {
+		ats[i], waits[i] = bucket.Align(e.lim, e.st, now, skewMs)
+		refused = refused || waits[i] > 0
+	}
+	if !refused {
+		return false
+	}
+	for i, e := range es {
+		var w int64
+		if waits[i] > 0 {
+			w = bucket.SkewRetry(e.lim, e.st, ats[i], waits[i], costs[i]*bucket.Milli)
+		}
+		items[i] = store.ItemResult{Dimension: e.b.Name, Type: e.b.Type, Cost: costs[i], Capacity: e.b.Capacity,
+			Remaining: bucket.Available(e.lim, e.st, ats[i]), RetryIn: time.Duration(w) * time.Millisecond}
+	}
+	return true
 }

@@ -53,7 +53,8 @@ func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.Sett
 	if _, err := store.AdjustHeld(req.Dimension, held, req.Delta); err != nil {
 		return store.Settlement{}, err
 	}
-	st, at := bucket.Align(e.lim, e.st, now, skewMs)
+	st := e.st
+	at, _ := bucket.Align(e.lim, st, now, skewMs)
 	var applied int64
 	e.st, applied = bucket.Adjust(e.lim, st, at, req.Delta*bucket.Milli)
 	held = store.HeldAfter(held, req.Delta, applied)

@@ -22,7 +22,8 @@ func (s *Store) PutBucket(ctx context.Context, req store.PutBucketRequest) error
 		if err := store.CheckTypeChange(e.b, b); err != nil {
 			return err
 		}
-		st, at := bucket.Align(e.lim, e.st, ms, skewMs)
+		st := e.st
+		at, _ := bucket.Align(e.lim, st, ms, skewMs)
 		e.b, e.lim, e.st = b, lim, bucket.Reconfigure(e.lim, lim, st, at, req.Reset)
 		return nil
 	}

@@ -11,7 +11,8 @@ import (
 func (s *Store) Cooldown(ctx context.Context, req store.CooldownRequest) (store.CooldownResult, error) {
 	var res store.CooldownResult
 	err := s.timeBased(req.Dimension, "cooldown", func(e *entry) {
-		st, at := bucket.Align(e.lim, e.st, req.Now.UnixMilli(), skewMs)
+		st := e.st
+		at, _ := bucket.Align(e.lim, st, req.Now.UnixMilli(), skewMs)
 		res.Before = bucket.Available(e.lim, st, at)
 		until := at + req.Until.Sub(req.Now).Milliseconds()
 		e.st = bucket.Cooldown(e.lim, st, at, until)
@@ -24,7 +25,8 @@ func (s *Store) Cooldown(ctx context.Context, req store.CooldownRequest) (store.
 func (s *Store) Sync(ctx context.Context, req store.SyncRequest) (store.SyncResult, error) {
 	var res store.SyncResult
 	err := s.timeBased(req.Dimension, "sync", func(e *entry) {
-		st, at := bucket.Align(e.lim, e.st, req.Now.UnixMilli(), skewMs)
+		st := e.st
+		at, _ := bucket.Align(e.lim, st, req.Now.UnixMilli(), skewMs)
 		res.Before = bucket.Available(e.lim, st, at)
 		e.st = bucket.Sync(e.lim, st, at, req.Remaining*bucket.Milli)
 		res.After = e.st.Tokens

@@ -187,7 +187,8 @@ func (s *Store) remove(l *lease, expiredBy int64) (restored []store.Restored, ok
 
 // state snapshots e at now; the caller holds e.mu.
 func (e *entry) state(now int64) store.BucketState {
-	st, at := bucket.Align(e.lim, e.st, now, skewMs)
+	st := e.st
+	at, _ := bucket.Align(e.lim, st, now, skewMs)
 	r := bucket.Refill(e.lim, st, at)
 	bs := store.BucketState{
 		Bucket:        e.b,

@@ -25,7 +25,8 @@ func (s *Store) Penalize(ctx context.Context, req store.PenalizeRequest) (store.
 	if err := e.b.CheckPenalizable(); err != nil {
 		return store.Penalty{}, err
 	}
-	st, at := bucket.Align(e.lim, e.st, now, skewMs)
+	st := e.st
+	at, _ := bucket.Align(e.lim, st, now, skewMs)
 	before := bucket.Available(e.lim, st, at)
 	e.st = bucket.Penalize(e.lim, st, at, req.FactorMilli)
 	return store.Penalty{Before: before, After: e.st.Tokens}, nil

@@ -51,10 +51,19 @@ func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest, res *sto
 	}
 	var states, next [store.MaxItems]bucket.State
 	var ats [store.MaxItems]int64
+	if refuseBehind(es, costs[:n], now, ats[:n], res.Items) {
+		for i, e := range es {
+			res.Wait = max(res.Wait, res.Items[i].RetryIn)
+			if res.Items[i].RetryIn > 0 {
+				res.Behind = max(res.Behind, time.Duration(e.st.Last-now)*time.Millisecond)
+			}
+		}
+		return nil
+	}
 	valid, tooLong := now, false
 	maxWait := req.MaxWait.Milliseconds()
 	for i, e := range es {
-		states[i], ats[i] = bucket.Align(e.lim, e.st, now, skewMs)
+		states[i] = e.st
 		w := bucket.RetryIn(e.lim, states[i], ats[i], costs[i]*bucket.Milli)
 		tooLong = tooLong || w > maxWait
 		valid = max(valid, ats[i]+w)
@@ -76,9 +85,6 @@ func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest, res *sto
 	}
 	res.Wait = time.Duration(wait) * time.Millisecond
 	if tooLong {
-		for i, e := range es {
-			e.st = states[i] // a rebase is the denial's only write
-		}
 		return nil
 	}
 	expires := valid + req.TTL.Milliseconds()
@@ -197,7 +203,8 @@ func (s *Store) cancelUnrecorded(req store.CancelRequest, now int64) store.Cance
 
 // unreserve applies bucket.Unreserve to e at now; the caller holds e.mu.
 func unreserve(e *entry, now, cost, valid int64) int64 {
-	st, at := bucket.Align(e.lim, e.st, now, skewMs)
+	st := e.st
+	at, _ := bucket.Align(e.lim, st, now, skewMs)
 	var back int64
 	e.st, back = bucket.Unreserve(e.lim, st, at, cost*bucket.Milli, valid)
 	return back

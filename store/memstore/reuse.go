@@ -34,7 +34,8 @@ func (s *Store) replay(req *store.AcquireRequest, res *store.AcquireResult, l *l
 	res.Granted, res.Recorded, res.RetryIn, res.Ahead = true, true, 0, 0
 	res.ExpiresAt = time.UnixMilli(l.expires.Load())
 	for i, e := range es {
-		st, at := bucket.Align(e.lim, e.st, now, skewMs)
+		st := e.st
+		at, _ := bucket.Align(e.lim, st, now, skewMs)
 		res.Items[i] = store.ItemResult{Dimension: e.b.Name, Type: e.b.Type, Cost: costs[i], Capacity: e.b.Capacity,
 			Remaining: bucket.Available(e.lim, st, at)}
 	}

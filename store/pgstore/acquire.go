@@ -69,10 +69,13 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 		}
 	}
 	res.Granted, res.Recorded = *granted, *recorded
-	res.RetryIn, res.ExpiresAt, res.Ahead = 0, time.Time{}, 0
+	res.RetryIn, res.ExpiresAt, res.Ahead, res.Behind = 0, time.Time{}, 0, 0
 	if !res.Granted {
 		res.RetryIn = time.Duration(*retry) * time.Millisecond
 		res.Ahead = int(deref(ahead))
+		// A denial's o_expires is the caller's lag when its clock was
+		// refused (see migration 005), else NULL.
+		res.Behind = time.Duration(deref(expires)) * time.Millisecond
 		return nil
 	}
 	res.ExpiresAt = time.UnixMilli(*expires)

@@ -11,7 +11,7 @@ import (
 // Cooldown implements store.Store in one call of the cooldown function.
 // The cooldown lasts req.Until − req.Now from the decision time: the
 // server's clock, or req.Now with WithCallerClock (the bucket's last write
-// for a caller slightly behind it, as bucket.Align says). The result's
+// for a caller behind it, as bucket.Align says). The result's
 // Until is in the clock the store decides by.
 func (s *Store) Cooldown(ctx context.Context, req store.CooldownRequest) (store.CooldownResult, error) {
 	ctx, cancel, err := s.begin(ctx)

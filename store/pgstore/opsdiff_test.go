@@ -202,8 +202,24 @@ func goAcquire(items []*opCase, now, skew int64) (bool, int64, []int64, []int64,
 	granted, retry := true, int64(0)
 	rem, waits := make([]int64, len(items)), make([]int64, len(items))
 	next, aligned, ats := make([]bucket.State, len(items)), make([]bucket.State, len(items)), make([]int64, len(items))
+	lates := make([]int64, len(items))
+	refused := false
 	for i, c := range items {
-		aligned[i], ats[i] = bucket.Align(c.l, c.s, now, skew)
+		ats[i], lates[i] = bucket.Align(c.l, c.s, now, skew)
+		refused = refused || lates[i] > 0
+	}
+	if refused { // a caller too far behind is refused, changing nothing
+		for i, c := range items {
+			rem[i], next[i] = bucket.Available(c.l, c.s, ats[i]), c.s
+			if lates[i] > 0 {
+				waits[i] = bucket.SkewRetry(c.l, c.s, ats[i], lates[i], c.cost)
+				retry = max(retry, waits[i])
+			}
+		}
+		return false, retry, rem, waits, next
+	}
+	for i, c := range items {
+		aligned[i] = c.s
 		st, w, ok := bucket.Take(c.l, aligned[i], ats[i], c.cost)
 		next[i], rem[i] = st, st.Tokens
 		if ok {
@@ -252,6 +268,11 @@ func checkAcquire(t *testing.T, s *Store, cases []*opCase, want map[string]bucke
 		if granted {
 			expires = c.now + 60000
 		}
+		for _, it := range items { // a refusal for the caller's clock reports its lag
+			if _, late := bucket.Align(it.l, it.s, c.now, c.skew); late > 0 {
+				expires = max(deref64(expires), it.s.Last-c.now)
+			}
+		}
 		w := []any{nil, granted, c.now, retry, rem, waits, expires}
 		if g := fmt.Sprint(rows[i]); g != fmt.Sprint(w) {
 			t.Errorf("acquire %s: SQL %s, Go %s", describe(items), g, fmt.Sprint(w))
@@ -284,7 +305,8 @@ var singleCalls = map[string]string{
 // goSingle is the memory store's one-bucket operation k on c: its results
 // after the error column, and the state to store.
 func goSingle(k string, c *opCase) ([]any, bucket.State) {
-	st, at := bucket.Align(c.l, c.s, c.now, c.skew)
+	st := c.s
+	at, _ := bucket.Align(c.l, st, c.now, c.skew)
 	before := bucket.Available(c.l, st, at)
 	switch k {
 	case "adjust":
@@ -345,7 +367,8 @@ func checkPut(t *testing.T, s *Store, cases []*opCase, want map[string]bucket.St
 		if rows[i][0] != nil {
 			t.Errorf("put %s: refused with %v", describe([]*opCase{c}), rows[i][0])
 		}
-		st, at := bucket.Align(c.l, c.s, c.now, c.skew)
+		st := c.s
+		at, _ := bucket.Align(c.l, st, c.now, c.skew)
 		want[c.name] = bucket.Reconfigure(c.l, c.next.Limits(), st, at, c.reset)
 	}
 }
@@ -358,11 +381,18 @@ func checkPeek(t *testing.T, s *Store, cases []*opCase) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		st, at := bucket.Align(c.l, c.s, c.now, skew)
+		st := c.s
+		at, _ := bucket.Align(c.l, st, c.now, skew)
 		w := bucket.Refill(c.l, st, at)
 		if g := got[0]; g.Tokens != w.Tokens || g.LastRefill != w.Last || g.CooldownUntil != w.Until || g.ReservedUntil != w.Reserved {
 			t.Errorf("peek %s: tokens %d, last %d, until %d, reserved %d; Go %+v", describe([]*opCase{c}),
 				g.Tokens, g.LastRefill, g.CooldownUntil, g.ReservedUntil, w)
 		}
 	}
+}
+
+// deref64 returns x as an int64, 0 when it is nil.
+func deref64(x any) int64 {
+	v, _ := x.(int64)
+	return v
 }

@@ -84,10 +84,12 @@ func WithCallerClock() Option { return func(s *Store) { s.callerClock = true } }
 
 // WithMaxSkew sets the largest disagreement between callers' clocks the
 // store tolerates (default store.DefaultMaxSkew; 1 ms to 1 h), as
-// bucket.Align defines it: a caller behind a bucket's last write by at most
-// d decides at that write's time, one further behind rebases the bucket to
-// its own clock. It matters with WithCallerClock; with the server's clock it
-// only absorbs a step back of that clock.
+// bucket.Align defines it: a caller behind a bucket's refill timestamp by
+// at most d decides at that timestamp; one further behind is refused
+// admission until its clock is within d, and its other operations apply at
+// the timestamp, which never moves backwards. It matters with
+// WithCallerClock; with the server's clock it only absorbs a step back of
+// that clock.
 func WithMaxSkew(d time.Duration) Option { return func(s *Store) { s.maxSkew = d } }
 
 // WithTimeout bounds every operation, Migrate, MigrateReport, Version and

@@ -121,7 +121,8 @@ func (s *Store) scanBuckets(rows pgx.Rows, hint int) ([]store.BucketState, strin
 			RefillPeriod: time.Duration(*period) * time.Millisecond, CostPerCall: *cpc, MaxDebt: *debt,
 		}}
 		lim := b.Config.Limits()
-		st, at := bucket.Align(lim, bucket.State{Tokens: *tokens, Last: *last, Until: *until, Reserved: *reserved}, nowMs, s.skewMs())
+		st := bucket.State{Tokens: *tokens, Last: *last, Until: *until, Reserved: *reserved}
+		at, _ := bucket.Align(lim, st, nowMs, s.skewMs())
 		r := bucket.Refill(lim, st, at)
 		bs := store.BucketState{Bucket: b, Tokens: r.Tokens, LastRefill: r.Last, CooldownUntil: r.Until, ReservedUntil: r.Reserved,
 			Waiters: int(deref(nWaiters)), ActiveLeases: int(deref(nLeases)), Now: time.UnixMilli(nowMs)}

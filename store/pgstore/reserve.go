@@ -60,6 +60,10 @@ func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest, res *sto
 	}
 	if res.Granted {
 		res.ValidAt, res.ExpiresAt = time.UnixMilli(*valid), time.UnixMilli(*expires)
+	} else {
+		// A denial's o_expires is the caller's lag when its clock was
+		// refused (see migration 005), else NULL.
+		res.Behind = time.Duration(deref(expires)) * time.Millisecond
 	}
 	return nil
 }

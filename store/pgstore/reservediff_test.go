@@ -46,8 +46,24 @@ func goReserve(items []*opCase, now, skew, maxWait int64) (bool, int64, int64, [
 	states, next, ats := make([]bucket.State, n), make([]bucket.State, n), make([]int64, n)
 	rem, waits := make([]int64, n), make([]int64, n)
 	valid, tooLong := now, false
+	lates := make([]int64, n)
+	refused := false
 	for i, c := range items {
-		states[i], ats[i] = bucket.Align(c.l, c.s, now, skew)
+		ats[i], lates[i] = bucket.Align(c.l, c.s, now, skew)
+		refused = refused || lates[i] > 0
+	}
+	if refused { // a caller too far behind is refused, changing nothing
+		for i, c := range items {
+			states[i], rem[i] = c.s, bucket.Available(c.l, c.s, ats[i])
+			if lates[i] > 0 {
+				waits[i] = bucket.SkewRetry(c.l, c.s, ats[i], lates[i], c.cost)
+				valid = max(valid, now+waits[i])
+			}
+		}
+		return false, valid - now, 0, rem, waits, states
+	}
+	for i, c := range items {
+		states[i] = c.s
 		waits[i] = bucket.RetryIn(c.l, states[i], ats[i], c.cost)
 		tooLong = tooLong || waits[i] > maxWait
 		valid = max(valid, ats[i]+waits[i])
@@ -132,7 +148,8 @@ func checkCancel(t *testing.T, s *Store, cases []*opCase, want map[string]bucket
 		ORDER BY u.ord`, names, costs, valids, nows, skews)
 	back := 0
 	for i, c := range cases {
-		st, at := bucket.Align(c.l, c.s, c.now, c.skew)
+		st := c.s
+		at, _ := bucket.Align(c.l, st, c.now, c.skew)
 		ns, amount := bucket.Unreserve(c.l, st, at, c.arg*bucket.Milli, c.valid)
 		dims, amounts := []string{}, []int64{}
 		if amount > 0 {

@@ -13,19 +13,18 @@ import (
 
 // TestMaxSkewOption checks that WithMaxSkew reaches the SQL functions and
 // the Go-side refill of Peek, in caller-clock mode. A bucket emptied at
-// t0+1s is asked for a token by a caller whose clock reads t0+500ms: within
-// the maximum skew it decides at t0+1s (nothing to rebase), beyond it the
-// bucket is rebased to t0+500ms, which the denial writes, so that a second
-// later a token has refilled.
+// t0+1s is asked for a token by a caller whose clock reads t0+500ms:
+// within the maximum skew it decides at t0+1s; beyond it, it is refused
+// and told how far behind it is. Either way the refill timestamp stays at
+// t0+1s, so the bucket earns its next token at t0+2s, not earlier.
 func TestMaxSkewOption(t *testing.T) {
 	tests := []struct {
-		name      string
-		skew      time.Duration
-		wantLast  time.Duration // Peek's LastRefill at t0+500ms, after t0
-		wantLater bool          // granted at t0+1.5s
+		name       string
+		skew       time.Duration
+		wantBehind time.Duration // the acquisition at t0+500ms is refused for its clock
 	}{
-		{"default 1s: decide at the last write", store.DefaultMaxSkew, time.Second, false},
-		{"100ms: rebase to the caller's clock", 100 * time.Millisecond, 500 * time.Millisecond, true},
+		{"default 1s: decide at the refill timestamp", store.DefaultMaxSkew, 0},
+		{"100ms: refused, the refill timestamp kept", 100 * time.Millisecond, 500 * time.Millisecond},
 	}
 	ctx := context.Background()
 	for _, tt := range tests {
@@ -44,18 +43,21 @@ func TestMaxSkewOption(t *testing.T) {
 			if res := acq(time.Second, 10); !res.Granted {
 				t.Fatalf("emptying acquire denied: %+v", res)
 			}
+			if res := acq(500*time.Millisecond, 1); res.Granted || res.RetryIn != time.Second || res.Behind != tt.wantBehind {
+				t.Errorf("acquire at t0+500ms = granted %v, RetryIn %v, Behind %v; want denied, 1s, %v", res.Granted, res.RetryIn, res.Behind, tt.wantBehind)
+			}
 			st, err := s.Peek(ctx, store.PeekRequest{Now: t0.Add(500 * time.Millisecond), Dimensions: []string{"r"}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got, want := st[0].LastRefill, t0.Add(tt.wantLast).UnixMilli(); got != want {
+			if got, want := st[0].LastRefill, t0.Add(time.Second).UnixMilli(); got != want {
 				t.Errorf("Peek at t0+500ms: LastRefill = t0%+dms, want t0%+dms", got-t0.UnixMilli(), want-t0.UnixMilli())
 			}
-			if res := acq(500*time.Millisecond, 1); res.Granted || res.RetryIn != time.Second {
-				t.Errorf("acquire at t0+500ms = granted %v, RetryIn %v; want denied, 1s", res.Granted, res.RetryIn)
+			if got := acq(1500*time.Millisecond, 1).Granted; got {
+				t.Errorf("acquire at t0+1.5s granted, want denied: the refill timestamp never moved back")
 			}
-			if got := acq(1500*time.Millisecond, 1).Granted; got != tt.wantLater {
-				t.Errorf("acquire at t0+1.5s granted = %v, want %v", got, tt.wantLater)
+			if got := acq(2*time.Second, 1).Granted; !got {
+				t.Errorf("acquire at t0+2s denied, want granted")
 			}
 		})
 	}

@@ -97,9 +97,10 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 		}
 		res.Items[i] = ir
 	}
-	res.Ahead = 0
+	res.Ahead, res.Behind = 0, 0
 	if !res.Granted {
 		res.Ahead = int(r.int())
+		res.Behind = time.Duration(r.int()) * time.Millisecond
 	}
 	if r.err != nil || r.more() {
 		return fmt.Errorf("redisstore: acquire: malformed script reply %v", v)

@@ -11,7 +11,7 @@ import (
 // Cooldown implements store.Store in one script call. The cooldown lasts
 // req.Until − req.Now from the script's decision time: the server's TIME
 // by default, or req.Now (or the bucket's refill time, for a caller
-// slightly behind it) with WithCallerClock. The bucket hash keeps its end
+// behind it) with WithCallerClock. The bucket hash keeps its end
 // in the field u.
 func (s *Store) Cooldown(ctx context.Context, req store.CooldownRequest) (store.CooldownResult, error) {
 	ctx, cancel, err := s.begin(ctx)

@@ -216,8 +216,9 @@ func TestCooldownErrors(t *testing.T) {
 // bucket.Align and bucket.Take, to answer and store exactly what package
 // bucket computes, including the answer to a retried recorded acquisition
 // (which refills without debiting). States the store's own operations
-// rarely reach (a positive balance before the end of a cooldown, after a
-// far-behind caller rebased the bucket) are drawn as often as any other.
+// rarely reach (a positive balance before the end of a cooldown) are drawn
+// as often as any other, and so are callers behind the refill timestamp,
+// within the maximum skew and beyond it (refused).
 func TestAcquireMatchesTake(t *testing.T) {
 	ctx := context.Background()
 	c := newClient(t)
@@ -251,10 +252,11 @@ func TestAcquireMatchesTake(t *testing.T) {
 			if err := s.Acquire(ctx, req, &res); err != nil {
 				t.Fatal(err)
 			}
-			al, at := bucket.Align(l, st, now, s.skewMs)
+			al := st
+			at, late := bucket.Align(l, st, now, s.skewMs)
 			want, wait, ok := bucket.Take(l, al, at, cost*bucket.Milli)
-			if !ok && al.Last != st.Last {
-				want = al // a denial stores only the rebase
+			if late > 0 { // refused for its clock, changing nothing
+				want, wait, ok = st, bucket.SkewRetry(l, st, at, late, cost*bucket.Milli), false
 			}
 			remaining := bucket.Available(l, al, at)
 			if ok {

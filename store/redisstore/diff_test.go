@@ -60,7 +60,8 @@ elseif op == 'sync' then
   return { sfmt(t), sfmt(l) }
 elseif op == 'align' then
   local t, l, at = align(L, tok, last, now, x)
-  return { sfmt(t), sfmt(l), sfmt(at) }
+  local w = behind(L, last, now, x)
+  return { sfmt(t), sfmt(l), sfmt(at), sfmt(w), sfmt(skewRetry(L, tok, last, u, at, w, 1000)) }
 end
 -- Reservations: a[11] is the state's reserved instant, a[12] a valid
 -- instant; reconfigure takes the new limits in a[12..16] and reset in a[17].
@@ -241,9 +242,10 @@ func TestLuaMatchesBucket(t *testing.T) {
 				t.Errorf("%+v %+v now %d remaining %d: sync lua %v, go %+v", l, s, now, remaining, got, ss)
 			}
 			skew := []int64{1, 1000, 3_600_000}[rng.IntN(3)]
-			al, at := bucket.Align(l, s, now, skew)
-			if got := evalInts(t, c, args("align", skew)...); got[0] != al.Tokens || got[1] != al.Last || got[2] != at {
-				t.Errorf("%+v %+v now %d skew %d: align lua %v, go %+v %d", l, s, now, skew, got, al, at)
+			at, wait := bucket.Align(l, s, now, skew)
+			sr := bucket.SkewRetry(l, s, at, wait, bucket.Milli)
+			if got := evalInts(t, c, args("align", skew)...); got[0] != s.Tokens || got[1] != s.Last || got[2] != at || got[3] != wait || got[4] != sr {
+				t.Errorf("%+v %+v now %d skew %d: align lua %v, go %d %d %d", l, s, now, skew, got, at, wait, sr)
 			}
 		}
 	}

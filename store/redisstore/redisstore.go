@@ -144,9 +144,11 @@ func WithTimeout(d time.Duration) Option { return func(s *Store) { s.timeout = d
 
 // WithMaxSkew sets the largest disagreement between the clocks of the
 // store's callers that it tolerates (default store.DefaultMaxSkew, at most
-// store.MaxMaxSkew): a caller behind a bucket's last write by at most d
-// decides at that write's time, one further behind rebases the bucket to
-// its own clock (bucket.Align). It matters with WithCallerClock; on the
+// store.MaxMaxSkew): a caller behind a bucket's refill timestamp by at
+// most d decides at that timestamp; one further behind is refused
+// admission until its clock is within d, and its other operations apply
+// at the timestamp, which never moves backwards (bucket.Align). It
+// matters with WithCallerClock; on the
 // server clock every script reads one clock.
 func WithMaxSkew(d time.Duration) Option { return func(s *Store) { s.maxSkew = d } }
 

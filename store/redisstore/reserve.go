@@ -11,7 +11,7 @@ import (
 
 // Reserve implements store.Store in one script call: every item is
 // debited and the reservation recorded when req.Record is set, or nothing
-// changes but the rebase of a bucket whose clock ran far ahead.
+// changes.
 func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest, res *store.ReserveResult) error {
 	ctx, cancel, err := s.begin(ctx)
 	if err != nil {
@@ -85,6 +85,9 @@ func (s *Store) readReserve(r *reply, v []any, req *store.ReserveRequest, res *s
 	for i, it := range req.Items {
 		res.Items[i] = store.ItemResult{Dimension: it.Dimension, Type: bucket.LimitType(r.int()), Cost: r.int(),
 			Capacity: r.int() / bucket.Milli, Remaining: r.int(), RetryIn: time.Duration(r.int()) * time.Millisecond}
+	}
+	if status == 0 {
+		res.Behind = time.Duration(r.int()) * time.Millisecond
 	}
 	if r.err != nil || r.more() {
 		return fmt.Errorf("redisstore: reserve: malformed script reply %v", v)

@@ -14,11 +14,15 @@ import (
 // capacity; and for a time-based bucket, over any run of consecutive
 // steps, the net debits (grants plus settled charges minus refunds) never
 // exceed capacity minus the floor plus what the bucket can earn over that
-// run. The window resets when the bucket is reconfigured, re-created or
-// rebased by a far-off clock. And no acquisition is granted on a bucket
-// at a decision time before the end of its cooldown.
+// run. The window resets when the bucket is reconfigured or re-created.
+// A bucket's refill timestamp never moves backwards, whatever clock the
+// callers read, and never passes the latest time any of them reported, so
+// the refill it is credited never exceeds its rate times that time minus
+// its start. And no acquisition is granted on a bucket at a decision time
+// before the end of its cooldown.
 type invariants struct {
-	win map[string]*window
+	win  map[string]*window
+	seen int64 // the latest step time, in ms from the model's base
 }
 
 // window is one time-based bucket's events since its last reset.
@@ -35,6 +39,7 @@ func (v *invariants) check(m *model, st Step, e Expect) string {
 	if what := cooledGrant(m, st); what != "" {
 		return what
 	}
+	v.seen = max(v.seen, st.AtMs)
 	for _, name := range slices.Sorted(maps.Keys(m.buckets)) {
 		b := m.buckets[name]
 		if b.st.Tokens > b.lim.Capacity {
@@ -45,6 +50,12 @@ func (v *invariants) check(m *model, st Step, e Expect) string {
 				return what
 			}
 			continue
+		}
+		if b.st.Last > m.base+v.seen {
+			return fmt.Sprintf("%s: refill timestamp %d after the latest time any caller reported, %d", name, b.st.Last-m.base, v.seen)
+		}
+		if w := v.win[name]; w != nil && w.inc == b.inc && b.st.Last < w.end {
+			return fmt.Sprintf("%s: refill timestamp moved back from %d to %d (step at %d)", name, w.end-m.base, b.st.Last-m.base, st.AtMs)
 		}
 		if what := v.windowCheck(m, b, st, e); what != "" {
 			return what
@@ -104,7 +115,7 @@ func (v *invariants) windowCheck(m *model, b *mBucket, st Step, e Expect) string
 	// While reservations are pending (and when one is made or
 	// cancelled), debt below the floor is theirs and the usage check
 	// (usageCheck) is the bound: the window restarts.
-	reset := w == nil || w.inc != b.inc || b.st.Last < w.end ||
+	reset := w == nil || w.inc != b.inc ||
 		(st.Op == "put_bucket" && st.Bucket != nil && st.Bucket.Name == name && e.Error == "") ||
 		st.Op == "reserve" || st.Op == "cancel" || b.st.Reserved > m.base+st.AtMs
 	if reset {

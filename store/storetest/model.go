@@ -61,9 +61,31 @@ func newModel(base int64) *model {
 }
 
 // aligned returns b's state and the decision time for a caller at now
-// (see bucket.Align).
+// (see bucket.Align): the refill timestamp for a caller behind it, which
+// never moves backwards.
 func (m *model) aligned(b *mBucket, now int64) (bucket.State, int64) {
-	return bucket.Align(b.lim, b.st, now, m.skew)
+	at, _ := bucket.Align(b.lim, b.st, now, m.skew)
+	return b.st, at
+}
+
+// refuseBehind returns the refusal of an admission (Acquire, Reserve) of
+// resolved on bs at now, and true, when now is more than the maximum skew
+// behind the refill timestamp of one of the buckets: each such item waits
+// bucket.SkewRetry, every other item 0, and nothing changes.
+func (m *model) refuseBehind(bs []*mBucket, resolved []store.Item, now int64) (Expect, bool) {
+	var e Expect
+	refused := false
+	for i, b := range bs {
+		at, wait := bucket.Align(b.lim, b.st, now, m.skew)
+		ie := ItemExpect{Dimension: b.b.Name, Cost: resolved[i].Cost, Remaining: bucket.Available(b.lim, b.st, at)}
+		if wait > 0 {
+			refused = true
+			ie.RetryInMs = bucket.SkewRetry(b.lim, b.st, at, wait, resolved[i].Cost*bucket.Milli)
+			e.RetryInMs = max(e.RetryInMs, ie.RetryInMs)
+		}
+		e.Items = append(e.Items, ie)
+	}
+	return e, refused
 }
 
 // live reports whether item i of l still belongs to the bucket of its
@@ -279,6 +301,9 @@ func (m *model) acquire(st Step, now int64) Expect {
 	if poll == 0 {
 		poll = store.DefaultPoll.Milliseconds()
 	}
+	if e, refused := m.refuseBehind(bs, resolved, now); refused {
+		return e
+	}
 	e := Expect{Granted: true}
 	ahead := m.ahead(bs, req.ID, now)
 	next := make([]bucket.State, len(bs))
@@ -306,12 +331,6 @@ func (m *model) acquire(st Step, now int64) Expect {
 		for i, b := range bs {
 			s, at := m.aligned(b, now)
 			e.Items[i].Remaining = bucket.Available(b.lim, s, at)
-			if s.Last != b.st.Last {
-				// The bucket's clock was more than the maximum skew ahead:
-				// the denial writes the rebased state (its only write), or
-				// refill would never start for callers on time.
-				b.st = s
-			}
 		}
 		e.Ahead = m.enqueue(bs, req.ID, ahead, now, st.QueueMs)
 		return e

@@ -129,6 +129,10 @@ func (m *model) reserve(st Step, now int64) Expect {
 		e.WaitMs = max(old.validAt-now, 0)
 		return e
 	}
+	if e, refused := m.refuseBehind(bs, resolved, now); refused {
+		e.WaitMs, e.RetryInMs = e.RetryInMs, 0
+		return e
+	}
 	states := make([]bucket.State, len(bs))
 	ats := make([]int64, len(bs))
 	valid, tooLong := now, false
@@ -156,9 +160,6 @@ func (m *model) reserve(st Step, now int64) Expect {
 		}
 	}
 	if tooLong {
-		for i, b := range bs {
-			b.st = states[i] // a rebase is the denial's only write
-		}
 		return e
 	}
 	record := st.Record || m.always

@@ -18,7 +18,9 @@ type gen struct {
 	rng    *rand.Rand
 	v1, v2 string // vendors
 	m      *model
-	now    int64
+	now    int64 // the clock of the step being built: t plus its host's offset
+	t      int64 // the true time, which never goes back
+	hosts  []int64
 	labels int
 	steps  []Step
 }
@@ -53,6 +55,7 @@ func (g *gen) add(st Step) {
 
 func (g *gen) sequence(n int) []Step {
 	g.m = newModel(0)
+	g.hosts = g.clocks()
 	rpm, tpm, conc, fast := g.dims()
 	for _, d := range []string{rpm, tpm, conc, fast} {
 		b := g.spec(d)
@@ -65,22 +68,44 @@ func (g *gen) sequence(n int) []Step {
 	return g.steps
 }
 
-// tick moves the clock: mostly forward, sometimes not at all, sometimes
-// back within the maximum skew, rarely back beyond it or far forward.
+// clocks returns the offsets of the sequence's hosts from the true time:
+// one on time, one off by up to the maximum skew, one off by a little more
+// than it and one off by far more, each ahead or behind.
+func (g *gen) clocks() []int64 {
+	skew := g.m.skew
+	sign := func() int64 { return pick(g.rng, int64(1), -1) }
+	return []int64{
+		0,
+		sign() * g.rng.Int64N(skew+1),
+		sign() * (skew + 1 + g.rng.Int64N(2*skew)),
+		sign() * (5*skew + g.rng.Int64N(10*skew)),
+	}
+}
+
+// tick moves the true time, mostly forward, sometimes not at all, rarely
+// far forward, and picks the host whose clock the next step reads: mostly
+// the ones within the maximum skew of each other, sometimes those beyond
+// it.
 func (g *gen) tick() {
 	r := g.rng.IntN(100)
 	switch {
-	case r < 45:
-		g.now += int64(1 + g.rng.IntN(3000))
-	case r < 70:
-	case r < 88:
-		g.now -= int64(1 + g.rng.IntN(1000))
+	case r < 55:
+		g.t += int64(1 + g.rng.IntN(3000))
 	case r < 94:
-		g.now -= int64(1001 + g.rng.IntN(4000))
 	default:
-		g.now += int64(30_000 + g.rng.IntN(90_000))
+		g.t += int64(30_000 + g.rng.IntN(90_000))
 	}
-	g.now = max(g.now, 0)
+	h := 0
+	switch r := g.rng.IntN(100); {
+	case r < 45:
+	case r < 80:
+		h = 1
+	case r < 93:
+		h = 2
+	default:
+		h = 3
+	}
+	g.now = max(g.t+g.hosts[h], 0)
 }
 
 func (g *gen) step() {

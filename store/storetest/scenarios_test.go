@@ -269,7 +269,7 @@ func scenarios() []Vector {
 				peek(400, rpm),
 				putB(500, rpm, "concurrent", 10, 0, 0),
 			)),
-		v("clock-skew", "a caller slightly behind decides at the bucket's time; one far behind rebases the bucket instead of waiting",
+		v("clock-skew", "a caller slightly behind decides at the bucket's time; one far behind is refused admission until its clock is within the maximum skew, and its other operations apply at the bucket's time, which never moves backwards",
 			s(
 				putB(10_000, rpm, "requests", 60, 60, 60_000),
 				acq(10_000, "S1", 60_000, false, it(rpm, 60)),

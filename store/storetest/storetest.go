@@ -112,6 +112,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Leases", func(t *testing.T) { testLeaseOps(t, h) })
 	t.Run("Cooldown", func(t *testing.T) { testCooldown(t, h) })
 	t.Run("Sync", func(t *testing.T) { testSync(t, h) })
+	t.Run("Skew", func(t *testing.T) { testSkew(t, h) })
 	t.Run("Admin", func(t *testing.T) { testAdmin(t, h) })
 	t.Run("Reconcile", func(t *testing.T) { testReconcile(t, h) })
 	t.Run("Lifecycle", func(t *testing.T) { testLifecycle(t, h) })

@@ -23,10 +23,12 @@
 --       item: dimension, cost (0: cost per call).
 -- Returns {-1, i} unknown dimension i; {-2, i, cost, capacity} cost above
 -- capacity; {-3} the id names a lease record of other items or costs;
--- {0, retry, items..., ahead} denied, items being 5 numbers each: type,
--- cost, capacity millitokens, remaining, retry, and ahead the most live
+-- {0, retry, items..., ahead, lag} denied, items being 5 numbers each:
+-- type, cost, capacity millitokens, remaining, retry, ahead the most live
 -- waiter tickets ahead of the request's place in its concurrent items'
--- queues; {1, expires, items...} granted
+-- queues, and lag how many ms now is behind the refill timestamp of the
+-- furthest bucket more than the maximum skew ahead of it (0: none: such a
+-- request is refused before anything else); {1, expires, items...} granted
 -- without a lease record, {2, expires, items...} granted with one and {3,
 -- expires, items...} the answer to a retry of a recorded acquisition that
 -- already ran (nothing changes), items being 4 numbers each: type, cost,
@@ -43,8 +45,7 @@ local n = #KEYS / 2
 local skew = ARGV[9] + 0
 -- S holds 10 numbers per item from 10*(i-1): type, capacity, amount,
 -- period (millitokens, ms), cost (tokens), tokens, last refill as stored,
--- after a take the refill time to store, 1 when the bucket's clock was more
--- than the maximum skew ahead (bucket.Align rebases it), and the end of its
+-- after a take the refill time to store, 0 (unused), and the end of its
 -- cooldown (0: none). (Constructors size tables for one item: a table grown
 -- one field at a time is reallocated at each power of two.)
 local S = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
@@ -133,12 +134,8 @@ if rn then
       return { -3 }
     end
     local at = now
-    if amt > 0 and now < last then -- bucket.Align
-      if last - now <= skew then
-        at = last
-      else
-        last = now
-      end
+    if amt > 0 and now < last then -- bucket.Align: Last never moves back
+      at = last
     end
     if amt > 0 and at > last and at > u then
       if not refillRaw then
@@ -149,6 +146,54 @@ if rn then
     local q = 4 * i - 1
     out[q], out[q + 1], out[q + 2], out[q + 3] = typ, cost, cap, tok
   end
+  return out
+end
+-- A caller more than the maximum skew behind the refill timestamp of a
+-- time-based item is refused, changing nothing and taking no ticket
+-- (bucket.Align, bucket.SkewRetry): {0, retry, items..., 0, lag}, lag
+-- being how far behind the furthest such bucket it is.
+local lag = 0
+for i = 1, n do
+  local b = 10 * (i - 1)
+  if S[b + 3] > 0 and S[b + 7] - now > skew and S[b + 7] - now > lag then
+    lag = S[b + 7] - now
+  end
+end
+if lag > 0 then
+  local out, retry = { 0, 0 }, 0
+  for i = 1, n do
+    local b = 10 * (i - 1)
+    local typ, cap, amt, per, cost, tok, last, u = S[b + 1], S[b + 2], S[b + 3], S[b + 4], S[b + 5], S[b + 6],
+      S[b + 7], S[b + 10]
+    local wait, at = 0, now
+    if amt > 0 and now < last then
+      at = last
+    end
+    if amt > 0 and at > last and at > u then -- the balance the item has now
+      if not refillRaw then
+        refillRaw, retryInRaw = core()
+      end
+      tok = refillRaw(cap, amt, per, tok, last, u, at)
+    end
+    if amt > 0 and last - now > skew then
+      if not retryInRaw then
+        refillRaw, retryInRaw = core()
+      end
+      wait = retryInRaw(cap, amt, per, tok, last, u, last, cost * 1000)
+      if last - skew - now > wait then
+        wait = last - skew - now
+      end
+      if wait > 3162240000000 then -- bucket.MaxRetryMs
+        wait = 3162240000000
+      end
+    end
+    if wait > retry then
+      retry = wait
+    end
+    local o = 5 * i - 2
+    out[o], out[o + 1], out[o + 2], out[o + 3], out[o + 4] = typ, cost, cap, tok, wait
+  end
+  out[2], out[3 + 5 * n], out[4 + 5 * n] = retry, 0, lag
   return out
 end
 -- Waiter queues (store.AcquireRequest.Queue), for concurrent items only:
@@ -221,12 +266,8 @@ for i = 1, n do
   local typ, cap, amt, per, cost, tok, last, u = S[b + 1], S[b + 2], S[b + 3], S[b + 4], S[b + 5], S[b + 6],
     S[b + 7], S[b + 10]
   local c, at = cost * 1000, now
-  if amt > 0 and now < last then -- bucket.Align
-    if last - now <= skew then
-      at = last
-    else
-      last, S[b + 9] = now, 1
-    end
+  if amt > 0 and now < last then -- bucket.Align: Last never moves back
+    at = last
   end
   local t, l
   if amt <= 0 or at <= last or at <= u then -- refillRaw's early returns
@@ -270,13 +311,6 @@ for i = 1, n do
   out[o], out[o + 1], out[o + 2], out[o + 3], out[o + 4] = typ, cost, cap, t, wait
 end
 if not granted then
-  -- A denial writes nothing but the rebase of a bucket whose clock was far
-  -- ahead, or refill would never start for callers on time.
-  for i = 1, n do
-    if S[10 * i - 1] == 1 then
-      call('HSET', KEYS[2 * i - 1], 'l', now)
-    end
-  end
   local ahead, qms = 0, ARGV[10] + 0
   if Q then
     local e = sformat('%d', now + qms)
@@ -293,7 +327,7 @@ if not granted then
       end
     end
   end
-  out[1], out[2], out[3 + 5 * n] = 0, retry, ahead
+  out[1], out[2], out[3 + 5 * n], out[4 + 5 * n] = 0, retry, ahead, 0
   return out
 end
 -- fmt formats an integer exactly for a command argument (as lib.lua's fmt):

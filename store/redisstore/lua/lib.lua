@@ -32,17 +32,25 @@ end
 -- only cooldown and reconfigure change u, and only reserve and reconfigure
 -- res, so the functions below that do not return them keep them.
 
--- align is bucket.Align: the state and the decision time for a caller at
--- now on a bucket last written at last, tolerating skew ms of clock
--- disagreement. Returns tokens, last, decision time.
+-- align is bucket.Align's decision time: a caller at now on a bucket whose
+-- refill timestamp is last decides at now, or at last when behind it (the
+-- refill timestamp never moves backwards). Returns tokens, last, decision
+-- time; skew is unused here (see behind).
 local function align(L, tok, last, now, skew)
   if L.amt <= 0 or now >= last then
     return tok, last, now
   end
-  if last - now <= skew then
-    return tok, last, last
+  return tok, last, last
+end
+
+-- behind is bucket.Align's wait: how many ms the clock of a caller at now
+-- must still advance before an admission on a bucket whose refill
+-- timestamp is last, tolerating skew ms (0: none).
+local function behind(L, last, now, skew)
+  if L.amt <= 0 or last - now <= skew then
+    return 0
   end
-  return tok, now, now
+  return last - skew - now
 end
 
 -- refill is bucket.Refill.
@@ -53,6 +61,19 @@ end
 -- retryIn is bucket.RetryIn.
 local function retryIn(L, tok, last, u, now, cost)
   return retryInRaw(L.cap, L.amt, L.per, tok, last, u, now, cost)
+end
+
+-- skewRetry is bucket.SkewRetry: the wait of an admission refused after
+-- behind returned wait > 0, decided at at.
+local function skewRetry(L, tok, last, u, at, wait, cost)
+  local w = retryIn(L, tok, last, u, at, cost)
+  if wait > w then
+    w = wait
+  end
+  if w > MAX_RETRY_MS then
+    w = MAX_RETRY_MS
+  end
+  return w
 end
 
 -- MIN_BALANCE is bucket.MinBalance; MAX_TIME_MS is bucket.MaxTimeMs.

@@ -13,7 +13,9 @@
 -- items...}: status 0 denied (valid and expires 0), 1 reserved, 2 reserved
 -- with a lease record, 3 the answer to a retry of a recorded reservation
 -- (nothing changes); items are 5 numbers each: type, cost, capacity
--- millitokens, remaining, the item's own wait.
+-- millitokens, remaining, the item's own wait. A denial ends with one
+-- more number: how many ms now is behind the refill timestamp of the
+-- furthest bucket more than the maximum skew ahead of it (0: none).
 local now = clock(ARGV[1])
 local n = #KEYS / 2
 local skew = tonumber(ARGV[9])
@@ -30,7 +32,7 @@ for i = 1, n do
       cost = 1
     end
   end
-  B[i] = { L = L, tok = tok, last = last, u = u, res = res, cost = cost, stored = last }
+  B[i] = { L = L, tok = tok, last = last, u = u, res = res, cost = cost }
 end
 for i = 1, n do
   if B[i].L.t == 3 then
@@ -80,6 +82,34 @@ if items then
   end
   return out
 end
+-- A caller more than the maximum skew behind an item's refill timestamp
+-- is refused, changing nothing (bucket.Align, bucket.SkewRetry).
+local late, lag = {}, 0
+for i = 1, n do
+  local b = B[i]
+  late[i] = behind(b.L, b.last, now, skew)
+  if late[i] > 0 and b.last - now > lag then
+    lag = b.last - now
+  end
+end
+if lag > 0 then
+  local out = { 0, 0, 0, 0 }
+  for i = 1, n do
+    local b = B[i]
+    local t, l, at = align(b.L, b.tok, b.last, now, skew)
+    local w = 0
+    if late[i] > 0 then
+      w = skewRetry(b.L, t, l, b.u, at, late[i], b.cost * 1000)
+    end
+    if w > out[2] then
+      out[2] = w
+    end
+    local o = #out
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = b.L.t, b.cost, b.L.cap, refill(b.L, t, l, b.u, at), w
+  end
+  out[#out + 1] = lag
+  return out
+end
 -- The reservation is valid when every item's balance covers its cost.
 local maxWait = tonumber(ARGV[4])
 local valid, tooLong = now, false
@@ -118,13 +148,7 @@ if not tooLong then
 end
 out[2] = wait
 if tooLong then
-  -- A denial writes nothing but the rebase of a bucket whose clock was far
-  -- ahead, or refill would never start for callers on time.
-  for i = 1, n do
-    if B[i].last ~= B[i].stored then
-      redis.call('HSET', KEYS[2 * i - 1], 'l', fmt(B[i].last))
-    end
-  end
+  out[#out + 1] = 0 -- not behind
   return out
 end
 exp = valid + tonumber(ARGV[2])
