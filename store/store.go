@@ -171,6 +171,22 @@ type Store interface {
 	Close() error
 }
 
+// OpWindow is how long a store that can receive an operation twice
+// remembers it. A store applies an operation id at most once within
+// OpWindow of its first application and answers a resend with the result
+// it gave, or an equivalent one: the same change, reported the same way.
+//
+// The operation id of Acquire and Reserve is the lease id (req.ID), of
+// Release and Cancel the lease id too (a lease is released or cancelled
+// once), of Adjust and Penalize req.Op. Extend, Cooldown, Sync, PutBucket,
+// Dequeue and Reconcile give the same state when applied twice with the
+// same request (a Cooldown's or Sync's second answer may report the
+// balance the first left as Before). Resends come from drivers that send a
+// request again after its reply was lost (go-redis after a broken
+// connection or a read timeout, the AWS SDK after a 5xx or a reset), within
+// one call's bound: OpWindow is far longer than any such call.
+const OpWindow = time.Minute
+
 // InProcess is implemented by a store whose operations run in the caller's
 // process and never block on I/O or on a lock held across I/O, such as
 // store/memstore. The client then calls it without bounding each call by
@@ -331,6 +347,10 @@ type AdjustRequest struct {
 	Held int64
 	// ExpiresAt is the lease's expiry; used only when Recorded is false.
 	ExpiresAt time.Time
+	// Op identifies this adjustment, so that it is applied at most once
+	// (see OpWindow); a caller that sends it again sends the same Op. The
+	// client sets it; zero leaves a store to protect its own resends only.
+	Op LeaseID
 }
 
 // Settlement is the output of Store.Adjust.
@@ -365,6 +385,9 @@ type PenalizeRequest struct {
 	Dimension string
 	// FactorMilli is the factor in thousandths, 0..1000 (800 = ×0.8).
 	FactorMilli int64
+	// Op identifies this penalty, so that it is applied at most once (see
+	// OpWindow); zero as in AdjustRequest.Op.
+	Op LeaseID
 }
 
 // Penalty is the output of Store.Penalize.

@@ -85,6 +85,7 @@ type Store struct {
 	idsArg      any    // ids, boxed once
 	maxSkew     time.Duration
 	skewMs      int64 // maxSkew in ms, the scripts' argument
+	opWindowMs  int64 // store.OpWindow in ms, how long an operation's reply is kept (op.lua)
 	closed      atomic.Bool
 	leasePage   int           // index entries per leases script call; 0 means leasePage (tests set it)
 	ackReplicas int           // WithReplicaAck; 0 sends no WAIT
@@ -206,6 +207,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("redisstore: %w", err)
 	}
 	s.skewMs = s.maxSkew.Milliseconds()
+	s.opWindowMs = store.OpWindow.Milliseconds()
 	if !cluster && s.tag == "" {
 		// Lease records live in their vendor's slot; on a standalone server
 		// a script may read any key, so one hash maps every live lease id to
@@ -309,7 +311,20 @@ func (s *Store) dim(name string) *dimKeys {
 	return k
 }
 
-func (s *Store) vendorTag(v string) string  { return s.prefix + "{" + v + "}" }
+func (s *Store) vendorTag(v string) string { return s.prefix + "{" + v + "}" }
+
+// opKey names the key under which a script keeps its reply to operation
+// id of kind for store.OpWindow (see op.lua), in the slot of tag, the
+// vendor's key tag. A zero id, which a caller that does not resend may
+// pass, gets a fresh one: go-redis's own resends repeat the command's
+// arguments, this key included.
+func opKey(tag, kind string, id store.LeaseID) string {
+	if id.IsZero() {
+		id = store.NewLeaseID()
+	}
+	return tag + ":op:" + kind + ":" + id.String()
+}
+
 func (s *Store) leaseIndex(v string) string { return s.vendorTag(v) + ":leases" }
 func (s *Store) bucketSet(v string) string  { return s.vendorTag(v) + ":buckets" }
 func (s *Store) registry() string           { return s.prefix + "vendors" }
