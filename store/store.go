@@ -176,9 +176,10 @@ type Store interface {
 // OpWindow of its first application and answers a resend with the result
 // it gave, or an equivalent one: the same change, reported the same way.
 //
-// The operation id of Acquire and Reserve is the lease id (req.ID), of
-// Release and Cancel the lease id too (a lease is released or cancelled
-// once), of Adjust and Penalize req.Op. Extend, Cooldown, Sync, PutBucket,
+// The operation id is req.Op, which the client sets for each call and
+// keeps across its retries, in Acquire, Reserve (whose lease records also
+// make a resend a retry by lease id), Adjust, Penalize, Release and
+// Cancel. Extend, Cooldown, Sync, PutBucket,
 // Dequeue and Reconcile give the same state when applied twice with the
 // same request (a Cooldown's or Sync's second answer may report the
 // balance the first left as Before). Resends come from drivers that send a
@@ -248,6 +249,10 @@ type AcquireRequest struct {
 	// dimensions are ordered the same way in every queue and cannot
 	// deadlock. Zero for a request without concurrent items is ignored.
 	Queue time.Duration
+	// Op identifies this call, so that a grant without a lease record is
+	// debited at most once however often the call is sent (see OpWindow;
+	// a record makes a resend a retry by ID); zero as in AdjustRequest.Op.
+	Op LeaseID
 }
 
 // AcquireResult is the output of Store.Acquire.
@@ -298,6 +303,10 @@ type ReleaseRequest struct {
 	// A hint that is not one of the lease's dimensions may make the store
 	// miss the record.
 	Hint string
+	// Op identifies this call, so that a resend of it is answered as the
+	// call was (see OpWindow), while another Release of the lease finds no
+	// record; zero as in AdjustRequest.Op.
+	Op LeaseID
 }
 
 // ReleaseResult is the output of Store.Release.

@@ -90,12 +90,15 @@ func TestKeyLayout(t *testing.T) {
 	if err := s.Acquire(context.Background(), &store.AcquireRequest{Now: t0, Items: []store.Item{{Dimension: "eleven#concurrent"}}, ID: id, TTL: time.Minute}, &res); err != nil {
 		t.Fatal(err)
 	}
-	acquire(t, s, t0, store.Item{Dimension: "#rpm"})
+	op := store.NewLeaseID()
+	if err := s.Acquire(context.Background(), &store.AcquireRequest{Now: t0, Items: []store.Item{{Dimension: "#rpm"}}, ID: store.NewLeaseID(), TTL: time.Minute, Op: op}, &res); err != nil || !res.Granted {
+		t.Fatalf("acquire: %+v, %v", res, err)
+	}
 	got := mustKeys(t, c, "layout:*")
 	slices.Sort(got)
 	want := []string{
 		"layout:vendors", "layout:ids",
-		"layout:{#}#rpm", "layout:{#}:buckets", "layout:{#}:gen",
+		"layout:{#}#rpm", "layout:{#}:buckets", "layout:{#}:gen", "layout:{#}:op:acquire:" + op.String(),
 		"layout:{eleven}#concurrent", "layout:{eleven}:buckets", "layout:{eleven}:dz#concurrent", "layout:{eleven}:gen",
 		"layout:{eleven}:lease:" + id.String(), "layout:{eleven}:leases",
 		"layout:{openai}#gpt-4o#tpm", "layout:{openai}:buckets", "layout:{openai}:gen",

@@ -38,10 +38,10 @@ func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest, res *sto
 		args = append(args, it.Dimension, it.Cost)
 	}
 	// A lease record makes a resend a retry the script recognises; without
-	// one, the reply is kept under the lease id (see op.lua).
+	// one, the reply is kept under the operation id (see op.lua).
 	op := ""
 	if !req.Record {
-		op = opKey(first.tag, "reserve", req.ID)
+		op = opKey(first.tag, "reserve", req.Op)
 	}
 	args = append(args, op, s.opWindowMs)
 	v, err := s.runW(ctx, "reserve", reserveScript, keys, args...)
@@ -120,7 +120,7 @@ func (s *Store) Cancel(ctx context.Context, req store.CancelRequest) (store.Canc
 	_, err = s.onLease(ctx, req.ID, s.hint(req.Hint), func(vendor string) (bool, error) {
 		v, err := s.runW(ctx, "cancel", cancelScript,
 			[]string{s.vendorTag(vendor) + ":lease:" + id, s.leaseIndex(vendor)}, s.keyspace, id, s.now(req.Now), s.skewMs,
-			opKey(s.vendorTag(vendor), "cancel", req.ID), s.opWindowMs)
+			opKey(s.vendorTag(vendor), "cancel", req.Op), s.opWindowMs)
 		if err != nil {
 			return false, err
 		}
@@ -167,7 +167,7 @@ func (s *Store) cancelUnrecorded(ctx context.Context, req store.CancelRequest) (
 		keys = append(keys, k.bucket)
 		args = append(args, it.Dimension, it.Cost)
 	}
-	args = append(args, opKey(first.tag, "cancel", req.ID), s.opWindowMs)
+	args = append(args, opKey(first.tag, "cancel", req.Op), s.opWindowMs)
 	v, err := s.runW(ctx, "cancel", unreserveScript, keys, args...)
 	if err != nil {
 		return store.CancelResult{}, err
