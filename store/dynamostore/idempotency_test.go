@@ -2,6 +2,7 @@ package dynamostore
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -18,9 +19,9 @@ import (
 )
 
 // lossy is an http.RoundTripper that forwards every request to DynamoDB
-// Local and, for the next n requests of operation op, throws the response
-// away once the request has been applied: the client sees a 500 or a reset
-// connection, and the SDK sends the request again.
+// Local and, for the next n requests of operation op ("*": any write),
+// throws the response away once the request has been applied: the client
+// sees a 500 or a reset connection, and the SDK sends the request again.
 type lossy struct {
 	base http.RoundTripper
 	mu   sync.Mutex
@@ -43,6 +44,9 @@ func (l *lossy) sent(op string) int {
 	return l.hits[op]
 }
 
+// writeOps are the operations that change the table.
+var writeOps = map[string]bool{"UpdateItem": true, "PutItem": true, "DeleteItem": true, "TransactWriteItems": true}
+
 func (l *lossy) RoundTrip(req *http.Request) (*http.Response, error) {
 	op := strings.TrimPrefix(req.Header.Get("X-Amz-Target"), "DynamoDB_20120810.")
 	resp, err := l.base.RoundTrip(req)
@@ -50,7 +54,7 @@ func (l *lossy) RoundTrip(req *http.Request) (*http.Response, error) {
 	if l.hits != nil {
 		l.hits[op]++
 	}
-	drop := err == nil && op == l.op && l.n > 0
+	drop := err == nil && (op == l.op || l.op == "*" && writeOps[op]) && l.n > 0
 	if drop {
 		l.n--
 	}
@@ -244,5 +248,100 @@ func TestWriteStateLostRace(t *testing.T) {
 	ok, err = s.writeState(ctx, bis[0], bucket.State{Tokens: 1000, Last: t0.UnixMilli()}, "test")
 	if ok || err != nil {
 		t.Errorf("writeState on a deleted row = %t, %v; want false", ok, err)
+	}
+}
+
+// TestRetriedReservationsApplyOnce is TestRetriedWritesApplyOnce for the
+// writes of acquisitions and reservations without a lease record and of
+// cancellations and releases: the first write each makes loses its
+// response after DynamoDB Local applied it.
+func TestRetriedReservationsApplyOnce(t *testing.T) {
+	tpm := store.Bucket{Name: "v#tpm", Config: bucket.PerPeriod(bucket.Tokens, 1000, time.Hour)}
+	slots := store.Bucket{Name: "v#concurrent", Config: bucket.ConcurrentSlots(2)}
+	ctx := context.Background()
+	reserve := func(t *testing.T, s *Store, cost int64, record bool) (store.LeaseID, store.ReserveResult) {
+		t.Helper()
+		id := store.NewLeaseID()
+		var r store.ReserveResult
+		err := s.Reserve(ctx, &store.ReserveRequest{Now: t0, Items: []store.Item{{Dimension: "v#tpm", Cost: cost}}, ID: id, TTL: time.Hour, MaxWait: time.Hour, Record: record}, &r)
+		if err != nil || !r.Granted {
+			t.Fatalf("reserve %d: %+v, %v", cost, r, err)
+		}
+		return id, r
+	}
+	cases := []struct {
+		name string
+		run  func(t *testing.T, s *Store, arm func())
+		dim  string
+		want int64
+	}{
+		{"unrecorded acquire of 300", func(t *testing.T, s *Store, arm func()) {
+			arm()
+			if r := acquireOnce(t, s, t0, false, store.Item{Dimension: "v#tpm", Cost: 300}); !r.Granted || r.Items[0].Remaining != 700_000 {
+				t.Errorf("acquire: %+v, want granted with 700000 left", r)
+			}
+		}, "v#tpm", 700_000},
+		{"unrecorded reserve of 300", func(t *testing.T, s *Store, arm func()) {
+			arm()
+			if _, r := reserve(t, s, 300, false); r.Items[0].Remaining != 700_000 {
+				t.Errorf("reserve: %+v, want 700000 left", r)
+			}
+		}, "v#tpm", 700_000},
+		{"unrecorded cancel of 400", func(t *testing.T, s *Store, arm func()) {
+			acquireOnce(t, s, t0, false, store.Item{Dimension: "v#tpm", Cost: 1000})
+			id, r := reserve(t, s, 400, false)
+			arm()
+			res, err := s.Cancel(ctx, store.CancelRequest{Now: t0, ID: id, Items: []store.Item{{Dimension: "v#tpm", Cost: 400}}, ValidAt: r.ValidAt})
+			if err != nil || !res.Cancelled || len(res.Returned) != 1 || res.Returned[0].Amount != 400_000 {
+				t.Errorf("Cancel = %+v, %v; want 400000 back", res, err)
+			}
+		}, "v#tpm", 0},
+		{"recorded cancel of 400", func(t *testing.T, s *Store, arm func()) {
+			acquireOnce(t, s, t0, false, store.Item{Dimension: "v#tpm", Cost: 1000})
+			id, _ := reserve(t, s, 400, true)
+			arm()
+			res, err := s.Cancel(ctx, store.CancelRequest{Now: t0, ID: id, Recorded: true, Hint: "v#tpm"})
+			if err != nil || !res.Cancelled || len(res.Returned) != 1 || res.Returned[0].Amount != 400_000 {
+				t.Errorf("Cancel = %+v, %v; want cancelled, 400000 back", res, err)
+			}
+		}, "v#tpm", 0},
+		{"release of a slot", func(t *testing.T, s *Store, arm func()) {
+			id := store.NewLeaseID()
+			var r store.AcquireResult
+			if err := s.Acquire(ctx, &store.AcquireRequest{Now: t0, Items: []store.Item{{Dimension: "v#concurrent"}}, ID: id, TTL: time.Minute}, &r); err != nil || !r.Granted {
+				t.Fatalf("acquire: %+v, %v", r, err)
+			}
+			arm()
+			res, err := s.Release(ctx, store.ReleaseRequest{Now: t0, ID: id, Hint: "v#concurrent"})
+			if err != nil || !res.Released || len(res.Restored) != 1 {
+				t.Errorf("Release = %+v, %v; want released, one slot back", res, err)
+			}
+		}, "v#concurrent", 2000},
+	}
+	for _, reset := range []bool{false, true} {
+		for _, tc := range cases {
+			t.Run(fmt.Sprintf("%s/reset=%t", tc.name, reset), func(t *testing.T) {
+				l := &lossy{base: http.DefaultTransport}
+				db := newClient(func(o *dynamodb.Options) { o.HTTPClient = &http.Client{Transport: l} })
+				s := openStore(t, db, newTable(t, db))
+				put(t, s, t0, tpm)
+				put(t, s, t0, slots)
+				tc.run(t, s, func() { l.arm("*", 1, reset) })
+				sent := 0
+				for op := range writeOps {
+					sent += l.sent(op)
+				}
+				if sent < 2 {
+					t.Fatalf("%d writes sent: the fault did not make the SDK retry", sent)
+				}
+				st, err := s.Peek(ctx, store.PeekRequest{Now: t0, Dimensions: []string{tc.dim}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if st[0].Tokens != tc.want {
+					t.Errorf("after a %s retried by the SDK: %d millitokens, want %d", tc.name, st[0].Tokens, tc.want)
+				}
+			})
+		}
 	}
 }

@@ -56,7 +56,7 @@ func (s *Store) DeleteBucket(ctx context.Context, req store.DeleteBucketRequest)
 	name := req.Name
 	k := s.dim(name)
 	cmd, err := s.write(ctx, "delete bucket", deleteScript, []string{k.bucket, k.index, s.bucketSet(k.vendor), k.queue, k.qexp},
-		name, s.pruned(), k.vendor, s.leaseIndex(k.vendor))
+		name, s.pruned(), k.vendor, s.leaseIndex(k.vendor), opKey(k.tag, "delete", store.LeaseID{}), s.opWindowMs)
 	if err != nil {
 		return err
 	}

@@ -31,7 +31,7 @@ func newLossyStore(t *testing.T) *lossyStore {
 	c := redis.NewClient(&redis.Options{Addr: p.Addr()}) // MaxRetries: the default, 3
 	t.Cleanup(func() { c.Close() })
 	s := newStoreOn(t, c)
-	for _, sc := range []*redis.Script{acquireScript, adjustScript, penalizeScript, reserveScript, cancelScript, unreserveScript, releaseScript} {
+	for _, sc := range []*redis.Script{acquireScript, adjustScript, penalizeScript, reserveScript, cancelScript, unreserveScript, releaseScript, deleteScript} {
 		if err := sc.Load(context.Background(), c).Err(); err != nil { // so that EVALSHA runs on the first send
 			t.Fatal(err)
 		}
@@ -138,6 +138,26 @@ func TestResentScriptsApplyOnce(t *testing.T) {
 				t.Errorf("Cancel = %+v, %v; want %+v (the answer of the call that cancelled)", res, err, want)
 			}
 		}, 0},
+		{"release of a recorded lease", releaseScript, func(t *testing.T, s *lossyStore, arm func()) {
+			id := store.NewLeaseID()
+			var r store.AcquireResult
+			err := s.Acquire(ctx, &store.AcquireRequest{Now: t0, Items: []store.Item{{Dimension: "v#tpm", Cost: 400}}, ID: id, TTL: time.Hour, Record: true}, &r)
+			if err != nil || !r.Granted {
+				t.Fatalf("acquire: %+v, %v", r, err)
+			}
+			arm()
+			res, err := s.Release(ctx, store.ReleaseRequest{Now: t0, ID: id, Hint: "v#tpm"})
+			if err != nil || !res.Released {
+				t.Errorf("Release = %+v, %v; want released (the answer of the call that released)", res, err)
+			}
+		}, 600_000},
+		{"delete bucket", deleteScript, func(t *testing.T, s *lossyStore, arm func()) {
+			put(t, s, t0, store.Bucket{Name: "v#gone", Config: bucket.PerPeriod(bucket.Requests, 10, time.Minute)})
+			arm()
+			if err := s.DeleteBucket(ctx, store.DeleteBucketRequest{Name: "v#gone"}); err != nil {
+				t.Errorf("DeleteBucket = %v, want nil (the answer of the call that deleted it)", err)
+			}
+		}, 1_000_000},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -210,5 +230,16 @@ func TestResentClientCallsApplyOnce(t *testing.T) {
 	}
 	if got := balance(); got != 250 {
 		t.Errorf("after an acquisition of 100 with the reply lost: %d tokens, want 250", got)
+	}
+	r, err = c.Acquire(ctx, "v#tpm", sluice.WithCost(50), sluice.WithRecord())
+	if err != nil || r.Outcome != sluice.Granted {
+		t.Fatalf("acquire: %+v, %v", r, err)
+	}
+	lost = s.loseNextReply(releaseScript)
+	if err := r.Lease.Release(ctx); err != nil {
+		t.Errorf("Release with its reply lost: %v, want nil (the lease was released, once)", err)
+	}
+	if !lost() {
+		t.Fatal("no reply was lost")
 	}
 }
