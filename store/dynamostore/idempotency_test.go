@@ -30,12 +30,27 @@ type lossy struct {
 	hits map[string]int
 	// reset returns a connection reset instead of a 500.
 	reset bool
+	// between, when set, runs after a request was applied and before its
+	// response is thrown away: another writer getting in before the SDK
+	// sends the request again.
+	between func()
 }
 
 func (l *lossy) arm(op string, n int, reset bool) {
 	l.mu.Lock()
 	l.op, l.n, l.reset, l.hits = op, n, reset, map[string]int{}
 	l.mu.Unlock()
+}
+
+// sentWrites counts the writes sent since arm.
+func (l *lossy) sentWrites() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for op := range writeOps {
+		n += l.hits[op]
+	}
+	return n
 }
 
 func (l *lossy) sent(op string) int {
@@ -58,10 +73,13 @@ func (l *lossy) RoundTrip(req *http.Request) (*http.Response, error) {
 	if drop {
 		l.n--
 	}
-	reset := l.reset
+	reset, between := l.reset, l.between
 	l.mu.Unlock()
 	if !drop {
 		return resp, err
+	}
+	if between != nil {
+		between()
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
@@ -104,13 +122,13 @@ func TestRetriedWritesApplyOnce(t *testing.T) {
 					t.Fatalf("acquire: %+v", r)
 				}
 				before := tokens("v#rpm") // 90 tokens
-				l.arm("UpdateItem", 1, reset)
+				l.arm("*", 1, reset)
 				res, err := s.Adjust(ctx, store.AdjustRequest{Now: t0, ID: store.NewLeaseID(), Dimension: "v#rpm", Delta: -4, Held: 10, ExpiresAt: t0.Add(time.Minute)})
 				if err != nil {
 					t.Fatal(err)
 				}
-				if l.sent("UpdateItem") < 2 {
-					t.Fatalf("UpdateItem sent %d times: the fault did not make the SDK retry", l.sent("UpdateItem"))
+				if n := l.sentWrites(); n < 2 {
+					t.Fatalf("%d writes sent: the fault did not make the SDK retry", n)
 				}
 				if got := tokens("v#rpm"); got != before+4000 || res.Remaining != got || res.Applied != -4000 {
 					t.Errorf("after a refund of 4 retried by the SDK: %d millitokens (result %+v), want %d", got, res, before+4000)
@@ -119,7 +137,7 @@ func TestRetriedWritesApplyOnce(t *testing.T) {
 
 			t.Run("AdjustCharge", func(t *testing.T) {
 				before := tokens("v#rpm")
-				l.arm("UpdateItem", 1, reset)
+				l.arm("*", 1, reset)
 				if _, err := s.Adjust(ctx, store.AdjustRequest{Now: t0, ID: store.NewLeaseID(), Dimension: "v#rpm", Delta: 7, Held: 1, ExpiresAt: t0.Add(time.Minute)}); err != nil {
 					t.Fatal(err)
 				}
@@ -130,10 +148,13 @@ func TestRetriedWritesApplyOnce(t *testing.T) {
 
 			t.Run("Penalize", func(t *testing.T) {
 				before := tokens("v#rpm")
-				l.arm("UpdateItem", 1, reset)
+				l.arm("*", 1, reset)
 				res, err := s.Penalize(ctx, store.PenalizeRequest{Now: t0, Dimension: "v#rpm", FactorMilli: 500})
 				if err != nil {
 					t.Fatal(err)
+				}
+				if n := l.sentWrites(); n < 2 {
+					t.Fatalf("%d writes sent: the fault did not make the SDK retry", n)
 				}
 				if got := tokens("v#rpm"); got != before/2 || res.Before != before || res.After != got {
 					t.Errorf("after a ×0.5 penalty retried by the SDK: %d millitokens (result %+v), want %d", got, res, before/2)
@@ -327,11 +348,7 @@ func TestRetriedReservationsApplyOnce(t *testing.T) {
 				put(t, s, t0, tpm)
 				put(t, s, t0, slots)
 				tc.run(t, s, func() { l.arm("*", 1, reset) })
-				sent := 0
-				for op := range writeOps {
-					sent += l.sent(op)
-				}
-				if sent < 2 {
+				if sent := l.sentWrites(); sent < 2 {
 					t.Fatalf("%d writes sent: the fault did not make the SDK retry", sent)
 				}
 				st, err := s.Peek(ctx, store.PeekRequest{Now: t0, Dimensions: []string{tc.dim}})
@@ -340,6 +357,93 @@ func TestRetriedReservationsApplyOnce(t *testing.T) {
 				}
 				if st[0].Tokens != tc.want {
 					t.Errorf("after a %s retried by the SDK: %d millitokens, want %d", tc.name, st[0].Tokens, tc.want)
+				}
+			})
+		}
+	}
+}
+
+// TestRetriedWritesAfterAnotherWriter is TestRetriedWritesApplyOnce with
+// another writer getting in between the lost response and the SDK's resend:
+// the resend's condition then fails on a row that no longer carries its
+// token, and the store must still recognise its own write as applied
+// rather than decide again and apply the change a second time.
+func TestRetriedWritesAfterAnotherWriter(t *testing.T) {
+	tpm := store.Bucket{Name: "v#tpm", Config: bucket.PerPeriod(bucket.Tokens, 1000, time.Hour)}
+	ctx := context.Background()
+	take := func(t *testing.T, s *Store, cost int64) {
+		t.Helper()
+		if r := acquireOnce(t, s, t0, false, store.Item{Dimension: "v#tpm", Cost: cost}); !r.Granted {
+			t.Errorf("acquire %d: %+v", cost, r)
+		}
+	}
+	refund := func(t *testing.T, s *Store, n int64) {
+		t.Helper()
+		if _, err := s.Adjust(ctx, store.AdjustRequest{Now: t0, ID: store.NewLeaseID(), Dimension: "v#tpm", Delta: -n, Held: 1000, ExpiresAt: t0.Add(time.Hour)}); err != nil {
+			t.Error(err)
+		}
+	}
+	var pending store.ReserveResult
+	var pendingID store.LeaseID
+	cases := []struct {
+		name    string
+		setup   func(t *testing.T, s *Store) // no fault
+		op      func(t *testing.T, s *Store) // its first write's response is lost
+		between func(t *testing.T, other *Store)
+		want    int64 // millitokens afterwards
+	}{
+		{"penalize by half", nil, func(t *testing.T, s *Store) {
+			if _, err := s.Penalize(ctx, store.PenalizeRequest{Now: t0, Dimension: "v#tpm", FactorMilli: 500}); err != nil {
+				t.Fatal(err)
+			}
+		}, func(t *testing.T, o *Store) { take(t, o, 100) }, 400_000},
+		{"refund 200 of 500", func(t *testing.T, s *Store) { take(t, s, 500) }, func(t *testing.T, s *Store) {
+			if _, err := s.Adjust(ctx, store.AdjustRequest{Now: t0, ID: store.NewLeaseID(), Dimension: "v#tpm", Delta: -200, Held: 500, ExpiresAt: t0.Add(time.Hour)}); err != nil {
+				t.Fatal(err)
+			}
+		}, func(t *testing.T, o *Store) { take(t, o, 100) }, 600_000},
+		{"unrecorded acquire of 300", nil, func(t *testing.T, s *Store) { take(t, s, 300) },
+			func(t *testing.T, o *Store) { take(t, o, 100) }, 600_000},
+		{"unrecorded cancel of 400", func(t *testing.T, s *Store) {
+			take(t, s, 1000)
+			pendingID = store.NewLeaseID()
+			err := s.Reserve(ctx, &store.ReserveRequest{Now: t0, Items: []store.Item{{Dimension: "v#tpm", Cost: 400}}, ID: pendingID, TTL: time.Hour, MaxWait: time.Hour}, &pending)
+			if err != nil || !pending.Granted {
+				t.Fatalf("reserve: %+v, %v", pending, err)
+			}
+		}, func(t *testing.T, s *Store) {
+			res, err := s.Cancel(ctx, store.CancelRequest{Now: t0, ID: pendingID, Items: []store.Item{{Dimension: "v#tpm", Cost: 400}}, ValidAt: pending.ValidAt})
+			if err != nil || len(res.Returned) != 1 || res.Returned[0].Amount != 400_000 {
+				t.Errorf("Cancel = %+v, %v; want 400000 back", res, err)
+			}
+		}, func(t *testing.T, o *Store) { refund(t, o, 100) }, 100_000},
+	}
+	for _, tc := range cases {
+		for _, reset := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/reset=%t", tc.name, reset), func(t *testing.T) {
+				l := &lossy{base: http.DefaultTransport}
+				db := newClient(func(o *dynamodb.Options) { o.HTTPClient = &http.Client{Transport: l} })
+				table := newTable(t, db)
+				s := openStore(t, db, table)
+				other := openStore(t, newClient(), table)
+				put(t, s, t0, tpm)
+				if tc.setup != nil {
+					tc.setup(t, s)
+				}
+				l.mu.Lock()
+				l.between = func() { tc.between(t, other) }
+				l.mu.Unlock()
+				l.arm("*", 1, reset)
+				tc.op(t, s)
+				if sent := l.sentWrites(); sent < 2 {
+					t.Fatalf("%d writes sent: the fault did not make the SDK retry", sent)
+				}
+				st, err := other.Peek(ctx, store.PeekRequest{Now: t0, Dimensions: []string{"v#tpm"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if st[0].Tokens != tc.want {
+					t.Errorf("after a %s retried by the SDK with another writer in between: %d millitokens, want %d", tc.name, st[0].Tokens, tc.want)
 				}
 			})
 		}
