@@ -425,6 +425,8 @@ func TestBadOptions(t *testing.T) {
 		{"replica ack without a timeout", WithReplicaAck(1, 0), "0s"},
 		{"negative batch", WithBatching(-2), "-2"},
 		{"prefix with braces", WithPrefix("a{b}"), "a{b}"},
+		{"op window below 1s", WithOpWindow(500 * time.Millisecond), "500ms"},
+		{"op window within the timeout", WithOpWindow(2 * time.Second), "2s"},
 	} {
 		_, err := New(newClient(t), tc.opt)
 		if !errors.Is(err, store.ErrInvalid) || errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), tc.want) {

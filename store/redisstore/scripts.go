@@ -96,7 +96,7 @@ var (
 	syncScript      = redis.NewScript(coreLua + libLua + syncLua)
 	peekScript      = redis.NewScript(coreLua + libLua + peekLua)
 	putScript       = redis.NewScript(coreLua + libLua + putLua)
-	deleteScript    = redis.NewScript(deleteLua)
+	deleteScript    = redis.NewScript(once(deleteLua))
 	listScript      = redis.NewScript(coreLua + libLua + keysLua + listLua)
 	leasesScript    = redis.NewScript(coreLua + libLua + keysLua + leasesLua)
 	reconcileScript = redis.NewScript(coreLua + libLua + keysLua + reconcileLua)
