@@ -85,9 +85,9 @@ func TestKeyLayout(t *testing.T) {
 	put(t, s, t0, store.Bucket{Name: "openai#gpt-4o#tpm", Config: bucket.PerPeriod(bucket.Tokens, 1000, time.Minute)})
 	put(t, s, t0, store.Bucket{Name: "eleven#concurrent", Config: bucket.ConcurrentSlots(2)})
 	put(t, s, t0, store.Bucket{Name: "#rpm", Config: bucket.PerPeriod(bucket.Requests, 10, time.Minute)})
-	id := store.NewLeaseID()
+	id, slotOp := store.NewLeaseID(), store.NewLeaseID()
 	var res store.AcquireResult
-	if err := s.Acquire(context.Background(), &store.AcquireRequest{Now: t0, Items: []store.Item{{Dimension: "eleven#concurrent"}}, ID: id, TTL: time.Minute}, &res); err != nil {
+	if err := s.Acquire(context.Background(), &store.AcquireRequest{Now: t0, Items: []store.Item{{Dimension: "eleven#concurrent"}}, ID: id, TTL: time.Minute, Op: slotOp}, &res); err != nil {
 		t.Fatal(err)
 	}
 	op := store.NewLeaseID()
@@ -100,7 +100,7 @@ func TestKeyLayout(t *testing.T) {
 		"layout:vendors", "layout:ids",
 		"layout:{#}#rpm", "layout:{#}:buckets", "layout:{#}:gen", "layout:{#}:op:acquire:" + op.String(),
 		"layout:{eleven}#concurrent", "layout:{eleven}:buckets", "layout:{eleven}:dz#concurrent", "layout:{eleven}:gen",
-		"layout:{eleven}:lease:" + id.String(), "layout:{eleven}:leases",
+		"layout:{eleven}:lease:" + id.String(), "layout:{eleven}:leases", "layout:{eleven}:op:acquire:" + slotOp.String(),
 		"layout:{openai}#gpt-4o#tpm", "layout:{openai}:buckets", "layout:{openai}:gen",
 	}
 	slices.Sort(want)

@@ -37,13 +37,10 @@ func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest, res *sto
 		keys = append(keys, k.bucket, k.index)
 		args = append(args, it.Dimension, it.Cost)
 	}
-	// A lease record makes a resend a retry the script recognises; without
-	// one, the reply is kept under the operation id (see op.lua).
-	op := ""
-	if !req.Record {
-		op = opKey(first.tag, "reserve", req.Op)
-	}
-	args = append(args, op, s.opWindowMs)
+	// The reply is kept under the operation id (see op.lua): a lease
+	// record alone would make a resend a retry, answered with the items'
+	// waits as they are now, not as the reservation saw them.
+	args = append(args, opKey(first.tag, "reserve", req.Op), s.opWindowMs)
 	v, err := s.runW(ctx, "reserve", reserveScript, keys, args...)
 	if err != nil {
 		return err

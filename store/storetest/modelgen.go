@@ -21,6 +21,9 @@ type gen struct {
 	now    int64
 	labels int
 	steps  []Step
+	// resends makes the sequence send some requests twice (see
+	// maybeResend).
+	resends bool
 }
 
 // dims returns the sequence's four buckets: requests and tokens of the
@@ -61,6 +64,7 @@ func (g *gen) sequence(n int) []Step {
 	for len(g.steps) < n {
 		g.tick()
 		g.step()
+		g.maybeResend()
 	}
 	return g.steps
 }

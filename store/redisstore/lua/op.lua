@@ -5,11 +5,10 @@
 -- ARGV (the last two, removed before body() runs): the operation's key,
 -- tagged like the script's keys so that it lives in their Cluster slot
 -- ('' for none: body() simply runs), and its expiry in ms.
--- A reply whose first number is 1, or the number 1 alone (applied: for acquire.lua and
--- reserve.lua, granted without a lease record, which would itself make a
--- resend a retry) is kept under the key until it expires; a refusal, a
--- denial or an answer that found nothing, which changed nothing, is not
--- kept, and a resend of it is decided again.
+-- A reply whose first number is 1 or more, or the number 1 alone (applied;
+-- a grant, with or without a lease record) is kept under the key until it
+-- expires; a refusal, a denial or an answer that found nothing, which
+-- changed nothing, is not kept, and a resend of it is decided again.
 local opWindow = table.remove(ARGV)
 local opKey = table.remove(ARGV)
 if opKey ~= '' then
@@ -19,7 +18,7 @@ if opKey ~= '' then
   end
 end
 local opOut = body()
-if opKey ~= '' and (opOut == 1 or type(opOut) == 'table' and opOut[1] == 1) then
+if opKey ~= '' and (opOut == 1 or type(opOut) == 'table' and opOut[1] >= 1) then
   redis.call('SET', opKey, cmsgpack.pack(opOut), 'PX', opWindow)
 end
 return opOut
