@@ -342,7 +342,10 @@ func opKey(tag, kind string, id store.LeaseID) string {
 	if id.IsZero() {
 		id = store.NewLeaseID()
 	}
-	return tag + ":op:" + kind + ":" + id.String()
+	var t idText
+	t.set(id)
+	return tag + ":op:" + kind + ":" + string(t[:]) // one allocation
+
 }
 
 func (s *Store) leaseIndex(v string) string { return s.vendorTag(v) + ":leases" }
