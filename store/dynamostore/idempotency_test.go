@@ -2,6 +2,7 @@ package dynamostore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -447,5 +448,30 @@ func TestRetriedWritesAfterAnotherWriter(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestRetriedDeleteBucket: a deletion whose response is lost after
+// DynamoDB applied it, sent again by the SDK, is answered as the deletion
+// it was, not as a missing bucket.
+func TestRetriedDeleteBucket(t *testing.T) {
+	for _, reset := range []bool{false, true} {
+		t.Run(fmt.Sprintf("reset=%t", reset), func(t *testing.T) {
+			l := &lossy{base: http.DefaultTransport}
+			db := newClient(func(o *dynamodb.Options) { o.HTTPClient = &http.Client{Transport: l} })
+			s := openStore(t, db, newTable(t, db))
+			put(t, s, t0, store.Bucket{Name: "v#gone", Config: bucket.PerPeriod(bucket.Requests, 10, time.Minute)})
+			l.arm("*", 1, reset)
+			err := s.DeleteBucket(context.Background(), store.DeleteBucketRequest{Name: "v#gone"})
+			if sent := l.sentWrites(); sent < 2 {
+				t.Fatalf("%d writes sent: the fault did not make the SDK retry", sent)
+			}
+			if err != nil {
+				t.Errorf("DeleteBucket retried by the SDK = %v, want nil (it deleted the bucket)", err)
+			}
+			if _, err := s.Peek(context.Background(), store.PeekRequest{Now: t0, Dimensions: []string{"v#gone"}}); !errors.Is(err, store.ErrUnknownDimension) {
+				t.Errorf("Peek after the deletion = %v, want the bucket gone", err)
+			}
+		})
 	}
 }
