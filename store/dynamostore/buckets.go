@@ -67,14 +67,14 @@ func (s *Store) PutBucket(ctx context.Context, req store.PutBucketRequest) error
 			names["#h"], vals[":hm"] = attrHolders, &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{}}
 			set = append(set, "#h = :hm")
 		}
-		_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		lost, err := s.update(ctx, &types.Update{
 			TableName: aws.String(s.table), Key: key(b.Name),
 			UpdateExpression:          aws.String(updateExpr(set, rem)),
 			ConditionExpression:       aws.String(versionCond(old, names, vals)),
 			ExpressionAttributeNames:  names,
 			ExpressionAttributeValues: vals,
-		}, opts)
-		if isCCF(err) {
+		}, reset)
+		if lost {
 			continue
 		}
 		return classify("put bucket", err)

@@ -405,6 +405,11 @@ func TestRetriedWritesAfterAnotherWriter(t *testing.T) {
 		}, func(t *testing.T, o *Store) { take(t, o, 100) }, 600_000},
 		{"unrecorded acquire of 300", nil, func(t *testing.T, s *Store) { take(t, s, 300) },
 			func(t *testing.T, o *Store) { take(t, o, 100) }, 600_000},
+		{"reset to full", func(t *testing.T, s *Store) { take(t, s, 500) }, func(t *testing.T, s *Store) {
+			if err := s.PutBucket(ctx, store.PutBucketRequest{Now: t0, Bucket: tpm, Reset: true}); err != nil {
+				t.Fatal(err)
+			}
+		}, func(t *testing.T, o *Store) { take(t, o, 100) }, 900_000},
 		{"unrecorded cancel of 400", func(t *testing.T, s *Store) {
 			take(t, s, 1000)
 			pendingID = store.NewLeaseID()

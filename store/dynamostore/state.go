@@ -181,6 +181,27 @@ func (s *Store) writeDelta(ctx context.Context, bi *bucketItem, st bucket.State,
 	return false, nil, classify(op, err)
 }
 
+// update applies up, reporting a failed condition as lost. With once, it
+// goes as a one-item TransactWriteItems with a token of its own, so that
+// an SDK resend of the applied update is not decided again on a row
+// another writer changed meanwhile (a reset would fill the bucket twice);
+// otherwise as an UpdateItem.
+func (s *Store) update(ctx context.Context, up *types.Update, once bool) (lost bool, err error) {
+	if !once {
+		_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: up.TableName, Key: up.Key, UpdateExpression: up.UpdateExpression,
+			ConditionExpression: up.ConditionExpression, ExpressionAttributeNames: up.ExpressionAttributeNames,
+			ExpressionAttributeValues: up.ExpressionAttributeValues,
+		}, opts)
+		return isCCF(err), err
+	}
+	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
+		TransactItems: []types.TransactWriteItem{{Update: up}}, ClientRequestToken: aws.String(s.deltaToken()),
+	}, opts)
+	rs := reasons(err)
+	return len(rs) == 1 && reasonIs(rs[0], "ConditionalCheckFailed"), err
+}
+
 // deltaToken returns a token unique to one write attempt, for writeDelta:
 // a ClientRequestToken (at most 36 characters) recorded in last_op.
 func (s *Store) deltaToken() string { return requestToken(store.NewLeaseID(), s.nonce) }

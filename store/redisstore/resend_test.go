@@ -243,3 +243,61 @@ func TestResentClientCallsApplyOnce(t *testing.T) {
 		t.Fatal("no reply was lost")
 	}
 }
+
+// TestResentAfterAnotherWriter loses the reply to a script after the server
+// ran it and lets another client write the same bucket before go-redis
+// sends the command again: the resend must not apply the change a second
+// time on top of the other client's write.
+func TestResentAfterAnotherWriter(t *testing.T) {
+	ctx := context.Background()
+	tpm := store.Bucket{Name: "v#tpm", Config: bucket.PerPeriod(bucket.Tokens, 1000, time.Hour)}
+	cases := []struct {
+		name string
+		sc   *redis.Script
+		op   func(t *testing.T, s *lossyStore)
+		want int64 // millitokens: the operation once, then the other client's 100 tokens
+	}{
+		{"reset to full", putScript, func(t *testing.T, s *lossyStore) {
+			if err := s.PutBucket(ctx, store.PutBucketRequest{Now: t0, Bucket: tpm, Reset: true}); err != nil {
+				t.Fatal(err)
+			}
+		}, 900_000},
+		{"penalize by half", penalizeScript, func(t *testing.T, s *lossyStore) {
+			if _, err := s.Penalize(ctx, store.PenalizeRequest{Now: t0, Dimension: "v#tpm", FactorMilli: 500}); err != nil {
+				t.Fatal(err)
+			}
+		}, 150_000},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newLossyStore(t)
+			if err := putScript.Load(ctx, s.rdb).Err(); err != nil {
+				t.Fatal(err)
+			}
+			other := newStoreOn(t, newClient(t), WithPrefix(s.prefix))
+			put(t, s, t0, tpm)
+			var r store.AcquireResult
+			if err := s.Acquire(ctx, &store.AcquireRequest{Now: t0, Items: []store.Item{{Dimension: "v#tpm", Cost: 500}}, ID: store.NewLeaseID(), TTL: time.Hour}, &r); err != nil || !r.Granted {
+				t.Fatalf("acquire: %+v, %v", r, err)
+			}
+			drop, dropped := faultproxy.DropReplyAfter([]byte(tc.sc.Hash()), 1)
+			s.proxy.SetHook(func(conn int, dir faultproxy.Dir, chunk []byte) faultproxy.Verdict {
+				v := drop(conn, dir, chunk)
+				if v.Drop { // the script ran: another client writes before the resend
+					var r store.AcquireResult
+					if err := other.Acquire(ctx, &store.AcquireRequest{Now: t0, Items: []store.Item{{Dimension: "v#tpm", Cost: 100}}, ID: store.NewLeaseID(), TTL: time.Hour}, &r); err != nil || !r.Granted {
+						t.Errorf("the other client's acquire: %+v, %v", r, err)
+					}
+				}
+				return v
+			})
+			tc.op(t, s)
+			if dropped() != 1 {
+				t.Fatal("no reply was lost")
+			}
+			if got := s.tokens(t, "v#tpm"); got != tc.want {
+				t.Errorf("after a resent %s with another write in between: %d millitokens, want %d", tc.name, got, tc.want)
+			}
+		})
+	}
+}

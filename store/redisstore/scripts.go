@@ -95,7 +95,7 @@ var (
 	cooldownScript  = redis.NewScript(coreLua + libLua + cooldownLua)
 	syncScript      = redis.NewScript(coreLua + libLua + syncLua)
 	peekScript      = redis.NewScript(coreLua + libLua + peekLua)
-	putScript       = redis.NewScript(coreLua + libLua + putLua)
+	putScript       = redis.NewScript(coreLua + libLua + once(putLua))
 	deleteScript    = redis.NewScript(once(deleteLua))
 	listScript      = redis.NewScript(coreLua + libLua + keysLua + listLua)
 	leasesScript    = redis.NewScript(coreLua + libLua + keysLua + leasesLua)
