@@ -171,21 +171,26 @@ type Store interface {
 	Close() error
 }
 
-// OpWindow is how long a store that can receive an operation twice
-// remembers it. A store applies an operation id at most once within
-// OpWindow of its first application and answers a resend with the result
-// it gave, or an equivalent one: the same change, reported the same way.
+// OpWindow is how long a store whose driver may send a request twice
+// recognises the resend. A driver sends a request again when its reply is
+// lost (go-redis after a broken connection or a read timeout, the AWS SDK
+// after a 5xx or a reset), within one call's bound, although the server
+// may have applied it. A store applies each request at most once however
+// often its driver sends it, and answers a resend with the answer it gave
+// or an equivalent one (the same change, reported the same way).
 //
-// The operation id is req.Op, which the client sets for each call and
-// keeps across its retries, in Acquire, Reserve (whose lease records also
-// make a resend a retry by lease id), Adjust, Penalize, Release and
-// Cancel. Extend, Cooldown, Sync, PutBucket,
-// Dequeue and Reconcile give the same state when applied twice with the
-// same request (a Cooldown's or Sync's second answer may report the
-// balance the first left as Before). Resends come from drivers that send a
-// request again after its reply was lost (go-redis after a broken
-// connection or a read timeout, the AWS SDK after a 5xx or a reset), within
-// one call's bound: OpWindow is far longer than any such call.
+// The Op of Acquire, Reserve, Adjust, Penalize, Release and Cancel
+// requests identifies the call: the client sets a fresh one per call and
+// keeps it across its own retries. A store may key on it (redisstore
+// keeps each reply under it for OpWindow, and answers a second send of
+// the same Op as the first: see storetest.Harness.DedupesOps), rely on its
+// driver's own mechanism (DynamoDB's ClientRequestToken), or need nothing
+// (pgx never sends a statement twice; memstore runs in process). Extend,
+// Cooldown, Sync, PutBucket without Reset, Dequeue and Reconcile leave the
+// same state when applied twice with the same request (a second Cooldown
+// or Sync may report the balance the first left as Before); a PutBucket
+// with Reset and a DeleteBucket carry no Op, and a store protects them
+// from its driver's resends on its own.
 const OpWindow = time.Minute
 
 // InProcess is implemented by a store whose operations run in the caller's
