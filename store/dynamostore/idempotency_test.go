@@ -13,9 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/internal/faultproxy"
 	"github.com/ontopix/sluice/store"
 )
 
@@ -478,5 +480,78 @@ func TestRetriedDeleteBucket(t *testing.T) {
 				t.Errorf("Peek after the deletion = %v, want the bucket gone", err)
 			}
 		})
+	}
+}
+
+// TestLostResponseThroughProxy is the lost response at the TCP level: a
+// loopback proxy in front of DynamoDB Local forwards the next write, lets
+// another store write the same row, then throws the response away and
+// closes the connection; the SDK's retryer sends the write again on a new
+// connection. A refund and a penalty still apply once.
+func TestLostResponseThroughProxy(t *testing.T) {
+	p, err := faultproxy.New(strings.TrimPrefix(server.Endpoint, "http://"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	db := newClient(func(o *dynamodb.Options) { o.BaseEndpoint = aws.String("http://" + p.Addr()) })
+	table := newTable(t, db)
+	s := openStore(t, db, table)
+	other := openStore(t, newClient(), table)
+	ctx := context.Background()
+	put(t, s, t0, store.Bucket{Name: "v#tpm", Config: bucket.PerPeriod(bucket.Tokens, 1000, time.Hour)})
+	if r := acquireOnce(t, s, t0, false, store.Item{Dimension: "v#tpm", Cost: 500}); !r.Granted {
+		t.Fatalf("acquire: %+v", r)
+	}
+	// lose arms the proxy for the next write (an UpdateItem or a
+	// TransactWriteItems) and reports how many responses it dropped.
+	lose := func() func() int {
+		var mu sync.Mutex
+		armed, dropped := 0, 0
+		p.SetHook(func(conn int, dir faultproxy.Dir, chunk []byte) faultproxy.Verdict {
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case dir == faultproxy.ToServer && dropped == 0 && armed == 0 &&
+				(strings.Contains(string(chunk), "DynamoDB_20120810.UpdateItem") || strings.Contains(string(chunk), "DynamoDB_20120810.TransactWriteItems")):
+				armed = conn
+			case dir == faultproxy.ToClient && conn == armed:
+				armed, dropped = 0, 1
+				if r := acquireOnce(t, other, t0, false, store.Item{Dimension: "v#tpm", Cost: 100}); !r.Granted {
+					t.Errorf("the other store's acquire: %+v", r)
+				}
+				return faultproxy.Verdict{Drop: true, Close: true}
+			}
+			return faultproxy.Verdict{}
+		})
+		return func() int { mu.Lock(); defer mu.Unlock(); return dropped }
+	}
+	tokens := func() int64 {
+		t.Helper()
+		st, err := s.Peek(ctx, store.PeekRequest{Now: t0, Dimensions: []string{"v#tpm"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st[0].Tokens
+	}
+	lost := lose()
+	if _, err := s.Adjust(ctx, store.AdjustRequest{Now: t0, ID: store.NewLeaseID(), Dimension: "v#tpm", Delta: -200, Held: 500, ExpiresAt: t0.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if lost() != 1 {
+		t.Fatal("no response was lost")
+	}
+	if got := tokens(); got != 600_000 {
+		t.Errorf("after settling 500 to 300 with the response lost and 100 taken meanwhile: %d millitokens, want 600000", got)
+	}
+	lost = lose()
+	if _, err := s.Penalize(ctx, store.PenalizeRequest{Now: t0, Dimension: "v#tpm", FactorMilli: 500}); err != nil {
+		t.Fatal(err)
+	}
+	if lost() != 1 {
+		t.Fatal("no response was lost")
+	}
+	if got := tokens(); got != 200_000 {
+		t.Errorf("after a ×0.5 penalty with the response lost and 100 taken meanwhile: %d millitokens, want 200000", got)
 	}
 }
