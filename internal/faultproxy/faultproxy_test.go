@@ -132,10 +132,11 @@ func TestDuplicate(t *testing.T) {
 	}
 	defer p.Close()
 	c, r := dial(t, p)
-	for range 2 {
-		if got, err := roundTrip(t, c, r, "INCR"); got != "INCR" || err != nil {
-			t.Fatalf("INCR = %q, %v", got, err)
-		}
+	if got, err := roundTrip(t, c, r, "INCR"); got != "INCR" || err != nil {
+		t.Fatalf("INCR = %q, %v", got, err)
+	}
+	if got, err := r.ReadString('\n'); got != "INCR\n" || err != nil {
+		t.Fatalf("second answer = %q, %v; want the duplicate's", got, err)
 	}
 	if got := len(e.received()); got != 2 {
 		t.Errorf("server received %d requests, want 2 (one sent, duplicated)", got)
