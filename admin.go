@@ -139,7 +139,7 @@ func (c *Client) Penalize(ctx context.Context, dimension string, factor float64)
 	if err != nil {
 		return Penalty{}, err
 	}
-	req := store.PenalizeRequest{Now: c.clock.Now(), Dimension: dimension, FactorMilli: fm}
+	req := store.PenalizeRequest{Now: c.clock.Now(), Dimension: dimension, FactorMilli: fm, Op: store.NewLeaseID()}
 	res, err := storeCall(ctx, c, "penalize", func(ctx context.Context) (store.Penalty, error) {
 		req.Now = c.clock.Now() // every attempt decides at its own time
 		return c.st.Penalize(ctx, req)

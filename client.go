@@ -182,6 +182,7 @@ func (c *Client) decide(ctx context.Context, a *acquisition, items []store.Item,
 	a.req = store.AcquireRequest{
 		Items: items, ID: id, Caller: caller, TTL: ttl,
 		Record: o.record, Poll: c.cfg.PollInterval, Queue: o.queue,
+		Op: store.NewLeaseID(), // kept across retries: debited once
 	}
 	a.res.Items = a.results[:0]
 	req, res := &a.req, &a.res

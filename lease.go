@@ -155,7 +155,7 @@ func (l *Lease) Release(ctx context.Context) error {
 		l.c.released(ctx, l, false, nil)
 		return nil
 	}
-	req := store.ReleaseRequest{Now: l.c.clock.Now(), ID: l.id, Hint: l.items[0].Dimension}
+	req := store.ReleaseRequest{Now: l.c.clock.Now(), ID: l.id, Hint: l.items[0].Dimension, Op: store.NewLeaseID()}
 	res, err := storeCall(ctx, l.c, "release", func(ctx context.Context) (store.ReleaseResult, error) {
 		req.Now = l.c.clock.Now()
 		return l.c.st.Release(ctx, req)
@@ -259,6 +259,7 @@ func (l *Lease) adjustLocked(ctx context.Context, i int, delta int64) (Settlemen
 	req := store.AdjustRequest{
 		Now: now, ID: l.id, Recorded: recorded,
 		Dimension: l.items[i].Dimension, Delta: delta, Held: held,
+		Op: store.NewLeaseID(), // kept across retries: applied once
 	}
 	if !recorded {
 		req.ExpiresAt = l.expiresAt

@@ -23,7 +23,7 @@ func (c *Client) ReleaseLease(ctx context.Context, id string) (ReleaseResult, er
 	if err != nil {
 		return ReleaseResult{}, err
 	}
-	req := store.ReleaseRequest{Now: c.clock.Now(), ID: lid}
+	req := store.ReleaseRequest{Now: c.clock.Now(), ID: lid, Op: store.NewLeaseID()}
 	res, err := storeCall(ctx, c, "release", func(ctx context.Context) (store.ReleaseResult, error) {
 		req.Now = c.clock.Now()
 		return c.st.Release(ctx, req)
@@ -69,7 +69,7 @@ func (c *Client) AdjustLease(ctx context.Context, id, dimension string, delta in
 	if err != nil {
 		return Settlement{}, err
 	}
-	req := store.AdjustRequest{Now: c.clock.Now(), ID: lid, Recorded: true, Dimension: dimension, Delta: delta}
+	req := store.AdjustRequest{Now: c.clock.Now(), ID: lid, Recorded: true, Dimension: dimension, Delta: delta, Op: store.NewLeaseID()}
 	res, err := c.storeAdjust(ctx, req)
 	if errors.Is(err, store.ErrUnknownLease) {
 		err = &leaseError{id: lid, op: "adjust", err: store.ErrLeaseExpired, why: "is unknown: released, or reclaimed by the reconciler"}

@@ -177,7 +177,7 @@ func (c *Client) reserve(ctx context.Context, w *waitCall, maxWait time.Duration
 	o := &w.o
 	req := &store.ReserveRequest{
 		Items: w.items, ID: store.NewLeaseID(), Caller: c.callerOf(o), TTL: c.ttlOf(o),
-		MaxWait: maxWait, Record: o.record,
+		MaxWait: maxWait, Record: o.record, Op: store.NewLeaseID(),
 	}
 	res := new(store.ReserveResult)
 	start := time.Now()
@@ -246,7 +246,7 @@ func (c *Client) reserved(ctx context.Context, req *store.ReserveRequest, res *s
 // it became valid. It runs even when ctx is done, bounded by
 // releaseTimeout; a failure is logged, and the tokens stay consumed.
 func (c *Client) cancelReservation(ctx context.Context, req *store.ReserveRequest, res *store.ReserveResult) {
-	creq := store.CancelRequest{Now: c.clock.Now(), ID: req.ID, Recorded: res.Recorded, Hint: req.Items[0].Dimension}
+	creq := store.CancelRequest{Now: c.clock.Now(), ID: req.ID, Recorded: res.Recorded, Hint: req.Items[0].Dimension, Op: store.NewLeaseID()}
 	if !res.Recorded {
 		creq.Items = make([]store.Item, len(req.Items))
 		for i, it := range req.Items {

@@ -37,6 +37,8 @@ type ReserveRequest struct {
 	MaxWait time.Duration
 	// Record asks for a lease record (see AcquireRequest.Record).
 	Record bool
+	// Op identifies this call (see AcquireRequest.Op).
+	Op LeaseID
 }
 
 // ReserveResult is the output of Store.Reserve.
@@ -86,6 +88,10 @@ type CancelRequest struct {
 	// Hint optionally names one of the lease's dimensions (see
 	// ReleaseRequest.Hint).
 	Hint string
+	// Op identifies this call, so that it gives back at most once and a
+	// resend of it is answered as the call was (see OpWindow); zero as in
+	// AdjustRequest.Op.
+	Op LeaseID
 }
 
 // CancelResult is the output of Store.Cancel.

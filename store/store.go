@@ -181,6 +181,28 @@ type Store interface {
 	Close() error
 }
 
+// OpWindow is how long a store whose driver may send a request twice
+// recognises the resend. A driver sends a request again when its reply is
+// lost (go-redis after a broken connection or a read timeout, the AWS SDK
+// after a 5xx or a reset), within one call's bound, although the server
+// may have applied it. A store applies each request at most once however
+// often its driver sends it, and answers a resend with the answer it gave
+// or an equivalent one (the same change, reported the same way).
+//
+// The Op of Acquire, Reserve, Adjust, Penalize, Release and Cancel
+// requests identifies the call: the client sets a fresh one per call and
+// keeps it across its own retries. A store may key on it (redisstore
+// keeps each reply under it for OpWindow, and answers a second send of
+// the same Op as the first: see storetest.Harness.DedupesOps), rely on its
+// driver's own mechanism (DynamoDB's ClientRequestToken), or need nothing
+// (pgx never sends a statement twice; memstore runs in process). Extend,
+// Cooldown, Sync, PutBucket without Reset, Dequeue and Reconcile leave the
+// same state when applied twice with the same request (a second Cooldown
+// or Sync may report the balance the first left as Before); a PutBucket
+// with Reset and a DeleteBucket carry no Op, and a store protects them
+// from its driver's resends on its own.
+const OpWindow = time.Minute
+
 // InProcess is implemented by a store whose operations run in the caller's
 // process and never block on I/O or on a lock held across I/O, such as
 // store/memstore. The client then calls it without bounding each call by
@@ -242,6 +264,10 @@ type AcquireRequest struct {
 	// dimensions are ordered the same way in every queue and cannot
 	// deadlock. Zero for a request without concurrent items is ignored.
 	Queue time.Duration
+	// Op identifies this call, so that a grant without a lease record is
+	// debited at most once however often the call is sent (see OpWindow;
+	// a record makes a resend a retry by ID); zero as in AdjustRequest.Op.
+	Op LeaseID
 }
 
 // AcquireResult is the output of Store.Acquire.
@@ -296,6 +322,10 @@ type ReleaseRequest struct {
 	// A hint that is not one of the lease's dimensions may make the store
 	// miss the record.
 	Hint string
+	// Op identifies this call, so that a resend of it is answered as the
+	// call was (see OpWindow), while another Release of the lease finds no
+	// record; zero as in AdjustRequest.Op.
+	Op LeaseID
 }
 
 // ReleaseResult is the output of Store.Release.
@@ -345,6 +375,10 @@ type AdjustRequest struct {
 	Held int64
 	// ExpiresAt is the lease's expiry; used only when Recorded is false.
 	ExpiresAt time.Time
+	// Op identifies this adjustment, so that it is applied at most once
+	// (see OpWindow); a caller that sends it again sends the same Op. The
+	// client sets it; zero leaves a store to protect its own resends only.
+	Op LeaseID
 }
 
 // Settlement is the output of Store.Adjust.
@@ -379,6 +413,9 @@ type PenalizeRequest struct {
 	Dimension string
 	// FactorMilli is the factor in thousandths, 0..1000 (800 = ×0.8).
 	FactorMilli int64
+	// Op identifies this penalty, so that it is applied at most once (see
+	// OpWindow); zero as in AdjustRequest.Op.
+	Op LeaseID
 }
 
 // Penalty is the output of Store.Penalize.

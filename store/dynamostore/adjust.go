@@ -75,7 +75,8 @@ func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.Sett
 		newHeld := store.HeldAfter(held, req.Delta, applied)
 		out := store.Settlement{Held: newHeld, Applied: applied, Remaining: st.Tokens}
 		if li == nil {
-			ok, err := s.writeState(ctx, bi, st, "adjust")
+			ok, _, err := s.writeDelta(ctx, bi, st, s.deltaToken(), "adjust")
+			s.forget(bi.b.Name)
 			if err != nil {
 				return store.Settlement{}, err
 			}

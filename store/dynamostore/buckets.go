@@ -68,14 +68,14 @@ func (s *Store) PutBucket(ctx context.Context, req store.PutBucketRequest) error
 			names["#h"], vals[":hm"] = attrHolders, &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{}}
 			set = append(set, "#h = :hm")
 		}
-		_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		lost, err := s.update(ctx, &types.Update{
 			TableName: aws.String(s.table), Key: key(b.Name),
 			UpdateExpression:          aws.String(updateExpr(set, rem)),
 			ConditionExpression:       aws.String(versionCond(old, names, vals)),
 			ExpressionAttributeNames:  names,
 			ExpressionAttributeValues: vals,
-		}, opts)
-		if isCCF(err) {
+		}, reset)
+		if lost {
 			continue
 		}
 		return classify("put bucket", err)
@@ -92,12 +92,18 @@ func (s *Store) DeleteBucket(ctx context.Context, req store.DeleteBucketRequest)
 	}
 	name := req.Name
 	defer s.forget(name)
-	_, err = s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName: aws.String(s.table), Key: key(name),
-		ConditionExpression:      aws.String("attribute_exists(#pk)"),
-		ExpressionAttributeNames: map[string]string{"#pk": attrPK},
+	// A one-item transaction, not a DeleteItem: its token makes an SDK
+	// resend of an applied deletion succeed, where the resent DeleteItem's
+	// condition would fail and report the bucket it deleted as unknown.
+	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
+		TransactItems: []types.TransactWriteItem{{Delete: &types.Delete{
+			TableName: aws.String(s.table), Key: key(name),
+			ConditionExpression:      aws.String("attribute_exists(#pk)"),
+			ExpressionAttributeNames: map[string]string{"#pk": attrPK},
+		}}},
+		ClientRequestToken: aws.String(s.deltaToken()),
 	}, opts)
-	if isCCF(err) {
+	if rs := reasons(err); len(rs) == 1 && reasonIs(rs[0], "ConditionalCheckFailed") {
 		return &store.ConfigurationError{Dimension: name}
 	}
 	return classify("delete bucket", err)

@@ -74,8 +74,21 @@ func (s *Store) rewrite(ctx context.Context, now int64, dim, op string, check fu
 		if err := backoff(ctx, lost); err != nil {
 			return err
 		}
-		tok := opToken(op)
-		ok, cur, err := s.writeRow(ctx, bi, st, tok, op)
+		var tok string
+		var ok bool
+		var cur *bucketItem
+		if op == "penalize" || op == "cancel" {
+			// A penalty multiplies the balance as read and a cancellation
+			// gives tokens back: sent twice by the SDK, each must still
+			// apply once (see writeDelta). A cooldown or a sync decided
+			// again on a changed row lowers the balance it finds, as
+			// once would have.
+			tok = s.deltaToken()
+			ok, cur, err = s.writeDelta(ctx, bi, st, tok, op)
+		} else {
+			tok = opToken(op)
+			ok, cur, err = s.writeRow(ctx, bi, st, tok, op)
+		}
 		if err != nil {
 			s.forget(dim)
 			return err

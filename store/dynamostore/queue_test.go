@@ -180,7 +180,9 @@ func TestReserveRoundTrips(t *testing.T) {
 	if !pending.Granted || pending.Wait == 0 {
 		t.Fatalf("pending reservation = %+v", pending)
 	}
-	count("cancel, unrecorded, warm", map[string]int{"UpdateItem": 1}, func() error {
+	// A one-item transaction: its token makes an SDK resend apply once
+	// (writeDelta).
+	count("cancel, unrecorded, warm", map[string]int{"TransactWriteItems": 1}, func() error {
 		_, err := s.Cancel(ctx, store.CancelRequest{Now: t0, ID: req.ID, Items: []store.Item{{Dimension: "rt#tpm", Cost: 600}}, ValidAt: pending.ValidAt})
 		return err
 	})

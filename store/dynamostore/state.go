@@ -152,6 +152,61 @@ func (s *Store) writeUpdate(ctx context.Context, bi *bucketItem, up *types.Updat
 	return err == nil, nil, classify(op, err)
 }
 
+// writeDelta is writeRow for a state that applies a change to the row as
+// read (a refund, a penalty), which must never be applied twice: the
+// update goes as a one-item TransactWriteItems with a ClientRequestToken
+// unique to the attempt, which DynamoDB applies at most once however often
+// the SDK sends it (for 10 minutes). writeRow's last_op recognises a resend
+// only while no other write got in after it; a resend whose condition
+// failed on a row another writer changed since would otherwise be taken
+// for a lost race, decided again and applied a second time.
+func (s *Store) writeDelta(ctx context.Context, bi *bucketItem, st bucket.State, tok, op string) (bool, *bucketItem, error) {
+	up := s.bucketUpdate(bi, st, tok, "", holder{})
+	up.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+	_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
+		TransactItems: []types.TransactWriteItem{{Update: up}}, ClientRequestToken: aws.String(tok),
+	}, opts)
+	if err == nil {
+		return true, nil, nil
+	}
+	if rs := reasons(err); len(rs) == 1 && reasonIs(rs[0], "ConditionalCheckFailed") {
+		if rs[0].Item == nil {
+			return false, nil, nil // deleted: the next read reports it
+		}
+		cur, derr := decodeBucket(rs[0].Item)
+		if derr != nil {
+			return false, nil, derr
+		}
+		return false, cur, nil
+	}
+	return false, nil, classify(op, err)
+}
+
+// update applies up, reporting a failed condition as lost. With once, it
+// goes as a one-item TransactWriteItems with a token of its own, so that
+// an SDK resend of the applied update is not decided again on a row
+// another writer changed meanwhile (a reset would fill the bucket twice);
+// otherwise as an UpdateItem.
+func (s *Store) update(ctx context.Context, up *types.Update, once bool) (lost bool, err error) {
+	if !once {
+		_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: up.TableName, Key: up.Key, UpdateExpression: up.UpdateExpression,
+			ConditionExpression: up.ConditionExpression, ExpressionAttributeNames: up.ExpressionAttributeNames,
+			ExpressionAttributeValues: up.ExpressionAttributeValues,
+		}, opts)
+		return isCCF(err), err
+	}
+	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
+		TransactItems: []types.TransactWriteItem{{Update: up}}, ClientRequestToken: aws.String(s.deltaToken()),
+	}, opts)
+	rs := reasons(err)
+	return len(rs) == 1 && reasonIs(rs[0], "ConditionalCheckFailed"), err
+}
+
+// deltaToken returns a token unique to one write attempt, for writeDelta:
+// a ClientRequestToken (at most 36 characters) recorded in last_op.
+func (s *Store) deltaToken() string { return requestToken(store.NewLeaseID(), s.nonce) }
+
 // opToken returns a token unique to one write attempt of operation op, for
 // last_op.
 func opToken(op string) string {

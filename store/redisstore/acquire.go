@@ -42,7 +42,13 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 	args[2] = 0
 	if req.Record {
 		args[2] = 1
+	} else {
+		// Without a lease record, the reply to a grant is kept under the
+		// operation id, so that a resend is not debited again (see op.lua); a
+		// record makes a resend a retry the script recognises.
+		c.opKey = opKey(first.tag, "acquire", req.Op)
 	}
+	args[acquireArgs+2*n], args[acquireArgs+2*n+1] = &c.opKey, &s.opWindowMs
 	var v []int64
 	switch {
 	case s.ackReplicas > 0:

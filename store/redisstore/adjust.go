@@ -31,7 +31,7 @@ func (s *Store) Adjust(ctx context.Context, req store.AdjustRequest) (store.Sett
 			return true, nil
 		}
 		v, err := s.runW(ctx, "adjust", adjustScript, []string{k.bucket, s.vendorTag(vendor) + ":lease:" + id},
-			now, recorded, req.Dimension, req.Delta, req.Held, exp, s.skewMs)
+			now, recorded, req.Dimension, req.Delta, req.Held, exp, s.skewMs, opKey(s.vendorTag(vendor), "adjust", req.Op), s.opWindowMs)
 		if err != nil {
 			return false, err
 		}

@@ -131,6 +131,16 @@ func TestMemoryUsage(t *testing.T) {
 		t.Fatal("bucket uses no memory?")
 	}
 	t.Logf("bucket hash: %d bytes", bucketBytes)
+	op := store.NewLeaseID()
+	var r store.AcquireResult
+	if err := s.Acquire(ctx, &store.AcquireRequest{Now: t0, Items: []store.Item{{Dimension: "openai#tpm", Cost: 1}}, ID: store.NewLeaseID(), TTL: time.Minute, Op: op}, &r); err != nil || !r.Granted {
+		t.Fatalf("acquire: %+v, %v", r, err)
+	}
+	t.Logf("op key of a one-dimension acquisition without a record (kept %s): %d bytes", store.OpWindow, mem(s.prefix+"{openai}:op:acquire:"+op.String()))
+	if _, err := s.Adjust(ctx, store.AdjustRequest{Now: t0, ID: store.NewLeaseID(), Dimension: "openai#tpm", Delta: -1, Held: 1, ExpiresAt: t0.Add(time.Minute), Op: op}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("op key of an adjustment: %d bytes", mem(s.prefix+"{openai}:op:adjust:"+op.String()))
 	put(t, s, t0, store.Bucket{Name: "openai#rpm", Config: bucket.PerPeriod(bucket.Requests, 10_000, time.Minute)})
 	if _, err := s.Cooldown(ctx, store.CooldownRequest{Now: t0, Dimension: "openai#rpm", Until: t0.Add(time.Minute)}); err != nil {
 		t.Fatal(err)

@@ -25,13 +25,16 @@ func (s *Store) PutBucket(ctx context.Context, req store.PutBucketRequest) error
 		}
 	}
 	l := b.Config.Limits()
-	rs := 0
+	rs, op := 0, ""
 	if req.Reset {
-		rs = 1
+		// A reset fills the bucket: sent again after another caller's
+		// grant, it would fill it again. Its reply is kept under an op key
+		// (op.lua); a reconfiguration run twice changes nothing more.
+		rs, op = 1, opKey(k.tag, "put", store.LeaseID{})
 	}
 	v, err := s.runW(ctx, "put bucket", putScript, []string{k.bucket, s.bucketSet(k.vendor)}, ms, b.Name,
 		int64(l.Type), l.Capacity, l.Amount, l.Period, l.Floor, b.CostPerCall, b.MaxDebt, rs, s.skewMs,
-		s.pruned(), k.vendor)
+		s.pruned(), k.vendor, op, s.opWindowMs)
 	if err != nil {
 		return err
 	}
@@ -56,7 +59,7 @@ func (s *Store) DeleteBucket(ctx context.Context, req store.DeleteBucketRequest)
 	name := req.Name
 	k := s.dim(name)
 	cmd, err := s.write(ctx, "delete bucket", deleteScript, []string{k.bucket, k.index, s.bucketSet(k.vendor), k.queue, k.qexp},
-		name, s.pruned(), k.vendor, s.leaseIndex(k.vendor))
+		name, s.pruned(), k.vendor, s.leaseIndex(k.vendor), opKey(k.tag, "delete", store.LeaseID{}), s.opWindowMs)
 	if err != nil {
 		return err
 	}

@@ -38,6 +38,7 @@ func TestConformance(t *testing.T) {
 		NewStore:   func(tb testing.TB) store.Store { return newStore(tb) },
 		OpenHandle: sameBackend(standaloneClient),
 		Goroutines: 32,
+		DedupesOps: true,
 	})
 }
 
@@ -49,6 +50,7 @@ func TestConformanceCluster(t *testing.T) {
 		NewStore:       func(tb testing.TB) store.Store { return newStoreOn(tb, newClusterClient(tb), WithHashTag("sluice")) },
 		OpenHandle:     sameBackend(clusterClient, WithHashTag("sluice")),
 		Goroutines:     32,
+		DedupesOps:     true,
 		ModelSequences: variantSequences,
 	})
 }
@@ -63,6 +65,7 @@ func TestConformanceClusterPerVendor(t *testing.T) {
 		NewStore:            func(tb testing.TB) store.Store { return newStoreOn(tb, newClusterClient(tb)) },
 		OpenHandle:          sameBackend(clusterClient),
 		Goroutines:          32,
+		DedupesOps:          true,
 		SingleVendorAcquire: true,
 		ModelSequences:      clusterSequences,
 	})
@@ -76,6 +79,7 @@ func TestConformanceUnbatched(t *testing.T) {
 		NewStore:       func(tb testing.TB) store.Store { return newStore(tb, WithBatching(1)) },
 		OpenHandle:     sameBackend(standaloneClient, WithBatching(1)),
 		Goroutines:     32,
+		DedupesOps:     true,
 		ModelSequences: variantSequences,
 	})
 }
@@ -87,6 +91,7 @@ func TestConformanceClusterUnbatched(t *testing.T) {
 		NewStore:            func(tb testing.TB) store.Store { return newStoreOn(tb, newClusterClient(tb), WithBatching(1)) },
 		OpenHandle:          sameBackend(clusterClient, WithBatching(1)),
 		Goroutines:          32,
+		DedupesOps:          true,
 		SingleVendorAcquire: true,
 		ModelSequences:      clusterSequences,
 	})

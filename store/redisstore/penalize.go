@@ -15,7 +15,8 @@ func (s *Store) Penalize(ctx context.Context, req store.PenalizeRequest) (store.
 	}
 	defer done(cancel)
 	now := s.now(req.Now)
-	v, err := s.runW(ctx, "penalize", penalizeScript, []string{s.dim(req.Dimension).bucket}, now, req.FactorMilli, s.skewMs)
+	k := s.dim(req.Dimension)
+	v, err := s.runW(ctx, "penalize", penalizeScript, []string{k.bucket}, now, req.FactorMilli, s.skewMs, opKey(k.tag, "penalize", req.Op), s.opWindowMs)
 	if err != nil {
 		return store.Penalty{}, err
 	}

@@ -85,19 +85,22 @@ func TestKeyLayout(t *testing.T) {
 	put(t, s, t0, store.Bucket{Name: "openai#gpt-4o#tpm", Config: bucket.PerPeriod(bucket.Tokens, 1000, time.Minute)})
 	put(t, s, t0, store.Bucket{Name: "eleven#concurrent", Config: bucket.ConcurrentSlots(2)})
 	put(t, s, t0, store.Bucket{Name: "#rpm", Config: bucket.PerPeriod(bucket.Requests, 10, time.Minute)})
-	id := store.NewLeaseID()
+	id, slotOp := store.NewLeaseID(), store.NewLeaseID()
 	var res store.AcquireResult
-	if err := s.Acquire(context.Background(), &store.AcquireRequest{Now: t0, Items: []store.Item{{Dimension: "eleven#concurrent"}}, ID: id, TTL: time.Minute}, &res); err != nil {
+	if err := s.Acquire(context.Background(), &store.AcquireRequest{Now: t0, Items: []store.Item{{Dimension: "eleven#concurrent"}}, ID: id, TTL: time.Minute, Op: slotOp}, &res); err != nil {
 		t.Fatal(err)
 	}
-	acquire(t, s, t0, store.Item{Dimension: "#rpm"})
+	op := store.NewLeaseID()
+	if err := s.Acquire(context.Background(), &store.AcquireRequest{Now: t0, Items: []store.Item{{Dimension: "#rpm"}}, ID: store.NewLeaseID(), TTL: time.Minute, Op: op}, &res); err != nil || !res.Granted {
+		t.Fatalf("acquire: %+v, %v", res, err)
+	}
 	got := mustKeys(t, c, "layout:*")
 	slices.Sort(got)
 	want := []string{
 		"layout:vendors", "layout:ids",
-		"layout:{#}#rpm", "layout:{#}:buckets", "layout:{#}:gen",
+		"layout:{#}#rpm", "layout:{#}:buckets", "layout:{#}:gen", "layout:{#}:op:acquire:" + op.String(),
 		"layout:{eleven}#concurrent", "layout:{eleven}:buckets", "layout:{eleven}:dz#concurrent", "layout:{eleven}:gen",
-		"layout:{eleven}:lease:" + id.String(), "layout:{eleven}:leases",
+		"layout:{eleven}:lease:" + id.String(), "layout:{eleven}:leases", "layout:{eleven}:op:acquire:" + slotOp.String(),
 		"layout:{openai}#gpt-4o#tpm", "layout:{openai}:buckets", "layout:{openai}:gen",
 	}
 	slices.Sort(want)
@@ -422,6 +425,8 @@ func TestBadOptions(t *testing.T) {
 		{"replica ack without a timeout", WithReplicaAck(1, 0), "0s"},
 		{"negative batch", WithBatching(-2), "-2"},
 		{"prefix with braces", WithPrefix("a{b}"), "a{b}"},
+		{"op window below 1s", WithOpWindow(500 * time.Millisecond), "500ms"},
+		{"op window within the timeout", WithOpWindow(2 * time.Second), "2s"},
 	} {
 		_, err := New(newClient(t), tc.opt)
 		if !errors.Is(err, store.ErrInvalid) || errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), tc.want) {

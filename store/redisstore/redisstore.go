@@ -84,7 +84,9 @@ type Store struct {
 	ids         string // the hash of live lease ids (keys.lua), "" when the layout keeps none
 	idsArg      any    // ids, boxed once
 	maxSkew     time.Duration
-	skewMs      int64 // maxSkew in ms, the scripts' argument
+	skewMs      int64         // maxSkew in ms, the scripts' argument
+	opWindow    time.Duration // WithOpWindow
+	opWindowMs  int64         // opWindow in ms, the scripts' argument (op.lua)
 	closed      atomic.Bool
 	leasePage   int           // index entries per leases script call; 0 means leasePage (tests set it)
 	ackReplicas int           // WithReplicaAck; 0 sends no WAIT
@@ -141,6 +143,19 @@ func WithCallerClock() Option { return func(s *Store) { s.callerClock = true } }
 // per operation and leaves the abandoned command to the client's own
 // timeouts.
 func WithTimeout(d time.Duration) Option { return func(s *Store) { s.timeout = d } }
+
+// WithOpWindow sets how long a script keeps its reply to an operation that
+// must not be applied twice (default store.OpWindow, one minute, or twice
+// the timeout if that is longer): go-redis
+// sends a command again after a broken connection or a read timeout
+// (MaxRetries, default 3), and the resend finds the reply and returns it
+// instead of applying the operation a second time. go-redis resends only
+// while the call lasts, so d must exceed the store's timeout (WithTimeout)
+// and, with WithTimeout(0), the longest deadline callers give. Each kept
+// reply costs about 120–150 bytes of server memory for d: at 10,000
+// acquisitions without a lease record per second, a one-minute window
+// keeps about 90 MB, a ten-second one 15 MB.
+func WithOpWindow(d time.Duration) Option { return func(s *Store) { s.opWindow = d } }
 
 // WithMaxSkew sets the largest disagreement between the clocks of the
 // store's callers that it tolerates (default store.DefaultMaxSkew, at most
@@ -208,6 +223,13 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("redisstore: %w", err)
 	}
 	s.skewMs = s.maxSkew.Milliseconds()
+	if s.opWindow == 0 {
+		s.opWindow = max(store.OpWindow, 2*s.timeout)
+	} else if s.opWindow < time.Second || s.timeout > 0 && s.opWindow <= s.timeout {
+		return nil, fmt.Errorf("%w: redisstore: op window %s must be at least 1s and longer than the timeout (%s): a command is sent again only while its call lasts",
+			store.ErrInvalid, s.opWindow, s.timeout)
+	}
+	s.opWindowMs = s.opWindow.Milliseconds()
 	if !cluster && s.tag == "" {
 		// Lease records live in their vendor's slot; on a standalone server
 		// a script may read any key, so one hash maps every live lease id to
@@ -311,7 +333,23 @@ func (s *Store) dim(name string) *dimKeys {
 	return k
 }
 
-func (s *Store) vendorTag(v string) string  { return s.prefix + "{" + v + "}" }
+func (s *Store) vendorTag(v string) string { return s.prefix + "{" + v + "}" }
+
+// opKey names the key under which a script keeps its reply to operation
+// id of kind for store.OpWindow (see op.lua), in the slot of tag, the
+// vendor's key tag. A zero id, which a caller that does not resend may
+// pass, gets a fresh one: go-redis's own resends repeat the command's
+// arguments, this key included.
+func opKey(tag, kind string, id store.LeaseID) string {
+	if id.IsZero() {
+		id = store.NewLeaseID()
+	}
+	var t idText
+	t.set(id)
+	return tag + ":op:" + kind + ":" + string(t[:]) // one allocation
+
+}
+
 func (s *Store) leaseIndex(v string) string { return s.vendorTag(v) + ":leases" }
 func (s *Store) bucketSet(v string) string  { return s.vendorTag(v) + ":buckets" }
 func (s *Store) registry() string           { return s.prefix + "vendors" }

@@ -21,7 +21,7 @@ func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest, res *sto
 	n := len(req.Items)
 	first := s.dim(req.Items[0].Dimension)
 	keys := make([]string, 0, 2*n)
-	args := make([]any, 0, 9+2*n)
+	args := make([]any, 0, 11+2*n)
 	rec := 0
 	if req.Record {
 		rec = 1
@@ -37,6 +37,10 @@ func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest, res *sto
 		keys = append(keys, k.bucket, k.index)
 		args = append(args, it.Dimension, it.Cost)
 	}
+	// The reply is kept under the operation id (see op.lua): a lease
+	// record alone would make a resend a retry, answered with the items'
+	// waits as they are now, not as the reservation saw them.
+	args = append(args, opKey(first.tag, "reserve", req.Op), s.opWindowMs)
 	v, err := s.runW(ctx, "reserve", reserveScript, keys, args...)
 	if err != nil {
 		return err
@@ -115,7 +119,8 @@ func (s *Store) Cancel(ctx context.Context, req store.CancelRequest) (store.Canc
 	id := req.ID.String()
 	_, err = s.onLease(ctx, req.ID, s.hint(req.Hint), func(vendor string) (bool, error) {
 		v, err := s.runW(ctx, "cancel", cancelScript,
-			[]string{s.vendorTag(vendor) + ":lease:" + id, s.leaseIndex(vendor)}, s.keyspace, id, s.now(req.Now), s.skewMs)
+			[]string{s.vendorTag(vendor) + ":lease:" + id, s.leaseIndex(vendor)}, s.keyspace, id, s.now(req.Now), s.skewMs,
+			opKey(s.vendorTag(vendor), "cancel", req.Op), s.opWindowMs)
 		if err != nil {
 			return false, err
 		}
@@ -151,7 +156,7 @@ func (s *Store) cancelUnrecorded(ctx context.Context, req store.CancelRequest) (
 	}
 	first := s.dim(req.Items[0].Dimension)
 	keys := make([]string, 0, len(req.Items))
-	args := make([]any, 0, 3+2*len(req.Items))
+	args := make([]any, 0, 5+2*len(req.Items))
 	args = append(args, s.now(req.Now), s.skewMs, req.ValidAt.UnixMilli())
 	for _, it := range req.Items {
 		k := s.dim(it.Dimension)
@@ -162,6 +167,7 @@ func (s *Store) cancelUnrecorded(ctx context.Context, req store.CancelRequest) (
 		keys = append(keys, k.bucket)
 		args = append(args, it.Dimension, it.Cost)
 	}
+	args = append(args, opKey(first.tag, "cancel", req.Op), s.opWindowMs)
 	v, err := s.runW(ctx, "cancel", unreserveScript, keys, args...)
 	if err != nil {
 		return store.CancelResult{}, err

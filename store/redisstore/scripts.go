@@ -71,30 +71,38 @@ var unreserveLua string
 //go:embed lua/dequeue.lua
 var dequeueLua string
 
+//go:embed lua/op.lua
+var opLua string
+
+// once wraps a script body so that it runs at most once per operation id
+// (see op.lua): its ARGV gain two at the end, the operation's key and its
+// expiry in ms.
+func once(body string) string { return "local function body()\n" + body + "\nend\n" + opLua }
+
 // Every script is core.lua, then lib.lua (and keys.lua when it derives
 // keys), then its body, so each is self-contained and cached by the server
 // under its own SHA-1. acquire.lua, the hot path, needs core.lua alone, and
 // wrapped in a function it calls only when it needs it: Redis re-creates a
 // script's functions on every call.
-var acquireSrc = "local function core()\n" + coreLua + "return refillRaw, retryInRaw\nend\n" + acquireLua
+var acquireSrc = "local function core()\n" + coreLua + "return refillRaw, retryInRaw\nend\n" + once(acquireLua)
 
 var (
 	acquireScript   = redis.NewScript(acquireSrc)
-	releaseScript   = redis.NewScript(coreLua + libLua + keysLua + releaseLua)
+	releaseScript   = redis.NewScript(coreLua + libLua + keysLua + once(releaseLua))
 	extendScript    = redis.NewScript(coreLua + libLua + keysLua + extendLua)
-	adjustScript    = redis.NewScript(coreLua + libLua + keysLua + adjustLua)
-	penalizeScript  = redis.NewScript(coreLua + libLua + penalizeLua)
+	adjustScript    = redis.NewScript(coreLua + libLua + keysLua + once(adjustLua))
+	penalizeScript  = redis.NewScript(coreLua + libLua + once(penalizeLua))
 	cooldownScript  = redis.NewScript(coreLua + libLua + cooldownLua)
 	syncScript      = redis.NewScript(coreLua + libLua + syncLua)
 	peekScript      = redis.NewScript(coreLua + libLua + peekLua)
-	putScript       = redis.NewScript(coreLua + libLua + putLua)
-	deleteScript    = redis.NewScript(deleteLua)
+	putScript       = redis.NewScript(coreLua + libLua + once(putLua))
+	deleteScript    = redis.NewScript(once(deleteLua))
 	listScript      = redis.NewScript(coreLua + libLua + keysLua + listLua)
 	leasesScript    = redis.NewScript(coreLua + libLua + keysLua + leasesLua)
 	reconcileScript = redis.NewScript(coreLua + libLua + keysLua + reconcileLua)
-	reserveScript   = redis.NewScript(coreLua + libLua + keysLua + reserveLua)
-	cancelScript    = redis.NewScript(coreLua + libLua + keysLua + cancelLua)
-	unreserveScript = redis.NewScript(coreLua + libLua + unreserveLua)
+	reserveScript   = redis.NewScript(coreLua + libLua + keysLua + once(reserveLua))
+	cancelScript    = redis.NewScript(coreLua + libLua + keysLua + once(cancelLua))
+	unreserveScript = redis.NewScript(coreLua + libLua + once(unreserveLua))
 	dequeueScript   = redis.NewScript(coreLua + libLua + dequeueLua)
 )
 
@@ -167,6 +175,10 @@ const acquireInline = 3
 // acquireArgs is how many ARGV the acquire script takes before its items.
 const acquireArgs = 10
 
+// acquireOpArgs is how many ARGV follow the items: the operation's key and
+// its expiry (see op.lua).
+const acquireOpArgs = 2
+
 // The acquire script's hash and source, boxed once.
 var (
 	acquireSHAArg any = acquireScript.Hash()
@@ -183,7 +195,8 @@ type acquireCall struct {
 	queue          int64
 	id             idText
 	args           []any
-	inline         [3 + 2*acquireInline + acquireArgs + 2*acquireInline]any
+	opKey          string
+	inline         [3 + 2*acquireInline + acquireArgs + 2*acquireInline + acquireOpArgs]any
 	cmd            *redis.IntSliceCmd
 
 	// Set when the call goes through the batcher.
@@ -193,7 +206,7 @@ type acquireCall struct {
 
 func newAcquireCall(n int) *acquireCall {
 	c := &acquireCall{}
-	if m := 3 + 4*n + acquireArgs; m <= len(c.inline) {
+	if m := 3 + 4*n + acquireArgs + acquireOpArgs; m <= len(c.inline) {
 		c.args = c.inline[:m]
 	} else {
 		c.args = make([]any, m)

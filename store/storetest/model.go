@@ -33,6 +33,9 @@ type model struct {
 	// each item in request order (see bucket.Align); nil after any other
 	// step.
 	decided []int64
+	// last is the answer of the last step, when it was resendable: a
+	// resend of it is answered so, changing nothing.
+	last *Expect
 }
 
 type mBucket struct {
@@ -99,6 +102,19 @@ func fail(err error) Expect { return Expect{Error: ErrName(err)} }
 
 // apply runs one step and returns its outcome.
 func (m *model) apply(st Step) Expect {
+	if st.Resend {
+		return m.resent()
+	}
+	e := m.decide(st)
+	m.last = nil
+	if resendable(st.Op) {
+		m.last = &e
+	}
+	return e
+}
+
+// decide applies one step (not a resend) and returns its answer.
+func (m *model) decide(st Step) Expect {
 	now := m.base + st.AtMs
 	m.replayed, m.decided = false, nil
 	switch st.Op {

@@ -23,6 +23,9 @@ type gen struct {
 	hosts  []int64
 	labels int
 	steps  []Step
+	// resends makes the sequence send some requests twice (see
+	// maybeResend).
+	resends bool
 }
 
 // dims returns the sequence's four buckets: requests and tokens of the
@@ -64,6 +67,7 @@ func (g *gen) sequence(n int) []Step {
 	for len(g.steps) < n {
 		g.tick()
 		g.step()
+		g.maybeResend()
 	}
 	return g.steps
 }

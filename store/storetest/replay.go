@@ -49,6 +49,9 @@ type runner struct {
 	prefix string // lease labels are ids idFor(prefix+label)
 	leases map[string]*replayLease
 	res    store.AcquireResult
+	// last sends the last resendable step's request again, as it was
+	// (nil after any other step).
+	last func() (Expect, error)
 }
 
 func newRunner(s store.Store, baseMs int64, prefix string) *runner {
@@ -70,6 +73,18 @@ func (r *runner) exec(st Step) (Expect, error) {
 	now := r.at(st.AtMs)
 	var got Expect
 	var err error
+	if st.Resend {
+		if r.last != nil {
+			got, err = r.last()
+		}
+		if err != nil {
+			got = Expect{Error: ErrName(err)}
+		}
+		return got, nil
+	}
+	if !resendable(st.Op) {
+		r.last = nil
+	}
 	switch st.Op {
 	case "put_bucket":
 		var b store.Bucket
@@ -81,22 +96,30 @@ func (r *runner) exec(st Step) (Expect, error) {
 	case "acquire":
 		got, err = r.acquire(st, now)
 	case "release":
-		var rr store.ReleaseResult
-		rr, err = r.s.Release(r.ctx, store.ReleaseRequest{Now: now, ID: r.lease(st.Lease).id})
-		got.Released = rr.Released
-		for _, x := range rr.Restored {
-			got.RestoredItems = append(got.RestoredItems, RestoredExpect(x))
+		req := store.ReleaseRequest{Now: now, ID: r.lease(st.Lease).id, Op: r.op()}
+		r.last = func() (got Expect, err error) {
+			rr, err := r.s.Release(r.ctx, req)
+			got.Released = rr.Released
+			for _, x := range rr.Restored {
+				got.RestoredItems = append(got.RestoredItems, RestoredExpect(x))
+			}
+			slices.SortFunc(got.RestoredItems, func(a, b RestoredExpect) int { return strings.Compare(a.Dimension, b.Dimension) })
+			return got, err
 		}
-		slices.SortFunc(got.RestoredItems, func(a, b RestoredExpect) int { return strings.Compare(a.Dimension, b.Dimension) })
+		got, err = r.last()
 	case "adjust":
 		l := r.lease(st.Lease)
-		var ar store.Settlement
-		ar, err = r.s.Adjust(r.ctx, store.AdjustRequest{Now: now, ID: l.id, Recorded: l.recorded, Dimension: st.Dimension,
-			Delta: st.Delta, Held: l.held[st.Dimension], ExpiresAt: l.expiresAt})
-		if err == nil {
-			l.held[st.Dimension] = ar.Held
-			got.Held, got.Applied, got.Remaining = ar.Held, ar.Applied, ar.Remaining
+		req := store.AdjustRequest{Now: now, ID: l.id, Recorded: l.recorded, Dimension: st.Dimension,
+			Delta: st.Delta, Held: l.held[st.Dimension], ExpiresAt: l.expiresAt, Op: r.op()}
+		r.last = func() (got Expect, err error) {
+			ar, err := r.s.Adjust(r.ctx, req)
+			if err == nil {
+				l.held[st.Dimension] = ar.Held
+				got.Held, got.Applied, got.Remaining = ar.Held, ar.Applied, ar.Remaining
+			}
+			return got, err
 		}
+		got, err = r.last()
 	case "extend":
 		l := r.lease(st.Lease)
 		var exp time.Time
@@ -106,9 +129,13 @@ func (r *runner) exec(st Step) (Expect, error) {
 			got.ExpiresAtMs = r.rel(exp)
 		}
 	case "penalize":
-		var pr store.Penalty
-		pr, err = r.s.Penalize(r.ctx, store.PenalizeRequest{Now: now, Dimension: st.Dimension, FactorMilli: st.FactorMilli})
-		got.Before, got.After = pr.Before, pr.After
+		req := store.PenalizeRequest{Now: now, Dimension: st.Dimension, FactorMilli: st.FactorMilli, Op: r.op()}
+		r.last = func() (got Expect, err error) {
+			pr, err := r.s.Penalize(r.ctx, req)
+			got.Before, got.After = pr.Before, pr.After
+			return got, err
+		}
+		got, err = r.last()
 	case "cooldown":
 		var cr store.CooldownResult
 		cr, err = r.s.Cooldown(r.ctx, store.CooldownRequest{Now: now, Dimension: st.Dimension, Until: now.Add(time.Duration(st.CooldownMs) * time.Millisecond)})
@@ -149,10 +176,16 @@ func (r *runner) exec(st Step) (Expect, error) {
 func (r *runner) acquire(st Step, now time.Time) (Expect, error) {
 	req := &store.AcquireRequest{Now: now, ID: idFor(r.prefix + st.Lease), Caller: "vectors",
 		TTL: time.Duration(st.TTLMs) * time.Millisecond, Record: st.Record, Poll: time.Duration(st.PollMs) * time.Millisecond,
-		Queue: time.Duration(st.QueueMs) * time.Millisecond}
+		Queue: time.Duration(st.QueueMs) * time.Millisecond, Op: r.op()}
 	for _, it := range st.Items {
 		req.Items = append(req.Items, store.Item{Dimension: it.Dimension, Cost: it.Cost})
 	}
+	r.last = func() (Expect, error) { return r.sendAcquire(st, req) }
+	return r.last()
+}
+
+// sendAcquire sends an acquisition and records a grant's lease.
+func (r *runner) sendAcquire(st Step, req *store.AcquireRequest) (Expect, error) {
 	if err := r.s.Acquire(r.ctx, req, &r.res); err != nil {
 		return Expect{}, err
 	}

@@ -93,6 +93,16 @@ type Harness struct {
 	// anthropic#rpm is rejected that way, and skips, saying so, any golden
 	// vector that mixes vendors in one acquisition.
 	SingleVendorAcquire bool
+
+	// DedupesOps declares that the store recognises an operation id (the
+	// Op of a request) it applied within store.OpWindow and answers the
+	// same request sent again as it answered it, changing nothing: a store
+	// whose driver sends a request again after its reply was lost
+	// (redisstore). The "Resend" tests then send each operation twice and
+	// expect one application and the first answer; without it they check
+	// only the operations whose second application changes nothing in any
+	// store.
+	DedupesOps bool
 }
 
 // Base is the fixed time every test starts at: 2026-01-01T00:00:00Z. Tests
@@ -121,6 +131,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Vectors", func(t *testing.T) { testVectors(t, h) })
 	t.Run("Model", func(t *testing.T) { testModel(t, h) })
 	t.Run("Linearizable", func(t *testing.T) { testLinearizable(t, h) })
+	t.Run("Resend", func(t *testing.T) { testResend(t, h) })
 }
 
 // env is one test's store plus helpers that fail the test on error.

@@ -53,8 +53,12 @@ type Step struct {
 	// MaxWaitMs is a reservation's maximum wait.
 	MaxWaitMs int64 `json:"max_wait_ms,omitempty"`
 	// QueueMs is an acquisition's ticket lifetime (AcquireRequest.Queue).
-	QueueMs int64  `json:"queue_ms,omitempty"`
-	Expect  Expect `json:"expect"`
+	QueueMs int64 `json:"queue_ms,omitempty"`
+	// Resend sends the previous step's request again, operation id
+	// included, as a driver does after a lost reply (see resendable); the
+	// other fields are the previous step's.
+	Resend bool   `json:"resend,omitempty"`
+	Expect Expect `json:"expect"`
 }
 
 // BucketSpec is a bucket configuration in wire form.
