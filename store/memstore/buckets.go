@@ -19,12 +19,18 @@ func (s *Store) PutBucket(ctx context.Context, req store.PutBucketRequest) error
 	if e := s.lookup(b.Name); e != nil {
 		e.mu.Lock()
 		defer e.mu.Unlock()
+		if err := store.PutConflict(req, true, e.b.Config); err != nil {
+			return err
+		}
 		if err := store.CheckTypeChange(e.b, b); err != nil {
 			return err
 		}
 		st, at := bucket.Align(e.lim, e.st, ms, skewMs)
 		e.b, e.lim, e.st = b, lim, bucket.Reconfigure(e.lim, lim, st, at, req.Reset)
 		return nil
+	}
+	if err := store.PutConflict(req, false, bucket.Config{}); err != nil {
+		return err
 	}
 	old := *s.buckets.Load()
 	m := make(map[string]*entry, len(old)+1)
