@@ -79,6 +79,71 @@ func testConditionalPut(t *testing.T, h Harness) {
 	}
 
 	t.Run("ConcurrentApplyNeverRefills", func(t *testing.T) { testConcurrentApply(t, h) })
+	t.Run("RecreateAfterLoss", func(t *testing.T) { testRecreateAfterLoss(t, h) })
+}
+
+// testRecreateAfterLoss is what clients with declared buckets do when the
+// store lost one (as a store restarted empty does): every caller that
+// finds it missing creates it if absent and retries. Exactly one creation
+// succeeds, and the grants are exactly the capacity (the clock is fixed):
+// no caller refills the bucket another re-created and spent from.
+func testRecreateAfterLoss(t *testing.T, h Harness) {
+	n := h.Goroutines
+	if n <= 0 {
+		n = 64
+	}
+	b := rpm("lost#rpm", 9)
+	e := newEnv(t, h)
+	e.put(0, b)
+	e.grant(e.req(0, item(b.Name, 4)))
+	if err := e.s.DeleteBucket(e.ctx, store.DeleteBucketRequest{Name: b.Name}); err != nil {
+		t.Fatal(err)
+	}
+	var created, granted atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	errs := make(chan error, n)
+	for g := range n {
+		wg.Go(func() {
+			<-start
+			var res store.AcquireResult
+			for i := range 2 {
+				req := &store.AcquireRequest{Now: At(0), Items: []store.Item{item(b.Name, 1)}, TTL: time.Minute,
+					ID: idFor(fmt.Sprintf("%s/%d/%d", t.Name(), g, i)), Caller: "storetest"}
+				err := acquireRetrying(e, req, &res)
+				for try := 0; errors.Is(err, store.ErrUnknownDimension) && try < 100; try++ {
+					perr := e.s.PutBucket(e.ctx, store.PutBucketRequest{Now: At(0), Bucket: b, IfAbsent: true})
+					switch {
+					case perr == nil:
+						created.Add(1)
+					case !errors.Is(perr, store.ErrConflict) && !errors.Is(perr, store.ErrContention):
+						errs <- fmt.Errorf("goroutine %d: re-create: %w", g, perr)
+						return
+					}
+					err = acquireRetrying(e, req, &res)
+				}
+				if err != nil {
+					errs <- fmt.Errorf("goroutine %d: %w", g, err)
+					return
+				}
+				if res.Granted {
+					granted.Add(1)
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if got := created.Load(); got != 1 {
+		t.Errorf("%d goroutines re-created the lost bucket %d times, want exactly once", n, got)
+	}
+	if got := granted.Load(); got != b.Capacity {
+		t.Errorf("%d grants from the re-created bucket with a fixed clock, want its capacity %d", got, b.Capacity)
+	}
 }
 
 // testConcurrentApply runs appliers that bring the store in line with the
