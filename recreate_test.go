@@ -176,3 +176,52 @@ func TestWithBucketsInvalid(t *testing.T) {
 		})
 	}
 }
+
+// TestPutBucketIfUnchanged: a conditional PutBucket writes only over what
+// was read; a conflict is an answer (ErrConflict), not a store failure.
+func TestPutBucketIfUnchanged(t *testing.T) {
+	b10 := sluice.Bucket{Name: "o#rpm", Config: bucket.PerPeriod(bucket.Requests, 10, time.Minute)}
+	b20 := sluice.Bucket{Name: "o#rpm", Config: bucket.PerPeriod(bucket.Requests, 20, time.Minute)}
+	tests := []struct {
+		name    string
+		exists  bool // o#rpm exists with b10
+		read    *bucket.Config
+		wantErr error
+		want    int64 // capacity afterwards
+	}{
+		{"create when missing", false, nil, nil, 20},
+		{"create refused when present", true, nil, sluice.ErrConflict, 10},
+		{"change over the configuration read", true, &b10.Config, nil, 20},
+		{"change refused over a stale read", true, &b20.Config, sluice.ErrConflict, 10},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			var storeErrors int
+			c, err := sluice.New(memstore.New(), sluice.WithObserver(&sluice.Observer{
+				StoreError: func(context.Context, sluice.StoreErrorEvent) { storeErrors++ }}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.exists {
+				if err := c.PutBucket(ctx, b10); err != nil {
+					t.Fatal(err)
+				}
+			}
+			err = c.PutBucket(ctx, b20, sluice.IfUnchanged(tt.read))
+			if !errors.Is(err, tt.wantErr) || (err == nil) != (tt.wantErr == nil) {
+				t.Fatalf("PutBucket = %v, want %v", err, tt.wantErr)
+			}
+			var ce *sluice.ConflictError
+			if tt.wantErr != nil && (!errors.As(err, &ce) || ce.Dimension != "o#rpm" || !ce.Found) {
+				t.Errorf("conflict = %#v, want one naming o#rpm, found", ce)
+			}
+			if storeErrors != 0 {
+				t.Errorf("%d store errors reported, want none", storeErrors)
+			}
+			if s, err := c.GetBucket(ctx, "o#rpm"); err != nil || s.Capacity != tt.want {
+				t.Errorf("capacity = %d, %v; want %d", s.Capacity, err, tt.want)
+			}
+		})
+	}
+}
