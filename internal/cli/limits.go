@@ -33,7 +33,11 @@ docs/vendors.md.
 
 plan shows what apply would do, diff shows only the differences, apply does
 it. apply never resets a live balance unless --reset; buckets in the store
-that the file does not declare are left alone unless --prune.`,
+that the file does not declare are left alone unless --prune. Each write of
+apply is conditional on what it read (create only if still missing, change
+only over the configuration read), so it may race with services applying the
+same file at start-up: a bucket changed in between is read again, never
+refilled nor overwritten unseen.`,
 		Example: `  sluice limits plan -f limits.yaml
   sluice limits diff -f limits.yaml --exit-code   # exit 1 on drift
   sluice limits apply -f limits.yaml
