@@ -2,6 +2,7 @@ package sluice
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"math"
 	"time"
@@ -24,26 +25,56 @@ func ConcurrentLimit(n int64) bucket.Config { return bucket.ConcurrentSlots(n) }
 const DefaultPenaltyFactor = 0.8
 
 // PutOption configures PutBucket.
-type PutOption func(*bool)
+type PutOption func(*putOptions)
+
+type putOptions struct {
+	reset     bool
+	condition bool
+	read      *bucket.Config
+}
 
 // ResetTokens makes PutBucket fill the bucket to capacity; without it an
 // existing bucket keeps its live balance.
-func ResetTokens() PutOption { return func(reset *bool) { *reset = true } }
+func ResetTokens() PutOption { return func(o *putOptions) { o.reset = true } }
+
+// IfUnchanged makes PutBucket write only if the bucket is still as the
+// caller read it: absent when read is nil (a creation that never refills a
+// bucket another writer created meanwhile), else present with the
+// configuration *read (the same limits and cost per call), so that a
+// change made since the read is never undone. The check and the write are
+// one atomic step in every store. When the bucket is not as read, nothing
+// changes and the error is a *ConflictError matching ErrConflict: read the
+// bucket again and decide again.
+func IfUnchanged(read *bucket.Config) PutOption {
+	return func(o *putOptions) {
+		o.condition = true
+		if read != nil {
+			r := *read
+			o.read = &r
+		}
+	}
+}
 
 // PutBucket creates or reconfigures a bucket. A new bucket starts full; an
 // existing one keeps its balance (clamped to the new capacity) unless
-// ResetTokens is given.
+// ResetTokens is given. IfUnchanged makes the write conditional.
 func (c *Client) PutBucket(ctx context.Context, b Bucket, opts ...PutOption) error {
-	var reset bool
-	for _, o := range opts {
-		o(&reset)
+	var o putOptions
+	for _, f := range opts {
+		f(&o)
 	}
-	_, err := storeCall(ctx, c, "put_bucket", func(ctx context.Context) (struct{}, error) {
+	_, err := storeCallExpect(ctx, c, "put_bucket", func(ctx context.Context) (struct{}, error) {
 		// Every attempt decides at its own time.
-		return struct{}{}, c.st.PutBucket(ctx, store.PutBucketRequest{Now: c.clock.Now(), Bucket: b, Reset: reset})
-	})
+		req := store.PutBucketRequest{Now: c.clock.Now(), Bucket: b, Reset: o.reset,
+			IfAbsent: o.condition && o.read == nil, IfMatch: o.read}
+		return struct{}{}, c.st.PutBucket(ctx, req)
+	}, isConflict)
 	return err
 }
+
+// isConflict reports a conditional write's failed condition: an answer,
+// not a store failure.
+func isConflict(err error) bool { return errors.Is(err, store.ErrConflict) }
 
 // GetBucket returns one bucket's state.
 func (c *Client) GetBucket(ctx context.Context, name string) (BucketState, error) {

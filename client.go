@@ -54,6 +54,9 @@ type Client struct {
 	// noReserve is set once the store answered that it cannot reserve
 	// (errors.ErrUnsupported): Wait polls from then on.
 	noReserve atomic.Bool
+	// declared lists the buckets WithBuckets declared, which the client
+	// re-creates when the store has lost them.
+	declared []Bucket
 }
 
 // Contention backoff of the original algorithm: exponential from 25 ms, capped at 200 ms,
@@ -86,11 +89,18 @@ func New(st store.Store, opts ...Option) (*Client, error) {
 	if err := c.cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if err := c.declare(); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 
 // Config returns the client's effective configuration.
 func (c *Client) Config() Config { return c.cfg }
+
+// Logger returns the client's structured logger (WithLogger), for
+// packages built on the client that log alongside it.
+func (c *Client) Logger() *slog.Logger { return c.log }
 
 // Store returns the store the client uses.
 func (c *Client) Store() store.Store { return c.raw }

@@ -37,6 +37,10 @@ var (
 	// lost a race; the Client retries it with backoff and answers RETRY_IN
 	// after MaxRetries, so callers of the Client do not see it.
 	ErrContention = store.ErrContention
+	// ErrConflict is matched by *ConflictError: a PutBucket with
+	// IfUnchanged found the bucket changed since it was read, and changed
+	// nothing.
+	ErrConflict = store.ErrConflict
 )
 
 // ErrLeaseReleased is returned by Adjust, Settle and Extend on a lease that
@@ -58,6 +62,11 @@ type FieldError = bucket.FieldError
 // ConfigurationError reports a dimension with no bucket (the SDKs'
 // ConfigurationError). It matches ErrUnknownDimension.
 type ConfigurationError = store.ConfigurationError
+
+// ConflictError reports a conditional PutBucket (IfUnchanged) whose
+// bucket was created, reconfigured or deleted since it was read. It
+// matches ErrConflict.
+type ConflictError = store.ConflictError
 
 // CostError reports a cost above a bucket's capacity. It matches
 // ErrCostExceedsCapacity.

@@ -42,6 +42,20 @@ type Observer struct {
 	// StoreError is called for every store call that failed, with the
 	// kind of failure.
 	StoreError func(context.Context, StoreErrorEvent)
+	// Recreated is called when the client re-created a declared bucket
+	// the store had lost (WithBuckets): only by the client whose creation
+	// succeeded, so a fleet counts each loss once.
+	Recreated func(context.Context, RecreateEvent)
+}
+
+// RecreateEvent describes a declared bucket re-created after the store
+// lost it (WithBuckets).
+type RecreateEvent struct {
+	// Dimension is the re-created bucket.
+	Dimension string
+	// Op is the operation that found it missing: acquire, reserve, peek,
+	// penalize, cooldown or sync.
+	Op string
 }
 
 // AcquireEvent describes one acquisition decision.
@@ -242,6 +256,7 @@ func Observers(obs ...*Observer) *Observer {
 	all.LeaseLost = fanOut(live, func(o *Observer) func(context.Context, LeaseLostEvent) { return o.LeaseLost })
 	all.Reconciled = fanOut(live, func(o *Observer) func(context.Context, ReconcileEvent) { return o.Reconciled })
 	all.StoreError = fanOut(live, func(o *Observer) func(context.Context, StoreErrorEvent) { return o.StoreError })
+	all.Recreated = fanOut(live, func(o *Observer) func(context.Context, RecreateEvent) { return o.Recreated })
 	return all
 }
 

@@ -23,7 +23,8 @@ func WithClock(c Clock) Option { return func(cl *Client) { cl.clock = c } }
 // slot.renew_failed, slot.lease_lost, slot.release_failed,
 // slot.release_abandoned, slot.cancelled, slot.cancel_failed,
 // slot.dequeue_failed, release.ok, settle, penalize.applied,
-// cooldown.applied, and sync.applied at debug level).
+// cooldown.applied, bucket.recreated (WithBuckets), and sync.applied at
+// debug level).
 // Keys are snake_case and durations are durations; a
 // settle event carries dimension, estimate and actual (tokens), applied
 // (the balance change in tokens, negative for a refund) and late.

@@ -10,10 +10,17 @@
 //
 // Apply creates missing buckets and reconfigures changed ones, keeping
 // their live balances; it never refills a bucket unless asked (WithReset).
-// In a fleet every process may apply the same file at start-up: that is
-// idempotent and leaves the shared balances alone. Do not call
-// Client.PutBucket with sluice.ResetTokens (or Apply WithReset) at
-// start-up: each process starting, restarting or scaling out would refill
+// In a fleet every process may apply the same file at start-up, even at the
+// same moment: each write is conditional on what Apply read, so that is
+// idempotent and leaves the shared balances alone. NewClient builds the
+// Client from the file as well, so that it re-creates a bucket the store
+// lost (a store restarted empty) and, failing open, starts while the store
+// is down:
+//
+//	client, err := limits.NewClient(ctx, st, f, sluice.WithFailurePolicy(sluice.FailOpen))
+//
+// Do not call Client.PutBucket with sluice.ResetTokens (or Apply WithReset)
+// at start-up: each process starting, restarting or scaling out would refill
 // the buckets to capacity, granting a whole burst again on every deploy;
 // reset is an operator's action (sluice limits apply --reset, sluice bucket
 // reset).

@@ -43,6 +43,9 @@ type Change struct {
 	Reset bool `json:"reset"`
 	// Tokens is the live balance in millitokens, for existing buckets.
 	Tokens *int64 `json:"tokens_milli,omitempty"`
+	// read is the configuration the plan read from the store, for
+	// existing buckets: Apply writes only if it is still the same.
+	read bucket.Config
 }
 
 // Changes reports whether applying would write anything.
@@ -68,7 +71,7 @@ func Plan(f *File, current []store.BucketState, reset, prune bool) []Change {
 			c.Fields = diff(bucket.Config{}, e.Config, true)
 		default:
 			tokens := s.Tokens
-			c.Tokens = &tokens
+			c.Tokens, c.read = &tokens, s.Config
 			c.Fields = diff(s.Config, e.Config, false)
 			switch {
 			case len(c.Fields) > 0:

@@ -85,3 +85,52 @@ var ErrLeaseInUse = errors.New("sluice: lease id in use")
 func LeaseInUse(id LeaseID) error {
 	return fmt.Errorf("%w: lease_id %s already holds a lease with other dimensions or costs; use a fresh id for a new acquisition", ErrLeaseInUse, id)
 }
+
+// ErrConflict is matched by a *ConflictError: a conditional PutBucket
+// (IfAbsent, IfMatch) found the bucket not as the caller expected, and
+// changed nothing.
+var ErrConflict = errors.New("sluice: bucket changed concurrently")
+
+// ConflictError reports a conditional PutBucket whose condition failed. It
+// matches ErrConflict.
+type ConflictError struct {
+	// Dimension is the bucket's name.
+	Dimension string
+	// Found reports that the bucket exists (with another configuration,
+	// for IfMatch); false means it does not exist.
+	Found bool
+}
+
+// Error implements error.
+func (e *ConflictError) Error() string {
+	if !e.Found {
+		return fmt.Sprintf("sluice: bucket %q no longer exists: it was deleted since it was read", e.Dimension)
+	}
+	return fmt.Sprintf("sluice: bucket %q was created or reconfigured by another writer since it was read", e.Dimension)
+}
+
+// Is makes errors.Is(err, ErrConflict) true.
+func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
+
+// SameConfig reports whether a and b are the same effective bucket
+// configuration: the same limits (bucket.Config.Limits: type, capacity,
+// refill, effective debt floor) and the same effective cost per call. It
+// is the comparison of PutBucketRequest.IfMatch.
+func SameConfig(a, b bucket.Config) bool {
+	return a.Limits() == b.Limits() && a.Cost() == b.Cost()
+}
+
+// PutConflict returns the outcome of req's condition against the bucket
+// found in the store (found false: none), or nil when the write may go
+// ahead. Stores that read before they write call it.
+func PutConflict(req PutBucketRequest, found bool, cur bucket.Config) error {
+	switch {
+	case req.IfAbsent && found:
+		return &ConflictError{Dimension: req.Bucket.Name, Found: true}
+	case req.IfMatch != nil && !found:
+		return &ConflictError{Dimension: req.Bucket.Name}
+	case req.IfMatch != nil && !SameConfig(*req.IfMatch, cur):
+		return &ConflictError{Dimension: req.Bucket.Name, Found: true}
+	}
+	return nil
+}

@@ -118,6 +118,9 @@ type Store interface {
 	// its balance (see bucket.Reconfigure) unless req.Reset is true, which
 	// fills it to capacity. A new bucket starts full. An existing bucket's
 	// limit type cannot change to or from concurrent (CheckTypeChange).
+	// req.IfAbsent and req.IfMatch make the write conditional, in the same
+	// atomic step; a failed condition is a *ConflictError and changes
+	// nothing.
 	PutBucket(ctx context.Context, req PutBucketRequest) error
 
 	// DeleteBucket removes a bucket. Its lease records become orphans that
@@ -504,6 +507,18 @@ type PutBucketRequest struct {
 	// Reset fills an existing bucket to capacity instead of keeping its
 	// balance.
 	Reset bool
+	// IfAbsent makes the write a creation only: when the bucket exists,
+	// nothing changes and the error is a *ConflictError (Found true). Of
+	// several writers creating the same bucket at once, exactly one
+	// succeeds; the others never refill what it created.
+	IfAbsent bool
+	// IfMatch, when not nil, makes the write apply only to an existing
+	// bucket whose configuration is the same (SameConfig) as *IfMatch,
+	// checked atomically with the write: otherwise nothing changes and the
+	// error is a *ConflictError. It is how a writer changes a bucket it read
+	// without undoing another writer's change. IfAbsent and IfMatch are
+	// exclusive.
+	IfMatch *bucket.Config
 }
 
 // DeleteBucketRequest is the input of Store.DeleteBucket.

@@ -28,15 +28,15 @@ func newClients(ctx context.Context, storeURL, limitsFile string, opts ...transp
 	if err != nil {
 		return openai.Client{}, anthropic.Client{}, err
 	}
-	client, err := sluice.New(st, sluice.WithDefaultCaller("summarizer"), sluice.WithObserver(obs))
-	if err != nil {
-		return openai.Client{}, anthropic.Client{}, err
-	}
 	f, err := limits.Load(limitsFile) // presets: the vendors' limits, as buckets and profiles
 	if err != nil {
 		return openai.Client{}, anthropic.Client{}, err
 	}
-	if _, err := limits.Apply(ctx, client, f); err != nil { // idempotent: every replica may apply it
+	// Applies the file (every replica may: a bucket in use is never
+	// refilled) and re-creates a bucket the store lost, as a store
+	// restarted empty loses them all.
+	client, err := limits.NewClient(ctx, st, f, sluice.WithDefaultCaller("summarizer"), sluice.WithObserver(obs))
+	if err != nil {
 		return openai.Client{}, anthropic.Client{}, err
 	}
 	t, err := transport.New(client, f.Profiles(), opts...)

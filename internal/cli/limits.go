@@ -33,7 +33,11 @@ docs/vendors.md.
 
 plan shows what apply would do, diff shows only the differences, apply does
 it. apply never resets a live balance unless --reset; buckets in the store
-that the file does not declare are left alone unless --prune.`,
+that the file does not declare are left alone unless --prune. Each write of
+apply is conditional on what it read (create only if still missing, change
+only over the configuration read), so it may race with services applying the
+same file at start-up: a bucket changed in between is read again, never
+refilled nor overwritten unseen.`,
 		Example: `  sluice limits plan -f limits.yaml
   sluice limits diff -f limits.yaml --exit-code   # exit 1 on drift
   sluice limits apply -f limits.yaml
@@ -89,7 +93,7 @@ func limitsSub(g *globals, name, short string) *cobra.Command {
 					}
 					return nil
 				}
-				return applyPlan(cmd, c, f, plan)
+				return applyPlan(cmd, c, f, lf, plan)
 			})
 		},
 	}
@@ -196,28 +200,21 @@ func writeDiff(w io.Writer, output string, plan []limitsfile.Change) error {
 	return nil
 }
 
-func applyPlan(cmd *cobra.Command, cl *sluice.Client, f limitsFlags, plan []limitsfile.Change) error {
+// applyPlan applies the file as limits.Apply does (every write
+// conditional on what was read, re-planning when another writer changed a
+// bucket meanwhile) and prints the changes made.
+func applyPlan(cmd *cobra.Command, cl *sluice.Client, f limitsFlags, lf *limitsfile.File, plan []limitsfile.Change) error {
 	ctx, w := cmd.Context(), cmd.OutOrStdout()
-	var done []limitsfile.Change
-	for _, c := range plan {
-		var err error
-		switch c.Action {
-		case limitsfile.Create, limitsfile.Update, limitsfile.Reset:
-			var opts []sluice.PutOption
-			if c.Reset {
-				opts = append(opts, sluice.ResetTokens())
-			}
-			err = cl.PutBucket(ctx, c.Bucket, opts...)
-		case limitsfile.Delete:
-			err = cl.DeleteBucket(ctx, c.Dimension)
-		default:
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("%s %s (after %d change(s)): %w", c.Action, c.Dimension, len(done), err)
-		}
-		done = append(done, c)
-		if f.output == "table" {
+	var opts []limitsfile.ApplyOption
+	if f.reset {
+		opts = append(opts, limitsfile.WithReset())
+	}
+	if f.prune {
+		opts = append(opts, limitsfile.WithPrune())
+	}
+	done, err := limitsfile.Apply(ctx, cl, lf, opts...)
+	if f.output == "table" {
+		for _, c := range done {
 			line := fmt.Sprintf("%s %s", c.Action, c.Dimension)
 			if s := fieldsString(c.Fields); s != "" && c.Action != limitsfile.Create {
 				line += ": " + s
@@ -227,13 +224,16 @@ func applyPlan(cmd *cobra.Command, cl *sluice.Client, f limitsFlags, plan []limi
 			fmt.Fprintln(w, line)
 		}
 	}
+	if err != nil {
+		return err
+	}
 	if f.output == "json" {
 		return writeJSON(w, map[string]any{"applied": nonNil(done), "summary": limitsfile.Summary(plan)})
 	}
 	if len(done) == 0 {
 		fmt.Fprintln(w, "nothing to change")
 	}
-	_, err := fmt.Fprintf(w, "Applied: %s.\n", limitsfile.Summary(plan))
+	_, err = fmt.Fprintf(w, "Applied: %s.\n", limitsfile.Summary(plan))
 	return err
 }
 

@@ -263,6 +263,14 @@ func PutBucket(req store.PutBucketRequest) error {
 	if err := Now(req.Now); err != nil {
 		return err
 	}
+	if req.IfMatch != nil {
+		if req.IfAbsent {
+			return invalid("if_match", *req.IfMatch, "cannot be combined with if_absent: a creation has no configuration to match")
+		}
+		if err := req.IfMatch.Validate(); err != nil {
+			return fmt.Errorf("if_match: %w", err)
+		}
+	}
 	return Bucket(req.Bucket)
 }
 

@@ -30,6 +30,7 @@ func (a *adapter) observer() *sluice.Observer {
 		LeaseLost:  a.leaseLost,
 		Reconciled: a.reconciled,
 		StoreError: a.storeError,
+		Recreated:  a.recreated,
 	}
 }
 
@@ -194,4 +195,10 @@ func (a *adapter) storeError(ctx context.Context, e sluice.StoreErrorEvent) {
 		}
 		sp.AddEvent("sluice.store_error", trace.WithAttributes(kv...))
 	}
+}
+
+// recreated counts a re-created bucket, by dimension: only declared
+// buckets are re-created, so the attribute is bounded by the limits file.
+func (a *adapter) recreated(ctx context.Context, e sluice.RecreateEvent) {
+	a.in.recreated.Add(ctx, 1, metric.WithAttributes(keyDimension.String(e.Dimension), keyOp.String(label.Op(e.Op))))
 }

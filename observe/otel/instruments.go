@@ -35,6 +35,7 @@ type instruments struct {
 	acquire, degraded, settlements, estimated, actual, clamped, penalties metric.Int64Counter
 	cooldowns, syncs                                                      metric.Int64Counter
 	releases, lost, runs, restored, storeErrs                             metric.Int64Counter
+	recreated                                                             metric.Int64Counter
 	acquireDur, retryIn, wait, held, reconcileDur                         metric.Float64Histogram
 	attempts, delta                                                       metric.Int64Histogram
 
@@ -114,6 +115,7 @@ func newInstruments(m metric.Meter, c config) (*instruments, error) {
 		reconcileDur: b.seconds("sluice.reconcile.duration", "Time a reconcile batch took.", durationBounds),
 		restored:     b.counter("sluice.reconcile.restored", "{lease}", "Expired leases a reconcile processed, by what became of them."),
 		storeErrs:    b.counter("sluice.store.errors", "{error}", "Failed store calls, by operation and kind."),
+		recreated:    b.counter("sluice.buckets.recreated", "{bucket}", "Declared buckets this client re-created after the store lost them."),
 	}
 	if b.err != nil {
 		return nil, b.err

@@ -38,6 +38,7 @@
 //	sluice.reconcile.duration        histogram  s             -
 //	sluice.reconcile.restored        counter    {lease}       sluice.result (reclaimed, already_capped, cleaned, orphan)
 //	sluice.store.errors              counter    {error}       sluice.op, sluice.kind
+//	sluice.buckets.recreated         counter    {bucket}      sluice.dimension, sluice.op
 //
 // At most WithMaxDimensions distinct dimensions (100 by default) are named;
 // the others are recorded as sluice.dimension="_other".

@@ -109,6 +109,7 @@ func feed(ctx context.Context, o *sluice.Observer) {
 	o.Reconciled(ctx, sluice.ReconcileEvent{Restored: 6, Reclaimed: 3, AlreadyCapped: 1, Orphans: 1, Duration: 4 * time.Millisecond})
 	o.StoreError(ctx, sluice.StoreErrorEvent{Op: "acquire", Kind: sluice.KindUnavailable, Err: sluice.ErrUnavailable})
 	o.StoreError(ctx, sluice.StoreErrorEvent{Op: "made_up", Kind: sluice.KindOther, Err: errors.New("x")})
+	o.Recreated(ctx, sluice.RecreateEvent{Dimension: "openai#rpm", Op: "acquire"})
 }
 
 func TestInstruments(t *testing.T) {
@@ -122,6 +123,7 @@ func TestInstruments(t *testing.T) {
 		{"sluice.acquisitions{sluice.dimension=openai#rpm,sluice.outcome=degraded}", "1"},
 		{"sluice.acquisitions{sluice.dimension=openai#tpm,sluice.outcome=error}", "1"},
 		{"sluice.degraded_grants{sluice.dimension=openai#rpm}", "1"},
+		{"sluice.buckets.recreated{sluice.dimension=openai#rpm,sluice.op=acquire}", "1"},
 		{"sluice.acquire.duration{sluice.outcome=granted}:count", "2"},
 		{"sluice.acquire.duration{sluice.outcome=granted}:sum", "0.005"},
 		{"sluice.retry_in{sluice.dimension=openai#rpm}:sum", "1.5"},

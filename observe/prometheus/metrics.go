@@ -26,6 +26,7 @@ type metrics struct {
 	retryIn, delta                                                        *prom.HistogramVec
 	acquireDur, wait, attempts                                            *prom.HistogramVec
 	releases, lost, runs, restored, storeErrs                             *prom.CounterVec
+	recreated                                                             *prom.CounterVec
 	held, reconcileDur                                                    prom.Histogram
 
 	dims        *label.Dimensions[*dimSeries]
@@ -81,6 +82,7 @@ func newMetrics(c config) *metrics {
 		runs:         counter(c, "sluice_reconcile_runs_total", "Reconcile batches, by result.", "result"),
 		restored:     counter(c, "sluice_reconcile_restored_total", "Expired leases a reconcile processed, by what became of them.", "result"),
 		storeErrs:    counter(c, "sluice_store_errors_total", "Failed store calls, by operation and kind.", "op", "kind"),
+		recreated:    counter(c, "sluice_buckets_recreated_total", "Declared buckets this client re-created after the store lost them.", "dimension"),
 		held:         prom.NewHistogram(prom.HistogramOpts{Name: "sluice_lease_held_seconds", Help: "How long released leases were held.", Buckets: heldBuckets, ConstLabels: c.constLabels}),
 		reconcileDur: prom.NewHistogram(prom.HistogramOpts{Name: "sluice_reconcile_duration_seconds", Help: "Time a reconcile batch took.", Buckets: durationBuckets, ConstLabels: c.constLabels}),
 	}
@@ -139,7 +141,7 @@ func (m *metrics) collectors() []prom.Collector {
 	return []prom.Collector{
 		m.acquire, m.acquireDur, m.retryIn, m.degraded, m.wait, m.attempts,
 		m.settlements, m.estimated, m.actual, m.delta, m.clamped, m.penalties, m.cooldowns, m.syncs,
-		m.releases, m.held, m.lost, m.runs, m.reconcileDur, m.restored, m.storeErrs,
+		m.releases, m.held, m.lost, m.runs, m.reconcileDur, m.restored, m.storeErrs, m.recreated,
 	}
 }
 
@@ -155,7 +157,14 @@ func (m *metrics) observer() *sluice.Observer {
 		LeaseLost:  m.leaseLost,
 		Reconciled: m.reconciled,
 		StoreError: m.storeError,
+		Recreated:  m.recreatedBucket,
 	}
+}
+
+// recreatedBucket counts a re-created bucket. Only declared buckets are
+// re-created, so the dimension label is bounded by the limits file.
+func (m *metrics) recreatedBucket(_ context.Context, e sluice.RecreateEvent) {
+	m.recreated.WithLabelValues(e.Dimension).Inc()
 }
 
 func (m *metrics) acquired(_ context.Context, e sluice.AcquireEvent) {

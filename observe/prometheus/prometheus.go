@@ -34,6 +34,7 @@
 //	sluice_reconcile_duration_seconds     histogram  -                   time a batch took
 //	sluice_reconcile_restored_total       counter    result              expired leases processed (reclaimed, already_capped, cleaned, orphan)
 //	sluice_store_errors_total             counter    op, kind            failed store calls, by operation and kind (unavailable, contention, closed, invalid, other)
+//	sluice_buckets_recreated_total        counter    dimension           declared buckets this client re-created after the store lost them (sluice.WithBuckets)
 //
 // Settled tokens are counted only for settlements that succeeded. The four
 // results of sluice_reconcile_restored_total are disjoint and add up to the

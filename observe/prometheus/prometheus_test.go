@@ -99,6 +99,7 @@ func feed(ctx context.Context, o *sluice.Observer) {
 	o.Reconciled(ctx, sluice.ReconcileEvent{Restored: 6, Reclaimed: 3, AlreadyCapped: 1, Orphans: 1, Duration: 4 * time.Millisecond})
 	o.StoreError(ctx, sluice.StoreErrorEvent{Op: "acquire", Kind: sluice.KindUnavailable, Err: sluice.ErrUnavailable})
 	o.StoreError(ctx, sluice.StoreErrorEvent{Op: "made_up", Kind: sluice.KindOther, Err: errors.New("x")})
+	o.Recreated(ctx, sluice.RecreateEvent{Dimension: "openai#rpm", Op: "acquire"})
 }
 
 func TestScrapeEvents(t *testing.T) {
@@ -115,6 +116,7 @@ func TestScrapeEvents(t *testing.T) {
 		{`sluice_acquire_total{dimension="openai#rpm",outcome="error"}`, "0"},
 		{`sluice_acquire_total{dimension="openai#tpm",outcome="error"}`, "1"},
 		{`sluice_degraded_grants_total{dimension="openai#rpm"}`, "1"},
+		{`sluice_buckets_recreated_total{dimension="openai#rpm"}`, "1"},
 		{`sluice_acquire_duration_seconds_count{outcome="granted"}`, "2"},
 		{`sluice_acquire_duration_seconds_sum{outcome="granted"}`, "0.005"},
 		{`sluice_acquire_duration_seconds_bucket{outcome="granted",le="0.0025"}`, "1"},

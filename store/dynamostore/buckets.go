@@ -29,6 +29,9 @@ func (s *Store) PutBucket(ctx context.Context, req store.PutBucketRequest) error
 			return err
 		}
 		if items[b.Name] == nil {
+			if err := store.PutConflict(req, false, bucket.Config{}); err != nil {
+				return err
+			}
 			item := encodeBucket(b, bucket.State{Tokens: lim.Capacity, Last: ms}, 1, store.NewLeaseID().String(), nil)
 			_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
 				TableName: aws.String(s.table), Item: item,
@@ -36,12 +39,20 @@ func (s *Store) PutBucket(ctx context.Context, req store.PutBucketRequest) error
 				ExpressionAttributeNames: map[string]string{"#pk": attrPK},
 			}, opts)
 			if isCCF(err) {
+				if req.IfAbsent { // another writer created it first
+					return &store.ConflictError{Dimension: b.Name, Found: true}
+				}
 				continue
 			}
 			return classify("put bucket", err)
 		}
 		old, err := decodeBucket(items[b.Name])
 		if err != nil {
+			return err
+		}
+		// The update below is conditional on the version read, so the
+		// configuration checked here is the one it changes.
+		if err := store.PutConflict(req, true, old.b.Config); err != nil {
 			return err
 		}
 		if err := store.CheckTypeChange(old.b, b); err != nil {

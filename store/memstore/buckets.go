@@ -19,6 +19,9 @@ func (s *Store) PutBucket(ctx context.Context, req store.PutBucketRequest) error
 	if e := s.lookup(b.Name); e != nil {
 		e.mu.Lock()
 		defer e.mu.Unlock()
+		if err := store.PutConflict(req, true, e.b.Config); err != nil {
+			return err
+		}
 		if err := store.CheckTypeChange(e.b, b); err != nil {
 			return err
 		}
@@ -26,6 +29,9 @@ func (s *Store) PutBucket(ctx context.Context, req store.PutBucketRequest) error
 		at, _ := bucket.Align(e.lim, st, ms, skewMs)
 		e.b, e.lim, e.st = b, lim, bucket.Reconfigure(e.lim, lim, st, at, req.Reset)
 		return nil
+	}
+	if err := store.PutConflict(req, false, bucket.Config{}); err != nil {
+		return err
 	}
 	old := *s.buckets.Load()
 	m := make(map[string]*entry, len(old)+1)

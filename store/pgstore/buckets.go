@@ -17,10 +17,18 @@ func (s *Store) PutBucket(ctx context.Context, req store.PutBucketRequest) error
 	}
 	b := req.Bucket
 	var old *int16
-	err = s.pool.QueryRow(ctx, s.q.put, b.Name, int16(b.Type), b.Capacity, b.RefillAmount,
-		b.RefillPeriod.Milliseconds(), b.CostPerCall, b.MaxDebt, s.now(req.Now), req.Reset, s.skewMs()).Scan(&old)
+	args := []any{b.Name, int16(b.Type), b.Capacity, b.RefillAmount,
+		b.RefillPeriod.Milliseconds(), b.CostPerCall, b.MaxDebt, s.now(req.Now), req.Reset, s.skewMs()}
+	q := s.q.put
+	if req.IfAbsent || req.IfMatch != nil {
+		q, args = s.q.putIf, append(args, putCondition(req)...)
+	}
+	err = s.pool.QueryRow(ctx, q, args...).Scan(&old)
 	if err != nil {
 		return fail("put bucket", err)
+	}
+	if old != nil && *old < 0 { // the condition failed
+		return &store.ConflictError{Dimension: b.Name, Found: *old == -2}
 	}
 	if old != nil { // the function refused a change of limit type
 		if err := store.CheckTypeChange(store.Bucket{Name: b.Name, Config: bucket.Config{Type: bucket.LimitType(*old)}}, b); err != nil {
@@ -65,4 +73,15 @@ func (s *Store) ListBuckets(ctx context.Context, req store.ListBucketsRequest) (
 		return nil, fail("list buckets", err)
 	}
 	return out, nil
+}
+
+// putCondition returns put_bucket_if's condition arguments for req: 1
+// (create only) or 2 and the configuration to match (store.SameConfig).
+func putCondition(req store.PutBucketRequest) []any {
+	if req.IfAbsent {
+		return []any{int16(1), int16(0), int64(0), int64(0), int64(0), int64(0), int64(0)}
+	}
+	m := req.IfMatch
+	l := m.Limits()
+	return []any{int16(2), int16(m.Type), m.Capacity, m.RefillAmount, m.RefillPeriod.Milliseconds(), l.Floor, m.Cost()}
 }

@@ -18,6 +18,8 @@ type queries struct {
 	acquire3                                                                        string // version 3's, for a schema not yet migrated
 	reserve, cancel, dequeue                                                        string
 	peek, list, leases                                                              string
+	// putIf is a conditional put (version 8's put_bucket_if).
+	putIf string
 }
 
 func newQueries(sch string) queries {
@@ -33,18 +35,20 @@ func newQueries(sch string) queries {
 		LEFT JOIN LATERAL (SELECT count(*) AS n FROM ` + sch + `.waiters w WHERE w.dim = b.name AND w.expires_ms > t.ms) q ON b.name IS NOT NULL`
 	now := `(SELECT coalesce($1::bigint, ` + sch + `.now_ms()) AS ms) t`
 	return queries{
-		acquire:   `SELECT * FROM ` + sch + `.acquire($1::text[], $2::bigint[], $3::bigint, $4::bigint, $5::uuid, $6::text, $7::boolean, $8::bigint, $9::bigint, $10::bigint)`,
-		acquire3:  `SELECT * FROM ` + sch + `.acquire($1::text[], $2::bigint[], $3::bigint, $4::bigint, $5::uuid, $6::text, $7::boolean, $8::bigint, $9::bigint)`,
-		reserve:   `SELECT * FROM ` + sch + `.reserve($1::text[], $2::bigint[], $3::bigint, $4::bigint, $5::uuid, $6::text, $7::boolean, $8::bigint, $9::bigint)`,
-		cancel:    `SELECT * FROM ` + sch + `.cancel($1::uuid, $2::boolean, $3::text[], $4::bigint[], $5::bigint, $6::bigint, $7::bigint)`,
-		dequeue:   `SELECT ` + sch + `.dequeue($1::text[], $2::uuid, $3::bigint)`,
-		release:   `SELECT * FROM ` + sch + `.release($1::uuid)`,
-		extend:    `SELECT * FROM ` + sch + `.extend($1::uuid, $2::bigint, $3::bigint)`,
-		adjust:    `SELECT * FROM ` + sch + `.adjust($1::text, $2::bigint, $3::bigint, $4::uuid, $5::boolean, $6::bigint, $7::bigint, $8::bigint)`,
-		penalize:  `SELECT * FROM ` + sch + `.penalize($1::text, $2::bigint, $3::bigint, $4::bigint)`,
-		cooldown:  `SELECT * FROM ` + sch + `.cooldown($1::text, $2::bigint, $3::bigint, $4::bigint)`,
-		sync:      `SELECT * FROM ` + sch + `.sync($1::text, $2::bigint, $3::bigint, $4::bigint)`,
-		put:       `SELECT ` + sch + `.put_bucket($1::text, $2::smallint, $3::bigint, $4::bigint, $5::bigint, $6::bigint, $7::bigint, $8::bigint, $9::boolean, $10::bigint)`,
+		acquire:  `SELECT * FROM ` + sch + `.acquire($1::text[], $2::bigint[], $3::bigint, $4::bigint, $5::uuid, $6::text, $7::boolean, $8::bigint, $9::bigint, $10::bigint)`,
+		acquire3: `SELECT * FROM ` + sch + `.acquire($1::text[], $2::bigint[], $3::bigint, $4::bigint, $5::uuid, $6::text, $7::boolean, $8::bigint, $9::bigint)`,
+		reserve:  `SELECT * FROM ` + sch + `.reserve($1::text[], $2::bigint[], $3::bigint, $4::bigint, $5::uuid, $6::text, $7::boolean, $8::bigint, $9::bigint)`,
+		cancel:   `SELECT * FROM ` + sch + `.cancel($1::uuid, $2::boolean, $3::text[], $4::bigint[], $5::bigint, $6::bigint, $7::bigint)`,
+		dequeue:  `SELECT ` + sch + `.dequeue($1::text[], $2::uuid, $3::bigint)`,
+		release:  `SELECT * FROM ` + sch + `.release($1::uuid)`,
+		extend:   `SELECT * FROM ` + sch + `.extend($1::uuid, $2::bigint, $3::bigint)`,
+		adjust:   `SELECT * FROM ` + sch + `.adjust($1::text, $2::bigint, $3::bigint, $4::uuid, $5::boolean, $6::bigint, $7::bigint, $8::bigint)`,
+		penalize: `SELECT * FROM ` + sch + `.penalize($1::text, $2::bigint, $3::bigint, $4::bigint)`,
+		cooldown: `SELECT * FROM ` + sch + `.cooldown($1::text, $2::bigint, $3::bigint, $4::bigint)`,
+		sync:     `SELECT * FROM ` + sch + `.sync($1::text, $2::bigint, $3::bigint, $4::bigint)`,
+		put:      `SELECT ` + sch + `.put_bucket($1::text, $2::smallint, $3::bigint, $4::bigint, $5::bigint, $6::bigint, $7::bigint, $8::bigint, $9::boolean, $10::bigint)`,
+		putIf: `SELECT ` + sch + `.put_bucket_if($1::text, $2::smallint, $3::bigint, $4::bigint, $5::bigint, $6::bigint, $7::bigint, $8::bigint, $9::boolean, $10::bigint,
+			$11::smallint, $12::smallint, $13::bigint, $14::bigint, $15::bigint, $16::bigint, $17::bigint)`,
 		del:       `DELETE FROM ` + sch + `.buckets WHERE name = $1::text`,
 		reconcile: `SELECT * FROM ` + sch + `.reconcile($1::bigint, $2::int)`,
 		peek: `SELECT t.ms, u.name, ` + bucketCols + ` FROM ` + now + ` CROSS JOIN unnest($2::text[]) WITH ORDINALITY AS u(name, ord)

@@ -32,14 +32,21 @@ func (s *Store) PutBucket(ctx context.Context, req store.PutBucketRequest) error
 		// (op.lua); a reconfiguration run twice changes nothing more.
 		rs, op = 1, opKey(k.tag, "put", store.LeaseID{})
 	}
-	v, err := s.runW(ctx, "put bucket", putScript, []string{k.bucket, s.bucketSet(k.vendor)}, ms, b.Name,
+	args := []any{ms, b.Name,
 		int64(l.Type), l.Capacity, l.Amount, l.Period, l.Floor, b.CostPerCall, b.MaxDebt, rs, s.skewMs,
-		s.pruned(), k.vendor, op, s.opWindowMs)
+		s.pruned(), k.vendor}
+	args = append(args, putCondition(req)...)
+	// The operation's key and window go last (op.lua).
+	args = append(args, op, s.opWindowMs)
+	v, err := s.runW(ctx, "put bucket", putScript, []string{k.bucket, s.bucketSet(k.vendor)}, args...)
 	if err != nil {
 		return err
 	}
 	r := reply{v: v}
-	if r.int() == -1 {
+	switch r.int() {
+	case -2:
+		return &store.ConflictError{Dimension: b.Name, Found: r.int() == 1}
+	case -1:
 		old := store.Bucket{Name: b.Name, Config: bucket.Config{Type: bucket.LimitType(r.int())}}
 		if err := store.CheckTypeChange(old, b); err != nil {
 			return err
@@ -102,4 +109,19 @@ func (s *Store) ListBuckets(ctx context.Context, req store.ListBucketsRequest) (
 		}
 	}
 	return out, nil
+}
+
+// putCondition returns put.lua's condition arguments for req: none, "a"
+// (create only), or "m" and the configuration to match (store.SameConfig:
+// its limits and effective cost per call).
+func putCondition(req store.PutBucketRequest) []any {
+	switch {
+	case req.IfAbsent:
+		return []any{"a"}
+	case req.IfMatch != nil:
+		m := req.IfMatch
+		l := m.Limits()
+		return []any{"m", int64(l.Type), l.Capacity, l.Amount, l.Period, l.Floor, m.Cost()}
+	}
+	return []any{""}
 }

@@ -163,15 +163,23 @@ func (m *model) decide(st Step) Expect {
 }
 
 func (m *model) put(st Step, now int64) Expect {
-	b, err := st.Bucket.Config()
+	req, err := st.putRequest(time.UnixMilli(now))
 	if err == nil {
-		err = contract.Bucket(b)
+		err = contract.PutBucket(req)
 	}
 	if err != nil {
 		return fail(err)
 	}
+	b := req.Bucket
 	lim := b.Config.Limits()
 	old := m.buckets[b.Name]
+	var cur bucket.Config
+	if old != nil {
+		cur = old.b.Config
+	}
+	if err := store.PutConflict(req, old != nil, cur); err != nil {
+		return fail(err)
+	}
 	if old == nil {
 		m.inc++
 		m.buckets[b.Name] = &mBucket{b: b, lim: lim, st: bucket.State{Tokens: lim.Capacity, Last: now}, inc: m.inc}

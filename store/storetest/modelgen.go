@@ -143,7 +143,13 @@ func (g *gen) step() {
 		d := pick(g.rng, all...)
 		g.add(Step{Op: "delete_bucket", Name: d})
 		b := g.spec(d)
-		g.add(Step{Op: "put_bucket", Bucket: &b})
+		// A creation is sometimes put-if-absent, and sometimes raced by a
+		// second one, which must change nothing.
+		g.add(Step{Op: "put_bucket", Bucket: &b, IfAbsent: g.rng.IntN(2) == 0})
+		if g.rng.IntN(3) == 0 {
+			again := g.spec(d)
+			g.add(Step{Op: "put_bucket", Bucket: &again, IfAbsent: true})
+		}
 	}
 }
 
@@ -317,6 +323,17 @@ func (g *gen) reconfigure(all []string) {
 	}
 	if g.m.buckets[d] != nil && g.m.buckets[d].b.Type != bucket.Concurrent {
 		st.Reset = g.rng.IntN(5) == 0
+	}
+	// Sometimes conditional on the configuration read: the current one
+	// (applied) or a stale one (a conflict that changes nothing).
+	if r := g.rng.IntN(6); r < 2 && g.m.buckets[d] != nil {
+		cur := g.m.buckets[d].b
+		m := BucketSpec{Name: d, LimitType: cur.Type.String(), Capacity: cur.Capacity, RefillAmount: cur.RefillAmount,
+			RefillPeriodMs: cur.RefillPeriod.Milliseconds(), CostPerCall: cur.CostPerCall, MaxDebt: cur.MaxDebt}
+		if r == 1 {
+			m = g.spec(d)
+		}
+		st.IfMatch = &m
 	}
 	g.add(st)
 }

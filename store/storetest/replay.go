@@ -87,9 +87,9 @@ func (r *runner) exec(st Step) (Expect, error) {
 	}
 	switch st.Op {
 	case "put_bucket":
-		var b store.Bucket
-		if b, err = st.Bucket.Config(); err == nil {
-			err = r.s.PutBucket(r.ctx, store.PutBucketRequest{Now: now, Bucket: b, Reset: st.Reset})
+		var req store.PutBucketRequest
+		if req, err = st.putRequest(now); err == nil {
+			err = r.s.PutBucket(r.ctx, req)
 		}
 	case "delete_bucket":
 		err = r.s.DeleteBucket(r.ctx, store.DeleteBucketRequest{Name: st.Name})

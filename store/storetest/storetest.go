@@ -124,6 +124,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Sync", func(t *testing.T) { testSync(t, h) })
 	t.Run("Skew", func(t *testing.T) { testSkew(t, h) })
 	t.Run("Admin", func(t *testing.T) { testAdmin(t, h) })
+	t.Run("ConditionalPut", func(t *testing.T) { testConditionalPut(t, h) })
 	t.Run("Reconcile", func(t *testing.T) { testReconcile(t, h) })
 	t.Run("Lifecycle", func(t *testing.T) { testLifecycle(t, h) })
 	t.Run("BadInput", func(t *testing.T) { testBadInput(t, h) })

@@ -33,10 +33,14 @@ type Vector struct {
 // Step is one operation and its expected outcome. Fields an operation does
 // not use are omitted.
 type Step struct {
-	AtMs        int64       `json:"at_ms"`
-	Op          string      `json:"op"`
-	Bucket      *BucketSpec `json:"bucket,omitempty"`
-	Reset       bool        `json:"reset,omitempty"`
+	AtMs   int64       `json:"at_ms"`
+	Op     string      `json:"op"`
+	Bucket *BucketSpec `json:"bucket,omitempty"`
+	Reset  bool        `json:"reset,omitempty"`
+	// IfAbsent and IfMatch make a put_bucket conditional
+	// (store.PutBucketRequest); IfMatch's name is ignored.
+	IfAbsent    bool        `json:"if_absent,omitempty"`
+	IfMatch     *BucketSpec `json:"if_match,omitempty"`
 	Name        string      `json:"name,omitempty"`
 	Items       []ItemSpec  `json:"items,omitempty"`
 	TTLMs       int64       `json:"ttl_ms,omitempty"`
@@ -168,6 +172,7 @@ var Sentinels = map[string]error{
 	"ErrLeaseExpired":        store.ErrLeaseExpired,
 	"ErrLeaseInUse":          store.ErrLeaseInUse,
 	"ErrContention":          store.ErrContention,
+	"ErrConflict":            store.ErrConflict,
 }
 
 // ErrName returns the vector name of the sentinel err matches, or "" for nil.
@@ -175,7 +180,7 @@ func ErrName(err error) string {
 	if err == nil {
 		return ""
 	}
-	for _, n := range []string{"ErrCostExceedsCapacity", "ErrUnknownDimension", "ErrUnknownLease", "ErrLeaseExpired", "ErrLeaseInUse", "ErrContention", "ErrInvalid"} {
+	for _, n := range []string{"ErrCostExceedsCapacity", "ErrUnknownDimension", "ErrUnknownLease", "ErrLeaseExpired", "ErrLeaseInUse", "ErrContention", "ErrConflict", "ErrInvalid"} {
 		if errors.Is(err, Sentinels[n]) {
 			return n
 		}
@@ -302,4 +307,21 @@ func jsonString(v any) string {
 		return fmt.Sprintf("%+v", v)
 	}
 	return string(b)
+}
+
+// putRequest builds the store request of a put_bucket step.
+func (st Step) putRequest(now time.Time) (store.PutBucketRequest, error) {
+	b, err := st.Bucket.Config()
+	if err != nil {
+		return store.PutBucketRequest{}, err
+	}
+	req := store.PutBucketRequest{Now: now, Bucket: b, Reset: st.Reset, IfAbsent: st.IfAbsent}
+	if st.IfMatch != nil {
+		m, err := st.IfMatch.Config()
+		if err != nil {
+			return store.PutBucketRequest{}, err
+		}
+		req.IfMatch = &m.Config
+	}
+	return req, nil
 }

@@ -5,12 +5,45 @@
 -- KEYS: bucket, vendor bucket set. ARGV: now, name, t, c, a, p, f, k, d,
 -- reset, max skew ms, registry ('' none: the caller registered the vendor),
 -- vendor.
--- Returns {-1, old type} when the type would change to or from concurrent
--- (nothing changes), else {now}.
+-- ARGV[14], the condition: '' none, 'a' create only if absent, 'm' only
+-- if the bucket exists with the configuration ARGV[15..20] (type,
+-- capacity, amount, period, floor in limits units, effective cost per
+-- call: store.SameConfig).
+-- Returns {-1, old type} when the type would change to or from concurrent,
+-- {-2, 1 if the bucket exists else 0} when the condition fails (nothing
+-- changes in either case), else {now}.
+
+-- putConflict reports whether the condition ARGV[14] fails for the stored
+-- limits L (nil: no bucket).
+local function putConflict(L)
+  local cond = ARGV[14]
+  if cond == 'a' then
+    return L ~= nil
+  end
+  if cond ~= 'm' then
+    return false
+  end
+  if not L then
+    return true
+  end
+  local k = L.k
+  if k == nil or k == 0 then
+    k = 1
+  end
+  return L.t ~= tonumber(ARGV[15]) or L.cap ~= tonumber(ARGV[16]) or L.amt ~= tonumber(ARGV[17]) or
+    L.per ~= tonumber(ARGV[18]) or L.floor ~= tonumber(ARGV[19]) or k ~= tonumber(ARGV[20])
+end
+
 local now = clock(ARGV[1])
 local N = { t = tonumber(ARGV[3]), cap = tonumber(ARGV[4]), amt = tonumber(ARGV[5]), per = tonumber(ARGV[6]),
   floor = tonumber(ARGV[7]) }
 local L, tok, last, u, res = loadBucket(KEYS[1])
+if putConflict(L) then
+  if L then
+    return { -2, 1 }
+  end
+  return { -2, 0 }
+end
 if L then
   if (L.t == 3) ~= (N.t == 3) then
     return { -1, L.t }
