@@ -6,7 +6,6 @@ package fleetsim
 
 import (
 	"errors"
-	"io"
 	"net"
 	"sync"
 	"time"
@@ -51,8 +50,10 @@ func NewProxy(target string) (*Proxy, error) {
 	return p, nil
 }
 
-// SetLatency delays every reply chunk by f() (nil: no delay). A delay
-// longer than the client's operation timeout is a stall.
+// SetLatency delays every chunk of requests and replies by f() (nil: no
+// delay), so that a request reaches the server late and its reply comes
+// back late. A delay longer than the client's operation timeout is a
+// stall.
 func (p *Proxy) SetLatency(f func() time.Duration) {
 	p.mu.Lock()
 	p.latency = f
@@ -151,8 +152,20 @@ func (p *Proxy) serve(c net.Conn) {
 	}
 	defer p.untrack(c, s)
 	go func() {
-		_, _ = io.Copy(s, c)
-		p.untrack(c, s)
+		defer p.untrack(c, s)
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := c.Read(buf)
+			if n > 0 {
+				p.delay()
+				if _, werr := s.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
 	}()
 	buf := make([]byte, 64<<10)
 	for {
@@ -166,11 +179,20 @@ func (p *Proxy) serve(c net.Conn) {
 	}
 }
 
+func (p *Proxy) delay() {
+	p.mu.Lock()
+	lat := p.latency
+	p.mu.Unlock()
+	if lat != nil {
+		time.Sleep(lat())
+	}
+}
+
 // reply forwards one reply chunk, delayed or dropped; false ends the
 // connection.
 func (p *Proxy) reply(c net.Conn, b []byte) bool {
 	p.mu.Lock()
-	lat, drop := p.latency, p.drops > 0
+	drop := p.drops > 0
 	if drop {
 		p.drops--
 		p.dropped++
@@ -179,9 +201,7 @@ func (p *Proxy) reply(c net.Conn, b []byte) bool {
 	if drop {
 		return false
 	}
-	if lat != nil {
-		time.Sleep(lat())
-	}
+	p.delay()
 	_, err := c.Write(b)
 	return err == nil
 }
