@@ -20,9 +20,12 @@ type Member struct {
 // validInterval returns the reference interval in which a lease became
 // valid: from the instant the member's clock read the lease's valid
 // instant (its CreatedAt), clamped to the call [invoked, now], to now.
+// Lo is rounded down and hi up to the millisecond, so that rounding never
+// narrows the interval.
 func (m *Member) validInterval(invoked int64, l *sluice.Lease) (lo, hi int64) {
-	hi = m.rec.Now()
-	lo = hi - m.Clock.Now().Sub(l.CreatedAt()).Milliseconds()
+	now := time.Now()
+	hi = m.rec.ceil(now)
+	lo = m.rec.Since(now.Add(-m.Clock.Now().Sub(l.CreatedAt())))
 	return min(max(lo, invoked), hi), hi
 }
 

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -23,6 +24,7 @@ type Proxy struct {
 
 	mu        sync.Mutex
 	latency   func() time.Duration
+	replyLat  func() time.Duration
 	drops     int
 	dropped   int
 	cut       bool
@@ -50,13 +52,13 @@ func NewProxy(target string) (*Proxy, error) {
 	return p, nil
 }
 
-// SetLatency delays every chunk of requests and replies by f() (nil: no
-// delay), so that a request reaches the server late and its reply comes
-// back late. A delay longer than the client's operation timeout is a
-// stall.
-func (p *Proxy) SetLatency(f func() time.Duration) {
+// SetLatency delays each request (its first chunk after a reply) by
+// requests() and every reply chunk by replies() (nil: no delay), so that a request reaches the server late
+// or its reply comes back late. A delay longer than the client's operation
+// timeout is a stall.
+func (p *Proxy) SetLatency(requests, replies func() time.Duration) {
 	p.mu.Lock()
-	p.latency = f
+	p.latency, p.replyLat = requests, replies
 	p.mu.Unlock()
 }
 
@@ -151,13 +153,17 @@ func (p *Proxy) serve(c net.Conn) {
 		return
 	}
 	defer p.untrack(c, s)
+	var replied atomic.Bool // a reply came since the last request chunk
+	replied.Store(true)
 	go func() {
 		defer p.untrack(c, s)
 		buf := make([]byte, 64<<10)
 		for {
 			n, err := c.Read(buf)
 			if n > 0 {
-				p.delay()
+				if replied.Swap(false) { // a new request: delay it once
+					p.delay(false)
+				}
 				if _, werr := s.Write(buf[:n]); werr != nil {
 					return
 				}
@@ -170,6 +176,7 @@ func (p *Proxy) serve(c net.Conn) {
 	buf := make([]byte, 64<<10)
 	for {
 		n, err := s.Read(buf)
+		replied.Store(true)
 		if n > 0 && !p.reply(c, buf[:n]) {
 			return
 		}
@@ -179,9 +186,12 @@ func (p *Proxy) serve(c net.Conn) {
 	}
 }
 
-func (p *Proxy) delay() {
+func (p *Proxy) delay(reply bool) {
 	p.mu.Lock()
 	lat := p.latency
+	if reply {
+		lat = p.replyLat
+	}
 	p.mu.Unlock()
 	if lat != nil {
 		time.Sleep(lat())
@@ -201,7 +211,7 @@ func (p *Proxy) reply(c net.Conn, b []byte) bool {
 	if drop {
 		return false
 	}
-	p.delay()
+	p.delay(true)
 	_, err := c.Write(b)
 	return err == nil
 }

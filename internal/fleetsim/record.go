@@ -46,8 +46,25 @@ func NewRecorder() *Recorder {
 // Now is the reference instant, in ms since the run began.
 func (r *Recorder) Now() int64 { return time.Since(r.start).Milliseconds() }
 
-// Since converts a wall time to reference ms.
-func (r *Recorder) Since(t time.Time) int64 { return t.Sub(r.start).Milliseconds() }
+// Since converts a wall time to reference ms, rounded down.
+func (r *Recorder) Since(t time.Time) int64 {
+	d := t.Sub(r.start)
+	ms := d.Milliseconds()
+	if d < 0 && d%time.Millisecond != 0 {
+		ms--
+	}
+	return ms
+}
+
+// ceil converts a wall time to reference ms, rounded up.
+func (r *Recorder) ceil(t time.Time) int64 {
+	d := t.Sub(r.start)
+	ms := d.Milliseconds()
+	if d > 0 && d%time.Millisecond != 0 {
+		ms++
+	}
+	return ms
+}
 
 // Limit declares a dimension.
 func (r *Recorder) Limit(name string, l fleetcheck.Limit) {

@@ -58,7 +58,10 @@ func TestSlowStoreCall(t *testing.T) {
 			var wg sync.WaitGroup
 			for range 6 {
 				m := f.join(Clock{})
-				m.Proxy.SetLatency(func() time.Duration { return 1100*time.Millisecond + rand.N(600*time.Millisecond) })
+				if _, err := m.Peek(context.Background(), "v#rpm"); err != nil { // connect first
+					t.Fatal(err)
+				}
+				m.Proxy.SetLatency(func() time.Duration { return 1100*time.Millisecond + rand.N(600*time.Millisecond) }, nil)
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
@@ -139,7 +142,8 @@ func TestLatency(t *testing.T) {
 			f := newFleet(t, kind)
 			f.bucket("v#tpm", perPeriod(100, time.Second))
 			saturate(t, f, 4, 3*time.Second, func(m *Member) {
-				m.Proxy.SetLatency(func() time.Duration { return 20*time.Millisecond + rand.N(60*time.Millisecond) })
+				lat := func() time.Duration { return 10*time.Millisecond + rand.N(30*time.Millisecond) }
+				m.Proxy.SetLatency(lat, lat)
 			}, nil)
 			f.verify("v#tpm", 0.95)
 		})
