@@ -51,4 +51,3 @@ func (f *fleet) verify(dim string, minUse float64) {
 func perPeriod(capacity int64, period time.Duration) bucket.Config {
 	return bucket.PerPeriod(sluice.Tokens, capacity, period)
 }
-
