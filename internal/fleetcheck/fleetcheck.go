@@ -102,8 +102,12 @@ type Report struct {
 
 // String formats the report for a failure message.
 func (r Report) String() string {
-	return fmt.Sprintf("%s: excess %+.1f (admitted %d, allowed %.1f in window [%d ms, %d ms], %d ms long; total admitted %d)",
+	s := fmt.Sprintf("%s: excess %+.1f (admitted %d, allowed %.1f in window [%d ms, %d ms], %d ms long; total admitted %d)",
 		r.Name, r.Excess, r.Admitted, r.Allowed, r.From, r.To, r.To-r.From, r.Total)
+	if len(r.Restarts) > 0 {
+		s += fmt.Sprintf("; store restarted empty at %v ms", r.Restarts)
+	}
+	return s
 }
 
 // Check returns d's report, or an error for a malformed history.

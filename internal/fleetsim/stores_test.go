@@ -48,6 +48,12 @@ type fleet struct {
 // newFleet sets up a store of kind for t, with no members yet.
 func newFleet(t *testing.T, kind string) *fleet {
 	t.Helper()
+	return newFleetOn(t, kind, redisServer.Addr)
+}
+
+// newFleetOn is newFleet with the Redis server's address given.
+func newFleetOn(t *testing.T, kind, redisAddr string) *fleet {
+	t.Helper()
 	f := &fleet{t: t, kind: kind, rec: NewRecorder()}
 	ctx := context.Background()
 	switch kind {
@@ -56,7 +62,7 @@ func newFleet(t *testing.T, kind string) *fleet {
 		f.open = func(string) store.Store { return ms }
 	case "redis":
 		prefix := "fleet" + itoa(prefixes.Add(1)) + ":"
-		f.target = redisServer.Addr
+		f.target = redisAddr
 		f.open = func(addr string) store.Store {
 			rdb := redis.NewClient(&redis.Options{Addr: addr})
 			t.Cleanup(func() { rdb.Close() })
