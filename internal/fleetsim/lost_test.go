@@ -8,6 +8,10 @@ import (
 	"github.com/ontopix/sluice"
 )
 
+// shortTimeout is the operation timeout of the member whose replies are
+// lost or stalled.
+const shortTimeout = time.Second
+
 // TestLostReply drops the store's reply to a settlement or a cancellation
 // after the store acted on it, then drains the bucket from another member:
 // a resent settlement or cancellation that the store applies twice hands
@@ -38,7 +42,7 @@ func TestLostReply(t *testing.T) {
 				t.Fatalf("acquire 500: %v %v", res.Outcome, err)
 			}
 			m.Granted(invoked, res.Lease, map[string]int64{"v#tpm": 300})
-			m.Proxy.SetLatency(nil, func() time.Duration { return opTimeout + time.Second })
+			m.Proxy.SetLatency(nil, func() time.Duration { return shortTimeout + 500*time.Millisecond })
 			_, err = res.Lease.Settle(ctx, "v#tpm", 300)
 			m.Proxy.SetLatency(nil, nil)
 			t.Logf("settle stalled past the operation timeout: %v", err)
@@ -67,9 +71,9 @@ func TestLostReply(t *testing.T) {
 			t.Run(tt.name+"/"+kind, func(t *testing.T) {
 				f := newFleet(t, kind)
 				f.bucket("v#tpm", perPeriod(1000, time.Minute))
-				a, b := f.join(Clock{}), f.join(Clock{})
+				a, b := f.join(Clock{}, sluice.WithOpTimeout(shortTimeout)), f.join(Clock{})
 				tt.run(t, a)
-				time.Sleep(1500 * time.Millisecond) // let resends and stalled calls land
+				time.Sleep(700 * time.Millisecond) // let resends and stalled replies land
 				for cost := int64(100); cost >= 1; cost /= 10 {
 					for {
 						ok, err := b.Acquire(context.Background(), "v#tpm", cost)

@@ -43,7 +43,7 @@ func TestSlotStarvation(t *testing.T) {
 		run  time.Duration
 	}{
 		{"20 ms holds", 20 * time.Millisecond, 2 * time.Second},
-		{"1 s holds", time.Second, 4 * time.Second},
+		{"1 s holds", time.Second, 3 * time.Second},
 	}
 	for _, tt := range tests {
 		for _, kind := range stores {
@@ -86,7 +86,7 @@ func TestDyingHolders(t *testing.T) {
 			for range 4 {
 				f.join(Clock{})
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
 			var wg sync.WaitGroup
 			wg.Add(1)
@@ -158,7 +158,7 @@ func TestConcurrentApply(t *testing.T) {
 			for range 8 {
 				f.join(Clock{})
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
 			var wg sync.WaitGroup
 			for round := 0; ctx.Err() == nil && round < 20; round++ {
