@@ -26,11 +26,10 @@ func holdSlot(ctx context.Context, m *Member, dim string, hold time.Duration, di
 	m.Granted(from, l, nil)
 	m.rec.Waited(dim, from, m.rec.ceil(time.Now()))
 	time.Sleep(hold)
+	m.Ended(m.rec.Now(), l) // the holder stops using the slot, or dies
 	if die {
-		m.Ended(m.rec.Now(), l)
 		return nil
 	}
-	m.Ended(m.rec.Now(), l)
 	return h.Release(context.Background())
 }
 

@@ -82,24 +82,17 @@ func TestSlowStoreCall(t *testing.T) {
 // TestDebtBehindQueue queues waiters that each settle above their estimate
 // as soon as they proceed: the debt must delay the waiters behind them.
 func TestDebtBehindQueue(t *testing.T) {
-	tests := []struct {
+	type debt struct {
 		name    string
 		waiters int
 		over    int64 // percent above the 250-token estimate
-	}{
+	}
+	tests := []debt{
 		{"32 waiters 30 % over", 32, 30},
 		{"32 waiters 100 % over", 32, 100},
 	}
 	if *long {
-		tests = append(tests, struct {
-			name    string
-			waiters int
-			over    int64
-		}{"128 waiters 30 % over", 128, 30}, struct {
-			name    string
-			waiters int
-			over    int64
-		}{"128 waiters 100 % over", 128, 100})
+		tests = append(tests, debt{"128 waiters 30 % over", 128, 30}, debt{"128 waiters 100 % over", 128, 100})
 	}
 	for _, tt := range tests {
 		for _, kind := range stores {
