@@ -1,0 +1,242 @@
+// Package fleetcheck checks a recorded history of a fleet's use of a shared
+// limit against the guarantee, not against the code that produced it.
+//
+// A history gives, per dimension, its limit and what was admitted, in
+// milliseconds of one reference clock (the harness's true time, never a
+// client's skewed clock). Each event carries an interval [Lo, Hi]: the
+// earliest and latest reference instants at which it can have taken
+// effect. For a grant, Hi is the instant the caller proceeds (Acquire or
+// Wait returned) and Lo the instant the client's own clock read the
+// lease's valid instant, clamped to the call; for a settlement charge, the
+// Adjust call's start and end. The checker counts an event in a window
+// only when its whole interval lies inside the window, so what it reports
+// is an excess that no placement of the events inside their intervals can
+// explain away: it never blames the harness's own latency on the code.
+// With Lo == Hi it is the exact definition.
+//
+// Excess, for a time-based dimension, is the maximum over every window
+// [s, e] of admitted(s, e) − (capacity + rate × (e − s)); the target is
+// 0. For a concurrent dimension it is the most slots held at one instant
+// less the capacity, a hold counting from its grant's Hi to its end's Lo.
+package fleetcheck
+
+import (
+	"fmt"
+	"sort"
+)
+
+// Limit is a dimension's limit. Amount tokens refill every PeriodMs; a
+// concurrent dimension has Concurrent set and Capacity slots.
+type Limit struct {
+	Capacity   int64
+	Amount     int64
+	PeriodMs   int64
+	Concurrent bool
+}
+
+// Validate reports a limit the checker cannot use.
+func (l Limit) Validate() error {
+	switch {
+	case l.Capacity < 1:
+		return fmt.Errorf("fleetcheck: capacity %d: must be at least 1", l.Capacity)
+	case l.Concurrent:
+		return nil
+	case l.Amount < 1:
+		return fmt.Errorf("fleetcheck: amount %d: must be at least 1", l.Amount)
+	case l.PeriodMs < 1:
+		return fmt.Errorf("fleetcheck: period %d ms: must be at least 1", l.PeriodMs)
+	}
+	return nil
+}
+
+// Kind is what an event records.
+type Kind uint8
+
+// The event kinds.
+const (
+	// Grant is an admission of Cost tokens (or Cost slots, held until the
+	// matching Release).
+	Grant Kind = iota + 1
+	// Charge is a settlement above the estimate: Cost more tokens spent.
+	Charge
+	// Release ends the hold of the Grant with the same Lease on a
+	// concurrent dimension; a holder that died releases at its death.
+	Release
+	// Restart marks the store restarting empty; it is listed, not excused.
+	Restart
+)
+
+// Event is one recorded event. Lo <= Hi, in reference milliseconds.
+type Event struct {
+	Kind   Kind
+	Lo, Hi int64
+	Cost   int64
+	// Lease pairs a concurrent Grant with its Release.
+	Lease string
+}
+
+// Dimension is one dimension's limit and events.
+type Dimension struct {
+	Name   string
+	Limit  Limit
+	Events []Event
+}
+
+// Report is the checker's verdict on one dimension.
+type Report struct {
+	Name string
+	// Excess is the largest excess in tokens (slots for a concurrent
+	// dimension); 0 or below meets the guarantee.
+	Excess float64
+	// From and To bound the window where it occurred (reference ms); for a
+	// concurrent dimension both are the instant of the peak.
+	From, To int64
+	// Admitted is what the window counted; Allowed what the limit allowed.
+	Admitted int64
+	Allowed  float64
+	// Total is everything admitted over the history (grants plus charges).
+	Total int64
+	// Restarts lists the store's restarts.
+	Restarts []int64
+}
+
+// String formats the report for a failure message.
+func (r Report) String() string {
+	s := fmt.Sprintf("%s: excess %+.1f (admitted %d, allowed %.1f in window [%d ms, %d ms], %d ms long; total admitted %d)",
+		r.Name, r.Excess, r.Admitted, r.Allowed, r.From, r.To, r.To-r.From, r.Total)
+	if len(r.Restarts) > 0 {
+		s += fmt.Sprintf("; store restarted empty at %v ms", r.Restarts)
+	}
+	return s
+}
+
+// Check returns d's report, or an error for a malformed history.
+func Check(d Dimension) (Report, error) {
+	if err := d.Limit.Validate(); err != nil {
+		return Report{}, fmt.Errorf("%s: %w", d.Name, err)
+	}
+	r := Report{Name: d.Name}
+	for i, e := range d.Events {
+		if e.Lo > e.Hi {
+			return Report{}, fmt.Errorf("fleetcheck: %s: event %d: lo %d after hi %d", d.Name, i, e.Lo, e.Hi)
+		}
+		if e.Cost < 0 {
+			return Report{}, fmt.Errorf("fleetcheck: %s: event %d: negative cost %d", d.Name, i, e.Cost)
+		}
+		switch e.Kind {
+		case Grant, Charge:
+			r.Total += e.Cost
+		case Restart:
+			r.Restarts = append(r.Restarts, e.Hi)
+		}
+	}
+	if d.Limit.Concurrent {
+		return held(d, r)
+	}
+	return windows(d, r), nil
+}
+
+// windows computes the time-based excess in O(n log n): for each window end
+// e (an event's Hi) it takes the best start s (an event's Lo) from a
+// segment tree holding, per s, period × (tokens inside [s, e]) + amount × s.
+func windows(d Dimension, r Report) Report {
+	var ev []Event
+	for _, e := range d.Events {
+		if (e.Kind == Grant || e.Kind == Charge) && e.Cost > 0 {
+			ev = append(ev, e)
+		}
+	}
+	if len(ev) == 0 {
+		r.Allowed = float64(d.Limit.Capacity)
+		r.Excess = -float64(d.Limit.Capacity)
+		return r
+	}
+	los := make([]int64, len(ev))
+	for i, e := range ev {
+		los[i] = e.Lo
+	}
+	sort.Slice(los, func(i, j int) bool { return los[i] < los[j] })
+	los = uniq(los)
+	sort.Slice(ev, func(i, j int) bool { return ev[i].Hi < ev[j].Hi })
+	p, a, c := d.Limit.PeriodMs, d.Limit.Amount, d.Limit.Capacity
+	t := newTree(los, a)
+	best, bestSet := int64(0), false
+	for i := 0; i < len(ev); {
+		end := ev[i].Hi
+		for ; i < len(ev) && ev[i].Hi == end; i++ {
+			t.add(sort.Search(len(los), func(k int) bool { return los[k] > ev[i].Lo })-1, p*ev[i].Cost)
+		}
+		n := sort.Search(len(los), func(k int) bool { return los[k] > end })
+		g, at := t.max(n - 1)
+		v := g - a*end - c*p
+		if !bestSet || v > best {
+			best, bestSet = v, true
+			r.From, r.To = los[at], end
+		}
+	}
+	r.Excess = float64(best) / float64(p)
+	r.Allowed = float64(c) + float64(a)*float64(r.To-r.From)/float64(p)
+	for _, e := range ev {
+		if e.Lo >= r.From && e.Hi <= r.To {
+			r.Admitted += e.Cost
+		}
+	}
+	return r
+}
+
+func uniq(s []int64) []int64 {
+	out := s[:0]
+	for i, v := range s {
+		if i == 0 || v != s[i-1] {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// held computes the most slots held at once over definite holds.
+func held(d Dimension, r Report) (Report, error) {
+	type edge struct {
+		at    int64
+		delta int64
+	}
+	start := map[string]Event{}
+	var edges []edge
+	var end int64
+	for _, e := range d.Events {
+		end = max(end, e.Hi)
+		switch e.Kind {
+		case Grant:
+			start[e.Lease] = e
+		case Release:
+			g, ok := start[e.Lease]
+			if !ok {
+				return Report{}, fmt.Errorf("fleetcheck: %s: release of lease %q that was never granted", d.Name, e.Lease)
+			}
+			delete(start, e.Lease)
+			if g.Hi < e.Lo {
+				edges = append(edges, edge{g.Hi, g.Cost}, edge{e.Lo, -g.Cost})
+			}
+		}
+	}
+	for _, g := range start { // never released: held to the end
+		edges = append(edges, edge{g.Hi, g.Cost}, edge{end + 1, -g.Cost})
+	}
+	// Ends sort before starts at the same instant: a hold is half-open.
+	sort.Slice(edges, func(i, j int) bool {
+		if edges[i].at != edges[j].at {
+			return edges[i].at < edges[j].at
+		}
+		return edges[i].delta < edges[j].delta
+	})
+	var cur, peak int64
+	for _, e := range edges {
+		cur += e.delta
+		if cur > peak {
+			peak, r.From, r.To = cur, e.at, e.at
+		}
+	}
+	r.Admitted, r.Allowed = peak, float64(d.Limit.Capacity)
+	r.Excess = float64(peak - d.Limit.Capacity)
+	return r, nil
+}

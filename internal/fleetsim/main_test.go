@@ -1,0 +1,44 @@
+package fleetsim
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/ontopix/sluice/internal/ddbtest"
+	"github.com/ontopix/sluice/internal/pgtest"
+	"github.com/ontopix/sluice/internal/redistest"
+	"github.com/ontopix/sluice/internal/testproc"
+)
+
+// long runs the scenarios longer, with deeper queues (-fleet.long or
+// SLUICE_FLEET_LONG=1).
+var long = flag.Bool("fleet.long", os.Getenv("SLUICE_FLEET_LONG") == "1", "run the fleet scenarios longer, with deeper queues")
+
+// The real stores every scenario of this binary shares; started by TestMain.
+var (
+	redisServer *redistest.Server
+	ddbServer   *ddbtest.Server
+)
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if testproc.SkipPackage("redis-server, PostgreSQL and DynamoDB Local") {
+		os.Exit(0)
+	}
+	var err error
+	if redisServer, err = redistest.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL: redis-server is required for these tests:", err)
+		os.Exit(1)
+	}
+	if ddbServer, err = ddbtest.Start(); err != nil {
+		redisServer.Close()
+		fmt.Fprintln(os.Stderr, "FAIL: DynamoDB Local is required for these tests:", err)
+		os.Exit(1)
+	}
+	code := pgtest.Main(m)
+	redisServer.Close()
+	ddbServer.Close()
+	os.Exit(code)
+}

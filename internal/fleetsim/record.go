@@ -1,0 +1,105 @@
+package fleetsim
+
+import (
+	"sync"
+	"time"
+
+	"github.com/ontopix/sluice/internal/fleetcheck"
+)
+
+// Clock is a client's clock: the reference time shifted by Offset, running
+// Drift faster (0.01 is 1 % fast), and jumping by Jump once JumpAfter has
+// passed since the run began.
+type Clock struct {
+	Offset    time.Duration
+	Drift     float64
+	JumpAfter time.Duration
+	Jump      time.Duration
+	start     time.Time
+}
+
+// Now returns the client's time.
+func (c *Clock) Now() time.Time {
+	now := time.Now()
+	el := now.Sub(c.start)
+	t := now.Add(c.Offset + time.Duration(float64(el)*c.Drift))
+	if c.Jump != 0 && el >= c.JumpAfter {
+		t = t.Add(c.Jump)
+	}
+	return t
+}
+
+// Recorder collects a run's history in reference milliseconds since its
+// start. It is safe for concurrent use.
+type Recorder struct {
+	start time.Time
+	mu    sync.Mutex
+	dims  map[string]*fleetcheck.Dimension
+	waits map[string][]fleetcheck.Span
+}
+
+// NewRecorder starts a history now.
+func NewRecorder() *Recorder {
+	return &Recorder{start: time.Now(), dims: map[string]*fleetcheck.Dimension{}, waits: map[string][]fleetcheck.Span{}}
+}
+
+// Now is the reference instant, in ms since the run began.
+func (r *Recorder) Now() int64 { return time.Since(r.start).Milliseconds() }
+
+// Since converts a wall time to reference ms, rounded down.
+func (r *Recorder) Since(t time.Time) int64 {
+	d := t.Sub(r.start)
+	ms := d.Milliseconds()
+	if d < 0 && d%time.Millisecond != 0 {
+		ms--
+	}
+	return ms
+}
+
+// ceil converts a wall time to reference ms, rounded up.
+func (r *Recorder) ceil(t time.Time) int64 {
+	d := t.Sub(r.start)
+	ms := d.Milliseconds()
+	if d > 0 && d%time.Millisecond != 0 {
+		ms++
+	}
+	return ms
+}
+
+// Limit declares a dimension.
+func (r *Recorder) Limit(name string, l fleetcheck.Limit) {
+	r.mu.Lock()
+	r.dims[name] = &fleetcheck.Dimension{Name: name, Limit: l}
+	r.mu.Unlock()
+}
+
+// Add records an event.
+func (r *Recorder) Add(dim string, e fleetcheck.Event) {
+	r.mu.Lock()
+	d := r.dims[dim]
+	d.Events = append(d.Events, e)
+	r.mu.Unlock()
+}
+
+// Waited records a caller waiting for a concurrent dimension.
+func (r *Recorder) Waited(dim string, from, to int64) {
+	r.mu.Lock()
+	r.waits[dim] = append(r.waits[dim], fleetcheck.Span{From: from, To: to})
+	r.mu.Unlock()
+}
+
+// Dimension returns a copy of a dimension's history.
+func (r *Recorder) Dimension(name string) fleetcheck.Dimension {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	d := *r.dims[name]
+	d.Events = append([]fleetcheck.Event(nil), d.Events...)
+	return d
+}
+
+// Waits returns the waiting spans of a dimension.
+func (r *Recorder) Waits(name string) []fleetcheck.Span {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]fleetcheck.Span(nil), r.waits[name]...)
+}

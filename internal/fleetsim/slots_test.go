@@ -1,0 +1,201 @@
+package fleetsim
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/internal/fleetcheck"
+	"github.com/ontopix/sluice/limits"
+)
+
+// holdSlot waits in line for a slot of dim and holds it for hold, recording
+// the wait and the hold. die, when set, makes the holder die holding: it
+// abandons the lease unreleased (the store reclaims it when it expires).
+func holdSlot(ctx context.Context, m *Member, dim string, hold time.Duration, die bool, opts ...sluice.AcquireOption) error {
+	from := m.rec.Now()
+	h, err := m.Slot(ctx, dim, 30*time.Second, append([]sluice.AcquireOption{sluice.WithTTL(time.Second)}, opts...)...)
+	if err != nil {
+		m.rec.Waited(dim, from, m.rec.Now())
+		return err
+	}
+	l := h.Lease()
+	m.Granted(from, l, nil)
+	m.rec.Waited(dim, from, m.rec.ceil(time.Now()))
+	time.Sleep(hold)
+	m.Ended(m.rec.Now(), l) // the holder stops using the slot, or dies
+	if die {
+		return nil
+	}
+	return h.Release(context.Background())
+}
+
+// TestSlotStarvation keeps twice as many workers as slots waiting in line:
+// the slots must stay busy while anyone waits.
+func TestSlotStarvation(t *testing.T) {
+	tests := []struct {
+		name string
+		hold time.Duration
+		run  time.Duration
+	}{
+		{"20 ms holds", 20 * time.Millisecond, 2 * time.Second},
+		{"1 s holds", time.Second, 3 * time.Second},
+	}
+	for _, tt := range tests {
+		for _, kind := range stores {
+			t.Run(tt.name+"/"+kind, func(t *testing.T) {
+				f := newFleet(t, kind)
+				f.bucket("v#concurrent", sluice.ConcurrentLimit(8))
+				for range 4 {
+					f.join(Clock{})
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), tt.run)
+				defer cancel()
+				var wg sync.WaitGroup
+				for i := range 16 {
+					m := f.members[i%4]
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for ctx.Err() == nil {
+							if err := holdSlot(ctx, m, "v#concurrent", tt.hold, false); err != nil && ctx.Err() == nil && !errors.Is(err, sluice.ErrSlotTimeout) {
+								t.Error(err)
+								return
+							}
+						}
+					}()
+				}
+				wg.Wait()
+				f.verify("v#concurrent", 0.95)
+			})
+		}
+	}
+}
+
+// TestDyingHolders has holders die holding and waiters die waiting while a
+// reconciler runs: slots held never exceed the capacity.
+func TestDyingHolders(t *testing.T) {
+	for _, kind := range stores {
+		t.Run(kind, func(t *testing.T) {
+			f := newFleet(t, kind)
+			f.bucket("v#concurrent", sluice.ConcurrentLimit(4))
+			for range 4 {
+				f.join(Clock{})
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for ctx.Err() == nil {
+					if _, err := f.admin.Reconcile(context.Background(), sluice.ReconcileOptions{}); err != nil {
+						t.Error(err)
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+			}()
+			for i := range 8 {
+				m := f.members[i%4]
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for n := 0; ctx.Err() == nil; n++ {
+						wctx, wcancel := context.WithCancel(ctx)
+						if n%3 == 1 { // a waiter that dies waiting
+							time.AfterFunc(30*time.Millisecond, wcancel)
+						}
+						// Polling, so that slots move whatever waiting in line
+						// does (TestSlotStarvation pins that).
+						err := holdSlot(wctx, m, "v#concurrent", 50*time.Millisecond, i%2 == 0 && n%4 == 0, sluice.WithPolling())
+						wcancel()
+						if err != nil && ctx.Err() == nil && !errors.Is(err, context.Canceled) && !errors.Is(err, sluice.ErrSlotTimeout) {
+							t.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			f.verify("v#concurrent", 0)
+		})
+	}
+}
+
+// applyFiles are the files TestConcurrentApply's replicas apply in turn:
+// the same limit, with another cost per call.
+var applyFiles = []string{`dimensions:
+  v#concurrent:
+    type: concurrent
+    capacity: 4
+`, `dimensions:
+  v#concurrent:
+    type: concurrent
+    capacity: 4
+    cost_per_call: 2
+`}
+
+// TestConcurrentApply has four replicas apply the same limits file at the
+// same moment, first to create the bucket and then again and again with a
+// changed cost per call, while the others hold slots.
+func TestConcurrentApply(t *testing.T) {
+	var files []*limits.File
+	for _, src := range applyFiles {
+		file, err := limits.Parse("limits.yaml", []byte(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, file)
+	}
+	for _, kind := range stores {
+		t.Run(kind, func(t *testing.T) {
+			f := newFleet(t, kind)
+			f.rec.Limit("v#concurrent", fleetcheck.Limit{Capacity: 4, Concurrent: true})
+			for range 8 {
+				f.join(Clock{})
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			var wg sync.WaitGroup
+			for round := 0; ctx.Err() == nil && round < 20; round++ {
+				file := files[round%len(files)]
+				var replicas sync.WaitGroup
+				start := make(chan struct{})
+				for _, m := range f.members[:4] {
+					replicas.Add(1)
+					go func() {
+						defer replicas.Done()
+						<-start
+						if _, err := limits.Apply(context.Background(), m.Client, file); err != nil {
+							t.Error(err)
+						}
+					}()
+				}
+				close(start)
+				replicas.Wait()
+				if round == 0 { // the bucket exists: the spenders start
+					for _, m := range f.members {
+						wg.Add(1)
+						go func() {
+							defer wg.Done()
+							for ctx.Err() == nil {
+								// Polling, so that slots move whatever waiting
+								// in line does (TestSlotStarvation pins that).
+								if err := holdSlot(ctx, m, "v#concurrent", 20*time.Millisecond, false, sluice.WithPolling()); err != nil && ctx.Err() == nil && !errors.Is(err, sluice.ErrSlotTimeout) {
+									t.Error(err)
+									return
+								}
+							}
+						}()
+					}
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			wg.Wait()
+			f.verify("v#concurrent", 0)
+		})
+	}
+}

@@ -1,0 +1,206 @@
+package fleetsim
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ontopix/sluice"
+)
+
+// TestSkew alternates members whose clocks disagree on a 40-token bucket:
+// whatever the clocks say, no window may see more than the bucket allows.
+func TestSkew(t *testing.T) {
+	tests := []struct {
+		name   string
+		clocks []Clock
+	}{
+		{"within the maximum skew", []Clock{{}, {Offset: 500 * time.Millisecond}}},
+		{"1.1 s apart", []Clock{{}, {Offset: 1100 * time.Millisecond}}},
+		{"2 s apart", []Clock{{}, {Offset: 2 * time.Second}}},
+		{"one drifting 5 % fast, one 2 s behind", []Clock{{Drift: 0.05}, {Offset: -2 * time.Second}, {}}},
+		{"one jumping back 3 s", []Clock{{}, {JumpAfter: 300 * time.Millisecond, Jump: -3 * time.Second}}},
+	}
+	for _, tt := range tests {
+		for _, kind := range stores {
+			t.Run(tt.name+"/"+kind, func(t *testing.T) {
+				f := newFleet(t, kind)
+				f.bucket("v#tpm", perPeriod(40, time.Minute))
+				var ms []*Member
+				for _, c := range tt.clocks {
+					ms = append(ms, f.join(c))
+				}
+				ctx := context.Background()
+				for i := range 120 {
+					if _, err := ms[i%len(ms)].Acquire(ctx, "v#tpm", 1); err != nil {
+						t.Fatal(err)
+					}
+					if i == 60 {
+						time.Sleep(400 * time.Millisecond) // let a jump happen
+					}
+				}
+				f.verify("v#tpm", 0.95)
+			})
+		}
+	}
+}
+
+// TestSlowStoreCall delays every request of three members by 1.1–1.7 s
+// while three others call at once: a slow call's timestamp is older than
+// the maximum skew, and than the bucket's last write, when the store sees
+// it.
+func TestSlowStoreCall(t *testing.T) {
+	for _, kind := range stores[1:] {
+		t.Run(kind, func(t *testing.T) {
+			f := newFleet(t, kind)
+			f.bucket("v#rpm", perPeriod(10, time.Minute))
+			var wg sync.WaitGroup
+			for i := range 6 {
+				m := f.join(Clock{})
+				if _, err := m.Peek(context.Background(), "v#rpm"); err != nil { // connect first
+					t.Fatal(err)
+				}
+				slow := i%2 == 0
+				if slow {
+					m.Proxy.SetLatency(func() time.Duration { return 1100*time.Millisecond + rand.N(600*time.Millisecond) }, nil)
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range 4 {
+						// A call that outlives the operation timeout fails
+						// closed: no grant, nothing to check.
+						if _, err := m.Acquire(context.Background(), "v#rpm", 1); err != nil && !errors.Is(err, sluice.ErrUnavailable) {
+							t.Error(err)
+							return
+						}
+						if !slow {
+							time.Sleep(300 * time.Millisecond)
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			f.verify("v#rpm", 0) // latency keeps it from saturating
+		})
+	}
+}
+
+// TestDebtBehindQueue queues waiters that each settle above their estimate
+// as soon as they proceed: the debt must delay the waiters behind them.
+func TestDebtBehindQueue(t *testing.T) {
+	type debt struct {
+		name    string
+		waiters int
+		over    int64 // percent above the 250-token estimate
+	}
+	tests := []debt{
+		{"32 waiters 30 % over", 32, 30},
+		{"32 waiters 100 % over", 32, 100},
+	}
+	if *long {
+		tests = append(tests, debt{"128 waiters 30 % over", 128, 30}, debt{"128 waiters 100 % over", 128, 100})
+	}
+	for _, tt := range tests {
+		for _, kind := range stores {
+			t.Run(tt.name+"/"+kind, func(t *testing.T) {
+				f := newFleet(t, kind)
+				f.bucket("v#tpm", perPeriod(5000, 3*time.Second))
+				var wg sync.WaitGroup
+				for i := range tt.waiters {
+					m := f.members
+					if i < 4 { // four processes, each with many waiters
+						f.join(Clock{})
+						m = f.members
+					}
+					mem := m[i%len(m)]
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						ctx := context.Background()
+						l, err := mem.Wait(ctx, []sluice.Request{{Dimension: "v#tpm", Cost: 250}}, 2*time.Minute)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if err := mem.Adjust(ctx, l, "v#tpm", 250*tt.over/100); err != nil {
+							t.Error(err)
+						}
+					}()
+				}
+				wg.Wait()
+				f.verify("v#tpm", 0.95)
+			})
+		}
+	}
+}
+
+// TestLatency runs saturated members through 20–80 ms of latency each way.
+func TestLatency(t *testing.T) {
+	for _, kind := range stores[1:] {
+		t.Run(kind, func(t *testing.T) {
+			f := newFleet(t, kind)
+			f.bucket("v#tpm", perPeriod(100, time.Second))
+			saturate(t, f, 4, 3*time.Second, func(m *Member) {
+				lat := func() time.Duration { return 10*time.Millisecond + rand.N(30*time.Millisecond) }
+				m.Proxy.SetLatency(lat, lat)
+			}, nil)
+			f.verify("v#tpm", 0.95)
+		})
+	}
+}
+
+// TestPartition cuts one member off for a second; it fails closed and the
+// others keep the bucket busy.
+func TestPartition(t *testing.T) {
+	for _, kind := range stores[1:] {
+		t.Run(kind, func(t *testing.T) {
+			f := newFleet(t, kind)
+			f.bucket("v#tpm", perPeriod(100, time.Second))
+			saturate(t, f, 3, 3*time.Second, nil, func(ms []*Member) {
+				time.Sleep(time.Second)
+				ms[1].Proxy.Partition()
+				time.Sleep(time.Second)
+				ms[1].Proxy.Heal()
+			})
+			f.verify("v#tpm", 0.95)
+		})
+	}
+}
+
+// saturate runs n members, each waiting in line for 5 tokens at a time
+// until d has passed; setup prepares each member and during, when set,
+// runs beside them. Errors that a failed-closed store call returns end
+// nothing: the member tries again.
+func saturate(t *testing.T, f *fleet, n int, d time.Duration, setup func(*Member), during func([]*Member)) {
+	t.Helper()
+	var ms []*Member
+	for range n {
+		m := f.join(Clock{})
+		if setup != nil {
+			setup(m)
+		}
+		ms = append(ms, m)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, m := range ms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				if _, err := m.Wait(ctx, []sluice.Request{{Dimension: "v#tpm", Cost: 5}}, 5*time.Second); err != nil && ctx.Err() == nil {
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+		}()
+	}
+	if during != nil {
+		during(ms)
+	}
+	wg.Wait()
+}
