@@ -54,6 +54,12 @@ type Client struct {
 	// noReserve is set once the store answered that it cannot reserve
 	// (errors.ErrUnsupported): Wait polls from then on.
 	noReserve atomic.Bool
+	// waiters are the waits in this process queued for concurrent
+	// dimensions, woken by a release here (see Client.freed).
+	waiters waitList
+	// horizons remembers, per set of items (a string key, a horizon),
+	// the store's last fail-fast answer (see predictTimeout).
+	horizons sync.Map
 }
 
 // Contention backoff of the original algorithm: exponential from 25 ms, capped at 200 ms,
@@ -222,7 +228,7 @@ func (c *Client) decide(ctx context.Context, a *acquisition, items []store.Item,
 		dims := dimensionResults(a.dims[:0], res.Items)
 		if !res.Granted {
 			c.event(ctx, slog.LevelDebug, "acquire.retry_in", items, slog.Duration("retry_in", res.RetryIn))
-			return Result{Outcome: RetryIn, RetryIn: res.RetryIn, Dimensions: dims}, nil
+			return Result{Outcome: RetryIn, RetryIn: res.RetryIn, Dimensions: dims, ahead: res.Ahead}, nil
 		}
 		l := &a.lease
 		l.init(c, req, res)

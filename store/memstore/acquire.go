@@ -56,11 +56,14 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 	var aligned [store.MaxItems]bucket.State
 	var ats [store.MaxItems]int64
 	var ahead [store.MaxItems]int
-	queueAhead(es, req.ID, now, ahead[:n])
+	var aheadCost [store.MaxItems]int64
+	queueAhead(es, req.ID, now, ahead[:n], aheadCost[:n])
 	for i, e := range es {
 		aligned[i], ats[i] = bucket.Align(e.lim, e.st, now, skewMs)
 		st, wait, ok := bucket.Take(e.lim, aligned[i], ats[i], costs[i]*bucket.Milli)
-		ok = ok && ahead[i] == 0
+		// The tickets ahead keep their costs: the balance must cover them
+		// too.
+		ok = ok && (aheadCost[i] == 0 || bucket.Available(e.lim, aligned[i], ats[i]) >= (costs[i]+aheadCost[i])*bucket.Milli)
 		next[i] = st
 		ir := &res.Items[i]
 		*ir = store.ItemResult{Dimension: e.b.Name, Type: e.b.Type, Cost: costs[i], Capacity: e.b.Capacity}
@@ -88,7 +91,7 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 			// rebased even on a denial, or its refill would never start.
 			e.st = aligned[i]
 		}
-		res.Ahead = enqueue(es, req.ID, ahead[:n], now, req.Queue.Milliseconds())
+		res.Ahead = enqueue(es, req.ID, ahead[:n], costs[:n], now, req.Queue.Milliseconds())
 		return nil
 	}
 	res.Ahead = 0

@@ -14,7 +14,8 @@ import (
 // processes would have.
 func TestConformance(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
-		NewStore: func(tb testing.TB) store.Store { return newStore(tb) },
+		HeadOnlyQueue: true, // not yet ported to the covered queue rule
+		NewStore:      func(tb testing.TB) store.Store { return newStore(tb) },
 		OpenHandle: func(tb testing.TB, s store.Store) store.Store {
 			h, err := New(pgtest.Pool(tb, nil), WithSchema(s.(*Store).Schema()), WithCallerClock())
 			if err != nil {

@@ -35,9 +35,10 @@ func clusterClient(tb testing.TB) redis.UniversalClient    { return newClusterCl
 // real standalone redis-server, in caller-clock mode.
 func TestConformance(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
-		NewStore:   func(tb testing.TB) store.Store { return newStore(tb) },
-		OpenHandle: sameBackend(standaloneClient),
-		Goroutines: 32,
+		HeadOnlyQueue: true, // not yet ported to the covered queue rule
+		NewStore:      func(tb testing.TB) store.Store { return newStore(tb) },
+		OpenHandle:    sameBackend(standaloneClient),
+		Goroutines:    32,
 	})
 }
 
@@ -46,6 +47,7 @@ func TestConformance(t *testing.T) {
 // mix vendors as on a standalone server.
 func TestConformanceCluster(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
+		HeadOnlyQueue:  true, // not yet ported to the covered queue rule
 		NewStore:       func(tb testing.TB) store.Store { return newStoreOn(tb, newClusterClient(tb), WithHashTag("sluice")) },
 		OpenHandle:     sameBackend(clusterClient, WithHashTag("sluice")),
 		Goroutines:     32,
@@ -60,6 +62,7 @@ func TestConformanceCluster(t *testing.T) {
 // rejection.
 func TestConformanceClusterPerVendor(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
+		HeadOnlyQueue:       true, // not yet ported to the covered queue rule
 		NewStore:            func(tb testing.TB) store.Store { return newStoreOn(tb, newClusterClient(tb)) },
 		OpenHandle:          sameBackend(clusterClient),
 		Goroutines:          32,
@@ -73,6 +76,7 @@ func TestConformanceClusterPerVendor(t *testing.T) {
 // batching.
 func TestConformanceUnbatched(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
+		HeadOnlyQueue:  true, // not yet ported to the covered queue rule
 		NewStore:       func(tb testing.TB) store.Store { return newStore(tb, WithBatching(1)) },
 		OpenHandle:     sameBackend(standaloneClient, WithBatching(1)),
 		Goroutines:     32,
@@ -84,6 +88,7 @@ func TestConformanceUnbatched(t *testing.T) {
 // slot per vendor, with batching off.
 func TestConformanceClusterUnbatched(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
+		HeadOnlyQueue:       true, // not yet ported to the covered queue rule
 		NewStore:            func(tb testing.TB) store.Store { return newStoreOn(tb, newClusterClient(tb), WithBatching(1)) },
 		OpenHandle:          sameBackend(clusterClient, WithBatching(1)),
 		Goroutines:          32,
