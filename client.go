@@ -57,6 +57,8 @@ type Client struct {
 	// waiters are the waits in this process queued for concurrent
 	// dimensions, woken by a release here (see Client.freed).
 	waiters waitList
+	// orphans are the tickets whose removal failed (see removeOrphans).
+	orphans orphanList
 	// horizons remembers, per set of items (a string key, a horizon),
 	// the store's last fail-fast answer (see predictTimeout).
 	horizons sync.Map

@@ -248,3 +248,57 @@ func (c *Client) freedRequests(rs []Request) {
 	}
 	c.freed(items)
 }
+
+// maxOrphans bounds the tickets a client remembers it could not remove.
+const maxOrphans = 1024
+
+// orphanList is the tickets whose removal failed (the store was
+// unreachable when their waiters gave up), to be removed once it answers
+// again: until then they hold back their costs from the waiters behind
+// them.
+type orphanList struct {
+	mu   sync.Mutex
+	reqs []store.DequeueRequest
+}
+
+// orphaned remembers a failed removal; the oldest is dropped (and left to
+// expire) beyond maxOrphans.
+func (c *Client) orphaned(req store.DequeueRequest) {
+	c.orphans.mu.Lock()
+	defer c.orphans.mu.Unlock()
+	if len(c.orphans.reqs) >= maxOrphans {
+		c.orphans.reqs = c.orphans.reqs[1:]
+	}
+	c.orphans.reqs = append(c.orphans.reqs, req)
+}
+
+// removeOrphans retries the removals that failed, now that the store
+// answered, until one fails again. It reports that every one succeeded.
+func (c *Client) removeOrphans(ctx context.Context) bool {
+	c.orphans.mu.Lock()
+	reqs := c.orphans.reqs
+	c.orphans.reqs = nil
+	c.orphans.mu.Unlock()
+	for i, req := range reqs {
+		req.Now = c.clock.Now()
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		_, err := storeCall(dctx, c, "dequeue", func(ctx context.Context) (struct{}, error) {
+			return struct{}{}, c.st.Dequeue(ctx, req)
+		})
+		cancel()
+		if err != nil {
+			for _, r := range reqs[i:] {
+				c.orphaned(r)
+			}
+			return false
+		}
+	}
+	return true
+}
+
+// hasOrphans reports tickets left to remove.
+func (c *Client) hasOrphans() bool {
+	c.orphans.mu.Lock()
+	defer c.orphans.mu.Unlock()
+	return len(c.orphans.reqs) > 0
+}

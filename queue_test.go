@@ -3,12 +3,14 @@ package sluice_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/internal/slotload"
+	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/memstore"
 )
 
@@ -121,5 +123,114 @@ func TestFailFastLoopNoticesARefundElsewhere(t *testing.T) {
 		if got, limit := time.Since(start), refundAt+102*time.Millisecond; got > limit {
 			t.Errorf("granted %v after the start, want by %v: the refund at %v went unnoticed", got, limit, refundAt)
 		}
+	})
+}
+
+// A dead waiter's ticket at the head of the queue (its process crashed
+// or was cut off) holds back its own cost only: a live waiter behind it is
+// granted a free slot at once, not when the dead ticket expires.
+func TestDeadTicketHoldsBackOnlyItsCost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		c, st := newSlotsClient(t, 2)
+		var held []*sluice.Lease
+		for range 2 {
+			res, err := c.Acquire(ctx, "load#concurrent")
+			if err != nil || !res.Granted() {
+				t.Fatal(res.Outcome, err)
+			}
+			held = append(held, res.Lease)
+		}
+		// A waiter that takes a ticket for 3 s and is never heard of again.
+		req := &store.AcquireRequest{Now: time.Now(), Items: []store.Item{{Dimension: "load#concurrent", Cost: 1}},
+			ID: store.NewLeaseID(), TTL: time.Minute, Poll: time.Second, Queue: 3 * time.Second}
+		var res store.AcquireResult
+		if err := st.Acquire(ctx, req, &res); err != nil || res.Granted {
+			t.Fatalf("dead waiter's acquisition = %+v, %v; want a denial with a ticket", res, err)
+		}
+		time.Sleep(time.Millisecond)
+		for _, l := range held {
+			if err := l.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		start := time.Now()
+		l, err := c.Wait(ctx, []sluice.Request{{Dimension: "load#concurrent", Cost: 1}}, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := time.Since(start); got != 0 {
+			t.Errorf("granted after %v behind a dead ticket of cost 1 with 2 slots free, want at once", got)
+		}
+		_ = l.Release(ctx)
+	})
+}
+
+// downStore fails every decision with store.ErrUnavailable while down.
+type downStore struct {
+	store.Store
+	down atomic.Bool
+}
+
+func (s *downStore) Acquire(ctx context.Context, req *store.AcquireRequest, res *store.AcquireResult) error {
+	if s.down.Load() {
+		return store.ErrUnavailable
+	}
+	return s.Store.Acquire(ctx, req, res)
+}
+
+func (s *downStore) Dequeue(ctx context.Context, req store.DequeueRequest) error {
+	if s.down.Load() {
+		return store.ErrUnavailable
+	}
+	return s.Store.Dequeue(ctx, req)
+}
+
+// After an outage, the tickets of the waiters it made give up are removed
+// by the client's next answered attempt: the queue recovers within one
+// front-of-line poll, not when those tickets expire.
+func TestQueueRecoversAfterAnOutage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		st := &downStore{Store: memstore.New()}
+		c, err := sluice.New(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.PutBucket(ctx, sluice.Bucket{Name: "load#concurrent", Config: sluice.ConcurrentLimit(1)}); err != nil {
+			t.Fatal(err)
+		}
+		res, err := c.Acquire(ctx, "load#concurrent")
+		if err != nil || !res.Granted() {
+			t.Fatal(res.Outcome, err)
+		}
+		errs := make(chan error, 2)
+		for range 2 {
+			go func() {
+				_, err := c.Wait(ctx, []sluice.Request{{Dimension: "load#concurrent", Cost: 1}}, time.Minute)
+				errs <- err
+			}()
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(100 * time.Millisecond)
+		st.down.Store(true)
+		for range 2 {
+			if err := <-errs; !errors.Is(err, sluice.ErrUnavailable) {
+				t.Fatalf("Wait during the outage = %v, want ErrUnavailable", err)
+			}
+		}
+		st.down.Store(false)
+		if err := res.Lease.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		l, err := c.Wait(ctx, []sluice.Request{{Dimension: "load#concurrent", Cost: 1}}, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, limit := time.Since(start), 100*time.Millisecond; got > limit {
+			t.Errorf("granted %v after the outage with the slot free, want within %v", got, limit)
+		}
+		_ = l.Release(ctx)
 	})
 }

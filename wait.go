@@ -291,8 +291,12 @@ func (c *Client) queueLoop(ctx context.Context, w *waitCall) (*Lease, error) {
 			return nil, err
 		}
 		c.learn(res.Dimensions)
+		flushed := !res.Degraded && c.hasOrphans() && c.removeOrphans(ctx)
 		if res.Granted() {
 			return res.Lease, nil
+		}
+		if flushed {
+			continue // tickets ahead may be gone: ask again at once
 		}
 		w.retryIn = res.RetryIn
 		left := c.left(ctx, w)
@@ -338,7 +342,8 @@ func atHead(dims []DimensionResult) bool {
 
 // dequeue removes the tickets id holds in w's queues. It runs even when
 // ctx is done, bounded by releaseTimeout; a failure is logged, and the
-// tickets expire on their own.
+// removal is retried after the next answer the store gives a waiter of
+// this client (the tickets expire on their own meanwhile).
 func (c *Client) dequeue(ctx context.Context, w *waitCall, id store.LeaseID) {
 	req := store.DequeueRequest{Now: c.clock.Now(), ID: id, Dimensions: w.dims}
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
@@ -348,6 +353,10 @@ func (c *Client) dequeue(ctx context.Context, w *waitCall, id store.LeaseID) {
 	})
 	if err != nil {
 		c.event(ctx, slog.LevelWarn, "slot.dequeue_failed", w.items, slog.String("error", err.Error()))
+		if !errors.Is(err, store.ErrInvalid) && !errors.Is(err, store.ErrClosed) {
+			// Removed once the store answers again (removeOrphans).
+			c.orphaned(req)
+		}
 		return
 	}
 	// The ticket held back its cost from the waiters behind it.

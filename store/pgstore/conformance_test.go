@@ -14,8 +14,7 @@ import (
 // processes would have.
 func TestConformance(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
-		HeadOnlyQueue: true, // not yet ported to the covered queue rule
-		NewStore:      func(tb testing.TB) store.Store { return newStore(tb) },
+		NewStore: func(tb testing.TB) store.Store { return newStore(tb) },
 		OpenHandle: func(tb testing.TB, s store.Store) store.Store {
 			h, err := New(pgtest.Pool(tb, nil), WithSchema(s.(*Store).Schema()), WithCallerClock())
 			if err != nil {

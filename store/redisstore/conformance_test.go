@@ -35,10 +35,9 @@ func clusterClient(tb testing.TB) redis.UniversalClient    { return newClusterCl
 // real standalone redis-server, in caller-clock mode.
 func TestConformance(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
-		HeadOnlyQueue: true, // not yet ported to the covered queue rule
-		NewStore:      func(tb testing.TB) store.Store { return newStore(tb) },
-		OpenHandle:    sameBackend(standaloneClient),
-		Goroutines:    32,
+		NewStore:   func(tb testing.TB) store.Store { return newStore(tb) },
+		OpenHandle: sameBackend(standaloneClient),
+		Goroutines: 32,
 	})
 }
 
@@ -47,7 +46,6 @@ func TestConformance(t *testing.T) {
 // mix vendors as on a standalone server.
 func TestConformanceCluster(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
-		HeadOnlyQueue:  true, // not yet ported to the covered queue rule
 		NewStore:       func(tb testing.TB) store.Store { return newStoreOn(tb, newClusterClient(tb), WithHashTag("sluice")) },
 		OpenHandle:     sameBackend(clusterClient, WithHashTag("sluice")),
 		Goroutines:     32,
@@ -62,7 +60,6 @@ func TestConformanceCluster(t *testing.T) {
 // rejection.
 func TestConformanceClusterPerVendor(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
-		HeadOnlyQueue:       true, // not yet ported to the covered queue rule
 		NewStore:            func(tb testing.TB) store.Store { return newStoreOn(tb, newClusterClient(tb)) },
 		OpenHandle:          sameBackend(clusterClient),
 		Goroutines:          32,
@@ -76,7 +73,6 @@ func TestConformanceClusterPerVendor(t *testing.T) {
 // batching.
 func TestConformanceUnbatched(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
-		HeadOnlyQueue:  true, // not yet ported to the covered queue rule
 		NewStore:       func(tb testing.TB) store.Store { return newStore(tb, WithBatching(1)) },
 		OpenHandle:     sameBackend(standaloneClient, WithBatching(1)),
 		Goroutines:     32,
@@ -88,7 +84,6 @@ func TestConformanceUnbatched(t *testing.T) {
 // slot per vendor, with batching off.
 func TestConformanceClusterUnbatched(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
-		HeadOnlyQueue:       true, // not yet ported to the covered queue rule
 		NewStore:            func(tb testing.TB) store.Store { return newStoreOn(tb, newClusterClient(tb), WithBatching(1)) },
 		OpenHandle:          sameBackend(clusterClient, WithBatching(1)),
 		Goroutines:          32,

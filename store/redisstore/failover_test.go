@@ -221,7 +221,6 @@ func TestConformanceReplicaAck(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: m.Addr})
 	t.Cleanup(func() { c.Close() })
 	storetest.Run(t, storetest.Harness{
-		HeadOnlyQueue:  true, // not yet ported to the covered queue rule
 		NewStore:       func(tb testing.TB) store.Store { return newStoreOn(tb, c, WithReplicaAck(1, time.Second)) },
 		Goroutines:     16,
 		ModelSequences: variantSequences,
