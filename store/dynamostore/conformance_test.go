@@ -11,7 +11,6 @@ import (
 // DynamoDB Local on the fast path (the default).
 func TestConformance(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
-		HeadOnlyQueue:  true, // not yet ported to the covered queue rule
 		NewStore:       func(tb testing.TB) store.Store { return newStore(tb) },
 		OpenHandle:     openHandle,
 		Goroutines:     16,
@@ -23,7 +22,6 @@ func TestConformance(t *testing.T) {
 // writes a lease record for every grant.
 func TestConformanceSeedsPath(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
-		HeadOnlyQueue:  true, // not yet ported to the covered queue rule
 		NewStore:       func(tb testing.TB) store.Store { return newStore(tb, WithReadThenTransact()) },
 		AlwaysRecords:  true,
 		OpenHandle:     openHandle,

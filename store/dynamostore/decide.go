@@ -20,7 +20,9 @@ type decision struct {
 	// request in a concurrent bucket's waiter queue; queue is the grant's
 	// edit of each queue (nil for none).
 	ahead [store.MaxItems]int
-	queue [store.MaxItems]*queueEdit
+	// aheadCost sums the costs of those tickets.
+	aheadCost [store.MaxItems]int64
+	queue     [store.MaxItems]*queueEdit
 	// valid is a reservation's valid instant (0 for an acquisition).
 	valid int64
 }
@@ -52,12 +54,14 @@ func decide(bis []*bucketItem, req *store.AcquireRequest, now, skew int64, alway
 	poll := req.Poll
 	d.granted = true
 	var retry int64
-	queueAhead(bis, req.ID, now, d.ahead[:n])
+	queueAhead(bis, req.ID, now, d.ahead[:n], d.aheadCost[:n])
 	for i, bi := range bis {
 		al, at := bucket.Align(bi.lim, bi.st, now, skew)
 		d.aligned[i], d.rebased[i] = al, al.Last != bi.st.Last
 		st, wait, ok := bucket.Take(bi.lim, al, at, d.costs[i]*bucket.Milli)
-		ok = ok && d.ahead[i] == 0
+		// The tickets ahead keep their costs: the balance must cover them
+		// too.
+		ok = ok && (d.aheadCost[i] == 0 || bucket.Available(bi.lim, al, at) >= (d.costs[i]+d.aheadCost[i])*bucket.Milli)
 		d.next[i] = st
 		ir := &res.Items[i]
 		*ir = store.ItemResult{Dimension: bi.b.Name, Type: bi.b.Type, Cost: d.costs[i], Capacity: bi.b.Capacity}

@@ -134,7 +134,6 @@ func recordHistory(mc *modelChecker, handles []store.Store, seed uint64) ([]porc
 	dims := []string{v1 + "#rpm", v1 + "#tpm", v2 + "#conc"}
 	m := newModel(baseMs)
 	m.always = mc.h.AlwaysRecords
-	m.headOnly = mc.h.HeadOnlyQueue
 	m.prefix = prefix
 	setup := newRunner(handles[0], baseMs, prefix)
 	for _, b := range []BucketSpec{

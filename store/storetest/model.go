@@ -19,14 +19,13 @@ import (
 // store implementation, and keeps everything in plain maps with no
 // concurrency.
 type model struct {
-	base     int64
-	prefix   string // lease labels are ids idFor(prefix+label), as the runner's
-	skew     int64  // maximum clock skew in ms (store.DefaultMaxSkew)
-	always   bool   // the store records every grant (Harness.AlwaysRecords)
-	headOnly bool   // the store grants only at the head of a queue (Harness.HeadOnlyQueue)
-	inc      int    // incarnations handed out so far
-	buckets  map[string]*mBucket
-	leases   map[string]*mLease // by label; granted leases only
+	base    int64
+	prefix  string // lease labels are ids idFor(prefix+label), as the runner's
+	skew    int64  // maximum clock skew in ms (store.DefaultMaxSkew)
+	always  bool   // the store records every grant (Harness.AlwaysRecords)
+	inc     int    // incarnations handed out so far
+	buckets map[string]*mBucket
+	leases  map[string]*mLease // by label; granted leases only
 	// replayed reports that the last step was an acquisition answered as
 	// the grant it was (a retry), which debits nothing.
 	replayed bool
@@ -290,7 +289,7 @@ func (m *model) acquire(st Step, now int64) Expect {
 		took, wait, ok := bucket.Take(b.lim, s, at, resolved[i].Cost*bucket.Milli)
 		// Queue liveness: a waiter whose cost plus the tickets ahead of it
 		// fit in the free balance is granted.
-		ok = ok && (aheadCost[i] == 0 || !m.headOnly && bucket.Available(b.lim, s, at) >= (resolved[i].Cost+aheadCost[i])*bucket.Milli)
+		ok = ok && (aheadCost[i] == 0 || bucket.Available(b.lim, s, at) >= (resolved[i].Cost+aheadCost[i])*bucket.Milli)
 		next[i] = took
 		ie := ItemExpect{Dimension: b.b.Name, Cost: resolved[i].Cost, Remaining: took.Tokens}
 		if !ok {

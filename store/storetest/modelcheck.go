@@ -112,7 +112,6 @@ func (mc *modelChecker) check(seed uint64, steps []Step) *modelFailure {
 	baseMs := Base.UnixMilli() + int64(mc.runs)*int64(48*time.Hour/time.Millisecond)
 	m := newModel(baseMs)
 	m.always = mc.h.AlwaysRecords
-	m.headOnly = mc.h.HeadOnlyQueue
 	r := newRunner(mc.s, baseMs, fmt.Sprintf("model/%d/%d/", seed, mc.runs))
 	m.prefix = r.prefix
 	inv := newInvariants()

@@ -93,14 +93,6 @@ type Harness struct {
 	// anthropic#rpm is rejected that way, and skips, saying so, any golden
 	// vector that mixes vendors in one acquisition.
 	SingleVendorAcquire bool
-
-	// HeadOnlyQueue declares that the store still grants a concurrent item
-	// only to the request at the head of its waiter queue, the rule before
-	// tickets held their cost (see store.AcquireRequest.Queue): the
-	// model-based tests then expect that rule, and the vectors of the
-	// covered rule (queue-covered) are skipped, saying so. It is a
-	// transitional flag for stores not yet ported.
-	HeadOnlyQueue bool
 }
 
 // Base is the fixed time every test starts at: 2026-01-01T00:00:00Z. Tests

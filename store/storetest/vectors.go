@@ -256,9 +256,6 @@ func testVectors(t *testing.T, h Harness) {
 				t.Skipf("SKIPPED: step %d acquires dimensions of several vendors (%s) and the store takes single-vendor acquisitions only",
 					i, jsonString(v.Steps[i].Items))
 			}
-			if h.HeadOnlyQueue && v.Name == "queue-covered" {
-				t.Skip("SKIPPED: the store grants a concurrent item only at the head of its queue (Harness.HeadOnlyQueue)")
-			}
 			replay(t, h, v)
 		})
 	}
