@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -19,23 +18,37 @@ import (
 // within it.
 const reaskInterval = 100 * time.Millisecond
 
-// horizon is the store's last word on a set of items: nothing can be
-// granted before until; it said so at asked.
+// horizon is the store's last word on a set of dimensions: a request of
+// costs (or more) cannot be granted before until; it said so at asked.
 type horizon struct {
 	until, asked time.Time
+	costs        []int64
 }
 
-// horizonKey names w's items, costs included: a smaller request may be
-// granted sooner.
+// horizonKey names the dimensions of items (one entry per set of
+// dimensions, so the client remembers no more entries than its callers
+// use sets).
 func horizonKey(items []store.Item) string {
 	var b strings.Builder
 	for _, it := range items {
 		b.WriteString(it.Dimension)
 		b.WriteByte(0)
-		b.WriteString(strconv.FormatInt(it.Cost, 10))
-		b.WriteByte(0)
 	}
 	return b.String()
+}
+
+// covers reports that h holds for items: each costs at least what the
+// store's answer was about, so it cannot be granted sooner.
+func (h *horizon) covers(items []store.Item) bool {
+	if len(h.costs) != len(items) {
+		return false
+	}
+	for i, it := range items {
+		if it.Cost < h.costs[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // predictTimeout reports that w would fail fast: less than reaskInterval
@@ -51,14 +64,14 @@ func (c *Client) predictTimeout(ctx context.Context, w *waitCall) bool {
 	if !ok {
 		return false
 	}
-	h := v.(horizon)
+	h := v.(*horizon)
 	now := c.clock.Now()
 	if now.Sub(h.asked) >= reaskInterval || !h.until.After(now) || now.Before(h.asked) {
 		c.horizons.CompareAndDelete(key, v)
 		return false
 	}
 	left := c.left(ctx, w)
-	if left <= 0 || !now.Add(left).Before(h.until) {
+	if left <= 0 || !now.Add(left).Before(h.until) || !h.covers(w.items) {
 		return false
 	}
 	w.retryIn, w.predicted = h.until.Sub(now), true
@@ -76,7 +89,11 @@ func (c *Client) rememberTimeout(ctx context.Context, w *waitCall) {
 		return // a wait that ran out its timeout, not a fail-fast
 	}
 	now := c.clock.Now()
-	c.horizons.Store(horizonKey(w.items), horizon{until: now.Add(w.retryIn), asked: now})
+	costs := make([]int64, len(w.items))
+	for i, it := range w.items {
+		costs[i] = it.Cost
+	}
+	c.horizons.Store(horizonKey(w.items), &horizon{until: now.Add(w.retryIn), asked: now, costs: costs})
 }
 
 // localWaiter is a wait in this process queued for concurrent items: a

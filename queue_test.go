@@ -3,6 +3,7 @@ package sluice_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -233,4 +234,36 @@ func TestQueueRecoversAfterAnOutage(t *testing.T) {
 		}
 		_ = l.Release(ctx)
 	})
+}
+
+// The prediction holds for a request of the same dimensions that costs
+// at least as much; a smaller one may be granted sooner, so it asks.
+func TestFailFastPredictionByCost(t *testing.T) {
+	for _, tc := range []struct {
+		cost      int64
+		wantCalls int64
+	}{
+		{5_000, 0},
+		{9_000, 0},
+		{4_999, 1},
+	} {
+		t.Run(strconv.FormatInt(tc.cost, 10), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx := context.Background()
+				c, st := newCountingClient(t)
+				drain(t, c, "openai#tpm", 10_000)
+				if _, err := c.Wait(ctx, []sluice.Request{{Dimension: "openai#tpm", Cost: 5_000}}, 100*time.Millisecond); !errors.Is(err, sluice.ErrSlotTimeout) {
+					t.Fatalf("first Wait = %v, want a slot timeout", err)
+				}
+				before := st.calls()
+				_, err := c.Wait(ctx, []sluice.Request{{Dimension: "openai#tpm", Cost: tc.cost}}, 100*time.Millisecond)
+				if !errors.Is(err, sluice.ErrSlotTimeout) {
+					t.Fatalf("Wait = %v, want a slot timeout", err)
+				}
+				if got := st.calls() - before; got != tc.wantCalls {
+					t.Errorf("store calls = %d, want %d", got, tc.wantCalls)
+				}
+			})
+		})
+	}
 }
