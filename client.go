@@ -57,6 +57,14 @@ type Client struct {
 	// declared lists the buckets WithBuckets declared, which the client
 	// re-creates when the store has lost them.
 	declared []Bucket
+	// waiters are the waits in this process queued for concurrent
+	// dimensions, woken by a release here (see Client.freed).
+	waiters waitList
+	// orphans are the tickets whose removal failed (see removeOrphans).
+	orphans orphanList
+	// horizons remembers, per set of items (a string key, a horizon),
+	// the store's last fail-fast answer (see predictTimeout).
+	horizons sync.Map
 }
 
 // Contention backoff of the original algorithm: exponential from 25 ms, capped at 200 ms,
@@ -234,7 +242,7 @@ func (c *Client) decide(ctx context.Context, a *acquisition, items []store.Item,
 		if !res.Granted {
 			c.clockSkew(ctx, items, res.Behind, res.RetryIn)
 			c.event(ctx, slog.LevelDebug, "acquire.retry_in", items, slog.Duration("retry_in", res.RetryIn))
-			return Result{Outcome: RetryIn, RetryIn: res.RetryIn, Dimensions: dims}, nil
+			return Result{Outcome: RetryIn, RetryIn: res.RetryIn, Dimensions: dims, ahead: res.Ahead}, nil
 		}
 		l := &a.lease
 		l.init(c, req, res)

@@ -79,9 +79,13 @@ type SlotTimeoutError struct {
 	Dimensions []string
 	// Timeout is how long the caller was willing to wait.
 	Timeout time.Duration
-	// RetryIn is the last RETRY_IN delay the store answered.
+	// RetryIn is the last RETRY_IN delay the store answered (for a
+	// timeout predicted from the store's answer to an earlier wait, what
+	// is left of it).
 	RetryIn time.Duration
-	// Attempts counts acquisition attempts.
+	// Attempts counts acquisition attempts: 0 when the client predicted
+	// the timeout from the store's answer to an earlier wait on the same
+	// dimensions, less than 100 ms before, without asking the store.
 	Attempts int
 }
 

@@ -165,6 +165,7 @@ func (l *Lease) Release(ctx context.Context) error {
 		return err
 	}
 	l.released = true
+	l.c.freedRequests(l.items)
 	if !res.Released {
 		err := &leaseError{id: l.id, op: "release", err: store.ErrLeaseExpired, why: "was reclaimed by the reconciler after it expired; nothing was restored"}
 		l.c.released(ctx, l, false, err)
@@ -290,10 +291,14 @@ func (l *Lease) adjustLocked(ctx context.Context, i int, delta int64) (Settlemen
 }
 
 func (c *Client) storeAdjust(ctx context.Context, req store.AdjustRequest) (store.Settlement, error) {
-	return storeCall(ctx, c, "adjust", func(ctx context.Context) (store.Settlement, error) {
+	res, err := storeCall(ctx, c, "adjust", func(ctx context.Context) (store.Settlement, error) {
 		req.Now = c.clock.Now() // every attempt decides at its own time
 		return c.st.Adjust(ctx, req)
 	})
+	if err == nil && req.Delta < 0 {
+		c.freed(nil) // a refund: forget the predicted timeouts
+	}
+	return res, err
 }
 
 // settled logs a settlement that reached the store and reports it to the

@@ -34,6 +34,7 @@ func (c *Client) ReleaseLease(ctx context.Context, id string) (ReleaseResult, er
 	if err != nil {
 		return ReleaseResult{}, err
 	}
+	c.freedRestored(res.Restored)
 	if c.log.Enabled(ctx, slog.LevelDebug) && res.Released {
 		c.log.LogAttrs(ctx, slog.LevelDebug, "release.ok", slog.String("lease", id))
 	}
@@ -126,6 +127,13 @@ func (c *Client) Reconcile(ctx context.Context, opts ReconcileOptions) (Reconcil
 	}
 	if err != nil {
 		return ReconcileResult{}, err
+	}
+	if res.Reclaimed > 0 {
+		items := make([]store.Item, len(res.Dimensions))
+		for i, d := range res.Dimensions {
+			items[i].Dimension = d
+		}
+		c.freed(items)
 	}
 	return ReconcileResult{
 		Processed: res.Restored, Reclaimed: res.Reclaimed, AlreadyCapped: res.AlreadyCapped,

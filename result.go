@@ -59,6 +59,9 @@ type Result struct {
 	Dimensions []DimensionResult
 	// Degraded reports a grant made without the store under FailOpen.
 	Degraded bool
+	// ahead is, on a queued denial, the most waiter tickets ahead of the
+	// request's in its concurrent dimensions' queues.
+	ahead int
 }
 
 // Granted reports whether the outcome is Granted.

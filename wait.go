@@ -57,6 +57,9 @@ type waitCall struct {
 	attempts int
 	// retryIn is the last wait the store answered.
 	retryIn time.Duration
+	// predicted reports a fail-fast answered from the store's last word,
+	// without asking it (see predictTimeout).
+	predicted bool
 }
 
 // queueTTL is the life of a waiter's ticket: three poll intervals, but no
@@ -72,6 +75,9 @@ func (c *Client) queueTTL() time.Duration {
 // strategyLoop runs w with the client's strategy, or polling when the call
 // asked for it.
 func (c *Client) strategyLoop(ctx context.Context, w *waitCall) (*Lease, error) {
+	if c.predictTimeout(ctx, w) {
+		return nil, c.timeoutError(ctx, w)
+	}
 	if c.strategy == WaitPoll || w.o.polling || c.noReserve.Load() {
 		return c.pollLoop(ctx, w)
 	}
@@ -264,18 +270,23 @@ func (c *Client) cancelReservation(ctx context.Context, req *store.ReserveReques
 		c.event(ctx, slog.LevelWarn, "slot.cancel_failed", req.Items, slog.String("error", err.Error()))
 		return
 	}
+	c.freed(nil) // tokens back: forget the predicted timeouts
 	c.event(ctx, slog.LevelDebug, "slot.cancelled", req.Items)
 }
 
 // queueLoop waits for w's items in the waiter queues of its concurrent
 // dimensions: every attempt takes or renews the ticket, at most a third of
-// its life apart. At the head of every queue with the slots free, a
-// time-based wait longer than the caller accepts fails at once. Giving up
-// removes the tickets.
+// its life apart. A waiter near the front of its queues (see nearFront)
+// asks every frontPoll with a ticket of frontQueueTTL, one further back
+// at the store's hint with a ticket of queueTTL; a release of one of its
+// dimensions in this process wakes it at once. With its concurrent slots
+// covered, a time-based wait longer than the caller accepts fails at once.
+// Giving up removes the tickets.
 func (c *Client) queueLoop(ctx context.Context, w *waitCall) (*Lease, error) {
 	o := w.o
-	o.id, o.queue = store.NewLeaseID(), c.queueTTL()
-	renew := max(o.queue/3, time.Millisecond)
+	lw := c.register(w.items)
+	defer c.unregister(lw)
+	o.id, o.queue = lw.id, c.queueTTL()
 	for {
 		w.attempts++
 		res, err := c.attempt(ctx, w, &o)
@@ -284,8 +295,12 @@ func (c *Client) queueLoop(ctx context.Context, w *waitCall) (*Lease, error) {
 			return nil, err
 		}
 		c.learn(res.Dimensions)
+		flushed := !res.Degraded && c.hasOrphans() && c.removeOrphans(ctx)
 		if res.Granted() {
 			return res.Lease, nil
+		}
+		if flushed {
+			continue // tickets ahead may be gone: ask again at once
 		}
 		w.retryIn = res.RetryIn
 		left := c.left(ctx, w)
@@ -293,11 +308,24 @@ func (c *Client) queueLoop(ctx context.Context, w *waitCall) (*Lease, error) {
 			c.dequeue(ctx, w, o.id)
 			return nil, c.timeoutError(ctx, w)
 		}
-		if err := sleep(ctx, min(jitter(res.RetryIn), renew, left)); err != nil {
+		o.queue = c.queueTTL()
+		d := jitter(res.RetryIn)
+		if nearFront(res) {
+			o.queue = c.frontQueueTTL()
+			d = min(d, jitter(c.frontPoll()))
+		}
+		if err := sleepOrWake(ctx, min(d, max(o.queue/3, time.Millisecond), left), lw); err != nil {
 			c.dequeue(ctx, w, o.id)
 			return nil, err
 		}
 	}
+}
+
+// frontQueueTTL is the ticket life of a waiter near the front of its
+// queues: three frontPoll intervals, from 30 ms, at most queueTTL. A dead
+// waiter's ticket there holds back its cost for at most this long.
+func (c *Client) frontQueueTTL() time.Duration {
+	return min(max(3*c.frontPoll(), 30*time.Millisecond), c.queueTTL())
 }
 
 // atHead reports a denial at the head of every queue with every
@@ -318,7 +346,8 @@ func atHead(dims []DimensionResult) bool {
 
 // dequeue removes the tickets id holds in w's queues. It runs even when
 // ctx is done, bounded by releaseTimeout; a failure is logged, and the
-// tickets expire on their own.
+// removal is retried after the next answer the store gives a waiter of
+// this client (the tickets expire on their own meanwhile).
 func (c *Client) dequeue(ctx context.Context, w *waitCall, id store.LeaseID) {
 	req := store.DequeueRequest{Now: c.clock.Now(), ID: id, Dimensions: w.dims}
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
@@ -328,7 +357,14 @@ func (c *Client) dequeue(ctx context.Context, w *waitCall, id store.LeaseID) {
 	})
 	if err != nil {
 		c.event(ctx, slog.LevelWarn, "slot.dequeue_failed", w.items, slog.String("error", err.Error()))
+		if !errors.Is(err, store.ErrInvalid) && !errors.Is(err, store.ErrClosed) {
+			// Removed once the store answers again (removeOrphans).
+			c.orphaned(req)
+		}
+		return
 	}
+	// The ticket held back its cost from the waiters behind it.
+	c.freed(w.items)
 }
 
 // notReservable reports err as the store's refusal to reserve one of w's
@@ -370,6 +406,7 @@ func (c *Client) learn(dims []DimensionResult) {
 
 // timeoutError logs and returns w's *SlotTimeoutError.
 func (c *Client) timeoutError(ctx context.Context, w *waitCall) error {
+	c.rememberTimeout(ctx, w)
 	if c.log.Enabled(ctx, slog.LevelWarn) {
 		c.log.LogAttrs(ctx, slog.LevelWarn, "slot.timeout", slog.Any("dimensions", w.dims),
 			slog.Duration("timeout", w.timeout), slog.Int("attempts", w.attempts), slog.Duration("retry_in", w.retryIn))

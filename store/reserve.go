@@ -147,6 +147,10 @@ type Ticket struct {
 	At int64
 	// Expires is the ticket's expiry in Unix milliseconds.
 	Expires int64
+	// Cost is the waiter's cost on the ticket's dimension, in tokens: what
+	// the ticket holds back from the requests behind it. A ticket written
+	// without one (by an older version) counts as 1.
+	Cost int64
 }
 
 // Before reports whether ticket t is served before u.

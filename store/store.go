@@ -257,11 +257,18 @@ type AcquireRequest struct {
 	// concurrent items: a denial takes a ticket for ID in each concurrent
 	// item's waiter queue, or renews the one it has, expiring at Now+Queue
 	// (1 ms to MaxQueueTTL); a ticket keeps its place (the Now at which it
-	// was taken, then ID) across renewals. Whatever Queue says, a request
-	// is granted a concurrent item only when no live ticket (one expiring
-	// after Now) other than its own is ahead of it, so a waiter whose
-	// ticket is not at the head is denied even when a slot is free, and a
-	// one-shot acquisition does not overtake waiters. A grant removes the
+	// was taken, then ID) across renewals, and holds the request's cost on
+	// that item. Whatever Queue says, a request is granted a concurrent
+	// item only when its free balance covers the request's cost plus the
+	// costs of the live tickets (those expiring after Now) of others ahead
+	// of it: waiters are served first come, first served as far as the
+	// slots allow, so a waiter behind others is granted a free slot that
+	// they do not need, a large request is never overtaken by more than the
+	// slots it cannot use yet, a dead ticket holds back only its own cost
+	// until it expires, and a one-shot acquisition (which has no ticket:
+	// every live ticket is ahead of it) does not overtake waiters. A
+	// concurrent item that could be granted reports RetryIn 0 even when
+	// another item was short. A grant removes the
 	// request's tickets. Tickets of all of a request's items are taken in
 	// one atomic step with one place, so requests on several concurrent
 	// dimensions are ordered the same way in every queue and cannot

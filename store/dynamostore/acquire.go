@@ -412,7 +412,7 @@ func (s *Store) denyWrite(ctx context.Context, req *store.AcquireRequest, bis []
 		switch {
 		case bi.b.Type != bucket.Concurrent:
 		case req.Queue > 0:
-			if q, err = ticketEdit(bi, req.ID, now, place, now+req.Queue.Milliseconds(), s.maxWaiters); err != nil {
+			if q, err = ticketEdit(bi, req.ID, d.costs[i], now, place, now+req.Queue.Milliseconds(), s.maxWaiters); err != nil {
 				return false, err
 			}
 		default:

@@ -55,6 +55,7 @@ const (
 	// Keys of a waiter's ticket (see ticketValue).
 	ticketAt  = "a" // the decision time at which the ticket was first taken, ms
 	ticketExp = "e" // the ticket's expiry, ms
+	ticketCst = "c" // the waiter's cost on the bucket, tokens (absent: 1)
 )
 
 // holder is one entry of a bucket's holders map: a lease recorded on the

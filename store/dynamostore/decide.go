@@ -22,7 +22,9 @@ type decision struct {
 	// request in a concurrent bucket's waiter queue; queue is the grant's
 	// edit of each queue (nil for none).
 	ahead [store.MaxItems]int
-	queue [store.MaxItems]*queueEdit
+	// aheadCost sums the costs of those tickets.
+	aheadCost [store.MaxItems]int64
+	queue     [store.MaxItems]*queueEdit
 	// valid is a reservation's valid instant (0 for an acquisition).
 	valid int64
 }
@@ -59,13 +61,15 @@ func decide(bis []*bucketItem, req *store.AcquireRequest, now, skew int64, alway
 	}
 	d.granted = true
 	var retry int64
-	queueAhead(bis, req.ID, now, d.ahead[:n])
+	queueAhead(bis, req.ID, now, d.ahead[:n], d.aheadCost[:n])
 	for i, bi := range bis {
 		al := bi.st
 		at, _ := bucket.Align(bi.lim, al, now, skew)
 		d.aligned[i] = al
 		st, wait, ok := bucket.Take(bi.lim, al, at, d.costs[i]*bucket.Milli)
-		ok = ok && d.ahead[i] == 0
+		// The tickets ahead keep their costs: the balance must cover them
+		// too.
+		ok = ok && (d.aheadCost[i] == 0 || bucket.Available(bi.lim, al, at) >= (d.costs[i]+d.aheadCost[i])*bucket.Milli)
 		d.next[i] = st
 		ir := &res.Items[i]
 		*ir = store.ItemResult{Dimension: bi.b.Name, Type: bi.b.Type, Cost: d.costs[i], Capacity: bi.b.Capacity}

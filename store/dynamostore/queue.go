@@ -16,7 +16,10 @@ import (
 //
 // A concurrent bucket's waiter queue is the map attribute waiters on its
 // row: lease uuid → {"a": the decision time at which the ticket was first
-// taken, "e": its expiry}, both Unix ms. Keeping the queue on the row is
+// taken, "e": its expiry, both Unix ms, "c": the waiter's cost in tokens,
+// absent in tickets written before costs were kept, which count as 1}. A
+// request is granted when the balance covers its cost plus the costs of
+// the live tickets of others ahead of it (see store.AcquireRequest.Queue). Keeping the queue on the row is
 // what makes a grant atomic with its check of the head: an acquisition
 // decides on the row as read (slots and tickets) and writes it conditioned
 // on the version, which every write of the row bumps (a ticket taken, a
@@ -83,7 +86,7 @@ func validateMaxWaiters(n int) error {
 // ticketValue encodes a ticket for the waiters map.
 func ticketValue(t store.Ticket) types.AttributeValue {
 	return &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
-		ticketAt: numInt(t.At), ticketExp: numInt(t.Expires)}}
+		ticketAt: numInt(t.At), ticketExp: numInt(t.Expires), ticketCst: numInt(max(t.Cost, 1))}}
 }
 
 // decodeWaiters reads a waiters map; entries that are not tickets are
@@ -104,11 +107,14 @@ func decodeWaiters(m map[string]types.AttributeValue) map[string]store.Ticket {
 		if !aok || !eok {
 			continue
 		}
-		t := store.Ticket{ID: id}
-		var err1, err2 error
+		t := store.Ticket{ID: id, Cost: 1}
+		var err1, err2, err3 error
 		t.At, err1 = strconv.ParseInt(a, 10, 64)
 		t.Expires, err2 = strconv.ParseInt(e, 10, 64)
-		if err1 == nil && err2 == nil {
+		if c, ok := getN(x.Value, ticketCst); ok {
+			t.Cost, err3 = strconv.ParseInt(c, 10, 64)
+		}
+		if err1 == nil && err2 == nil && err3 == nil {
 			out[uuid] = t
 		}
 	}
@@ -138,15 +144,18 @@ func queuePlace(bis []*bucketItem, id store.LeaseID, now int64) int64 {
 	return at
 }
 
-// queueAhead fills ahead with, per row, the live tickets of others ahead of
-// id's place (see store.AcquireRequest.Queue).
-func queueAhead(bis []*bucketItem, id store.LeaseID, now int64, ahead []int) {
+// queueAhead fills ahead and aheadCost with, per row, the number and the
+// total cost of the live tickets of others ahead of id's place (see
+// store.AcquireRequest.Queue).
+func queueAhead(bis []*bucketItem, id store.LeaseID, now int64, ahead []int, aheadCost []int64) {
 	clear(ahead)
+	clear(aheadCost)
 	me := store.Ticket{ID: id, At: queuePlace(bis, id, now)}
 	for i, bi := range bis {
 		for _, t := range bi.waiters {
 			if t.ID != id && t.Expires > now && t.Before(me) {
 				ahead[i]++
+				aheadCost[i] += t.Cost
 			}
 		}
 	}
@@ -203,12 +212,12 @@ func purgeEdit(bi *bucketItem, now int64) *queueEdit {
 	return q
 }
 
-// ticketEdit is the edit of a denial that queues id on bi at place until
-// expires: a live ticket of id's keeps its At; dead tickets go. It fails
-// with a *WaiterLimitError when the queue is full.
-func ticketEdit(bi *bucketItem, id store.LeaseID, now, place, expires int64, limit int) (*queueEdit, error) {
+// ticketEdit is the edit of a denial that queues id, of cost, on bi at
+// place until expires: a live ticket of id's keeps its At; dead tickets
+// go. It fails with a *WaiterLimitError when the queue is full.
+func ticketEdit(bi *bucketItem, id store.LeaseID, cost, now, place, expires int64, limit int) (*queueEdit, error) {
 	uuid := id.String()
-	q := &queueEdit{put: uuid, ticket: store.Ticket{ID: id, At: place, Expires: expires}}
+	q := &queueEdit{put: uuid, ticket: store.Ticket{ID: id, At: place, Expires: expires, Cost: cost}}
 	old, had := bi.waiters[uuid]
 	if had && old.Expires > now {
 		q.ticket.At = old.At

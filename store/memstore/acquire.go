@@ -68,11 +68,14 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 	var retry int64
 	var aligned [store.MaxItems]bucket.State
 	var ahead [store.MaxItems]int
-	queueAhead(es, req.ID, now, ahead[:n])
+	var aheadCost [store.MaxItems]int64
+	queueAhead(es, req.ID, now, ahead[:n], aheadCost[:n])
 	for i, e := range es {
 		aligned[i] = e.st
 		st, wait, ok := bucket.Take(e.lim, aligned[i], ats[i], costs[i]*bucket.Milli)
-		ok = ok && ahead[i] == 0
+		// The tickets ahead keep their costs: the balance must cover them
+		// too.
+		ok = ok && (aheadCost[i] == 0 || bucket.Available(e.lim, aligned[i], ats[i]) >= (costs[i]+aheadCost[i])*bucket.Milli)
 		next[i] = st
 		ir := &res.Items[i]
 		*ir = store.ItemResult{Dimension: e.b.Name, Type: e.b.Type, Cost: costs[i], Capacity: e.b.Capacity}
@@ -97,7 +100,7 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 				res.Items[i].Remaining = bucket.Available(e.lim, aligned[i], ats[i])
 			}
 		}
-		res.Ahead = enqueue(es, req.ID, ahead[:n], now, req.Queue.Milliseconds())
+		res.Ahead = enqueue(es, req.ID, ahead[:n], costs[:n], now, req.Queue.Milliseconds())
 		return nil
 	}
 	res.Ahead = 0

@@ -8,9 +8,10 @@ import (
 )
 
 // queueAhead deletes the dead tickets of es's concurrent queues and fills
-// ahead with, per item, the live tickets of others ahead of id's place
-// (see store.AcquireRequest.Queue). The caller holds the locks of es.
-func queueAhead(es []*entry, id store.LeaseID, now int64, ahead []int) {
+// ahead and aheadCost with, per item, the number and the total cost of the
+// live tickets of others ahead of id's place (see
+// store.AcquireRequest.Queue). The caller holds the locks of es.
+func queueAhead(es []*entry, id store.LeaseID, now int64, ahead []int, aheadCost []int64) {
 	conc := false
 	for _, e := range es {
 		if e.b.Type == bucket.Concurrent && len(e.queue) > 0 {
@@ -19,6 +20,7 @@ func queueAhead(es []*entry, id store.LeaseID, now int64, ahead []int) {
 		}
 	}
 	clear(ahead)
+	clear(aheadCost)
 	if !conc {
 		return
 	}
@@ -27,6 +29,7 @@ func queueAhead(es []*entry, id store.LeaseID, now int64, ahead []int) {
 		for _, t := range e.queue {
 			if t.ID != id && t.Before(me) {
 				ahead[i]++
+				aheadCost[i] += t.Cost
 			}
 		}
 	}
@@ -46,9 +49,10 @@ func place(es []*entry, id store.LeaseID, now int64) int64 {
 	return at
 }
 
-// enqueue takes or renews id's tickets on es's concurrent buckets when
-// queueMs is not zero, and returns the most tickets ahead of it.
-func enqueue(es []*entry, id store.LeaseID, ahead []int, now, queueMs int64) int {
+// enqueue takes or renews id's tickets, of costs, on es's concurrent
+// buckets when queueMs is not zero, and returns the most tickets ahead of
+// it.
+func enqueue(es []*entry, id store.LeaseID, ahead []int, costs []int64, now, queueMs int64) int {
 	n, conc := 0, false
 	for i, e := range es {
 		if e.b.Type == bucket.Concurrent {
@@ -59,15 +63,15 @@ func enqueue(es []*entry, id store.LeaseID, ahead []int, now, queueMs int64) int
 		return n
 	}
 	at := place(es, id, now)
-	for _, e := range es {
+	for i, e := range es {
 		if e.b.Type != bucket.Concurrent {
 			continue
 		}
 		if k := slices.IndexFunc(e.queue, func(t store.Ticket) bool { return t.ID == id }); k >= 0 {
-			e.queue[k].Expires = now + queueMs
+			e.queue[k].Expires, e.queue[k].Cost = now+queueMs, costs[i]
 			continue
 		}
-		e.queue = append(e.queue, store.Ticket{ID: id, At: at, Expires: now + queueMs})
+		e.queue = append(e.queue, store.Ticket{ID: id, At: at, Expires: now + queueMs, Cost: costs[i]})
 	}
 	return n
 }

@@ -329,14 +329,16 @@ func (m *model) acquire(st Step, now int64) Expect {
 		return e
 	}
 	e := Expect{Granted: true}
-	ahead := m.ahead(bs, req.ID, now)
+	ahead, aheadCost := m.ahead(bs, req.ID, now)
 	next := make([]bucket.State, len(bs))
 	decided := make([]int64, len(bs))
 	for i, b := range bs {
 		s, at := m.aligned(b, now)
 		decided[i] = at
 		took, wait, ok := bucket.Take(b.lim, s, at, resolved[i].Cost*bucket.Milli)
-		ok = ok && ahead[i] == 0
+		// Queue liveness: a waiter whose cost plus the tickets ahead of it
+		// fit in the free balance is granted.
+		ok = ok && (aheadCost[i] == 0 || bucket.Available(b.lim, s, at) >= (resolved[i].Cost+aheadCost[i])*bucket.Milli)
 		next[i] = took
 		ie := ItemExpect{Dimension: b.b.Name, Cost: resolved[i].Cost, Remaining: took.Tokens}
 		if !ok {
@@ -356,7 +358,11 @@ func (m *model) acquire(st Step, now int64) Expect {
 			s, at := m.aligned(b, now)
 			e.Items[i].Remaining = bucket.Available(b.lim, s, at)
 		}
-		e.Ahead = m.enqueue(bs, req.ID, ahead, now, st.QueueMs)
+		costs := make([]int64, len(bs))
+		for i := range bs {
+			costs[i] = resolved[i].Cost
+		}
+		e.Ahead = m.enqueue(bs, req.ID, ahead, costs, now, st.QueueMs)
 		return e
 	}
 	m.dequeueAll(bs, req.ID)

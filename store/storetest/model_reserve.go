@@ -27,9 +27,10 @@ func place(bs []*mBucket, id store.LeaseID, now int64) int64 {
 }
 
 // ahead purges the dead tickets of bs's concurrent queues and returns,
-// per item, the live tickets of others ahead of the request's place.
-func (m *model) ahead(bs []*mBucket, id store.LeaseID, now int64) []int {
-	out := make([]int, len(bs))
+// per item, the number and the total cost of the live tickets of others
+// ahead of the request's place.
+func (m *model) ahead(bs []*mBucket, id store.LeaseID, now int64) ([]int, []int64) {
+	out, cost := make([]int, len(bs)), make([]int64, len(bs))
 	for _, b := range bs {
 		if b.b.Type == bucket.Concurrent {
 			b.queue = slices.DeleteFunc(b.queue, func(t store.Ticket) bool { return t.Expires <= now })
@@ -40,15 +41,16 @@ func (m *model) ahead(bs []*mBucket, id store.LeaseID, now int64) []int {
 		for _, t := range b.queue {
 			if t.ID != id && t.Before(me) {
 				out[i]++
+				cost[i] += t.Cost
 			}
 		}
 	}
-	return out
+	return out, cost
 }
 
-// enqueue takes or renews the request's tickets after a denial when it
-// asked to queue, and returns the largest number of tickets ahead.
-func (m *model) enqueue(bs []*mBucket, id store.LeaseID, ahead []int, now, queueMs int64) int {
+// enqueue takes or renews the request's tickets, of costs, after a denial
+// when it asked to queue, and returns the largest number of tickets ahead.
+func (m *model) enqueue(bs []*mBucket, id store.LeaseID, ahead []int, costs []int64, now, queueMs int64) int {
 	n, conc := 0, false
 	for i, b := range bs {
 		if b.b.Type == bucket.Concurrent {
@@ -59,15 +61,15 @@ func (m *model) enqueue(bs []*mBucket, id store.LeaseID, ahead []int, now, queue
 		return n
 	}
 	at := place(bs, id, now)
-	for _, b := range bs {
+	for i, b := range bs {
 		if b.b.Type != bucket.Concurrent {
 			continue
 		}
 		if k := slices.IndexFunc(b.queue, func(t store.Ticket) bool { return t.ID == id }); k >= 0 {
-			b.queue[k].Expires = now + queueMs
+			b.queue[k].Expires, b.queue[k].Cost = now+queueMs, costs[i]
 			continue
 		}
-		b.queue = append(b.queue, store.Ticket{ID: id, At: at, Expires: now + queueMs})
+		b.queue = append(b.queue, store.Ticket{ID: id, At: at, Expires: now + queueMs, Cost: costs[i]})
 	}
 	return n
 }

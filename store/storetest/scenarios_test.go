@@ -411,6 +411,22 @@ func scenarios() []Vector {
 				peek(6000, conc),
 				acq(6000, "Y", 60_000, false, it(conc, 1)),
 			)),
+		v("queue-covered", "a waiter behind others is granted when the free slots cover its cost plus the costs of the live tickets ahead of it; a large waiter is not overtaken by more than the slots it cannot use; a dead ticket holds back only its own cost, until it expires",
+			s(
+				putB(0, "pool#concurrent", "concurrent", 3, 0, 0),
+				acq(0, "H", 60_000, false, it("pool#concurrent", 3)),
+				acqQ(10, "W1", 60_000, 5000, it("pool#concurrent", 2)),
+				acqQ(15, "D", 60_000, 200, it("pool#concurrent", 1)),
+				acqQ(20, "W2", 60_000, 5000, it("pool#concurrent", 1)),
+				acqQ(30, "W3", 60_000, 5000, it("pool#concurrent", 1)),
+				release(100, "H"),
+				acqQ(110, "W2", 60_000, 5000, it("pool#concurrent", 1)),
+				acqQ(300, "W2", 60_000, 5000, it("pool#concurrent", 1)),
+				acqQ(310, "W3", 60_000, 5000, it("pool#concurrent", 1)),
+				acq(310, "X", 60_000, false, it("pool#concurrent", 1)),
+				acqQ(320, "W1", 60_000, 5000, it("pool#concurrent", 2)),
+				peek(320, "pool#concurrent"),
+			)),
 	}
 }
 

@@ -13,8 +13,9 @@
 -- and TestLuaMatchesBucket checks core.lua against package bucket.
 --
 -- KEYS: per item: bucket, dim lease index (prefix{vendor}:dz#rest; the
---       dimension's waiter queue, prefix{vendor}:q#rest by place and
---       prefix{vendor}:qx#rest by expiry, is derived from it: same slot).
+--       dimension's waiter queue, prefix{vendor}:q#rest by place,
+--       prefix{vendor}:qx#rest by expiry and prefix{vendor}:qc#rest, the
+--       hash of the tickets' costs, is derived from it: same slot).
 -- ARGV: now (-1: server TIME), ttl ms, record (0/1), poll ms, id, caller,
 --       the first item's key tag (prefix{vendor}, naming the lease hash
 --       tag:lease:<id> and the vendor lease index tag:leases, in the same
@@ -199,12 +200,14 @@ end
 -- Waiter queues (store.AcquireRequest.Queue), for concurrent items only:
 -- Q[i] holds item i's queue keys, its tickets by place (score: the instant
 -- the ticket was first taken; equal scores in member order, which is the
--- ids' byte order) and by expiry. Dead tickets (expiry at or before now)
--- are pruned; A[i] counts the live tickets of others ahead of the
--- request's place: its earliest live ticket's instant (else now), then its
--- id. A grant needs A[i] == 0 on every item.
+-- ids' byte order), by expiry, and their costs (a hash; a ticket without
+-- one counts as 1). Dead tickets (expiry at or before now) are pruned;
+-- A[i] counts the live tickets of others ahead of the request's place: its
+-- earliest live ticket's instant (else now), then its id, and C[i] sums
+-- their costs. A grant needs the balance to cover the request's cost plus
+-- C[i] on every item.
 local sformat = string.format
-local Q, A, place, mine = nil, nil, now, false
+local Q, A, C, place, mine = nil, nil, nil, now, false
 for i = 1, n do
   if S[10 * i - 9] == 3 then
     local ik = KEYS[2 * i]
@@ -212,13 +215,14 @@ for i = 1, n do
     local tag, rest = string.sub(ik, 1, j), string.sub(ik, j + 4)
     local qk, xk = tag .. ':q' .. rest, tag .. ':qx' .. rest
     Q = Q or {}
-    Q[i] = { qk, xk, call('ZCARD', qk) > 0 }
+    Q[i] = { qk, xk, call('ZCARD', qk) > 0, tag .. ':qc' .. rest }
     if Q[i][3] then
       local dead = call('ZRANGE', xk, '-inf', sformat('%d', now), 'BYSCORE')
       if #dead > 0 then
         call('ZREMRANGEBYSCORE', xk, '-inf', sformat('%d', now))
         for k = 1, #dead, 1000 do
           call('ZREM', qk, unpack(dead, k, math.min(k + 999, #dead)))
+          call('HDEL', Q[i][4], unpack(dead, k, math.min(k + 999, #dead)))
         end
       end
       local sc = call('ZSCORE', qk, id)
@@ -232,12 +236,12 @@ for i = 1, n do
   end
 end
 if Q then
-  A = {}
+  A, C = {}, {}
   local p = sformat('%d', place)
   for i, q in pairs(Q) do
-    local a = 0
+    local ahead = {}
     if q[3] then
-      a = call('ZCOUNT', q[1], '-inf', '(' .. p)
+      ahead = call('ZRANGE', q[1], '-inf', '(' .. p, 'BYSCORE')
       -- Tickets taken at the same instant go by id, compared byte by byte
       -- (Lua's string order follows the server's locale).
       for _, m in ipairs(call('ZRANGE', q[1], p, p, 'BYSCORE')) do
@@ -245,14 +249,24 @@ if Q then
           local x, y = string.byte(m, k), string.byte(id, k)
           if x ~= y then
             if x < y then
-              a = a + 1
+              ahead[#ahead + 1] = m
             end
             break
           end
         end
       end
     end
-    A[i] = a
+    local c = 0
+    for k = 1, #ahead, 1000 do
+      for _, v in ipairs(call('HMGET', q[4], unpack(ahead, k, math.min(k + 999, #ahead)))) do
+        if v then
+          c = c + v
+        else
+          c = c + 1
+        end
+      end
+    end
+    A[i], C[i] = #ahead, c
   end
 end
 -- Take every item: bucket.Align, then bucket.Take (nothing is granted
@@ -281,7 +295,7 @@ for i = 1, n do
     t, l = refillRaw(cap, amt, per, tok, last, u, at)
   end
   local wait = 0
-  if t >= c and at >= u and (not A or not A[i] or A[i] == 0) then
+  if t >= c + (C and C[i] or 0) * 1000 and at >= u then
     S[b + 6], S[b + 8] = t - c, l
   else
     granted = false
@@ -324,6 +338,7 @@ if not granted then
           call('ZADD', q[1], sformat('%d', place), id)
         end
         call('ZADD', q[2], e, id)
+        call('HSET', q[4], id, S[10 * i - 5])
       end
     end
   end
@@ -383,6 +398,7 @@ if Q then
     if q[3] then
       call('ZREM', q[1], id)
       call('ZREM', q[2], id)
+      call('HDEL', q[4], id)
     end
   end
 end

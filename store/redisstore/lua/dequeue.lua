@@ -6,13 +6,18 @@
 local now = clock(ARGV[1])
 local n = fmt(now)
 for i = 1, #KEYS, 2 do
+  -- The tickets' costs, prefix{vendor}:qc#rest, in the queue's slot.
+  local j = string.find(KEYS[i], '}', 1, true)
+  local ck = string.sub(KEYS[i], 1, j) .. ':qc' .. string.sub(KEYS[i], j + 3)
   redis.call('ZREM', KEYS[i], ARGV[2])
   redis.call('ZREM', KEYS[i + 1], ARGV[2])
+  redis.call('HDEL', ck, ARGV[2])
   local dead = redis.call('ZRANGE', KEYS[i + 1], '-inf', n, 'BYSCORE')
   if #dead > 0 then
     redis.call('ZREMRANGEBYSCORE', KEYS[i + 1], '-inf', n)
     for k = 1, #dead, 1000 do
       redis.call('ZREM', KEYS[i], unpack(dead, k, math.min(k + 999, #dead)))
+      redis.call('HDEL', ck, unpack(dead, k, math.min(k + 999, #dead)))
     end
   end
 end

@@ -1,0 +1,95 @@
+package slotload
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/store"
+)
+
+// counted counts a store's decision calls.
+type counted struct {
+	store.Store
+	n atomic.Int64
+}
+
+func (s *counted) Acquire(ctx context.Context, req *store.AcquireRequest, res *store.AcquireResult) error {
+	s.n.Add(1)
+	return s.Store.Acquire(ctx, req, res)
+}
+
+func (s *counted) Release(ctx context.Context, req store.ReleaseRequest) (store.ReleaseResult, error) {
+	s.n.Add(1)
+	return s.Store.Release(ctx, req)
+}
+
+func (s *counted) Dequeue(ctx context.Context, req store.DequeueRequest) error {
+	s.n.Add(1)
+	return s.Store.Dequeue(ctx, req)
+}
+
+// Bench runs the utilisation scenario on the stores open returns (same
+// nil: a fresh store; else another handle on same's backend, as another
+// process would have): 8 slots,
+// 16 workers, holds of 20 ms and 1 s, in one process (one Client) and in
+// two (two Clients, each on its own handle), waiting in line and polling.
+// Each sub-benchmark runs the scenario once per iteration and reports
+// %util (slot-time held over slot-time available) and calls/s (Acquire,
+// Release and Dequeue calls a second). Run it with -benchtime=1x.
+func Bench(b *testing.B, open func(tb testing.TB, same store.Store) store.Store) {
+	for _, hold := range []time.Duration{20 * time.Millisecond, time.Second} {
+		for _, procs := range []int{1, 2} {
+			for _, polling := range []bool{false, true} {
+				name := hold.String() + "/procs=" + string(rune('0'+procs)) + "/reserve"
+				if polling {
+					name = hold.String() + "/procs=" + string(rune('0'+procs)) + "/poll"
+				}
+				b.Run(name, func(b *testing.B) {
+					for b.Loop() {
+						benchOnce(b, open, hold, procs, polling)
+					}
+				})
+			}
+		}
+	}
+}
+
+func benchOnce(b *testing.B, open func(tb testing.TB, same store.Store) store.Store, hold time.Duration, procs int, polling bool) {
+	ctx := context.Background()
+	var clients []*sluice.Client
+	var stores []*counted
+	var first store.Store
+	for range procs {
+		st := open(b, first)
+		if first == nil {
+			first = st
+		}
+		cs := &counted{Store: st}
+		c, err := sluice.New(cs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		clients, stores = append(clients, c), append(stores, cs)
+	}
+	dim := "load#concurrent"
+	if err := clients[0].PutBucket(ctx, sluice.Bucket{Name: dim, Config: sluice.ConcurrentLimit(8)}); err != nil {
+		b.Fatal(err)
+	}
+	window := 3 * time.Second
+	if hold >= time.Second {
+		window = 10 * time.Second
+	}
+	res := Run(ctx, Config{Clients: clients, Dimension: dim, Slots: 8, Workers: 16, Hold: hold, Window: window, Polling: polling})
+	if res.Errors > 0 {
+		b.Fatalf("%d waits failed; first: %v", res.Errors, res.FirstErr)
+	}
+	var calls int64
+	for _, s := range stores {
+		calls += s.n.Load()
+	}
+	b.ReportMetric(100*res.Utilisation, "%util")
+	b.ReportMetric(float64(calls)/window.Seconds(), "calls/s")
+}

@@ -1,0 +1,321 @@
+package sluice
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ontopix/sluice/store"
+)
+
+// reaskInterval is how long the client answers a fail-fast wait from the
+// store's last answer before asking the store again: a loop of waits that
+// each time out at once costs at most one store call per interval and
+// dimension set, and a refund, release or cancel made elsewhere is noticed
+// within it.
+const reaskInterval = 100 * time.Millisecond
+
+// horizon is the store's last word on a set of dimensions: a request of
+// costs (or more) cannot be granted before until; it said so at asked.
+type horizon struct {
+	until, asked time.Time
+	costs        []int64
+}
+
+// horizonKey names the dimensions of items (one entry per set of
+// dimensions, so the client remembers no more entries than its callers
+// use sets).
+func horizonKey(items []store.Item) string {
+	var b strings.Builder
+	for _, it := range items {
+		b.WriteString(it.Dimension)
+		b.WriteByte(0)
+	}
+	return b.String()
+}
+
+// covers reports that h holds for items: each costs at least what the
+// store's answer was about, so it cannot be granted sooner.
+func (h *horizon) covers(items []store.Item) bool {
+	if len(h.costs) != len(items) {
+		return false
+	}
+	for i, it := range items {
+		if it.Cost < h.costs[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// predictTimeout reports that w would fail fast: less than reaskInterval
+// ago the store answered that its items cannot be granted before an
+// instant that lies beyond w's deadline. It sets w.retryIn to the wait
+// left. It never predicts for a polling wait, which does not fail fast.
+func (c *Client) predictTimeout(ctx context.Context, w *waitCall) bool {
+	if c.strategy == WaitPoll || w.o.polling {
+		return false
+	}
+	key := horizonKey(w.items)
+	v, ok := c.horizons.Load(key)
+	if !ok {
+		return false
+	}
+	h := v.(*horizon)
+	now := c.clock.Now()
+	if now.Sub(h.asked) >= reaskInterval || !h.until.After(now) || now.Before(h.asked) {
+		c.horizons.CompareAndDelete(key, v)
+		return false
+	}
+	left := c.left(ctx, w)
+	if left <= 0 || !now.Add(left).Before(h.until) || !h.covers(w.items) {
+		return false
+	}
+	w.retryIn, w.predicted = h.until.Sub(now), true
+	return true
+}
+
+// rememberTimeout records the store's answer behind a fail-fast timeout
+// of w: its items cannot be granted for w.retryIn from now.
+func (c *Client) rememberTimeout(ctx context.Context, w *waitCall) {
+	if w.predicted || w.retryIn <= 0 {
+		return
+	}
+	left := c.left(ctx, w)
+	if left <= 0 || w.retryIn <= left {
+		return // a wait that ran out its timeout, not a fail-fast
+	}
+	now := c.clock.Now()
+	costs := make([]int64, len(w.items))
+	for i, it := range w.items {
+		costs[i] = it.Cost
+	}
+	c.horizons.Store(horizonKey(w.items), &horizon{until: now.Add(w.retryIn), asked: now, costs: costs})
+}
+
+// localWaiter is a wait in this process queued for concurrent items: a
+// release of one of them here wakes it at once.
+type localWaiter struct {
+	wake  chan struct{}
+	items []store.Item
+	// id is the wait's ticket id, above every earlier waiter's of this
+	// client: tickets taken in the same millisecond are served in id
+	// order, so the store serves this process's waiters in the order they
+	// registered, the order freed wakes them in.
+	id store.LeaseID
+}
+
+// waitList is the client's local waiters per concurrent dimension, in the
+// order they started waiting.
+type waitList struct {
+	mu    sync.Mutex
+	byDim map[string][]*localWaiter
+	last  store.LeaseID // the latest waiter's id
+}
+
+// register adds a waiter for items; unregister it when the wait ends.
+func (c *Client) register(items []store.Item) *localWaiter {
+	lw := &localWaiter{wake: make(chan struct{}, 1), items: items}
+	c.waiters.mu.Lock()
+	defer c.waiters.mu.Unlock()
+	lw.id = store.NewLeaseID()
+	if bytes.Compare(lw.id[:], c.waiters.last[:]) <= 0 {
+		// One above the latest: its random low bytes plus one (the
+		// variant bits, at the top of byte 8, are never reached).
+		lw.id = c.waiters.last
+		binary.BigEndian.PutUint64(lw.id[8:], binary.BigEndian.Uint64(lw.id[8:])+1)
+	}
+	c.waiters.last = lw.id
+	if c.waiters.byDim == nil {
+		c.waiters.byDim = map[string][]*localWaiter{}
+	}
+	for _, it := range items {
+		c.waiters.byDim[it.Dimension] = append(c.waiters.byDim[it.Dimension], lw)
+	}
+	return lw
+}
+
+// unregister removes lw. A wake-up it got but did not use (it was
+// granted, or gave up, meanwhile) goes to the next waiters.
+func (c *Client) unregister(lw *localWaiter) {
+	c.waiters.mu.Lock()
+	defer c.waiters.mu.Unlock()
+	defer func() {
+		select {
+		case <-lw.wake:
+			c.wakeLocked(lw.items)
+		default:
+		}
+	}()
+	for _, it := range lw.items {
+		ws := c.waiters.byDim[it.Dimension]
+		for i, x := range ws {
+			if x == lw {
+				ws = append(ws[:i:i], ws[i+1:]...)
+				break
+			}
+		}
+		if len(ws) == 0 {
+			delete(c.waiters.byDim, it.Dimension)
+		} else {
+			c.waiters.byDim[it.Dimension] = ws
+		}
+	}
+}
+
+// freed tells the client that items went back to their buckets (a
+// release, a refund, a cancel, a ticket removed, a reconcile): the local
+// waiters they may serve are woken, oldest first and skipping those woken
+// already, as many as the freed cost covers (a cost below 1 wakes every
+// waiter on the dimension), and the predicted timeouts are forgotten.
+func (c *Client) freed(items []store.Item) {
+	c.horizons.Clear()
+	c.waiters.mu.Lock()
+	defer c.waiters.mu.Unlock()
+	c.wakeLocked(items)
+}
+
+// wakeLocked wakes the local waiters items may serve (see freed); the
+// caller holds c.waiters.mu.
+func (c *Client) wakeLocked(items []store.Item) {
+	for _, it := range items {
+		budget := it.Cost
+		for _, lw := range c.waiters.byDim[it.Dimension] {
+			select {
+			case lw.wake <- struct{}{}:
+			default:
+				continue // woken already, by an earlier release
+			}
+			if it.Cost < 1 {
+				continue
+			}
+			if budget -= lw.cost(it.Dimension); budget <= 0 {
+				break
+			}
+		}
+	}
+}
+
+// cost returns lw's cost on dim, at least 1.
+func (lw *localWaiter) cost(dim string) int64 {
+	for _, it := range lw.items {
+		if it.Dimension == dim {
+			return max(it.Cost, 1)
+		}
+	}
+	return 1
+}
+
+// sleepOrWake sleeps d, or until lw is woken, or ctx ends.
+func sleepOrWake(ctx context.Context, d time.Duration, lw *localWaiter) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-lw.wake:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// frontPoll is how often a waiter near the front of its queues (the
+// tickets ahead of it and its own cost fit in the dimension's capacity)
+// asks again: a twentieth of the poll interval, from 5 ms. A slot freed
+// by another process is then taken within about frontPoll, and only the
+// waiters the slots can serve soon ask that often.
+func (c *Client) frontPoll() time.Duration {
+	return max(c.cfg.PollInterval/20, 5*time.Millisecond)
+}
+
+// nearFront reports that res, a queued denial, leaves the waiter near the
+// front of every queue: its cost plus one token per ticket ahead fits in
+// each concurrent dimension's capacity, so released slots may serve it.
+func nearFront(res Result) bool {
+	conc := false
+	for _, d := range res.Dimensions {
+		if d.Type == Concurrent {
+			conc = true
+			if int64(res.ahead)+d.Cost > d.Capacity {
+				return false
+			}
+		}
+	}
+	return conc
+}
+
+// freedRestored is freed for the concurrent items a release restored.
+func (c *Client) freedRestored(rs []store.Restored) {
+	items := make([]store.Item, len(rs))
+	for i, r := range rs {
+		items[i] = store.Item{Dimension: r.Dimension, Cost: r.Cost}
+	}
+	c.freed(items)
+}
+
+// freedRequests is freed for a released lease's items.
+func (c *Client) freedRequests(rs []Request) {
+	items := make([]store.Item, len(rs))
+	for i, r := range rs {
+		items[i] = store.Item{Dimension: r.Dimension, Cost: r.Cost}
+	}
+	c.freed(items)
+}
+
+// maxOrphans bounds the tickets a client remembers it could not remove.
+const maxOrphans = 1024
+
+// orphanList is the tickets whose removal failed (the store was
+// unreachable when their waiters gave up), to be removed once it answers
+// again: until then they hold back their costs from the waiters behind
+// them.
+type orphanList struct {
+	mu   sync.Mutex
+	reqs []store.DequeueRequest
+}
+
+// orphaned remembers a failed removal; the oldest is dropped (and left to
+// expire) beyond maxOrphans.
+func (c *Client) orphaned(req store.DequeueRequest) {
+	c.orphans.mu.Lock()
+	defer c.orphans.mu.Unlock()
+	if len(c.orphans.reqs) >= maxOrphans {
+		c.orphans.reqs = c.orphans.reqs[1:]
+	}
+	c.orphans.reqs = append(c.orphans.reqs, req)
+}
+
+// removeOrphans retries the removals that failed, now that the store
+// answered, until one fails again. It reports that every one succeeded.
+func (c *Client) removeOrphans(ctx context.Context) bool {
+	c.orphans.mu.Lock()
+	reqs := c.orphans.reqs
+	c.orphans.reqs = nil
+	c.orphans.mu.Unlock()
+	for i, req := range reqs {
+		req.Now = c.clock.Now()
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		_, err := storeCall(dctx, c, "dequeue", func(ctx context.Context) (struct{}, error) {
+			return struct{}{}, c.st.Dequeue(ctx, req)
+		})
+		cancel()
+		if err != nil {
+			for _, r := range reqs[i:] {
+				c.orphaned(r)
+			}
+			return false
+		}
+	}
+	return true
+}
+
+// hasOrphans reports tickets left to remove.
+func (c *Client) hasOrphans() bool {
+	c.orphans.mu.Lock()
+	defer c.orphans.mu.Unlock()
+	return len(c.orphans.reqs) > 0
+}
