@@ -16,11 +16,11 @@ import (
 // maxItemBytes is DynamoDB's item size limit: 400 KB.
 const maxItemBytes = 400 * 1024
 
-// Worst-case values of the numbers a bucket row's entries hold, for
-// rowBytes: a Unix-ms expiry or ticket time before the year 2286 has at
-// most 13 significant digits, and a concurrent holder's cost, since the
-// costs of a bucket's live holders add up to at most its capacity, has at
-// most the digits of MaxCapacity divided by the number of holders.
+// worstMs is the widest Unix-ms time a holder's expiry or a ticket holds:
+// any instant before the year 2286 has at most 13 significant digits.
+// (The widest holder cost is computed in rowBytes: the costs of a bucket's
+// holders add up to at most its capacity, so each has at most the digits
+// of MaxCapacity divided by the number of holders.)
 const worstMs = 9_999_999_999_999
 
 // rowBytes returns the largest size, in DynamoDB's accounting, that a
@@ -42,8 +42,12 @@ func rowBytes(maxLeases, maxWaiters int) int {
 	id := store.NewLeaseID().String()
 	cost := max(int64(1), (bucket.MaxCapacity-1)/int64(max(1, maxLeases)))
 	n += maxLeases * mapEntryBytes(id, holder{exp: worstMs, cost: widest(cost), hasCost: true}.value())
-	n += maxWaiters * mapEntryBytes(id, ticketValue(store.Ticket{At: worstMs, Expires: worstMs}))
-	return n
+	return n + maxWaiters*ticketBytes()
+}
+
+// ticketBytes is what one ticket of the waiters map takes at most.
+func ticketBytes() int {
+	return mapEntryBytes(store.NewLeaseID().String(), ticketValue(store.Ticket{At: worstMs, Expires: worstMs}))
 }
 
 // widest returns the longest repunit (1, 11, 111, …) not above v: a
@@ -63,10 +67,7 @@ func validateRowSize(maxLeases, maxWaiters int) error {
 	if n <= maxItemBytes {
 		return nil
 	}
-	fit := 0
-	for fit < maxWaiters && rowBytes(maxLeases, fit+1) <= maxItemBytes {
-		fit++
-	}
+	fit := max(0, (maxItemBytes-rowBytes(maxLeases, 0))/ticketBytes())
 	return &bucket.FieldError{
 		Field: "max_leases_per_bucket, max_waiters_per_bucket",
 		Value: fmt.Sprintf("%d, %d", maxLeases, maxWaiters),
