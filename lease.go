@@ -139,8 +139,11 @@ func (l *Lease) Cost(dimension string) int64 {
 
 // Release ends the lease. Concurrent dimensions get their cost back (never
 // above capacity); requests and tokens stay consumed. Release is idempotent:
-// a second call returns nil. If the reconciler already reclaimed the lease,
-// Release restores nothing and returns an error matching ErrLeaseExpired.
+// a second call returns nil. If the store has no record of the lease —
+// the reconciler reclaimed it after it expired, or the store lost it (a
+// restart without persistence, a failover), which the client cannot tell
+// apart — Release restores nothing and returns an error matching
+// ErrLeaseExpired that names both causes.
 // If the store cannot be reached the lease stays unreleased, so Release can
 // be retried; the reconciler reclaims it after its TTL otherwise.
 func (l *Lease) Release(ctx context.Context) error {
@@ -167,7 +170,7 @@ func (l *Lease) Release(ctx context.Context) error {
 	l.released = true
 	l.c.freedRequests(l.items)
 	if !res.Released {
-		err := &leaseError{id: l.id, op: "release", err: store.ErrLeaseExpired, why: "was reclaimed by the reconciler after it expired; nothing was restored"}
+		err := &leaseError{id: l.id, op: "release", err: store.ErrLeaseExpired, why: whyGone + "; nothing was restored"}
 		l.c.released(ctx, l, false, err)
 		return err
 	}
@@ -276,7 +279,7 @@ func (l *Lease) adjustLocked(ctx context.Context, i int, delta int64) (Settlemen
 		res, err = l.c.storeAdjust(ctx, req)
 	}
 	if errors.Is(err, store.ErrUnknownLease) {
-		err = &leaseError{id: l.id, op: "adjust", err: store.ErrLeaseExpired, why: "was reclaimed by the reconciler"}
+		err = &leaseError{id: l.id, op: "adjust", err: store.ErrLeaseExpired, why: whyGone}
 	}
 	estimate := l.items[i].Cost
 	l.c.settled(ctx, req.Dimension, estimate, res, late, err)
@@ -345,7 +348,7 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 		return l.c.st.Extend(ctx, req)
 	})
 	if errors.Is(err, store.ErrUnknownLease) {
-		return &leaseError{id: l.id, op: "extend", err: store.ErrLeaseExpired, why: "was reclaimed by the reconciler"}
+		return &leaseError{id: l.id, op: "extend", err: store.ErrLeaseExpired, why: whyGone}
 	}
 	if err != nil {
 		return err
@@ -356,6 +359,13 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 }
 
 // leaseError wraps a lease sentinel with the lease id and what happened.
+// whyGone says why a lease the client holds has no record in the store.
+// The client cannot tell the two causes apart: the reconciler reclaims a
+// record once it expired (by the store's clock), and a store that lost
+// data (restarted without persistence, failed over to a replica that had
+// not received the record) no longer has it, expired or not.
+const whyGone = "has no record in the store: the reconciler reclaimed it after it expired, or the store lost it (a restart without persistence or a failover)"
+
 type leaseError struct {
 	id  store.LeaseID
 	op  string

@@ -57,7 +57,7 @@ func (c *Client) ExtendLease(ctx context.Context, id string, ttl time.Duration) 
 		return c.st.Extend(ctx, req)
 	})
 	if errors.Is(err, store.ErrUnknownLease) {
-		return time.Time{}, &leaseError{id: lid, op: "extend", err: store.ErrLeaseExpired, why: "is unknown: released, or reclaimed by the reconciler"}
+		return time.Time{}, &leaseError{id: lid, op: "extend", err: store.ErrLeaseExpired, why: "is unknown: released, reclaimed by the reconciler after it expired, or lost by the store (a restart without persistence or a failover)"}
 	}
 	return exp, err
 }
@@ -73,7 +73,7 @@ func (c *Client) AdjustLease(ctx context.Context, id, dimension string, delta in
 	req := store.AdjustRequest{Now: c.clock.Now(), ID: lid, Recorded: true, Dimension: dimension, Delta: delta, Op: store.NewLeaseID()}
 	res, err := c.storeAdjust(ctx, req)
 	if errors.Is(err, store.ErrUnknownLease) {
-		err = &leaseError{id: lid, op: "adjust", err: store.ErrLeaseExpired, why: "is unknown: released, or reclaimed by the reconciler"}
+		err = &leaseError{id: lid, op: "adjust", err: store.ErrLeaseExpired, why: "is unknown: released, reclaimed by the reconciler after it expired, or lost by the store (a restart without persistence or a failover)"}
 	}
 	before := res.Held - delta // the cost the record held before
 	if delta > 0 {

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/bucket"
 	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/internal/jsonout"
 	"github.com/ontopix/sluice/store"
@@ -43,6 +44,9 @@ func parseItems(args []string) ([]store.Item, error) {
 			n, err := strconv.ParseInt(a[i+1:], 10, 64)
 			if !digits(a[i+1:]) || err != nil || n < 1 {
 				return nil, usagef("%q: the cost after ':' must be a whole number of tokens, at least 1 (DIMENSION[:COST])", a)
+			}
+			if n > bucket.MaxCapacity {
+				return nil, usagef("%q: cost %q: must be between 1 and 10^12 tokens (DIMENSION[:COST])", a, a[i+1:])
 			}
 			it = store.Item{Dimension: a[:i], Cost: n}
 		}

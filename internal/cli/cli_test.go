@@ -144,6 +144,11 @@ func TestUsageErrors(t *testing.T) {
 		{nil, []string{"dynamodb", "create-table", "t1", "t2"}, "takes at most 1 argument"},
 		{nil, []string{"dynamodb", "create-table", "--store", "dynamodb://?endpoint=http://127.0.0.1:1"}, "name the table"},
 		{nil, []string{"dynamodb", "create-table", "ab", "--store", "dynamodb://?region=us-east-1"}, "3 to 255 characters"},
+		{nil, []string{"acquire", "DIM:1000000000000000000"}, `"1000000000000000000": must be between 1 and 10^12 tokens`},
+		{nil, []string{"acquire", "a#b", "lease#x"}, "lease#"},
+		{nil, []string{"bucket", "list", "--store", "redis://127.0.0.1:99999"}, `port "99999": must be 1 to 65535`},
+		{nil, []string{"bucket", "list", "--store", "rediss://127.0.0.1:0/0"}, `port "0": must be 1 to 65535`},
+		{nil, []string{"bucket", "list", "--store", "redis+cluster://127.0.0.1:7000,127.0.0.1:70000"}, `port "70000": must be 1 to 65535`},
 	} {
 		out, errs, code := run(t, c.env, c.args...)
 		if code != ExitUsage || !strings.Contains(errs, c.want) || strings.Count(errs, "\n") != 1 {

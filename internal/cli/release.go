@@ -29,8 +29,9 @@ func newReleaseCmd(g *globals) *cobra.Command {
 		Short: "Release a lease by id, from any process",
 		Long: `release deletes the lease record and gives the cost of its concurrent
 dimensions back (never above capacity); requests and tokens stay consumed.
-Releasing is idempotent: a lease already released, or reclaimed by the
-reconciler after it expired, is reported as not found and restores nothing.`,
+Releasing is idempotent: a lease already released, reclaimed by the
+reconciler after it expired, or lost by the store (a restart without
+persistence or a failover), is reported as not found and restores nothing.`,
 		Example: "  sluice release 3f2b8c1e-0a4d-4c8e-9b1a-2f6d7e8c9a0b",
 		Args:    exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -55,7 +56,7 @@ reconciler after it expired, is reported as not found and restores nothing.`,
 					return writeJSON(w, v)
 				}
 				if !res.Released {
-					_, err := fmt.Fprintf(w, "lease %s not found: already released, or reclaimed after it expired; nothing restored\n", v.Lease)
+					_, err := fmt.Fprintf(w, "lease %s not found: already released, reclaimed after it expired, or lost by the store (a restart without persistence or a failover); nothing restored\n", v.Lease)
 					return err
 				}
 				fmt.Fprintf(w, "released %s\n", v.Lease)

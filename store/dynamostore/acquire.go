@@ -113,6 +113,9 @@ func (s *Store) readThenTransact(ctx context.Context, op grantOp, req *store.Acq
 				return store.ErrContention
 			}
 		}
+		if lerr := s.sizeLimit(err, namesOf(bis), false); lerr != nil {
+			return lerr
+		}
 		return classify("acquire", err)
 	}
 	op.granted(bis, d, false)
@@ -280,6 +283,9 @@ func (s *Store) writeFast(ctx context.Context, bis []*bucketItem, fresh []bool, 
 			s.remember(bi)
 			return false, nil
 		}
+		if lerr := s.sizeLimit(err, namesOf(bis[:1]), false); lerr != nil {
+			return false, lerr
+		}
 		return err == nil, classify("acquire", err)
 	}
 	in := s.acquireTx(bis, d, req, now, true)
@@ -310,6 +316,9 @@ func (s *Store) writeFast(ctx context.Context, bis []*bucketItem, fresh []bool, 
 	}
 	if lost {
 		return false, nil
+	}
+	if lerr := s.sizeLimit(err, namesOf(bis), false); lerr != nil {
+		return false, lerr
 	}
 	return false, classify("acquire", err)
 }
@@ -429,6 +438,9 @@ func (s *Store) denyWrite(ctx context.Context, req *store.AcquireRequest, bis []
 		return false, nil
 	case 1:
 		ok, _, err := s.writeUpdate(ctx, bis[rows[0]], ups[0], tok, "deny")
+		if lerr := s.sizeLimit(err, []string{bis[rows[0]].b.Name}, req.Queue > 0); lerr != nil {
+			err = lerr
+		}
 		if err != nil || !ok {
 			s.forget(bis[rows[0]].b.Name)
 			return err == nil, err
@@ -446,6 +458,13 @@ func (s *Store) denyWrite(ctx context.Context, req *store.AcquireRequest, bis []
 			}
 			if anyCCF(err) {
 				return true, nil
+			}
+			names := make([]string, len(rows))
+			for k, i := range rows {
+				names[k] = bis[i].b.Name
+			}
+			if lerr := s.sizeLimit(err, names, req.Queue > 0); lerr != nil {
+				return false, lerr
 			}
 			return false, classify("deny", err)
 		}

@@ -197,6 +197,9 @@ func New(db *dynamodb.Client, table string, opts ...Option) (*Store, error) {
 	if err := validateMaxWaiters(s.maxWaiters); err != nil {
 		return nil, fmt.Errorf("dynamostore: %w", err)
 	}
+	if err := validateRowSize(s.maxLeases, s.maxWaiters); err != nil {
+		return nil, fmt.Errorf("dynamostore: %w", err)
+	}
 	return s, nil
 }
 

@@ -187,7 +187,7 @@ func TestFaultSuite(t *testing.T) {
 	if err := srv.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	frozen(t, s, time.Now(), r.concurrentDim, opTimeout)
+	probe := frozen(t, s, time.Now(), r.concurrentDim, opTimeout, ttl)
 	if err := srv.Cont(); err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +227,7 @@ func TestFaultSuite(t *testing.T) {
 	}
 	leases, err := adm.Leases(ctx, store.LeaseQuery{Now: now})
 	if err != nil || len(leases) != 1 || leases[0].ID != live {
-		t.Errorf("leases after one reconcile = %+v, %v; want the live one only", leases, err)
+		t.Errorf("leases after one reconcile = %+v, %v; want the live one only (the frozen probe's lease is %s)", leases, err, probe)
 	}
 	// The refill since the start bounds what the bucket got back.
 	refill := bucket.Refill(tpm.Config.Limits(), bucket.State{Last: began.UnixMilli()}, now.UnixMilli()+1000).Tokens
@@ -239,8 +239,16 @@ func TestFaultSuite(t *testing.T) {
 
 // frozen checks, with the server frozen, that every store operation fails
 // with ErrUnavailable within the operation timeout (plus a generous
-// second), and within a caller's shorter deadline.
-func frozen(t *testing.T, s *Store, now time.Time, dim string, opTimeout time.Duration) {
+// second), and within a caller's shorter deadline. It returns the id of
+// its acquisitions.
+//
+// Their outcome is unknown, as the fleet's are during a fault: the
+// request sits in the frozen server's socket and may be applied when it
+// resumes, after the caller gave up. Such a grant has no holder to release
+// it and comes back after its TTL and one reconcile, so the probe takes
+// the fleet's lease TTL: the final reconcile, one TTL after the workers
+// stop, must find it expired like any other lease the faults stranded.
+func frozen(t *testing.T, s *Store, now time.Time, dim string, opTimeout, ttl time.Duration) store.LeaseID {
 	t.Helper()
 	ctx := context.Background()
 	id := store.NewLeaseID()
@@ -250,14 +258,14 @@ func frozen(t *testing.T, s *Store, now time.Time, dim string, opTimeout time.Du
 	}{
 		{"Acquire", func(ctx context.Context) error {
 			var res store.AcquireResult
-			return s.Acquire(ctx, &store.AcquireRequest{Now: now, Items: []store.Item{{Dimension: dim}}, ID: id, TTL: time.Minute}, &res)
+			return s.Acquire(ctx, &store.AcquireRequest{Now: now, Items: []store.Item{{Dimension: dim}}, ID: id, TTL: ttl}, &res)
 		}},
 		{"Release", func(ctx context.Context) error {
 			_, err := s.Release(ctx, store.ReleaseRequest{Now: now, ID: store.NewLeaseID()})
 			return err
 		}},
 		{"Extend", func(ctx context.Context) error {
-			_, err := s.Extend(ctx, store.ExtendRequest{Now: now, ID: store.NewLeaseID(), TTL: time.Minute})
+			_, err := s.Extend(ctx, store.ExtendRequest{Now: now, ID: store.NewLeaseID(), TTL: ttl})
 			return err
 		}},
 		{"Peek", func(ctx context.Context) error {
@@ -285,4 +293,5 @@ func frozen(t *testing.T, s *Store, now time.Time, dim string, opTimeout time.Du
 	if took := time.Since(began); !errors.Is(err, store.ErrUnavailable) || took > 200*time.Millisecond+time.Second {
 		t.Errorf("frozen: Acquire with a 200ms deadline = %v after %v; want ErrUnavailable by the deadline", err, took)
 	}
+	return id
 }

@@ -16,6 +16,9 @@ import (
 const DefaultMaxLeasesPerBucket = 6000
 
 // MaxLeasesPerBucket is the largest value WithMaxLeasesPerBucket accepts.
+// New also refuses a WithMaxLeasesPerBucket and WithMaxWaitersPerBucket
+// pair whose full row could exceed 400 KB: 7000 leases leave room for at
+// most 50 waiters.
 const MaxLeasesPerBucket = 7000
 
 // ErrTooManyLeases is matched by a *LeaseLimitError: an acquisition that
@@ -30,15 +33,26 @@ type LeaseLimitError struct {
 	Dimension string
 	// Limit is the store's limit (WithMaxLeasesPerBucket).
 	Limit int
+	// ItemFull reports that DynamoDB refused the write because the row
+	// would exceed its 400 KB item size, before the row listed Limit
+	// leases.
+	ItemFull bool
+	err      error
 }
 
 // Error implements error.
 func (e *LeaseLimitError) Error() string {
+	if e.ItemFull {
+		return fmt.Sprintf("dynamostore: bucket %q cannot record one more lease: its row would exceed DynamoDB's 400 KB item size before listing %d recorded leases (the limit per bucket); release leases, reconcile expired ones, or spread the load over more buckets: %v", e.Dimension, e.Limit, e.err)
+	}
 	return fmt.Sprintf("dynamostore: bucket %q already lists %d recorded leases, the limit per bucket (a DynamoDB item holds at most 400 KB); release leases, reconcile expired ones, or spread the load over more buckets", e.Dimension, e.Limit)
 }
 
 // Is makes errors.Is(err, ErrTooManyLeases) true.
 func (e *LeaseLimitError) Is(target error) bool { return target == ErrTooManyLeases }
+
+// Unwrap returns DynamoDB's error when ItemFull is set.
+func (e *LeaseLimitError) Unwrap() error { return e.err }
 
 // WithMaxLeasesPerBucket sets how many recorded leases one bucket row may
 // list (see DefaultMaxLeasesPerBucket); an acquisition beyond it fails

@@ -60,15 +60,26 @@ type WaiterLimitError struct {
 	Dimension string
 	// Limit is the store's limit (WithMaxWaitersPerBucket).
 	Limit int
+	// ItemFull reports that DynamoDB refused the ticket because the row
+	// would exceed its 400 KB item size, before the queue held Limit
+	// waiters.
+	ItemFull bool
+	err      error
 }
 
 // Error implements error.
 func (e *WaiterLimitError) Error() string {
+	if e.ItemFull {
+		return fmt.Sprintf("dynamostore: bucket %q cannot take one more waiter: its row would exceed DynamoDB's 400 KB item size before its queue held %d waiters (the limit per bucket); retry without queueing, or raise the bucket's capacity: %v", e.Dimension, e.Limit, e.err)
+	}
 	return fmt.Sprintf("dynamostore: bucket %q already has %d waiters in its queue, the limit per bucket (a DynamoDB item holds at most 400 KB); retry without queueing, or raise the bucket's capacity", e.Dimension, e.Limit)
 }
 
 // Is makes errors.Is(err, ErrTooManyWaiters) true.
 func (e *WaiterLimitError) Is(target error) bool { return target == ErrTooManyWaiters }
+
+// Unwrap returns DynamoDB's error when ItemFull is set.
+func (e *WaiterLimitError) Unwrap() error { return e.err }
 
 // WithMaxWaitersPerBucket sets how many waiter tickets one concurrent
 // bucket row may list (see DefaultMaxWaitersPerBucket); a queued

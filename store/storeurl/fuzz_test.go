@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -80,4 +81,42 @@ func secrets(raw string) []string {
 		}
 	}
 	return out
+}
+
+// FuzzSecretInQuery puts a password pair, its name in any of the spellings
+// a server may decode to password or sslpassword, between arbitrary query
+// text, with either separator ('&' or ';'), and checks that the URL is
+// refused and that neither the error nor the redacted URL shows the
+// password, however malformed the rest of the query ("%zz", a stray ';').
+func FuzzSecretInQuery(f *testing.F) {
+	f.Add("timeout=2s", "x=%zz", false, uint8(0), "hunter2%zz")
+	f.Add("", "", true, uint8(3), "hunter22")
+	f.Add("a@b", "c=%", true, uint8(5), "hunter2%")
+	keys := []string{"password", "PASSWORD", "sslpassword", "SSLPassword", "p%61ssword", "pass%77ord", "%70assword", "Password"}
+	f.Fuzz(func(t *testing.T, before, after string, semicolon bool, k uint8, secret string) {
+		sep := "&"
+		if semicolon {
+			sep = ";"
+		}
+		key := keys[int(k)%len(keys)]
+		if len(secret) < 6 || strings.ContainsAny(secret, "&;#") || strings.ContainsAny(before+after, "#") {
+			return
+		}
+		raw := "redis://127.0.0.1:6379/0?" + before + sep + key + "=" + secret + sep + after
+		if strings.Count(raw, secret) != 1 || strings.Count(strconv.Quote(raw), secret) != 1 {
+			return // not distinctive, or errors quote raw and its escapes could spell it
+		}
+		_, err := parse(raw)
+		if !errors.Is(err, ErrBadURL) {
+			t.Fatalf("parse(%q) = %v; want a bad-URL error (the URL carries a password)", raw, err)
+		}
+		if strings.Contains(err.Error(), secret) {
+			t.Fatalf("parse(%q) = %v, which shows the password %q", raw, err, secret)
+		}
+		if u, perr := url.Parse(raw); perr == nil {
+			if got := redact(u); strings.Contains(got, secret) {
+				t.Fatalf("redact(%q) = %q, which shows the password %q", raw, got, secret)
+			}
+		}
+	})
 }

@@ -2,6 +2,7 @@ package storeurl
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"strconv"
 	"strings"
@@ -70,6 +71,9 @@ func openRedis(_ context.Context, u *url.URL, o Options) (*Opened, error) {
 			if h == "" {
 				return nil, badf("%s: empty host in the cluster's host list", redact(u))
 			}
+			if err := checkPort(h); err != nil {
+				return nil, badf("%s: %v", redact(u), err)
+			}
 		}
 		if p := strings.Trim(u.Path, "/"); p != "" {
 			return nil, badf("%s: a Redis Cluster has only database 0; drop the path %q", redact(u), u.Path)
@@ -90,6 +94,9 @@ func openRedis(_ context.Context, u *url.URL, o Options) (*Opened, error) {
 		if u.Host == "" {
 			return nil, badf("%s: name the server, e.g. redis://127.0.0.1:6379/0", redact(u))
 		}
+		if err := checkPort(u.Host); err != nil {
+			return nil, badf("%s: %v", redact(u), err)
+		}
 		ro, err := redis.ParseURL(base.String())
 		if err != nil {
 			return nil, badf("%s: %v", redact(u), err)
@@ -105,4 +112,20 @@ func openRedis(_ context.Context, u *url.URL, o Options) (*Opened, error) {
 	}
 	return &Opened{Store: st, Kind: kind, Redacted: redact(u), SharedClock: !callerClock,
 		closers: []func() error{rdb.Close, st.Close}}, nil
+}
+
+// checkPort refuses a host:port whose port is not 1 to 65535, which the
+// URL parser lets through ("127.0.0.1:99999") and the dialer would only
+// report when a command runs, as an outage. A host without a port is left
+// to the client's default.
+func checkPort(hostport string) error {
+	i := strings.LastIndexByte(hostport, ':')
+	if i < 0 || strings.HasSuffix(hostport, "]") {
+		return nil
+	}
+	p := hostport[i+1:]
+	if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("host %q: port %q: must be 1 to 65535", hostport, p)
+	}
+	return nil
 }

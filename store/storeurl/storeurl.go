@@ -301,18 +301,25 @@ func passwordEnv(scheme string) string {
 // does not know as is.
 var secretParams = []string{"password", "sslpassword"}
 
-// secretParam returns the name of the first query parameter of u that
-// carries a secret, or "".
+// secretParam returns the name of the first query parameter of u (or of
+// a key=value pair in its fragment) that carries a secret, or "". It
+// reads the raw query itself rather than u.Query(), which drops the pairs
+// it cannot decode ("password=hunter2%zz") or that hold a semicolon
+// ("a=1;password=hunter2"), although a server may still receive them and
+// the URL would be printed as it is.
 func secretParam(u *url.URL) string {
-	for k := range u.Query() {
-		if isSecret(k) {
-			return k
+	for _, q := range []string{u.RawQuery, u.Fragment} {
+		for _, p := range rawParams(q) {
+			if isSecret(p.key) {
+				return p.key
+			}
 		}
 	}
 	return ""
 }
 
 func isSecret(key string) bool {
+	key = strings.TrimSpace(key)
 	for _, s := range secretParams {
 		if strings.EqualFold(key, s) {
 			return true
@@ -321,20 +328,94 @@ func isSecret(key string) bool {
 	return false
 }
 
+// rawParam is one key=value pair of a raw query: its key, decoded
+// leniently (see lenientUnescape), and where its value lies in the query.
+type rawParam struct {
+	key          string
+	vstart, vend int
+	eq           bool // the pair has a '=': a value, possibly empty
+}
+
+// rawParams splits a raw query on both '&' and ';', the separators a
+// server may accept, and never fails: a pair without '=' has an empty
+// value.
+func rawParams(q string) []rawParam {
+	var out []rawParam
+	start := 0
+	for i := 0; i <= len(q); i++ {
+		if i < len(q) && q[i] != '&' && q[i] != ';' {
+			continue
+		}
+		pair := q[start:i]
+		k, vstart, eq := pair, i, false
+		if j := strings.IndexByte(pair, '='); j >= 0 {
+			k, vstart, eq = pair[:j], start+j+1, true
+		}
+		if pair != "" {
+			out = append(out, rawParam{key: lenientUnescape(k), vstart: vstart, vend: i, eq: eq})
+		}
+		start = i + 1
+	}
+	return out
+}
+
+// lenientUnescape decodes the valid %XX escapes and '+' of s and keeps
+// every other byte as it is.
+func lenientUnescape(s string) string {
+	if !strings.ContainsAny(s, "%+") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch {
+		case s[i] == '+':
+			b.WriteByte(' ')
+		case s[i] == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]):
+			b.WriteByte(unhex(s[i+1])<<4 | unhex(s[i+2]))
+			i += 2
+		default:
+			b.WriteByte(s[i])
+		}
+	}
+	return b.String()
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func unhex(c byte) byte {
+	switch {
+	case c <= '9':
+		return c - '0'
+	case c >= 'a':
+		return c - 'a' + 10
+	}
+	return c - 'A' + 10
+}
+
+// redactQuery replaces the value of every secret pair of a raw query by
+// "xxxxx", keeping everything else, malformed or not, as it is.
+func redactQuery(q string) string {
+	ps := rawParams(q)
+	for i := len(ps) - 1; i >= 0; i-- {
+		if p := ps[i]; p.eq && isSecret(p.key) {
+			q = q[:p.vstart] + "xxxxx" + q[p.vend:]
+		}
+	}
+	return q
+}
+
 // redact returns u safe to print: the userinfo's password and the values of
-// secret query parameters are replaced by "xxxxx".
+// secret query parameters (and fragment pairs) are replaced by "xxxxx",
+// however malformed the query.
 func redact(u *url.URL) string {
 	if secretParam(u) == "" {
 		return u.Redacted()
 	}
 	r := *u
-	q := r.Query()
-	for k := range q {
-		if isSecret(k) {
-			q[k] = []string{"xxxxx"}
-		}
-	}
-	r.RawQuery = q.Encode()
+	r.RawQuery = redactQuery(u.RawQuery)
+	r.Fragment, r.RawFragment = redactQuery(u.Fragment), ""
 	return r.Redacted()
 }
 
@@ -343,9 +424,13 @@ func redact(u *url.URL) string {
 var secretRaw = regexp.MustCompile(`(?i)((?:ssl)?password\s*=\s*)('[^']*'|[^\s&]*)`)
 
 // redactRaw hides anything that looks like userinfo or a password in an
-// unparsable URL.
+// unparsable URL: key=value secrets anywhere, and secret query pairs
+// (see redactQuery) after the first '?'.
 func redactRaw(raw string) string {
 	raw = secretRaw.ReplaceAllString(raw, "${1}xxxxx")
+	if i := strings.IndexByte(raw, '?'); i >= 0 {
+		raw = raw[:i+1] + redactQuery(raw[i+1:])
+	}
 	if i := strings.Index(raw, "@"); i >= 0 {
 		if j := strings.Index(raw, "://"); j >= 0 && j < i {
 			return raw[:j+3] + "…@" + raw[i+1:]

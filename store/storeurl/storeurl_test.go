@@ -37,6 +37,12 @@ func TestOpenErrors(t *testing.T) {
 		{"postgres://u:hunter2@127.0.0.1:1/x?password=hunter2", "the URL contains a password"},
 		{"redis://127.0.0.1:6379?password=hunter2", "SLUICE_REDIS_PASSWORD"},
 		{"dynamodb://t1?region=eu-west-1&password=hunter2", "the URL contains a password"},
+		{"redis://127.0.0.1:6379/0?password=hunter2%zz", "the URL contains a password (password=)"},
+		{"redis://127.0.0.1:6379/0?timeout=2s;password=hunter2", "the URL contains a password (password=)"},
+		{"postgres://127.0.0.1:1/x?sslmode=disable;password=hunter2", "PGPASSWORD"},
+		{"postgres://127.0.0.1:1/x?x=%zz&SSLPassword=hunter2", "the URL contains a password (SSLPassword=)"},
+		{"postgres://127.0.0.1:1/x?p%61ssword=hunter2%", "the URL contains a password (password=)"},
+		{"dynamodb://t1?region=eu-west-1;password=hunter2&x", "the URL contains a password"},
 		{"host=127.0.0.1 password=hunter2", "not a store URL"},
 		{"host=127.0.0.1 sslpassword='hunter2'", "not a store URL"},
 		{"redis://", "name the server"},
@@ -158,8 +164,11 @@ func TestRedactedURL(t *testing.T) {
 		op.Close()
 	}
 	for _, c := range []struct{ url, want string }{
-		{"postgres://u:hunter2@db/x?sslmode=disable&password=hunter2", "postgres://u:xxxxx@db/x?password=xxxxx&sslmode=disable"},
+		{"postgres://u:hunter2@db/x?sslmode=disable&password=hunter2", "postgres://u:xxxxx@db/x?sslmode=disable&password=xxxxx"},
 		{"postgres://db/x?SSLPassword=hunter2", "postgres://db/x?SSLPassword=xxxxx"},
+		{"redis://h/0?password=hunter2%zz", "redis://h/0?password=xxxxx"},
+		{"redis://h/0?timeout=2s;password=hunter2&x=%zz", "redis://h/0?timeout=2s;password=xxxxx&x=%zz"},
+		{"postgres://db/x?pass%77ord=hunter2;sslmode=disable", "postgres://db/x?pass%77ord=xxxxx;sslmode=disable"},
 	} {
 		if got := redact(mustParse(t, c.url)); got != c.want {
 			t.Errorf("redact(%q) = %q, want %q", c.url, got, c.want)
