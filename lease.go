@@ -36,7 +36,12 @@ type Lease struct {
 	expiryNano atomic.Int64
 	// charged marks, for a degraded lease, the items whose cost the store
 	// has since been charged (by Adjust or Settle); nil otherwise.
-	charged  []bool
+	charged []bool
+	// unsure is the last settlement whose outcome the store never
+	// confirmed (its call failed with ErrUnavailable): the same
+	// settlement asked again reuses its operation id, so that a store
+	// which keeps operation ids applies it once (see store.OpWindow).
+	unsure   unsureAdjust
 	released bool
 }
 
@@ -263,7 +268,7 @@ func (l *Lease) adjustLocked(ctx context.Context, i int, delta int64) (Settlemen
 	req := store.AdjustRequest{
 		Now: now, ID: l.id, Recorded: recorded,
 		Dimension: l.items[i].Dimension, Delta: delta, Held: held,
-		Op: store.NewLeaseID(), // kept across retries: applied once
+		Op: l.unsure.op(i, delta, held), // kept across retries: applied once
 	}
 	if !recorded {
 		req.ExpiresAt = l.expiresAt
@@ -281,6 +286,7 @@ func (l *Lease) adjustLocked(ctx context.Context, i int, delta int64) (Settlemen
 	if errors.Is(err, store.ErrUnknownLease) {
 		err = &leaseError{id: l.id, op: "adjust", err: store.ErrLeaseExpired, why: whyGone}
 	}
+	l.unsure.note(i, delta, held, req.Op, err)
 	estimate := l.items[i].Cost
 	l.c.settled(ctx, req.Dimension, estimate, res, late, err)
 	if err != nil {
@@ -378,3 +384,32 @@ func (e *leaseError) Error() string {
 }
 
 func (e *leaseError) Unwrap() error { return e.err }
+
+// unsureAdjust remembers a settlement whose outcome is unknown: the store
+// may have applied it although its answer never arrived.
+type unsureAdjust struct {
+	set         bool
+	item        int
+	delta, held int64
+	id          store.LeaseID
+}
+
+// op returns the operation id for a settlement of delta on item i holding
+// held: the unconfirmed one's when it is the same settlement asked again,
+// else a new one.
+func (u *unsureAdjust) op(i int, delta, held int64) store.LeaseID {
+	if u.set && u.item == i && u.delta == delta && u.held == held {
+		return u.id
+	}
+	return store.NewLeaseID()
+}
+
+// note records the outcome of the settlement with operation id: an error
+// matching ErrUnavailable leaves it unconfirmed; any answer confirms it.
+func (u *unsureAdjust) note(i int, delta, held int64, id store.LeaseID, err error) {
+	if err != nil && errors.Is(err, store.ErrUnavailable) {
+		*u = unsureAdjust{set: true, item: i, delta: delta, held: held, id: id}
+		return
+	}
+	*u = unsureAdjust{}
+}
