@@ -35,10 +35,11 @@ import (
 // most 400 KB.
 
 // DefaultMaxWaitersPerBucket bounds the tickets one concurrent bucket row
-// lists in its waiters map. An entry takes about 60 bytes (a 36-byte lease
-// id, two Unix-ms numbers and the map's overhead): 1000 entries are about
-// 60 KB, which leaves the row room for DefaultMaxLeasesPerBucket holders.
-const DefaultMaxWaitersPerBucket = 1000
+// lists in its waiters map. An entry takes about 65 bytes in the worst case
+// (a 36-byte lease id, two Unix-ms numbers, its cost and the map's
+// overhead): 900 entries leave the row room for DefaultMaxLeasesPerBucket
+// holders within DynamoDB's 400 KB item (New checks the pair).
+const DefaultMaxWaitersPerBucket = 900
 
 // MaxWaitersPerBucket is the largest value WithMaxWaitersPerBucket
 // accepts.

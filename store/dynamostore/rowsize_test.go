@@ -25,11 +25,11 @@ func TestRowSizeOptions(t *testing.T) {
 		ok              bool
 	}{
 		{DefaultMaxLeasesPerBucket, DefaultMaxWaitersPerBucket, true},
-		{MaxLeasesPerBucket, 50, true},
+		{MaxLeasesPerBucket, 47, true},
 		{1, MaxWaitersPerBucket, true},
 		{MaxLeasesPerBucket, MaxWaitersPerBucket, false},
 		{MaxLeasesPerBucket, DefaultMaxWaitersPerBucket, false},
-		{MaxLeasesPerBucket, 51, false},
+		{MaxLeasesPerBucket, 48, false},
 	}
 	for _, tt := range tests {
 		_, err := New(newClient(), "sluice-x", WithMaxLeasesPerBucket(tt.leases), WithMaxWaitersPerBucket(tt.waiters))
@@ -51,7 +51,7 @@ func TestRowSizeOptions(t *testing.T) {
 }
 
 // TestRowSizeWorstCaseFits writes to DynamoDB Local the largest row the
-// defaults allow — every attribute at its longest, 6000 holders and 1000
+// defaults allow — every attribute at its longest, 6000 holders and 900
 // tickets with the widest values — and checks that rowBytes counts it
 // exactly and that DynamoDB accepts it.
 func TestRowSizeWorstCaseFits(t *testing.T) {
