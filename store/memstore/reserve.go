@@ -114,6 +114,7 @@ func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest, res *sto
 	for i, e := range es {
 		e.st = next[i]
 		res.Items[i].Remaining = next[i].Tokens
+		res.Items[i].Charged = next[i].Charged
 	}
 	res.Granted = true
 	res.ValidAt, res.ExpiresAt = time.UnixMilli(valid), time.UnixMilli(expires)
