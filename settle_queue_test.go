@@ -129,13 +129,13 @@ func (s *orderingStore) Adjust(ctx context.Context, req store.AdjustRequest) (st
 
 // settleQueueRun is one run's outcome.
 type settleQueueRun struct {
-	excess             int64 // millitokens
-	grants, waited     int64
-	admitted           int64 // millitokens, grants and charges
-	reserves, peeks    int64
-	utilisation        float64
-	chargedBelowAsked  int64 // settlements the floor clamped
-	timeouts, failures int64
+	excess            int64 // millitokens
+	grants, waited    int64
+	admitted          int64 // millitokens, grants and charges
+	reserves, peeks   int64
+	utilisation       float64
+	chargedBelowAsked int64 // settlements the floor clamped
+	failures          int64
 }
 
 // runSettleQueue runs the scenario with n waiters settling overshootPct
