@@ -216,14 +216,22 @@ func (c *Client) reserve(ctx context.Context, w *waitCall, maxWait time.Duration
 	// req.Now: counting it from the answer's arrival starts the caller
 	// late by the answer's latency, never early.
 	validAt := c.clock.Now().Add(res.Wait)
-	if d := validAt.Sub(c.clock.Now()); d > 0 {
-		if err := sleep(ctx, d); err != nil {
-			c.cancelReservation(ctx, req, res)
+	degraded := false
+	if res.Wait > 0 {
+		var err error
+		if validAt, degraded, err = c.awaitReservation(ctx, w, req, res, validAt); err != nil {
 			return nil, 0, err
 		}
 	}
 	l := new(Lease)
 	l.initReserved(c, req, res, validAt)
+	if degraded {
+		// The store took the reservation's cost: settle it as charged.
+		l.degraded, l.charged = true, make([]bool, len(l.items))
+		for i := range l.charged {
+			l.charged[i] = true
+		}
+	}
 	return l, res.Wait, nil
 }
 

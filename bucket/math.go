@@ -108,6 +108,12 @@ type State struct {
 	// in the future the balance below zero that reservations owe is never
 	// forgiven by a clamp (see ReservedDebt).
 	Reserved int64
+	// Charged is the net change, in millitokens, that settlements after the
+	// fact made to the balance (see ChargedSince): a charge adds, a refund
+	// subtracts. Reservations compare it before and after their valid
+	// instant to find the debt they must wait out. It wraps (see
+	// WrapCharged), so only differences between two readings mean anything.
+	Charged int64
 }
 
 // Refill returns s with the tokens earned between s.Last and now added,
@@ -124,20 +130,20 @@ func Refill(l Limits, s State, now int64) State {
 		s.Last = s.Until
 	}
 	if s.Tokens >= l.Capacity {
-		return State{Tokens: l.Capacity, Last: now, Until: s.Until, Reserved: s.Reserved}
+		return State{Tokens: l.Capacity, Last: now, Until: s.Until, Reserved: s.Reserved, Charged: s.Charged}
 	}
 	need := l.Capacity - s.Tokens
 	elapsed := now - s.Last
 	if !prodLess(elapsed, l.Amount, need, l.Period) {
 		// Enough time has passed to fill the bucket.
-		return State{Tokens: l.Capacity, Last: now, Until: s.Until, Reserved: s.Reserved}
+		return State{Tokens: l.Capacity, Last: now, Until: s.Until, Reserved: s.Reserved, Charged: s.Charged}
 	}
 	add := mulDiv(elapsed, l.Amount, l.Period) // < need
 	if add == 0 {
 		return s
 	}
 	used := ceilMulDiv(add, l.Period, l.Amount) // <= elapsed
-	return State{Tokens: s.Tokens + add, Last: s.Last + used, Until: s.Until, Reserved: s.Reserved}
+	return State{Tokens: s.Tokens + add, Last: s.Last + used, Until: s.Until, Reserved: s.Reserved, Charged: s.Charged}
 }
 
 // Available returns the balance at now in millitokens, without changing
@@ -222,6 +228,7 @@ func Adjust(l Limits, s State, now, delta int64) (State, int64) {
 		t = ceiling
 	}
 	r.Tokens = t
+	r.Charged = WrapCharged(r.Charged + before - t)
 	return r, before - t
 }
 
@@ -245,7 +252,9 @@ func Restore(l Limits, s State, amount int64) (State, bool) {
 func Penalize(l Limits, s State, now, factorMilli int64) State {
 	r := Refill(l, s, now)
 	if r.Tokens > 0 {
-		r.Tokens = r.Tokens * factorMilli / 1000
+		t := r.Tokens * factorMilli / 1000
+		r.Charged = WrapCharged(r.Charged + r.Tokens - t)
+		r.Tokens = t
 	}
 	return r
 }
@@ -263,6 +272,8 @@ func Cooldown(l Limits, s State, now, until int64) State {
 	if until <= now {
 		return r
 	}
+	forgone := cooldownForgone(l, r, now, until)
+	r.Charged = WrapCharged(r.Charged + max(r.Tokens, 0) + forgone)
 	r.Tokens = min(r.Tokens, 0)
 	r.Until = max(r.Until, until)
 	return r
@@ -276,7 +287,9 @@ func Cooldown(l Limits, s State, now, until int64) State {
 func Sync(l Limits, s State, now, remaining int64) State {
 	r := Refill(l, s, now)
 	if remaining < r.Tokens {
-		r.Tokens = max(remaining, l.Floor)
+		t := max(remaining, l.Floor)
+		r.Charged = WrapCharged(r.Charged + r.Tokens - t)
+		r.Tokens = t
 	}
 	return r
 }
@@ -310,7 +323,7 @@ func Reconfigure(old, next Limits, s State, now int64, reset bool) State {
 		// debt of pending reservations, so cancelling one of them must
 		// give nothing back: the latest valid instant moves on by the
 		// time the bucket takes to earn its capacity (see Unreserve).
-		return State{Tokens: next.Capacity, Last: now, Reserved: forgetReserved(next, r.Reserved, now)}
+		return State{Tokens: next.Capacity, Last: now, Reserved: forgetReserved(next, r.Reserved, now), Charged: r.Charged}
 	case old.Type == Concurrent && next.Type == Concurrent:
 		r.Tokens = min(r.Tokens+next.Capacity-old.Capacity, next.Capacity)
 	default:

@@ -19,17 +19,17 @@ func TestRefill(t *testing.T) {
 		now  int64
 		want State
 	}{
-		{"no time passed", rpm, State{0, 1000, 0, 0}, 1000, State{0, 1000, 0, 0}},
-		{"time went backwards", rpm, State{0, 1000, 0, 0}, 500, State{0, 1000, 0, 0}},
-		{"one ms earns 1 milli, 0.6 ms used rounds up", rpm, State{0, 0, 0, 0}, 1, State{1, 1, 0, 0}},
-		{"600 ms earn exactly one token", rpm, State{0, 0, 0, 0}, 600, State{1000, 600, 0, 0}},
-		{"fills and stops at capacity", rpm, State{0, 0, 0, 0}, 120_000, State{100_000, 120_000, 0, 0}},
-		{"exactly full", rpm, State{40_000, 0, 0, 0}, 36_000, State{100_000, 36_000, 0, 0}},
-		{"full bucket moves its timestamp", rpm, State{100_000, 0, 0, 0}, 5, State{100_000, 5, 0, 0}},
-		{"debt is repaid by refill", rpm, State{-80_000, 0, 0, 0}, 30_000, State{-30_000, 30_000, 0, 0}},
+		{"no time passed", rpm, State{Tokens: 0, Last: 1000, Until: 0, Reserved: 0}, 1000, State{Tokens: 0, Last: 1000, Until: 0, Reserved: 0}},
+		{"time went backwards", rpm, State{Tokens: 0, Last: 1000, Until: 0, Reserved: 0}, 500, State{Tokens: 0, Last: 1000, Until: 0, Reserved: 0}},
+		{"one ms earns 1 milli, 0.6 ms used rounds up", rpm, State{Tokens: 0, Last: 0, Until: 0, Reserved: 0}, 1, State{Tokens: 1, Last: 1, Until: 0, Reserved: 0}},
+		{"600 ms earn exactly one token", rpm, State{Tokens: 0, Last: 0, Until: 0, Reserved: 0}, 600, State{Tokens: 1000, Last: 600, Until: 0, Reserved: 0}},
+		{"fills and stops at capacity", rpm, State{Tokens: 0, Last: 0, Until: 0, Reserved: 0}, 120_000, State{Tokens: 100_000, Last: 120_000, Until: 0, Reserved: 0}},
+		{"exactly full", rpm, State{Tokens: 40_000, Last: 0, Until: 0, Reserved: 0}, 36_000, State{Tokens: 100_000, Last: 36_000, Until: 0, Reserved: 0}},
+		{"full bucket moves its timestamp", rpm, State{Tokens: 100_000, Last: 0, Until: 0, Reserved: 0}, 5, State{Tokens: 100_000, Last: 5, Until: 0, Reserved: 0}},
+		{"debt is repaid by refill", rpm, State{Tokens: -80_000, Last: 0, Until: 0, Reserved: 0}, 30_000, State{Tokens: -30_000, Last: 30_000, Until: 0, Reserved: 0}},
 		// 1M tokens/min = 16666.67 milli/ms: 1 ms earns 16666 milli and uses the whole ms.
-		{"fast rate keeps the fraction, not the time", fast, State{0, 0, 0, 0}, 1, State{16_666, 1, 0, 0}},
-		{"concurrent never refills", ConcurrentSlots(3).Limits(), State{1000, 0, 0, 0}, 99_999, State{1000, 0, 0, 0}},
+		{"fast rate keeps the fraction, not the time", fast, State{Tokens: 0, Last: 0, Until: 0, Reserved: 0}, 1, State{Tokens: 16_666, Last: 1, Until: 0, Reserved: 0}},
+		{"concurrent never refills", ConcurrentSlots(3).Limits(), State{Tokens: 1000, Last: 0, Until: 0, Reserved: 0}, 99_999, State{Tokens: 1000, Last: 0, Until: 0, Reserved: 0}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -69,14 +69,14 @@ func TestTake(t *testing.T) {
 		wantRetry int64
 		wantOK    bool
 	}{
-		{"granted from a full bucket", rpm, State{100_000, 0, 0, 0}, 0, 1000, State{99_000, 0, 0, 0}, 0, true},
-		{"granted after refill", rpm, State{0, 0, 0, 0}, 600, 1000, State{0, 600, 0, 0}, 0, true},
-		{"denied one ms early", rpm, State{0, 0, 0, 0}, 599, 1000, State{0, 0, 0, 0}, 1, false},
-		{"denied from empty", rpm, State{0, 0, 0, 0}, 0, 1000, State{0, 0, 0, 0}, 600, false},
-		{"denied in debt", rpm, State{-100_000, 0, 0, 0}, 0, 1000, State{-100_000, 0, 0, 0}, 60_600, false},
-		{"clock behind the state waits the difference", rpm, State{0, 10_000, 0, 0}, 9_000, 1000, State{0, 10_000, 0, 0}, 1_600, false},
-		{"concurrent denial has no exact wait", ConcurrentSlots(1).Limits(), State{0, 0, 0, 0}, 5, 1000, State{0, 0, 0, 0}, 0, false},
-		{"concurrent grant", ConcurrentSlots(2).Limits(), State{2000, 0, 0, 0}, 5, 1000, State{1000, 0, 0, 0}, 0, true},
+		{"granted from a full bucket", rpm, State{Tokens: 100_000, Last: 0, Until: 0, Reserved: 0}, 0, 1000, State{Tokens: 99_000, Last: 0, Until: 0, Reserved: 0}, 0, true},
+		{"granted after refill", rpm, State{Tokens: 0, Last: 0, Until: 0, Reserved: 0}, 600, 1000, State{Tokens: 0, Last: 600, Until: 0, Reserved: 0}, 0, true},
+		{"denied one ms early", rpm, State{Tokens: 0, Last: 0, Until: 0, Reserved: 0}, 599, 1000, State{Tokens: 0, Last: 0, Until: 0, Reserved: 0}, 1, false},
+		{"denied from empty", rpm, State{Tokens: 0, Last: 0, Until: 0, Reserved: 0}, 0, 1000, State{Tokens: 0, Last: 0, Until: 0, Reserved: 0}, 600, false},
+		{"denied in debt", rpm, State{Tokens: -100_000, Last: 0, Until: 0, Reserved: 0}, 0, 1000, State{Tokens: -100_000, Last: 0, Until: 0, Reserved: 0}, 60_600, false},
+		{"clock behind the state waits the difference", rpm, State{Tokens: 0, Last: 10_000, Until: 0, Reserved: 0}, 9_000, 1000, State{Tokens: 0, Last: 10_000, Until: 0, Reserved: 0}, 1_600, false},
+		{"concurrent denial has no exact wait", ConcurrentSlots(1).Limits(), State{Tokens: 0, Last: 0, Until: 0, Reserved: 0}, 5, 1000, State{Tokens: 0, Last: 0, Until: 0, Reserved: 0}, 0, false},
+		{"concurrent grant", ConcurrentSlots(2).Limits(), State{Tokens: 2000, Last: 0, Until: 0, Reserved: 0}, 5, 1000, State{Tokens: 1000, Last: 0, Until: 0, Reserved: 0}, 0, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -98,10 +98,10 @@ func TestAdjust(t *testing.T) {
 		want        State
 		wantApplied int64
 	}{
-		{"refund", State{1_000_000, 0, 0, 0}, -700_000, State{1_700_000, 0, 0, 0}, -700_000},
-		{"charge into debt", State{0, 0, 0, 0}, 600_000, State{-600_000, 0, 0, 0}, 600_000},
-		{"debt stops at the floor", State{-9_000_000, 0, 0, 0}, 5_000_000, State{-10_000_000, 0, 0, 0}, 1_000_000},
-		{"refund stops at capacity", State{9_500_000, 0, 0, 0}, -1_000_000, State{10_000_000, 0, 0, 0}, -500_000},
+		{"refund", State{Tokens: 1_000_000, Last: 0, Until: 0, Reserved: 0}, -700_000, State{Tokens: 1_700_000, Last: 0, Until: 0, Reserved: 0, Charged: -700_000}, -700_000},
+		{"charge into debt", State{Tokens: 0, Last: 0, Until: 0, Reserved: 0}, 600_000, State{Tokens: -600_000, Last: 0, Until: 0, Reserved: 0, Charged: 600_000}, 600_000},
+		{"debt stops at the floor", State{Tokens: -9_000_000, Last: 0, Until: 0, Reserved: 0}, 5_000_000, State{Tokens: -10_000_000, Last: 0, Until: 0, Reserved: 0, Charged: 1_000_000}, 1_000_000},
+		{"refund stops at capacity", State{Tokens: 9_500_000, Last: 0, Until: 0, Reserved: 0}, -1_000_000, State{Tokens: 10_000_000, Last: 0, Until: 0, Reserved: 0, Charged: -500_000}, -500_000},
 	}
 	for _, tt := range tests {
 		got, applied := Adjust(tpm, tt.s, 0, tt.delta)
@@ -113,17 +113,17 @@ func TestAdjust(t *testing.T) {
 
 func TestRestoreAndPenalize(t *testing.T) {
 	c := ConcurrentSlots(3).Limits()
-	if got, capped := Restore(c, State{1000, 7, 0, 0}, 1000); got != (State{2000, 7, 0, 0}) || capped {
+	if got, capped := Restore(c, State{Tokens: 1000, Last: 7, Until: 0, Reserved: 0}, 1000); got != (State{Tokens: 2000, Last: 7, Until: 0, Reserved: 0}) || capped {
 		t.Errorf("Restore below capacity = %+v, %v; want {2000 7}, false", got, capped)
 	}
-	if got, capped := Restore(c, State{2500, 7, 0, 0}, 1000); got != (State{3000, 7, 0, 0}) || !capped {
+	if got, capped := Restore(c, State{Tokens: 2500, Last: 7, Until: 0, Reserved: 0}, 1000); got != (State{Tokens: 3000, Last: 7, Until: 0, Reserved: 0}) || !capped {
 		t.Errorf("Restore over capacity = %+v, %v; want {3000 7}, true", got, capped)
 	}
 	rpm := perMinute(100)
-	if got := Penalize(rpm, State{50_000, 0, 0, 0}, 0, 800); got != (State{40_000, 0, 0, 0}) {
+	if got := Penalize(rpm, State{Tokens: 50_000, Last: 0, Until: 0, Reserved: 0}, 0, 800); got != (State{Tokens: 40_000, Last: 0, Until: 0, Reserved: 0, Charged: 10_000}) {
 		t.Errorf("Penalize(0.8) = %+v, want {40000 0}", got)
 	}
-	if got := Penalize(rpm, State{-5_000, 0, 0, 0}, 0, 500); got != (State{-5_000, 0, 0, 0}) {
+	if got := Penalize(rpm, State{Tokens: -5_000, Last: 0, Until: 0, Reserved: 0}, 0, 500); got != (State{Tokens: -5_000, Last: 0, Until: 0, Reserved: 0}) {
 		t.Errorf("Penalize of debt = %+v, want it unchanged", got)
 	}
 }
@@ -230,12 +230,12 @@ func TestReconfigure(t *testing.T) {
 		reset     bool
 		want      State
 	}{
-		{"concurrent raise frees the new slots", c5, c10, State{0, 0, 0, 0}, 9, false, State{5000, 0, 0, 0}},
-		{"concurrent lower goes below zero", c10, c5, State{2000, 0, 0, 0}, 9, false, State{-3000, 0, 0, 0}},
-		{"reset fills whatever is held", c10, c5, State{0, 0, 0, 0}, 9, true, State{5000, 9, 0, 0}},
-		{"time-based keeps the refilled balance", rpm100, rpm50, State{30_000, 0, 0, 0}, 600, false, State{31_000, 600, 0, 0}},
-		{"time-based clamps to the new capacity", rpm100, rpm50, State{90_000, 0, 0, 0}, 0, false, State{50_000, 0, 0, 0}},
-		{"concurrent to time-based clamps", c10, rpm50, State{-1000, 0, 0, 0}, 0, false, State{-1000, 0, 0, 0}},
+		{"concurrent raise frees the new slots", c5, c10, State{Tokens: 0, Last: 0, Until: 0, Reserved: 0}, 9, false, State{Tokens: 5000, Last: 0, Until: 0, Reserved: 0}},
+		{"concurrent lower goes below zero", c10, c5, State{Tokens: 2000, Last: 0, Until: 0, Reserved: 0}, 9, false, State{Tokens: -3000, Last: 0, Until: 0, Reserved: 0}},
+		{"reset fills whatever is held", c10, c5, State{Tokens: 0, Last: 0, Until: 0, Reserved: 0}, 9, true, State{Tokens: 5000, Last: 9, Until: 0, Reserved: 0}},
+		{"time-based keeps the refilled balance", rpm100, rpm50, State{Tokens: 30_000, Last: 0, Until: 0, Reserved: 0}, 600, false, State{Tokens: 31_000, Last: 600, Until: 0, Reserved: 0}},
+		{"time-based clamps to the new capacity", rpm100, rpm50, State{Tokens: 90_000, Last: 0, Until: 0, Reserved: 0}, 0, false, State{Tokens: 50_000, Last: 0, Until: 0, Reserved: 0}},
+		{"concurrent to time-based clamps", c10, rpm50, State{Tokens: -1000, Last: 0, Until: 0, Reserved: 0}, 0, false, State{Tokens: -1000, Last: 0, Until: 0, Reserved: 0}},
 	}
 	for _, tt := range tests {
 		if got := Reconfigure(tt.old, tt.next, tt.s, tt.now, tt.reset); got != tt.want {
@@ -252,12 +252,12 @@ func TestCooldown(t *testing.T) {
 		now, until int64
 		want       State
 	}{
-		{"full bucket drops to zero", State{100_000, 0, 0, 0}, 1000, 5000, State{0, 1000, 5000, 0}},
-		{"debt is kept", State{-30_000, 0, 0, 0}, 0, 5000, State{-30_000, 0, 5000, 0}},
-		{"refilled first", State{0, 0, 0, 0}, 600, 5000, State{0, 600, 5000, 0}},
-		{"a later end wins", State{0, 0, 9000, 0}, 100, 5000, State{0, 0, 9000, 0}},
-		{"an earlier running cooldown is extended", State{0, 0, 3000, 0}, 100, 5000, State{0, 0, 5000, 0}},
-		{"until at now only refills", State{50_000, 0, 0, 0}, 600, 600, State{51_000, 600, 0, 0}},
+		{"full bucket drops to zero", State{Tokens: 100_000, Last: 0, Until: 0, Reserved: 0}, 1000, 5000, State{Tokens: 0, Last: 1000, Until: 5000, Reserved: 0, Charged: 106_667}},
+		{"debt is kept", State{Tokens: -30_000, Last: 0, Until: 0, Reserved: 0}, 0, 5000, State{Tokens: -30_000, Last: 0, Until: 5000, Reserved: 0, Charged: 8334}},
+		{"refilled first", State{Tokens: 0, Last: 0, Until: 0, Reserved: 0}, 600, 5000, State{Tokens: 0, Last: 600, Until: 5000, Reserved: 0, Charged: 8334}},
+		{"a later end wins", State{Tokens: 0, Last: 0, Until: 9000, Reserved: 0}, 100, 5000, State{Tokens: 0, Last: 0, Until: 9000, Reserved: 0}},
+		{"an earlier running cooldown is extended", State{Tokens: 0, Last: 0, Until: 3000, Reserved: 0}, 100, 5000, State{Tokens: 0, Last: 0, Until: 5000, Reserved: 0, Charged: 3334}},
+		{"until at now only refills", State{Tokens: 50_000, Last: 0, Until: 0, Reserved: 0}, 600, 600, State{Tokens: 51_000, Last: 600, Until: 0, Reserved: 0}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -293,11 +293,11 @@ func TestCooldownRefundLiftsAtMostToZero(t *testing.T) {
 	rpm := PerPeriod(Requests, 100, time.Minute).Limits()
 	s := Cooldown(rpm, State{Tokens: -5000}, 0, 5000)
 	got, applied := Adjust(rpm, s, 100, -50_000)
-	if want := (State{0, 0, 5000, 0}); got != want || applied != -5000 {
+	if want := (State{Tokens: 0, Last: 0, Until: 5000, Reserved: 0, Charged: 3334}); got != want || applied != -5000 {
 		t.Errorf("refund during cooldown = %+v, applied %d; want %+v, -5000", got, applied, want)
 	}
 	got, applied = Adjust(rpm, s, 5000, -50_000)
-	if want := (State{45_000, 0, 5000, 0}); got != want || applied != -50_000 {
+	if want := (State{Tokens: 45_000, Last: 0, Until: 5000, Reserved: 0, Charged: -41_666}); got != want || applied != -50_000 {
 		t.Errorf("refund at until = %+v, applied %d; want %+v, -50000", got, applied, want)
 	}
 }
@@ -310,13 +310,13 @@ func TestSync(t *testing.T) {
 		now, rem int64
 		want     State
 	}{
-		{"lowers", State{100_000, 0, 0, 0}, 0, 40_000, State{40_000, 0, 0, 0}},
-		{"never raises", State{10_000, 0, 0, 0}, 0, 40_000, State{10_000, 0, 0, 0}},
-		{"refills first", State{0, 0, 0, 0}, 6000, 5000, State{5000, 6000, 0, 0}},
-		{"refilled balance below remaining stays", State{0, 0, 0, 0}, 6000, 20_000, State{10_000, 6000, 0, 0}},
-		{"zero empties", State{100_000, 0, 0, 0}, 0, 0, State{0, 0, 0, 0}},
-		{"debt stays", State{-1000, 0, 0, 0}, 0, 0, State{-1000, 0, 0, 0}},
-		{"keeps a cooldown", State{0, 0, 9000, 0}, 100, 0, State{0, 0, 9000, 0}},
+		{"lowers", State{Tokens: 100_000, Last: 0, Until: 0, Reserved: 0}, 0, 40_000, State{Tokens: 40_000, Last: 0, Until: 0, Reserved: 0, Charged: 60_000}},
+		{"never raises", State{Tokens: 10_000, Last: 0, Until: 0, Reserved: 0}, 0, 40_000, State{Tokens: 10_000, Last: 0, Until: 0, Reserved: 0}},
+		{"refills first", State{Tokens: 0, Last: 0, Until: 0, Reserved: 0}, 6000, 5000, State{Tokens: 5000, Last: 6000, Until: 0, Reserved: 0, Charged: 5000}},
+		{"refilled balance below remaining stays", State{Tokens: 0, Last: 0, Until: 0, Reserved: 0}, 6000, 20_000, State{Tokens: 10_000, Last: 6000, Until: 0, Reserved: 0}},
+		{"zero empties", State{Tokens: 100_000, Last: 0, Until: 0, Reserved: 0}, 0, 0, State{Tokens: 0, Last: 0, Until: 0, Reserved: 0, Charged: 100_000}},
+		{"debt stays", State{Tokens: -1000, Last: 0, Until: 0, Reserved: 0}, 0, 0, State{Tokens: -1000, Last: 0, Until: 0, Reserved: 0}},
+		{"keeps a cooldown", State{Tokens: 0, Last: 0, Until: 9000, Reserved: 0}, 100, 0, State{Tokens: 0, Last: 0, Until: 9000, Reserved: 0}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

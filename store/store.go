@@ -318,6 +318,12 @@ type ItemResult struct {
 	Remaining int64
 	// RetryIn is this item's own wait; 0 when it could have been granted.
 	RetryIn time.Duration
+	// Charged is, for a granted reservation (Store.Reserve), the bucket's
+	// settlement counter (bucket.State.Charged) read atomically with the
+	// debit; 0 otherwise. Compared with BucketState.Charged at the valid
+	// instant (bucket.ChargedSince), it gives the debt settled since, which
+	// the reservation must wait out (bucket.ChargeDelay).
+	Charged int64
 }
 
 // ReleaseRequest is the input of Store.Release.
@@ -485,6 +491,11 @@ type BucketState struct {
 	// bucket, in Unix milliseconds (bucket.State.Reserved); 0 when it never
 	// had one.
 	ReservedUntil int64
+	// Charged is the bucket's settlement counter (bucket.State.Charged):
+	// the wrapping net change that settlements after the fact (Adjust,
+	// Sync, Penalize, Cooldown) made to its balance. Only differences
+	// between two readings mean anything (bucket.ChargedSince).
+	Charged int64
 	// Waiters counts the live tickets in a concurrent bucket's waiter
 	// queue (see AcquireRequest.Queue).
 	Waiters int

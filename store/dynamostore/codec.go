@@ -33,6 +33,7 @@ const (
 	attrLastOp   = "last_op"           // token of the last acquisition that wrote the bucket
 	attrUntil    = "cooldown_until_ms" // bucket.State.Until: a cooldown's end, Unix ms; absent means 0
 	attrReserved = "reserved_until_ms" // bucket.State.Reserved: latest reservation's valid instant, Unix ms; absent means 0
+	attrCharged  = "charged"           // bucket.State.Charged: the settlement counter, millitokens; absent means 0
 	attrWaiters  = "waiters"           // map lease uuid → ticket (see ticketValue) of a concurrent bucket's waiter queue
 
 	// Lease items (the SDKs' format), plus Sluice's extras.
@@ -345,6 +346,11 @@ func decodeBucket(item map[string]types.AttributeValue) (*bucketItem, error) {
 			return nil, bad(attrReserved, err)
 		}
 	}
+	if v, ok := getN(item, attrCharged); ok {
+		if bi.st.Charged, err = parseCharged(v); err != nil {
+			return nil, bad(attrCharged, err)
+		}
+	}
 	if m, ok := item[attrWaiters].(*types.AttributeValueMemberM); ok {
 		bi.waiters = decodeWaiters(m.Value)
 	}
@@ -397,7 +403,20 @@ func encodeBucket(b store.Bucket, st bucket.State, version int64, inc string, ho
 	if st.Reserved != 0 {
 		item[attrReserved] = numInt(st.Reserved)
 	}
+	if st.Charged != 0 {
+		item[attrCharged] = numInt(st.Charged)
+	}
 	return item
+}
+
+// parseCharged reads the settlement counter: an integer number of
+// millitokens, brought into its range (bucket.WrapCharged).
+func parseCharged(v string) (int64, error) {
+	c, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not an integer", v)
+	}
+	return bucket.WrapCharged(c), nil
 }
 
 // parseUntil reads cooldown_until_ms and reserved_until_ms: Unix

@@ -153,6 +153,7 @@ func (s *Store) rowUpdate(bi *bucketItem, st bucket.State, tok string, id string
 	var rem []string
 	set, rem = optUpdate(attrUntil, "cu", bi.st.Until, st.Until, names, vals, set, rem)
 	set, rem = optUpdate(attrReserved, "ru", bi.st.Reserved, st.Reserved, names, vals, set, rem)
+	set, rem = optUpdate(attrCharged, "ch", bi.st.Charged, st.Charged, names, vals, set, rem)
 	set, rem = q.clauses(bi, names, vals, set, rem)
 	if drop != "" {
 		names["#h"], names["#hd"] = attrHolders, drop

@@ -103,6 +103,7 @@ func (o *reserveOp) decide(bis []*bucketItem, always bool) (*decision, error) {
 	d.granted, d.valid = true, valid
 	for i := range bis {
 		res.Items[i].Remaining = d.next[i].Tokens
+		res.Items[i].Charged = d.next[i].Charged
 	}
 	return d, nil
 }
@@ -119,6 +120,11 @@ func (o *reserveOp) replay(ctx context.Context, d *decision, n int) error {
 	valid := max(li.valid, li.created)
 	*o.res = store.ReserveResult{Granted: true, Recorded: true, Items: ar.Items,
 		ValidAt: time.UnixMilli(valid), ExpiresAt: ar.ExpiresAt, Wait: msDur(max(li.valid-o.now, 0))}
+	for i := range o.res.Items[:min(n, len(o.res.Items))] {
+		// The counter as last read: settlements between the reservation
+		// and this answer to its resend are not told apart from earlier ones.
+		o.res.Items[i].Charged = d.aligned[i].Charged
+	}
 	return nil
 }
 

@@ -61,7 +61,7 @@ func (bi *bucketItem) state(now, skew int64) store.BucketState {
 	at, _ := bucket.Align(bi.lim, al, now, skew)
 	r := bucket.Refill(bi.lim, al, at)
 	bs := store.BucketState{Bucket: bi.b, Tokens: r.Tokens, LastRefill: r.Last, CooldownUntil: r.Until,
-		ReservedUntil: r.Reserved, Waiters: bi.live(now), ActiveLeases: len(bi.holders), Now: time.UnixMilli(now)}
+		ReservedUntil: r.Reserved, Charged: r.Charged, Waiters: bi.live(now), ActiveLeases: len(bi.holders), Now: time.UnixMilli(now)}
 	if x := bi.earliest(); x != 0 {
 		bs.NextExpiry = time.UnixMilli(x)
 	}

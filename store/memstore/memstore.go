@@ -196,6 +196,7 @@ func (e *entry) state(now int64) store.BucketState {
 		LastRefill:    r.Last,
 		CooldownUntil: r.Until,
 		ReservedUntil: r.Reserved,
+		Charged:       r.Charged,
 		ActiveLeases:  len(e.leases),
 		Now:           time.UnixMilli(now),
 	}

@@ -114,6 +114,7 @@ func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest, res *sto
 	for i, e := range es {
 		e.st = next[i]
 		res.Items[i].Remaining = next[i].Tokens
+		res.Items[i].Charged = next[i].Charged
 	}
 	res.Granted = true
 	res.ValidAt, res.ExpiresAt = time.UnixMilli(valid), time.UnixMilli(expires)
@@ -132,6 +133,11 @@ func (s *Store) replayReserve(req *store.ReserveRequest, res *store.ReserveResul
 	}
 	valid := max(l.validAt, l.created)
 	res.Items = ar.Items
+	for i, e := range es {
+		// The counter now: settlements since the reservation was made
+		// are not told apart from earlier ones on a resend.
+		res.Items[i].Charged = e.st.Charged
+	}
 	res.Granted, res.Recorded = true, true
 	res.ValidAt, res.ExpiresAt = time.UnixMilli(valid), ar.ExpiresAt
 	res.Wait = time.Duration(max(l.validAt-now, 0)) * time.Millisecond

@@ -42,6 +42,9 @@ func randomOp(r *rand.Rand, k string, i int) opCase {
 		}
 	}
 	c.s.Reserved = randomReserved(r, c.l, c.now)
+	// The settlement counter, at its wrap-around among other values.
+	const half = bucket.ChargedSpan / 2
+	c.s.Charged = pick(r, -half, half-1, -half, -1, 0, 1, half-1)
 	c.skew = pick(r, 1, time.Hour.Milliseconds(), 1, 1000, time.Hour.Milliseconds())
 	capTok := c.c.Capacity
 	switch k {
@@ -89,19 +92,19 @@ func insertBuckets(t *testing.T, s *Store, cases []*opCase) {
 	t.Helper()
 	var names []string
 	var types []int16
-	var caps, amts, pers, debts, toks, lasts, untils, reserveds []int64
+	var caps, amts, pers, debts, toks, lasts, untils, reserveds, chargeds []int64
 	for _, c := range cases {
 		names, types = append(names, c.name), append(types, int16(c.c.Type))
 		caps, amts, pers = append(caps, c.c.Capacity), append(amts, c.c.RefillAmount), append(pers, c.c.RefillPeriod.Milliseconds())
 		debts, toks, lasts, untils = append(debts, c.c.MaxDebt), append(toks, c.s.Tokens), append(lasts, c.s.Last), append(untils, c.s.Until)
-		reserveds = append(reserveds, c.s.Reserved)
+		reserveds, chargeds = append(reserveds, c.s.Reserved), append(chargeds, c.s.Charged)
 	}
 	sch := pgx.Identifier{s.Schema()}.Sanitize()
 	if _, err := s.pool.Exec(context.Background(), `INSERT INTO `+sch+`.buckets (name, limit_type, capacity, refill_amount,
-		refill_period_ms, cost_per_call, max_debt, tokens, last_refill_ms, cooldown_until_ms, reserved_until_ms)
-		SELECT n, ty, ca, am, pe, 0, de, tk, la, un, rs FROM unnest($1::text[], $2::smallint[], $3::bigint[], $4::bigint[],
-			$5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[]) AS u(n, ty, ca, am, pe, de, tk, la, un, rs)`,
-		names, types, caps, amts, pers, debts, toks, lasts, untils, reserveds); err != nil {
+		refill_period_ms, cost_per_call, max_debt, tokens, last_refill_ms, cooldown_until_ms, reserved_until_ms, charged)
+		SELECT n, ty, ca, am, pe, 0, de, tk, la, un, rs, ch FROM unnest($1::text[], $2::smallint[], $3::bigint[], $4::bigint[],
+			$5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[]) AS u(n, ty, ca, am, pe, de, tk, la, un, rs, ch)`,
+		names, types, caps, amts, pers, debts, toks, lasts, untils, reserveds, chargeds); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -110,14 +113,14 @@ func insertBuckets(t *testing.T, s *Store, cases []*opCase) {
 func storedStates(t *testing.T, s *Store) map[string]bucket.State {
 	t.Helper()
 	sch := pgx.Identifier{s.Schema()}.Sanitize()
-	rows, err := s.pool.Query(context.Background(), `SELECT name, tokens, last_refill_ms, cooldown_until_ms, reserved_until_ms FROM `+sch+`.buckets`)
+	rows, err := s.pool.Query(context.Background(), `SELECT name, tokens, last_refill_ms, cooldown_until_ms, reserved_until_ms, charged FROM `+sch+`.buckets`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]bucket.State{}
 	var name string
 	var st bucket.State
-	if _, err := pgx.ForEachRow(rows, []any{&name, &st.Tokens, &st.Last, &st.Until, &st.Reserved}, func() error {
+	if _, err := pgx.ForEachRow(rows, []any{&name, &st.Tokens, &st.Last, &st.Until, &st.Reserved, &st.Charged}, func() error {
 		out[name] = st
 		return nil
 	}); err != nil {

@@ -29,7 +29,8 @@ func newQueries(sch string) queries {
 	// count: those of a deleted bucket re-created under the same name are
 	// orphans.
 	const bucketCols = `b.name, b.limit_type, b.capacity, b.refill_amount, b.refill_period_ms, b.cost_per_call,
-		b.max_debt, b.tokens, b.last_refill_ms, b.cooldown_until_ms, b.reserved_until_ms, x.n, x.next, q.n`
+		b.max_debt, b.tokens, b.last_refill_ms, b.cooldown_until_ms, b.reserved_until_ms, x.n, x.next, q.n,
+		b.charged`
 	leaseAgg := `LEFT JOIN LATERAL (SELECT count(*) AS n, min(l.expires_ms) AS next FROM ` + sch +
 		`.leases l WHERE l.dims @> ARRAY[b.name] AND l.incs[array_position(l.dims, b.name)] = b.incarnation) x ON b.name IS NOT NULL
 		LEFT JOIN LATERAL (SELECT count(*) AS n FROM ` + sch + `.waiters w WHERE w.dim = b.name AND w.expires_ms > t.ms) q ON b.name IS NOT NULL`
@@ -37,7 +38,7 @@ func newQueries(sch string) queries {
 	return queries{
 		acquire:  `SELECT * FROM ` + sch + `.acquire($1::text[], $2::bigint[], $3::bigint, $4::bigint, $5::uuid, $6::text, $7::boolean, $8::bigint, $9::bigint, $10::bigint)`,
 		acquire3: `SELECT * FROM ` + sch + `.acquire($1::text[], $2::bigint[], $3::bigint, $4::bigint, $5::uuid, $6::text, $7::boolean, $8::bigint, $9::bigint)`,
-		reserve:  `SELECT * FROM ` + sch + `.reserve($1::text[], $2::bigint[], $3::bigint, $4::bigint, $5::uuid, $6::text, $7::boolean, $8::bigint, $9::bigint)`,
+		reserve:  `SELECT * FROM ` + sch + `.reserve_charged($1::text[], $2::bigint[], $3::bigint, $4::bigint, $5::uuid, $6::text, $7::boolean, $8::bigint, $9::bigint)`,
 		cancel:   `SELECT * FROM ` + sch + `.cancel($1::uuid, $2::boolean, $3::text[], $4::bigint[], $5::bigint, $6::bigint, $7::bigint)`,
 		dequeue:  `SELECT ` + sch + `.dequeue($1::text[], $2::uuid, $3::bigint)`,
 		release:  `SELECT * FROM ` + sch + `.release($1::uuid)`,
@@ -110,11 +111,11 @@ func (s *Store) scanBuckets(rows pgx.Rows, hint int) ([]store.BucketState, strin
 			typ                           *int16
 			capacity, amount, period, cpc *int64
 			debt, tokens, last, until     *int64
-			reserved                      *int64
+			reserved, charged             *int64
 			nLeases, nx, nWaiters         *int64
 		)
 		if err := rows.Scan(&nowMs, &asked, &name, &typ, &capacity, &amount, &period, &cpc, &debt, &tokens, &last, &until,
-			&reserved, &nLeases, &nx, &nWaiters); err != nil {
+			&reserved, &nLeases, &nx, &nWaiters, &charged); err != nil {
 			return nil, "", err
 		}
 		if name == nil {
@@ -125,10 +126,10 @@ func (s *Store) scanBuckets(rows pgx.Rows, hint int) ([]store.BucketState, strin
 			RefillPeriod: time.Duration(*period) * time.Millisecond, CostPerCall: *cpc, MaxDebt: *debt,
 		}}
 		lim := b.Config.Limits()
-		st := bucket.State{Tokens: *tokens, Last: *last, Until: *until, Reserved: *reserved}
+		st := bucket.State{Tokens: *tokens, Last: *last, Until: *until, Reserved: *reserved, Charged: *charged}
 		at, _ := bucket.Align(lim, st, nowMs, s.skewMs())
 		r := bucket.Refill(lim, st, at)
-		bs := store.BucketState{Bucket: b, Tokens: r.Tokens, LastRefill: r.Last, CooldownUntil: r.Until, ReservedUntil: r.Reserved,
+		bs := store.BucketState{Bucket: b, Tokens: r.Tokens, LastRefill: r.Last, CooldownUntil: r.Until, ReservedUntil: r.Reserved, Charged: r.Charged,
 			Waiters: int(deref(nWaiters)), ActiveLeases: int(deref(nLeases)), Now: time.UnixMilli(nowMs)}
 		if nx != nil {
 			bs.NextExpiry = time.UnixMilli(*nx)

@@ -31,10 +31,11 @@ func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest, res *sto
 		nowMs, wait, valid, expires *int64
 		types                       []int16
 		rcosts, caps, remain, waits []int64
+		charged                     []int64
 	)
 	err = s.pool.QueryRow(ctx, s.q.reserve, dims, costs, s.now(req.Now), req.TTL.Milliseconds(), uuidOf(req.ID),
 		req.Caller, req.Record, req.MaxWait.Milliseconds(), s.skewMs()).
-		Scan(&errCode, &errDim, &granted, &recorded, &nowMs, &wait, &valid, &expires, &types, &rcosts, &caps, &remain, &waits)
+		Scan(&errCode, &errDim, &granted, &recorded, &nowMs, &wait, &valid, &expires, &types, &rcosts, &caps, &remain, &waits, &charged)
 	if err != nil {
 		return fail("reserve", err)
 	}
@@ -42,7 +43,7 @@ func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest, res *sto
 		return reserveError(req, *errCode, deref(errDim), rcosts, caps)
 	}
 	if len(types) != n || len(rcosts) != n || len(caps) != n || len(remain) != n || len(waits) != n ||
-		granted == nil || recorded == nil || wait == nil || (*granted && (valid == nil || expires == nil)) {
+		granted == nil || recorded == nil || wait == nil || (*granted && (valid == nil || expires == nil || len(charged) != n)) {
 		return fmt.Errorf("pgstore: reserve: malformed result for %d items (schema older than this code? run Migrate)", n)
 	}
 	if cap(res.Items) >= n {
@@ -56,6 +57,9 @@ func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest, res *sto
 		res.Items[i] = store.ItemResult{
 			Dimension: req.Items[i].Dimension, Type: bucket.LimitType(types[i]), Cost: rcosts[i],
 			Capacity: caps[i], Remaining: remain[i], RetryIn: time.Duration(waits[i]) * time.Millisecond,
+		}
+		if res.Granted {
+			res.Items[i].Charged = charged[i]
 		}
 	}
 	if res.Granted {

@@ -92,6 +92,10 @@ func (s *Store) readReserve(r *reply, v []any, req *store.ReserveRequest, res *s
 	}
 	if status == 0 {
 		res.Behind = time.Duration(r.int()) * time.Millisecond
+	} else {
+		for i := range res.Items {
+			res.Items[i].Charged = r.int()
+		}
 	}
 	if r.err != nil || r.more() {
 		return fmt.Errorf("redisstore: reserve: malformed script reply %v", v)

@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// readState reads the 13 values peek.lua and list.lua return per bucket
+// readState reads the 14 values peek.lua and list.lua return per bucket
 // after its name or found flag.
 func readState(r *reply, name string, now int64) store.BucketState {
 	t, capm, amtm, per, k, d := r.int(), r.int(), r.int(), r.int(), r.int(), r.int()
@@ -24,6 +24,7 @@ func readState(r *reply, name string, now int64) store.BucketState {
 		bs.NextExpiry = time.UnixMilli(x)
 	}
 	bs.ReservedUntil, bs.Waiters = r.int(), int(r.int())
+	bs.Charged = r.int()
 	return bs
 }
 

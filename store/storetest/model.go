@@ -210,6 +210,10 @@ func (m *model) state(b *mBucket, now int64) BucketExpect {
 		u := r.Reserved - m.base
 		be.ReservedUntilMs = &u
 	}
+	if b.b.Type != bucket.Concurrent {
+		c := r.Charged
+		be.Charged = &c
+	}
 	for _, t := range b.queue {
 		if t.Expires > now {
 			be.Waiters++
@@ -385,6 +389,17 @@ func (m *model) retried(l *mLease, bs []*mBucket, items []store.Item, now int64)
 	for i, b := range bs {
 		s, at := m.aligned(b, now)
 		e.Items = append(e.Items, ItemExpect{Dimension: b.b.Name, Cost: items[i].Cost, Remaining: bucket.Available(b.lim, s, at)})
+	}
+	return e
+}
+
+// retriedReserve is retried for a reservation sent again: each item also
+// reports its bucket's settlement counter as it is now.
+func (m *model) retriedReserve(l *mLease, bs []*mBucket, items []store.Item, now int64) Expect {
+	e := m.retried(l, bs, items, now)
+	for i, b := range bs {
+		c := b.st.Charged
+		e.Items[i].Charged = &c
 	}
 	return e
 }

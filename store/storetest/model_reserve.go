@@ -126,7 +126,7 @@ func (m *model) reserve(st Step, now int64) Expect {
 			return fail(store.LeaseInUse(req.ID))
 		}
 		m.replayed = true
-		e := m.retried(old, bs, resolved, now)
+		e := m.retriedReserve(old, bs, resolved, now)
 		e.ValidAtMs = max(old.validAt, old.created) - m.base
 		e.WaitMs = max(old.validAt-now, 0)
 		return e
@@ -169,6 +169,8 @@ func (m *model) reserve(st Step, now int64) Expect {
 	for i, b := range bs {
 		b.st = next[i]
 		e.Items[i].Remaining = next[i].Tokens
+		c := next[i].Charged
+		e.Items[i].Charged = &c
 		l.items = append(l.items, resolved[i])
 		l.incs = append(l.incs, b.inc)
 	}

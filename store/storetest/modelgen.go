@@ -118,7 +118,7 @@ func (g *gen) step() {
 	r := g.rng.IntN(100)
 	switch {
 	case r < 9:
-		g.fair(all, g.rng.IntN(18))
+		g.fair(all, g.rng.IntN(24))
 	case r < 36:
 		g.acquire(all)
 	case r < 45:

@@ -8,9 +8,12 @@ import (
 	"github.com/ontopix/sluice/bucket"
 )
 
-// fair adds a reservation, a cancellation or a dequeue; r is 0..17.
+// fair adds a reservation, a cancellation, a dequeue or a settlement
+// above the estimate while reservations wait; r is 0..23.
 func (g *gen) fair(all []string, r int) {
 	switch {
+	case r >= 18:
+		g.settleWhileQueued(all)
 	case r < 9:
 		g.reserve(all)
 	case r < 15:
@@ -45,6 +48,48 @@ func (g *gen) reserve(all []string) {
 		st.Items = append(st.Items, ItemSpec{d, g.cost(d)})
 	}
 	g.add(st)
+}
+
+// settleWhileQueued charges a live lease on a bucket that has a
+// reservation pending (valid later than now) above what it holds, as a
+// call whose usage exceeded its estimate, and sometimes queues one more
+// reservation behind it: the settlement counter must then move, and the
+// reservations already made must see it (store.ItemResult.Charged,
+// store.BucketState.Charged).
+func (g *gen) settleWhileQueued(all []string) {
+	type cand struct {
+		label, dim string
+		held       int64
+	}
+	queued := map[string]bool{}
+	for _, label := range slices.Sorted(maps.Keys(g.m.leases)) {
+		l := g.m.leases[label]
+		if l.validAt > g.m.base+g.now && !l.cancelled {
+			for _, it := range l.items {
+				queued[it.Dimension] = true
+			}
+		}
+	}
+	var cs []cand
+	for _, label := range slices.Sorted(maps.Keys(g.m.leases)) {
+		l := g.m.leases[label]
+		for i, it := range l.items {
+			if b, ok := g.m.live(l, i); ok && b.b.Type != bucket.Concurrent && queued[it.Dimension] {
+				cs = append(cs, cand{label, it.Dimension, it.Cost})
+			}
+		}
+	}
+	if len(cs) == 0 {
+		g.reserve(all)
+		return
+	}
+	c := pick(g.rng, cs...)
+	over := 1 + g.rng.Int64N(max(c.held, 1)) // up to 100 % above the estimate
+	g.add(Step{Op: "adjust", Lease: c.label, Dimension: c.dim, Delta: over})
+	if g.rng.IntN(2) == 0 {
+		g.reserve(all)
+	}
+	g.add(Step{Op: "peek", Dimensions: []string{c.dim}})
 }
 
 // cancel cancels a reservation, usually a pending one, sometimes one in

@@ -26,7 +26,11 @@ func (r *runner) sendReserve(st Step, req *store.ReserveRequest) (Expect, error)
 	got := Expect{Granted: res.Granted, WaitMs: res.Wait.Milliseconds(), Recorded: res.Recorded,
 		ValidAtMs: r.rel(res.ValidAt), ExpiresAtMs: r.rel(res.ExpiresAt)}
 	for _, ir := range res.Items {
-		got.Items = append(got.Items, ItemExpect{Dimension: ir.Dimension, Cost: ir.Cost, Remaining: ir.Remaining, RetryInMs: ir.RetryIn.Milliseconds()})
+		ie := ItemExpect{Dimension: ir.Dimension, Cost: ir.Cost, Remaining: ir.Remaining, RetryInMs: ir.RetryIn.Milliseconds()}
+		if res.Granted {
+			ie.Charged = &ir.Charged
+		}
+		got.Items = append(got.Items, ie)
 	}
 	if res.Granted {
 		l := &replayLease{id: req.ID, recorded: res.Recorded, expiresAt: res.ExpiresAt, validAt: res.ValidAt, held: map[string]int64{}}

@@ -28,6 +28,9 @@ func TestGenerateVectors(t *testing.T) {
 		m.prefix = v.Name + "/"
 		for j := range v.Steps {
 			v.Steps[j].Expect = m.apply(v.Steps[j])
+			// The vectors leave the settlement counter out: the
+			// model-based test and the SettleQueue tests pin it.
+			forgetCharged(&v.Steps[j].Expect, Expect{})
 		}
 		data := encodeVector(v)
 		path := filepath.Join(dir, fmt.Sprintf("%03d-%s.json", i, v.Name))

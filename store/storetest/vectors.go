@@ -144,6 +144,10 @@ type ItemExpect struct {
 	Cost      int64  `json:"cost"`
 	Remaining int64  `json:"remaining"`
 	RetryInMs int64  `json:"retry_in_ms,omitempty"`
+	// Charged is a granted reservation's settlement counter
+	// (store.ItemResult.Charged); vectors written before the counter
+	// existed leave it out, and then it is not compared.
+	Charged *int64 `json:"charged,omitempty"`
 }
 
 // BucketExpect is one peeked bucket's expected state.
@@ -159,6 +163,9 @@ type BucketExpect struct {
 	// ReservedUntilMs is the latest reservation's valid instant; absent
 	// when the bucket never had one.
 	ReservedUntilMs *int64 `json:"reserved_until_ms,omitempty"`
+	// Charged is the bucket's settlement counter
+	// (store.BucketState.Charged); as in ItemExpect.
+	Charged *int64 `json:"charged,omitempty"`
 	// Waiters counts live tickets in a concurrent bucket's queue.
 	Waiters int `json:"waiters,omitempty"`
 }

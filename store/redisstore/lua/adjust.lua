@@ -43,6 +43,7 @@ local at
 tok, last, at = align(L, tok, last, now, tonumber(ARGV[7]))
 local t, l, applied = adjust(L, tok, last, u, res, at, delta * 1000)
 saveState(KEYS[1], t, l)
+addCharged(KEYS[1], applied)
 if delta < 0 then
   held = held + delta
 elseif applied > 0 then

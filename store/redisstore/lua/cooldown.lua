@@ -13,6 +13,15 @@ end
 local at
 tok, last, at = align(L, tok, last, now, tonumber(ARGV[3]))
 local before = refill(L, tok, last, u, at)
-local t, l, nu = cooldown(L, tok, last, u, at, at + tonumber(ARGV[2]))
+local untl = at + tonumber(ARGV[2])
+local t, l, nu = cooldown(L, tok, last, u, at, untl)
 redis.call('HSET', KEYS[1], 'v', fmt(t), 'l', fmt(l), 'u', fmt(nu))
+if untl > at then
+  -- The balance it drops and the refill it forgoes (bucket.Cooldown).
+  local drop = before
+  if drop < 0 then
+    drop = 0
+  end
+  addCharged(KEYS[1], drop + cooldownForgone(L, u, at, untl))
+end
 return { 1, before, t, nu }

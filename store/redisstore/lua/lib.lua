@@ -310,3 +310,45 @@ end
 local function saveState(key, tok, last)
   redis.call('HSET', key, 'v', fmt(tok), 'l', fmt(last))
 end
+
+-- The settlement counter (bucket.State.Charged), hash field x (absent: 0):
+-- the wrapping net change that settlements after the fact (adjust, sync,
+-- penalize, cooldown) made to the balance. Reservations read it with their
+-- debit, and their callers again at the valid instant (bucket.ChargedSince).
+local CHARGED_SPAN = 4503599627370496 -- 2^52 (bucket.ChargedSpan)
+local MAX_FORGONE = 1125899906842624 -- 2^50 (bucket.MaxForgone)
+
+-- wrapCharged is bucket.WrapCharged.
+local function wrapCharged(c)
+  local half = CHARGED_SPAN / 2
+  return (c + half) % CHARGED_SPAN - half
+end
+
+-- loadCharged returns key's settlement counter.
+local function loadCharged(key)
+  return tonumber(redis.call('HGET', key, 'x')) or 0
+end
+
+-- addCharged adds d millitokens to key's settlement counter.
+local function addCharged(key, d)
+  if d ~= 0 then
+    redis.call('HSET', key, 'x', fmt(wrapCharged(loadCharged(key) + d)))
+  end
+end
+
+-- cooldownForgone is bucket's cooldownForgone: the refill a cooldown until
+-- untl, started at now on a bucket whose cooldown ends at u, forgoes.
+local function cooldownForgone(L, u, now, untl)
+  local from = now
+  if u > from then
+    from = u
+  end
+  if L.amt <= 0 or untl <= from then
+    return 0
+  end
+  local f = ceilMulDiv(untl - from, L.amt, L.per)
+  if f > MAX_FORGONE then
+    f = MAX_FORGONE
+  end
+  return f
+end

@@ -1,7 +1,7 @@
 -- list.lua: every bucket of one vendor, as peek does.
 -- KEYS: vendor bucket set. ARGV: key space, now, max skew ms.
 -- Returns {now, per bucket: name, t, c, a, p, k, d, tokens, last,
--- cooldown end, leases, next expiry, reserved, waiters}.
+-- cooldown end, leases, next expiry, reserved, waiters, settlement counter}.
 local PREFIX = keyspace(ARGV[1])
 local now = clock(ARGV[2])
 local skew = tonumber(ARGV[3])
@@ -22,6 +22,7 @@ for _, name in ipairs(redis.call('SMEMBERS', KEYS[1])) do
     out[o + 7], out[o + 8], out[o + 9], out[o + 10], out[o + 11], out[o + 12] = L.d, t, l, u, nleases, nexp
     local _, qx = queueKeys(PREFIX, name)
     out[o + 13], out[o + 14] = res, redis.call('ZCOUNT', qx, '(' .. fmt(now), '+inf')
+    out[o + 15] = loadCharged(bucketKey(PREFIX, name))
   end
 end
 return out

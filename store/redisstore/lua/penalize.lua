@@ -14,4 +14,5 @@ tok, last, at = align(L, tok, last, now, tonumber(ARGV[3]))
 local before = refill(L, tok, last, u, at)
 local t, l = penalize(L, tok, last, u, at, tonumber(ARGV[2]))
 saveState(KEYS[1], t, l)
+addCharged(KEYS[1], before - t)
 return { 1, before, t }

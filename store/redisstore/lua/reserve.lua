@@ -15,7 +15,9 @@
 -- (nothing changes); items are 5 numbers each: type, cost, capacity
 -- millitokens, remaining, the item's own wait. A denial ends with one
 -- more number: how many ms now is behind the refill timestamp of the
--- furthest bucket more than the maximum skew ahead of it (0: none).
+-- furthest bucket more than the maximum skew ahead of it (0: none); a
+-- grant with one more number per item: its bucket's settlement counter
+-- (hash field x, see lib.lua) after the debit.
 local now = clock(ARGV[1])
 local n = #KEYS / 2
 local skew = tonumber(ARGV[9])
@@ -79,6 +81,9 @@ if items then
     t = refill(b.L, t, l, b.u, at)
     local o = #out
     out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = b.L.t, b.cost, b.L.cap, t, 0
+  end
+  for i = 1, n do
+    out[#out + 1] = loadCharged(KEYS[2 * i - 1])
   end
   return out
 end
@@ -179,5 +184,8 @@ for i = 1, n do
   local b = B[i]
   redis.call('HSET', KEYS[2 * i - 1], 'v', fmt(b.nt), 'l', fmt(b.nl), 'r', fmt(b.nr))
   out[4 + 5 * i - 1] = b.nt
+end
+for i = 1, n do
+  out[#out + 1] = loadCharged(KEYS[2 * i - 1])
 end
 return out
