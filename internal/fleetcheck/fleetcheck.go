@@ -15,8 +15,11 @@
 // With Lo == Hi it is the exact definition.
 //
 // Excess, for a time-based dimension, is the maximum over every window
-// [s, e] of admitted(s, e) − (capacity + rate × (e − s)); the target is
-// 0. For a concurrent dimension it is the most slots held at one instant
+// [s, e] ending at a grant of admitted(s, e) − (capacity + rate × (e − s)),
+// where admitted counts the grants and the settlement charges inside the
+// window; the target is 0. A window ending at a settlement is not judged:
+// a settlement reports usage that already happened, which no admission
+// can take back, and it counts against every grant after it. For a concurrent dimension it is the most slots held at one instant
 // less the capacity, a hold counting from its grant's Hi to its end's Lo.
 package fleetcheck
 
@@ -137,7 +140,8 @@ func Check(d Dimension) (Report, error) {
 }
 
 // windows computes the time-based excess in O(n log n): for each window end
-// e (an event's Hi) it takes the best start s (an event's Lo) from a
+// e (a grant's Hi: the guarantee counts each grant at its valid instant
+// plus every settlement charged before then) it takes the best start s (an event's Lo) from a
 // segment tree holding, per s, period × (tokens inside [s, e]) + amount × s.
 func windows(d Dimension, r Report) Report {
 	var ev []Event
@@ -163,8 +167,16 @@ func windows(d Dimension, r Report) Report {
 	best, bestSet := int64(0), false
 	for i := 0; i < len(ev); {
 		end := ev[i].Hi
+		grant := false
 		for ; i < len(ev) && ev[i].Hi == end; i++ {
 			t.add(sort.Search(len(los), func(k int) bool { return los[k] > ev[i].Lo })-1, p*ev[i].Cost)
+			grant = grant || ev[i].Kind == Grant
+		}
+		if !grant {
+			// A window is judged at a grant: a settlement reports usage
+			// that already happened, which no admission can take back;
+			// it counts against the grants that come after it.
+			continue
 		}
 		n := sort.Search(len(los), func(k int) bool { return los[k] > end })
 		g, at := t.max(n - 1)
@@ -173,6 +185,12 @@ func windows(d Dimension, r Report) Report {
 			best, bestSet = v, true
 			r.From, r.To = los[at], end
 		}
+	}
+	if !bestSet {
+		// Settlements alone: no window ends at a grant.
+		r.Allowed = float64(c)
+		r.Excess = -float64(c)
+		return r
 	}
 	r.Excess = float64(best) / float64(p)
 	r.Allowed = float64(c) + float64(a)*float64(r.To-r.From)/float64(p)
