@@ -116,7 +116,8 @@ type Store interface {
 
 	// PutBucket creates or reconfigures a bucket. An existing bucket keeps
 	// its balance (see bucket.Reconfigure) unless req.Reset is true, which
-	// fills it to capacity. A new bucket starts full. An existing bucket's
+	// fills it to capacity. A new bucket starts full, or, with req.Empty and a
+	// time-based type, with nothing (req.StartTokens). An existing bucket's
 	// limit type cannot change to or from concurrent (CheckTypeChange).
 	// req.IfAbsent and req.IfMatch make the write conditional, in the same
 	// atomic step; a failed condition is a *ConflictError and changes
