@@ -39,24 +39,21 @@ type Step struct {
 	Reset  bool        `json:"reset,omitempty"`
 	// IfAbsent and IfMatch make a put_bucket conditional
 	// (store.PutBucketRequest); IfMatch's name is ignored.
-	IfAbsent bool        `json:"if_absent,omitempty"`
-	IfMatch  *BucketSpec `json:"if_match,omitempty"`
-	// Empty makes a put_bucket that creates a time-based bucket start it
-	// with a balance of zero (store.PutBucketRequest.Empty).
-	Empty       bool       `json:"empty,omitempty"`
-	Name        string     `json:"name,omitempty"`
-	Items       []ItemSpec `json:"items,omitempty"`
-	TTLMs       int64      `json:"ttl_ms,omitempty"`
-	Record      bool       `json:"record,omitempty"`
-	PollMs      int64      `json:"poll_ms,omitempty"`
-	Lease       string     `json:"lease,omitempty"`
-	Dimension   string     `json:"dimension,omitempty"`
-	Delta       int64      `json:"delta,omitempty"`
-	FactorMilli int64      `json:"factor_milli,omitempty"`
-	CooldownMs  int64      `json:"cooldown_ms,omitempty"`
-	Remaining   int64      `json:"remaining,omitempty"`
-	Dimensions  []string   `json:"dimensions,omitempty"`
-	Limit       int        `json:"limit,omitempty"`
+	IfAbsent    bool        `json:"if_absent,omitempty"`
+	IfMatch     *BucketSpec `json:"if_match,omitempty"`
+	Name        string      `json:"name,omitempty"`
+	Items       []ItemSpec  `json:"items,omitempty"`
+	TTLMs       int64       `json:"ttl_ms,omitempty"`
+	Record      bool        `json:"record,omitempty"`
+	PollMs      int64       `json:"poll_ms,omitempty"`
+	Lease       string      `json:"lease,omitempty"`
+	Dimension   string      `json:"dimension,omitempty"`
+	Delta       int64       `json:"delta,omitempty"`
+	FactorMilli int64       `json:"factor_milli,omitempty"`
+	CooldownMs  int64       `json:"cooldown_ms,omitempty"`
+	Remaining   int64       `json:"remaining,omitempty"`
+	Dimensions  []string    `json:"dimensions,omitempty"`
+	Limit       int         `json:"limit,omitempty"`
 	// MaxWaitMs is a reservation's maximum wait.
 	MaxWaitMs int64 `json:"max_wait_ms,omitempty"`
 	// QueueMs is an acquisition's ticket lifetime (AcquireRequest.Queue).
@@ -66,6 +63,9 @@ type Step struct {
 	// other fields are the previous step's.
 	Resend bool   `json:"resend,omitempty"`
 	Expect Expect `json:"expect"`
+	// Empty makes a put_bucket that creates a time-based bucket start it
+	// with a balance of zero (store.PutBucketRequest.Empty).
+	Empty bool `json:"empty,omitempty"`
 }
 
 // BucketSpec is a bucket configuration in wire form.
