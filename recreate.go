@@ -12,10 +12,24 @@ import (
 // WithBuckets declares the buckets the client's limits are made of, as a
 // limits file does (limits.NewClient passes the file's). When the store
 // answers that one of them does not exist, as a store restarted without
-// persistence does for all of them, the client creates it again, full, but
-// only if it is still missing: of several replicas re-creating it at once
+// persistence does for all of them, the client creates it again, but only
+// if it is still missing: of several replicas re-creating it at once
 // exactly one succeeds, and none refills a bucket another one re-created
-// and callers already spent from. The client then logs bucket.recreated
+// and callers already spent from.
+//
+// A time-based bucket comes back empty (store.PutBucketRequest.Empty): a
+// balance of zero, refilling from the re-creation on. The fleet spent its
+// tokens before the store lost them, and a full bucket would let it spend
+// them again, up to a whole capacity over the limit; empty, it admits only
+// what it earns, so that over any window spanning the loss the fleet is
+// admitted at most the capacity plus the refill of the window. A
+// concurrent bucket comes back with every slot free: its holders' lease
+// records were lost with it, so their releases restore nothing and an
+// empty one would stay blocked for good. Until the holders still running
+// finish, at most their hold time, the fleet may hold up to that many
+// slots over the limit.
+//
+// The client then logs bucket.recreated
 // (dimension, op; only the replica whose creation succeeded), reports it
 // to Observer.Recreated and retries the call once per re-created bucket.
 // A dimension that bs does not declare is still a *ConfigurationError:
@@ -87,7 +101,7 @@ func (r *recreating) recreate(ctx context.Context, op string, err error) (again 
 	if !ok {
 		return false, nil
 	}
-	perr = r.Store.PutBucket(ctx, store.PutBucketRequest{Now: r.c.clock.Now(), Bucket: b, IfAbsent: true})
+	perr = r.Store.PutBucket(ctx, store.PutBucketRequest{Now: r.c.clock.Now(), Bucket: b, IfAbsent: true, Empty: true})
 	switch {
 	case perr == nil:
 		r.c.log.LogAttrs(ctx, slog.LevelWarn, "bucket.recreated", slog.String("dimension", b.Name), slog.String("op", op))

@@ -48,8 +48,8 @@ func TestDeclaredBucketsAreRecreated(t *testing.T) {
 		}, nil, []string{"o#rpm"}},
 		{"acquire many, every bucket lost", []string{"o#rpm", "o#tpm", "o#concurrent"}, func(ctx context.Context, c *sluice.Client) error {
 			r, err := c.AcquireMany(ctx, []sluice.Request{{Dimension: "o#rpm", Cost: 1}, {Dimension: "o#tpm", Cost: 100}, {Dimension: "o#concurrent", Cost: 1}})
-			if err == nil && r.Outcome != sluice.Granted {
-				return errors.New("not granted")
+			if err == nil && r.Outcome != sluice.RetryIn {
+				return errors.New("granted, want a denial: the rate buckets came back empty")
 			}
 			return err
 		}, nil, []string{"o#rpm", "o#tpm", "o#concurrent"}},
@@ -112,9 +112,11 @@ func TestDeclaredBucketsAreRecreated(t *testing.T) {
 
 // TestRecreateCountedOnceAcrossReplicas: replicas sharing a store that
 // lost a bucket all call at once; exactly one creation wins, and none
-// refills what another re-created and spent (the clock is fixed).
+// refills what another re-created and spent. The bucket is a concurrent
+// one, which comes back full: its slots, held and never released, are
+// granted exactly once each.
 func TestRecreateCountedOnceAcrossReplicas(t *testing.T) {
-	rpm := sluice.Bucket{Name: "o#rpm", Config: bucket.PerPeriod(bucket.Requests, 9, time.Minute)}
+	rpm := sluice.Bucket{Name: "o#concurrent", Config: bucket.ConcurrentSlots(9)}
 	for round := range 20 {
 		ctx := context.Background()
 		st := memstore.New()
@@ -135,7 +137,7 @@ func TestRecreateCountedOnceAcrossReplicas(t *testing.T) {
 			wg.Go(func() {
 				<-start
 				for range 2 {
-					r, err := clients[g%4].Acquire(ctx, "o#rpm")
+					r, err := clients[g%4].Acquire(ctx, "o#concurrent")
 					if err != nil {
 						t.Error(err)
 						return
@@ -152,7 +154,7 @@ func TestRecreateCountedOnceAcrossReplicas(t *testing.T) {
 			t.Errorf("round %d: %d re-creations counted, want exactly 1", round, n)
 		}
 		if n := granted.Load(); n != 9 {
-			t.Errorf("round %d: %d grants with a fixed clock, want the capacity 9", round, n)
+			t.Errorf("round %d: %d grants of slots never released, want the capacity 9", round, n)
 		}
 	}
 }

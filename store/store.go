@@ -116,7 +116,8 @@ type Store interface {
 
 	// PutBucket creates or reconfigures a bucket. An existing bucket keeps
 	// its balance (see bucket.Reconfigure) unless req.Reset is true, which
-	// fills it to capacity. A new bucket starts full. An existing bucket's
+	// fills it to capacity. A new bucket starts full, or, with req.Empty and a
+	// time-based type, with nothing (req.StartTokens). An existing bucket's
 	// limit type cannot change to or from concurrent (CheckTypeChange).
 	// req.IfAbsent and req.IfMatch make the write conditional, in the same
 	// atomic step; a failed condition is a *ConflictError and changes
@@ -537,6 +538,23 @@ type PutBucketRequest struct {
 	// without undoing another writer's change. IfAbsent and IfMatch are
 	// exclusive.
 	IfMatch *bucket.Config
+	// Empty makes a new time-based bucket start with a balance of zero
+	// (its refill timestamp Now) instead of full, so that it admits only
+	// what it earns from then on. It is how a client re-creates a bucket
+	// the store lost: the fleet spent that bucket's tokens before the loss,
+	// and a full re-creation would admit up to a capacity more than the
+	// limit. It is ignored for an existing bucket and for a concurrent one.
+	Empty bool
+}
+
+// StartTokens is the balance, in millitokens, of the bucket req creates
+// when none exists: zero for a time-based bucket with Empty, otherwise
+// its capacity.
+func (req PutBucketRequest) StartTokens() int64 {
+	if req.Empty && req.Bucket.Config.Type != bucket.Concurrent {
+		return 0
+	}
+	return req.Bucket.Config.Capacity * bucket.Milli
 }
 
 // DeleteBucketRequest is the input of Store.DeleteBucket.

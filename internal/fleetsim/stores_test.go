@@ -43,6 +43,8 @@ type fleet struct {
 	open func(addr string) store.Store
 	// target is the store's address for the proxies.
 	target string
+	// opts are client options every member gets, before join's own.
+	opts []sluice.Option
 }
 
 // newFleet sets up a store of kind for t, with no members yet.
@@ -133,7 +135,7 @@ func (f *fleet) join(c Clock, opts ...sluice.Option) *Member {
 		f.t.Cleanup(func() { p.Close() })
 		m.Proxy, addr = p, p.Addr
 	}
-	opts = append([]sluice.Option{sluice.WithClock(m.Clock), sluice.WithOpTimeout(opTimeout)}, opts...)
+	opts = append(append([]sluice.Option{sluice.WithClock(m.Clock), sluice.WithOpTimeout(opTimeout)}, f.opts...), opts...)
 	cl, err := sluice.New(f.open(addr), opts...)
 	if err != nil {
 		f.t.Fatal(err)

@@ -32,7 +32,7 @@ func (s *Store) PutBucket(ctx context.Context, req store.PutBucketRequest) error
 			if err := store.PutConflict(req, false, bucket.Config{}); err != nil {
 				return err
 			}
-			item := encodeBucket(b, bucket.State{Tokens: lim.Capacity, Last: ms}, 1, store.NewLeaseID().String(), nil)
+			item := encodeBucket(b, bucket.State{Tokens: req.StartTokens(), Last: ms}, 1, store.NewLeaseID().String(), nil)
 			_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
 				TableName: aws.String(s.table), Item: item,
 				ConditionExpression:      aws.String("attribute_not_exists(#pk)"),

@@ -38,7 +38,7 @@ func (s *Store) PutBucket(ctx context.Context, req store.PutBucketRequest) error
 	for k, v := range old {
 		m[k] = v
 	}
-	m[b.Name] = &entry{name: b.Name, b: b, lim: lim, st: bucket.State{Tokens: lim.Capacity, Last: ms}}
+	m[b.Name] = &entry{name: b.Name, b: b, lim: lim, st: bucket.State{Tokens: req.StartTokens(), Last: ms}}
 	s.buckets.Store(&m)
 	return nil
 }

@@ -19,11 +19,19 @@ func (s *Store) PutBucket(ctx context.Context, req store.PutBucketRequest) error
 	var old *int16
 	args := []any{b.Name, int16(b.Type), b.Capacity, b.RefillAmount,
 		b.RefillPeriod.Milliseconds(), b.CostPerCall, b.MaxDebt, s.now(req.Now), req.Reset, s.skewMs()}
-	q := s.q.put
-	if req.IfAbsent || req.IfMatch != nil {
-		q, args = s.q.putIf, append(args, putCondition(req)...)
+	switch {
+	case req.Empty:
+		// Version 10's put_bucket_if; a schema not yet migrated creates
+		// the bucket full, as before (run Migrate).
+		err = s.pool.QueryRow(ctx, s.q.putEmpty, append(args, append(putCondition(req), true)...)...).Scan(&old)
+		if undefinedFunction(err) {
+			err = s.pool.QueryRow(ctx, s.q.putIf, append(args, putCondition(req)...)...).Scan(&old)
+		}
+	case req.IfAbsent || req.IfMatch != nil:
+		err = s.pool.QueryRow(ctx, s.q.putIf, append(args, putCondition(req)...)...).Scan(&old)
+	default:
+		err = s.pool.QueryRow(ctx, s.q.put, args...).Scan(&old)
 	}
-	err = s.pool.QueryRow(ctx, q, args...).Scan(&old)
 	if err != nil {
 		return fail("put bucket", err)
 	}
@@ -75,11 +83,15 @@ func (s *Store) ListBuckets(ctx context.Context, req store.ListBucketsRequest) (
 	return out, nil
 }
 
-// putCondition returns put_bucket_if's condition arguments for req: 1
-// (create only) or 2 and the configuration to match (store.SameConfig).
+// putCondition returns put_bucket_if's condition arguments for req: 0
+// (none), 1 (create only) or 2 and the configuration to match
+// (store.SameConfig).
 func putCondition(req store.PutBucketRequest) []any {
-	if req.IfAbsent {
+	switch {
+	case req.IfAbsent:
 		return []any{int16(1), int16(0), int64(0), int64(0), int64(0), int64(0), int64(0)}
+	case req.IfMatch == nil:
+		return []any{int16(0), int16(0), int64(0), int64(0), int64(0), int64(0), int64(0)}
 	}
 	m := req.IfMatch
 	l := m.Limits()

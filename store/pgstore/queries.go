@@ -18,8 +18,9 @@ type queries struct {
 	acquire3                                                                        string // version 3's, for a schema not yet migrated
 	reserve, cancel, dequeue                                                        string
 	peek, list, leases                                                              string
-	// putIf is a conditional put (version 8's put_bucket_if).
-	putIf string
+	// putIf is a conditional put (version 8's put_bucket_if); putEmpty is
+	// version 10's, which also creates a missing bucket empty.
+	putIf, putEmpty string
 }
 
 func newQueries(sch string) queries {
@@ -50,6 +51,8 @@ func newQueries(sch string) queries {
 		put:      `SELECT ` + sch + `.put_bucket($1::text, $2::smallint, $3::bigint, $4::bigint, $5::bigint, $6::bigint, $7::bigint, $8::bigint, $9::boolean, $10::bigint)`,
 		putIf: `SELECT ` + sch + `.put_bucket_if($1::text, $2::smallint, $3::bigint, $4::bigint, $5::bigint, $6::bigint, $7::bigint, $8::bigint, $9::boolean, $10::bigint,
 			$11::smallint, $12::smallint, $13::bigint, $14::bigint, $15::bigint, $16::bigint, $17::bigint)`,
+		putEmpty: `SELECT ` + sch + `.put_bucket_if($1::text, $2::smallint, $3::bigint, $4::bigint, $5::bigint, $6::bigint, $7::bigint, $8::bigint, $9::boolean, $10::bigint,
+			$11::smallint, $12::smallint, $13::bigint, $14::bigint, $15::bigint, $16::bigint, $17::bigint, $18::boolean)`,
 		del:       `DELETE FROM ` + sch + `.buckets WHERE name = $1::text`,
 		reconcile: `SELECT * FROM ` + sch + `.reconcile($1::bigint, $2::int)`,
 		peek: `SELECT t.ms, u.name, ` + bucketCols + ` FROM ` + now + ` CROSS JOIN unnest($2::text[]) WITH ORDINALITY AS u(name, ord)

@@ -111,17 +111,23 @@ func (s *Store) ListBuckets(ctx context.Context, req store.ListBucketsRequest) (
 	return out, nil
 }
 
-// putCondition returns put.lua's condition arguments for req: none, "a"
-// (create only), or "m" and the configuration to match (store.SameConfig:
-// its limits and effective cost per call).
+// putCondition returns put.lua's condition arguments for req, always
+// seven: none, "a" (create only), or "m" and the configuration to match
+// (store.SameConfig: its limits and effective cost per call); the unused
+// ones are zero. Then comes the empty flag ("1": a new time-based bucket
+// starts at zero).
 func putCondition(req store.PutBucketRequest) []any {
+	empty := "0"
+	if req.Empty {
+		empty = "1"
+	}
 	switch {
 	case req.IfAbsent:
-		return []any{"a"}
+		return []any{"a", 0, 0, 0, 0, 0, 0, empty}
 	case req.IfMatch != nil:
 		m := req.IfMatch
 		l := m.Limits()
-		return []any{"m", int64(l.Type), l.Capacity, l.Amount, l.Period, l.Floor, m.Cost()}
+		return []any{"m", int64(l.Type), l.Capacity, l.Amount, l.Period, l.Floor, m.Cost(), empty}
 	}
-	return []any{""}
+	return []any{"", 0, 0, 0, 0, 0, 0, empty}
 }

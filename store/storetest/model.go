@@ -182,7 +182,7 @@ func (m *model) put(st Step, now int64) Expect {
 	}
 	if old == nil {
 		m.inc++
-		m.buckets[b.Name] = &mBucket{b: b, lim: lim, st: bucket.State{Tokens: lim.Capacity, Last: now}, inc: m.inc}
+		m.buckets[b.Name] = &mBucket{b: b, lim: lim, st: bucket.State{Tokens: req.StartTokens(), Last: now}, inc: m.inc}
 		return Expect{}
 	}
 	if err := store.CheckTypeChange(old.b, b); err != nil {

@@ -143,12 +143,14 @@ func (g *gen) step() {
 		d := pick(g.rng, all...)
 		g.add(Step{Op: "delete_bucket", Name: d})
 		b := g.spec(d)
-		// A creation is sometimes put-if-absent, and sometimes raced by a
+		// A creation is sometimes put-if-absent and empty, as a client
+		// re-creates a bucket the store lost, and sometimes raced by a
 		// second one, which must change nothing.
-		g.add(Step{Op: "put_bucket", Bucket: &b, IfAbsent: g.rng.IntN(2) == 0})
+		ia := g.rng.IntN(2) == 0
+		g.add(Step{Op: "put_bucket", Bucket: &b, IfAbsent: ia, Empty: ia})
 		if g.rng.IntN(3) == 0 {
 			again := g.spec(d)
-			g.add(Step{Op: "put_bucket", Bucket: &again, IfAbsent: true})
+			g.add(Step{Op: "put_bucket", Bucket: &again, IfAbsent: true, Empty: true})
 		}
 	}
 }

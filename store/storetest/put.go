@@ -44,6 +44,14 @@ func testConditionalPut(t *testing.T, h Harness) {
 			store.PutBucketRequest{Bucket: rpm("x#rpm", 50), IfMatch: cfg(rpm("x#rpm", 200))}, store.ErrConflict, true, 30_000, rpm("x#rpm", 100)},
 		{"if match refuses a missing bucket", false,
 			store.PutBucketRequest{Bucket: rpm("x#rpm", 50), IfMatch: cfg(rpm("x#rpm", 100))}, store.ErrConflict, false, 0, store.Bucket{}},
+		{"if absent empty creates a missing bucket with nothing", false,
+			store.PutBucketRequest{Bucket: rpm("x#rpm", 100), IfAbsent: true, Empty: true}, nil, false, 0, rpm("x#rpm", 100)},
+		{"empty creates a missing bucket with nothing", false,
+			store.PutBucketRequest{Bucket: rpm("x#rpm", 100), Empty: true}, nil, false, 0, rpm("x#rpm", 100)},
+		{"empty keeps an existing bucket's balance", true,
+			store.PutBucketRequest{Bucket: rpm("x#rpm", 100), Empty: true}, nil, false, 30_000, rpm("x#rpm", 100)},
+		{"if absent empty leaves an existing bucket alone", true,
+			store.PutBucketRequest{Bucket: rpm("x#rpm", 50), IfAbsent: true, Empty: true}, store.ErrConflict, true, 30_000, rpm("x#rpm", 100)},
 		{"if absent and if match together are invalid", true,
 			store.PutBucketRequest{Bucket: rpm("x#rpm", 50), IfAbsent: true, IfMatch: cfg(rpm("x#rpm", 100))}, store.ErrInvalid, false, 30_000, rpm("x#rpm", 100)},
 	}
@@ -78,6 +86,7 @@ func testConditionalPut(t *testing.T, h Harness) {
 		})
 	}
 
+	t.Run("EmptyEarnsFromNow", func(t *testing.T) { testEmptyPut(t, h) })
 	t.Run("ConcurrentApplyNeverRefills", func(t *testing.T) { testConcurrentApply(t, h) })
 	t.Run("RecreateAfterLoss", func(t *testing.T) { testRecreateAfterLoss(t, h) })
 }
@@ -270,4 +279,45 @@ func applyOnce(e *env, limits []store.Bucket) (int, error) {
 			return created, errors.New("still conflicting after 100 re-reads")
 		}
 	}
+}
+
+// testEmptyPut covers PutBucketRequest.Empty on creation: a time-based
+// bucket starts with nothing and its refill timestamp at the request's
+// time, so that it admits only what it earns from then on; a concurrent
+// bucket starts with all its slots free.
+func testEmptyPut(t *testing.T, h Harness) {
+	tests := []struct {
+		name   string
+		b      store.Bucket
+		peekMs int64 // the request is at +1000 ms
+		tokens int64
+	}{
+		{"time-based at creation", rpm("e#rpm", 100), 1_000, 0},
+		{"time-based half a period later", rpm("e#rpm", 100), 31_000, 50_000},
+		{"time-based a period later", rpm("e#rpm", 100), 61_000, 100_000},
+		{"concurrent starts free", slots("e#concurrent", 3), 1_000, 3_000},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, h)
+			err := e.s.PutBucket(e.ctx, store.PutBucketRequest{Now: At(1_000), Bucket: tt.b, IfAbsent: true, Empty: true})
+			if err != nil {
+				t.Fatalf("PutBucket: %v", err)
+			}
+			if got := e.tokens(tt.peekMs, tt.b.Name); got != tt.tokens {
+				t.Errorf("tokens at +%dms = %d millitokens, want %d", tt.peekMs, got, tt.tokens)
+			}
+		})
+	}
+	t.Run("time-based denies at creation", func(t *testing.T) {
+		e := newEnv(t, h)
+		b := rpm("e#rpm", 100)
+		if err := e.s.PutBucket(e.ctx, store.PutBucketRequest{Now: At(1_000), Bucket: b, IfAbsent: true, Empty: true}); err != nil {
+			t.Fatalf("PutBucket: %v", err)
+		}
+		if res := e.acquire(e.req(1_000, item(b.Name, 1))); res.Granted {
+			t.Errorf("Acquire(1) right after an empty creation granted, want denied")
+		}
+		e.grant(e.req(1_600, item(b.Name, 1)))
+	})
 }

@@ -63,6 +63,9 @@ type Step struct {
 	// other fields are the previous step's.
 	Resend bool   `json:"resend,omitempty"`
 	Expect Expect `json:"expect"`
+	// Empty makes a put_bucket that creates a time-based bucket start it
+	// with a balance of zero (store.PutBucketRequest.Empty).
+	Empty bool `json:"empty,omitempty"`
 }
 
 // BucketSpec is a bucket configuration in wire form.
@@ -322,7 +325,7 @@ func (st Step) putRequest(now time.Time) (store.PutBucketRequest, error) {
 	if err != nil {
 		return store.PutBucketRequest{}, err
 	}
-	req := store.PutBucketRequest{Now: now, Bucket: b, Reset: st.Reset, IfAbsent: st.IfAbsent}
+	req := store.PutBucketRequest{Now: now, Bucket: b, Reset: st.Reset, IfAbsent: st.IfAbsent, Empty: st.Empty}
 	if st.IfMatch != nil {
 		m, err := st.IfMatch.Config()
 		if err != nil {

@@ -8,7 +8,9 @@
 -- ARGV[14], the condition: '' none, 'a' create only if absent, 'm' only
 -- if the bucket exists with the configuration ARGV[15..20] (type,
 -- capacity, amount, period, floor in limits units, effective cost per
--- call: store.SameConfig).
+-- call: store.SameConfig; zeros when unused).
+-- ARGV[21]: '1' when a new time-based bucket starts with a balance of zero
+-- (store.PutBucketRequest.Empty), else '0'.
 -- Returns {-1, old type} when the type would change to or from concurrent,
 -- {-2, 1 if the bucket exists else 0} when the condition fails (nothing
 -- changes in either case), else {now}.
@@ -61,6 +63,9 @@ if L then
   end
 else
   tok, last = N.cap, now
+  if ARGV[21] == '1' and N.t ~= 3 then
+    tok = 0 -- re-created after a loss: it earns from now on
+  end
   -- A new incarnation: leases of an earlier bucket of this name never
   -- restore into this one (keys.lua removeLease). The counter shares the
   -- vendor's slot (KEYS[2] is prefix{vendor}:buckets).
