@@ -139,10 +139,15 @@ func Check(d Dimension) (Report, error) {
 	return windows(d, r), nil
 }
 
-// windows computes the time-based excess in O(n log n): for each window end
-// e (a grant's Hi: the guarantee counts each grant at its valid instant
-// plus every settlement charged before then) it takes the best start s (an event's Lo) from a
-// segment tree holding, per s, period × (tokens inside [s, e]) + amount × s.
+// windows computes the time-based excess. Each grant G ends the windows it
+// is judged in: a window [s, G.Hi] counts the grants inside it and the
+// settlement charges that certainly happened before G became valid (their
+// Hi at or before G.Lo) — the guarantee counts each grant at its valid
+// instant plus every settlement charged before then; a charge whose call
+// overlaps G's is not held against G. A window ending at a settlement is
+// not judged: a settlement reports usage that already happened, which no
+// admission can take back, and it counts against every grant after it.
+// It takes O(n²) for n events, plenty for a harness's histories.
 func windows(d Dimension, r Report) Report {
 	var ev []Event
 	for _, e := range d.Events {
@@ -150,44 +155,35 @@ func windows(d Dimension, r Report) Report {
 			ev = append(ev, e)
 		}
 	}
-	if len(ev) == 0 {
-		r.Allowed = float64(d.Limit.Capacity)
-		r.Excess = -float64(d.Limit.Capacity)
-		return r
-	}
-	los := make([]int64, len(ev))
-	for i, e := range ev {
-		los[i] = e.Lo
-	}
-	sort.Slice(los, func(i, j int) bool { return los[i] < los[j] })
-	los = uniq(los)
-	sort.Slice(ev, func(i, j int) bool { return ev[i].Hi < ev[j].Hi })
+	// Latest start first, so that a sweep accumulates a window's tokens.
+	sort.Slice(ev, func(i, j int) bool { return ev[i].Lo > ev[j].Lo })
 	p, a, c := d.Limit.PeriodMs, d.Limit.Amount, d.Limit.Capacity
-	t := newTree(los, a)
 	best, bestSet := int64(0), false
-	for i := 0; i < len(ev); {
-		end := ev[i].Hi
-		grant := false
-		for ; i < len(ev) && ev[i].Hi == end; i++ {
-			t.add(sort.Search(len(los), func(k int) bool { return los[k] > ev[i].Lo })-1, p*ev[i].Cost)
-			grant = grant || ev[i].Kind == Grant
-		}
-		if !grant {
-			// A window is judged at a grant: a settlement reports usage
-			// that already happened, which no admission can take back;
-			// it counts against the grants that come after it.
+	var bestEnd Event
+	for _, g := range ev {
+		if g.Kind != Grant {
 			continue
 		}
-		n := sort.Search(len(los), func(k int) bool { return los[k] > end })
-		g, at := t.max(n - 1)
-		v := g - a*end - c*p
-		if !bestSet || v > best {
-			best, bestSet = v, true
-			r.From, r.To = los[at], end
+		var acc int64
+		for i := 0; i < len(ev); {
+			start := ev[i].Lo
+			for ; i < len(ev) && ev[i].Lo == start; i++ {
+				if counts(ev[i], g) {
+					acc += ev[i].Cost
+				}
+			}
+			if start > g.Hi || acc == 0 {
+				continue
+			}
+			// p × (admitted − capacity − amount × (end − start) / p)
+			if v := p*acc - c*p - a*(g.Hi-start); !bestSet || v > best {
+				best, bestSet, bestEnd = v, true, g
+				r.From, r.To = start, g.Hi
+			}
 		}
 	}
 	if !bestSet {
-		// Settlements alone: no window ends at a grant.
+		// Nothing granted: no window is judged.
 		r.Allowed = float64(c)
 		r.Excess = -float64(c)
 		return r
@@ -195,21 +191,20 @@ func windows(d Dimension, r Report) Report {
 	r.Excess = float64(best) / float64(p)
 	r.Allowed = float64(c) + float64(a)*float64(r.To-r.From)/float64(p)
 	for _, e := range ev {
-		if e.Lo >= r.From && e.Hi <= r.To {
+		if e.Lo >= r.From && counts(e, bestEnd) {
 			r.Admitted += e.Cost
 		}
 	}
 	return r
 }
 
-func uniq(s []int64) []int64 {
-	out := s[:0]
-	for i, v := range s {
-		if i == 0 || v != s[i-1] {
-			out = append(out, v)
-		}
+// counts reports whether e counts in a window that grant g ends: a grant
+// that ended by then, or a charge made before g became valid.
+func counts(e, g Event) bool {
+	if e.Kind == Charge {
+		return e.Hi <= g.Lo
 	}
-	return out
+	return e.Hi <= g.Hi
 }
 
 // held computes the most slots held at once over definite holds.

@@ -117,9 +117,16 @@ func brute(d Dimension) float64 {
 			}
 			var in int64
 			for _, x := range d.Events {
-				if x.Lo >= s.Lo && x.Hi <= e.Hi {
+				inside := x.Lo >= s.Lo && x.Hi <= e.Hi
+				if x.Kind == Charge {
+					inside = x.Lo >= s.Lo && x.Hi <= e.Lo // made before the grant was valid
+				}
+				if inside {
 					in += x.Cost
 				}
+			}
+			if in == 0 {
+				continue // a window that admitted nothing says nothing
 			}
 			best = math.Max(best, float64(in)-float64(l.Capacity)-float64(l.Amount)*float64(e.Hi-s.Lo)/float64(l.PeriodMs))
 		}
