@@ -36,6 +36,7 @@ func holdSlot(ctx context.Context, m *Member, dim string, hold time.Duration, di
 // TestSlotStarvation keeps twice as many workers as slots waiting in line:
 // the slots must stay busy while anyone waits.
 func TestSlotStarvation(t *testing.T) {
+	openScenario(t, "slot use ≥ 95 % with waiting in line across processes: a slot freed in one process reaches another process's waiter only at its next front-of-line poll (20 ms holds: 10–48 %; 1 s holds: 60–100 %)")
 	tests := []struct {
 		name string
 		hold time.Duration
