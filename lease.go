@@ -95,9 +95,12 @@ func (l *Lease) Degraded() bool { return l.degraded }
 // Caller returns the caller name recorded on the lease.
 func (l *Lease) Caller() string { return l.caller }
 
-// CreatedAt returns when the lease was granted; for a lease that Wait
-// reserved, the instant the reservation became valid (by the client's
-// clock), from which its TTL counts.
+// CreatedAt returns when the lease was granted, by the client's clock: the
+// start of the store call that granted it; for a lease that Wait reserved,
+// the earliest instant the store can have made it valid (that call's start
+// plus the wait it answered, plus any debt waited out since). Its TTL
+// counts from CreatedAt. The caller proceeds a little later, by the
+// answer's latency.
 func (l *Lease) CreatedAt() time.Time { return l.createdAt }
 
 // ExpiresAt returns when the lease expires unless extended.

@@ -215,16 +215,24 @@ func (c *Client) reserve(ctx context.Context, w *waitCall, maxWait time.Duration
 	// The wait counts from the store's decision, which came after
 	// req.Now: counting it from the answer's arrival starts the caller
 	// late by the answer's latency, never early.
-	validAt := c.clock.Now().Add(res.Wait)
+	var delayed time.Duration
+	proceed := c.clock.Now().Add(res.Wait)
 	degraded := false
 	if res.Wait > 0 {
+		first := proceed
 		var err error
-		if validAt, degraded, err = c.awaitReservation(ctx, w, req, res, validAt); err != nil {
+		if proceed, degraded, err = c.awaitReservation(ctx, w, req, res, proceed); err != nil {
 			return nil, 0, err
 		}
+		delayed = proceed.Sub(first)
 	}
+	// The lease counts from the earliest instant the store can have made
+	// it valid, by this client's clock: the call's stamp plus the wait
+	// (and any debt waited out since). The caller proceeds later, by the
+	// answer's latency; its TTL counts from the earlier instant, as the
+	// store's does.
 	l := new(Lease)
-	l.initReserved(c, req, res, validAt)
+	l.initReserved(c, req, res, req.Now.Add(res.Wait+delayed))
 	if degraded {
 		// The store took the reservation's cost: settle it as charged.
 		l.degraded, l.charged = true, make([]bool, len(l.items))

@@ -23,7 +23,8 @@ func (f *fleet) bucket(name string, cfg bucket.Config) {
 
 // verify fails f's test when dim shows any excess, or when its use is below
 // minUse (0 skips the use check). For a time-based dimension use is
-// TimeUse over the run; for a concurrent one SlotUse while callers waited.
+// TimeUse from its first grant to its last event; for a concurrent one
+// SlotUse while callers waited.
 func (f *fleet) verify(dim string, minUse float64) {
 	f.t.Helper()
 	f.verifyWithin(dim, minUse, 0)
@@ -43,7 +44,17 @@ func (f *fleet) verifyWithin(dim string, minUse, slack float64) {
 	if d.Limit.Concurrent {
 		use = fleetcheck.SlotUse(d, f.rec.Waits(dim))
 	} else {
-		use = fleetcheck.TimeUse(d, 0, f.rec.Now())
+		// From the first grant, when callers began to ask (the harness's own
+		// set-up before it is no time the limit could have been used), to
+		// the last event.
+		from, to := int64(-1), int64(0)
+		for _, e := range d.Events {
+			if e.Kind == fleetcheck.Grant && (from < 0 || e.Lo < from) {
+				from = e.Lo
+			}
+			to = max(to, e.Hi)
+		}
+		use = fleetcheck.TimeUse(d, max(from, 0), to)
 	}
 	if r.Excess <= slack {
 		f.t.Logf("%s on %s: %v (allowed excess %.2f); use %.1f %%", dim, f.kind, r, slack, 100*use)

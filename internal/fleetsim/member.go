@@ -79,7 +79,7 @@ func (m *Member) Adjust(ctx context.Context, l *sluice.Lease, dim string, delta 
 	_, err := l.Adjust(ctx, dim, delta)
 	if delta > 0 {
 		// Charged even when the reply was lost: the store may have acted.
-		m.rec.Add(dim, fleetcheck.Event{Kind: fleetcheck.Charge, Lo: invoked, Hi: m.rec.Now(), Cost: delta})
+		m.rec.Add(dim, fleetcheck.Event{Kind: fleetcheck.Charge, Lo: invoked, Hi: m.rec.Latest(), Cost: delta})
 	}
 	return err
 }

@@ -46,6 +46,11 @@ func NewRecorder() *Recorder {
 // Now is the reference instant, in ms since the run began.
 func (r *Recorder) Now() int64 { return time.Since(r.start).Milliseconds() }
 
+// Latest is the reference instant rounded up: the Hi of an event that
+// ends now, which must never read earlier than the event's true end (a
+// charge rounded down could land at the instant of the grant it follows).
+func (r *Recorder) Latest() int64 { return r.ceil(time.Now()) }
+
 // Since converts a wall time to reference ms, rounded down.
 func (r *Recorder) Since(t time.Time) int64 {
 	d := t.Sub(r.start)

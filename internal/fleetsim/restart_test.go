@@ -57,7 +57,7 @@ func TestRestartEmpty(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				f.rec.Add(dim, fleetcheck.Event{Kind: fleetcheck.Restart, Lo: at, Hi: f.rec.Now()})
+				f.rec.Add(dim, fleetcheck.Event{Kind: fleetcheck.Restart, Lo: at, Hi: f.rec.Latest()})
 				for tt.admin {
 					err := f.admin.PutBucket(context.Background(), sluice.Bucket{Name: dim, Config: cfg})
 					if err == nil {
