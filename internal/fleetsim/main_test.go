@@ -35,6 +35,18 @@ var (
 	ddbServer   *ddbtest.Server
 )
 
+// useTarget returns the use target of a scenario on a store of kind: 95 %,
+// or, on DynamoDB unless open scenarios were asked for, none (the excess is
+// checked all the same), with missed logged as the reason.
+func useTarget(t *testing.T, kind, missed string) float64 {
+	t.Helper()
+	if kind == "dynamodb" && !*openRuns {
+		t.Logf("use target open on DynamoDB: %s (run with -fleet.open or SLUICE_FLEET_OPEN=1)", missed)
+		return 0
+	}
+	return 0.95
+}
+
 func TestMain(m *testing.M) {
 	flag.Parse()
 	if testproc.SkipPackage("redis-server, PostgreSQL and DynamoDB Local") {
