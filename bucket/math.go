@@ -313,8 +313,10 @@ func ConcurrentRetry(now, earliestExpiry, poll int64) int64 {
 // kept concurrent holds capacity minus what is held, so its balance moves
 // by the change of capacity, possibly below zero until holders release.
 // Any other change refills under the old limits and clamps to the new
-// floor (lowered by what outstanding reservations owe, see EffectiveFloor)
-// and capacity: a balance that reservations drove below it is never raised.
+// capacity. It never raises a balance: a debt, even below the new floor,
+// is usage that happened (or tokens that reservations promised), and a
+// lower limit or maximum debt only stops later settlements at the new
+// floor.
 func Reconfigure(old, next Limits, s State, now int64, reset bool) State {
 	r := Refill(old, s, now)
 	switch {
@@ -327,7 +329,7 @@ func Reconfigure(old, next Limits, s State, now int64, reset bool) State {
 	case old.Type == Concurrent && next.Type == Concurrent:
 		r.Tokens = min(r.Tokens+next.Capacity-old.Capacity, next.Capacity)
 	default:
-		r.Tokens = min(max(r.Tokens, EffectiveFloor(next, r, now)), next.Capacity)
+		r.Tokens = min(r.Tokens, next.Capacity)
 		if old.Capacity != next.Capacity || old.Amount != next.Amount || old.Period != next.Period {
 			// Pending reservations' schedule was made under the old
 			// limits: cancelling them gives nothing back.

@@ -236,6 +236,10 @@ func TestReconfigure(t *testing.T) {
 		{"time-based keeps the refilled balance", rpm100, rpm50, State{Tokens: 30_000, Last: 0, Until: 0, Reserved: 0}, 600, false, State{Tokens: 31_000, Last: 600, Until: 0, Reserved: 0}},
 		{"time-based clamps to the new capacity", rpm100, rpm50, State{Tokens: 90_000, Last: 0, Until: 0, Reserved: 0}, 0, false, State{Tokens: 50_000, Last: 0, Until: 0, Reserved: 0}},
 		{"concurrent to time-based clamps", c10, rpm50, State{Tokens: -1000, Last: 0, Until: 0, Reserved: 0}, 0, false, State{Tokens: -1000, Last: 0, Until: 0, Reserved: 0}},
+		// Debt is usage that happened: a lower limit (and so a higher
+		// floor) never forgives it.
+		{"lowering keeps debt below the new floor", rpm100, rpm50, State{Tokens: -80_000, Last: 0, Until: 0, Reserved: 0}, 0, false, State{Tokens: -80_000, Last: 0, Until: 0, Reserved: 0}},
+		{"lowering keeps debt, refilled under the old limits", rpm100, rpm50, State{Tokens: -80_000, Last: 0, Until: 0, Reserved: 0}, 600, false, State{Tokens: -79_000, Last: 600, Until: 0, Reserved: 0}},
 	}
 	for _, tt := range tests {
 		if got := Reconfigure(tt.old, tt.next, tt.s, tt.now, tt.reset); got != tt.want {

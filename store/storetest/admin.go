@@ -89,7 +89,7 @@ func testAdmin(t *testing.T, h Harness) {
 				}
 			})
 		}
-		t.Run("debt clamped to the new floor", func(t *testing.T) {
+		t.Run("debt kept below a raised floor", func(t *testing.T) {
 			e := newEnv(t, h)
 			e.put(0, tpm("x#tpm", 1000))
 			r := e.req(0, item("x#tpm", 1000))
@@ -101,7 +101,12 @@ func testAdmin(t *testing.T, h Harness) {
 			b := tpm("x#tpm", 1000)
 			b.MaxDebt = 300
 			e.put(0, b)
-			e.wantTokens(0, "x#tpm", -300_000)
+			// The debt is usage that happened: a lower maximum debt, or a
+			// lower limit, stops later settlements at the new floor but
+			// never forgives what is owed.
+			e.wantTokens(0, "x#tpm", -800_000)
+			e.put(0, tpm("x#tpm", 500))
+			e.wantTokens(0, "x#tpm", -800_000)
 		})
 	})
 

@@ -218,10 +218,7 @@ local function reconfigure(O, N, tok, last, u, res, now, reset)
   if O.t == 3 and N.t == 3 then
     t = t + N.cap - O.cap
   else
-    local f = effectiveFloor(N, res, now)
-    if t < f then
-      t = f
-    end
+    -- A debt is never forgiven: only the capacity clamps.
     if O.cap ~= N.cap or O.amt ~= N.amt or O.per ~= N.per then
       res = forgetReserved(N, res, now)
     end
