@@ -27,8 +27,12 @@ import (
 //     what the vendor reports as remaining (Client.Sync), never raising it.
 //   - A limit the vendor lowers at runtime (Azure's shared pool does; the
 //     *-limit-* headers show it) reconfigures the dimension's bucket to the
-//     profile scaled to the reported limit, and back when the full limit is
-//     reported again.
+//     profile scaled to the reported limit, never below the follow floor
+//     (WithFollowFloor) and never above the profile, and back when the full
+//     limit is reported again, or when no response has reported the lower
+//     limit for two refill periods. A bucket whose configuration is neither
+//     the profile's nor a scaling of it (an operator changed it) is left
+//     alone. Following never forgives a bucket's debt.
 //   - A quota or spend cap, and a request larger than the limit, cool nothing
 //     down: they are not rate limits, and Observe reports them as the
 //     response's error (ErrQuotaExhausted, ErrRequestTooLarge).
@@ -42,8 +46,11 @@ type Reactor struct {
 	sync    bool
 	follow  bool
 
+	floor float64 // the lowest fraction of a published limit that following may set
+
 	mu      sync.Mutex
-	applied map[string]int64 // dimension → the limit its bucket was last put at
+	applied map[string]int64     // dimension → the limit its bucket was last put at
+	lowSeen map[string]time.Time // dimension → when a response last reported it below its published limit
 }
 
 // ReactorOption configures a Reactor.
@@ -70,7 +77,8 @@ func (systemClock) Now() time.Time { return time.Now() }
 // p's dimensions through c. The buckets must exist (Profile.Buckets, or the
 // limits file's presets).
 func NewReactor(c *sluice.Client, p Profile, opts ...ReactorOption) *Reactor {
-	r := &Reactor{client: c, profile: p, clock: systemClock{}, sync: true, follow: true, applied: map[string]int64{}}
+	r := &Reactor{client: c, profile: p, clock: systemClock{}, sync: true, follow: true, floor: DefaultFollowFloor,
+		applied: map[string]int64{}, lowSeen: map[string]time.Time{}}
 	for _, o := range opts {
 		o(r)
 	}
@@ -109,7 +117,7 @@ func (r *Reactor) Observe(ctx context.Context, status int, h http.Header, body [
 	re := Reaction{Classification: c}
 	var errs []error
 	if r.follow {
-		re.Resized, errs = r.followLimits(ctx, c.Signals, errs)
+		re.Resized, errs = r.followLimits(ctx, c.Signals, now, errs)
 	}
 	if c.Kind == RateLimited {
 		re.Cooled, errs = r.cool(ctx, c, now, errs)
@@ -185,52 +193,6 @@ func (r *Reactor) syncRemaining(ctx context.Context, s Signals, errs []error) ([
 		done = append(done, d.Name)
 	}
 	return done, errs
-}
-
-// followLimits reconfigures the buckets of dimensions whose reported limit
-// differs from the one they were last put at.
-func (r *Reactor) followLimits(ctx context.Context, s Signals, errs []error) ([]string, []error) {
-	var done []string
-	for _, d := range r.profile.Dimensions {
-		lim := s.Metric(d.Metric).Limit
-		if d.Config.Type == bucket.Concurrent || !lim.Known || lim.Value <= 0 || d.Limit <= 0 {
-			continue
-		}
-		target := min(lim.Value, d.Limit) // never above the published limit
-		r.mu.Lock()
-		last, seen := r.applied[d.Name]
-		r.mu.Unlock()
-		if seen && last == target {
-			continue
-		}
-		cfg := ScaleConfig(d.Config, target, d.Limit)
-		if !seen {
-			// First report in this process: another process may have left
-			// the bucket at a different limit (and died before restoring it).
-			cur, err := r.client.GetBucket(ctx, d.Name)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("vendors: reading %s to follow its limit: %w", d.Name, err))
-				continue
-			}
-			if cur.Bucket.Config == cfg {
-				r.remember(d.Name, target)
-				continue
-			}
-		}
-		if err := r.client.PutBucket(ctx, sluice.Bucket{Name: d.Name, Config: cfg}); err != nil {
-			errs = append(errs, fmt.Errorf("vendors: following %s's limit to %d: %w", d.Name, target, err))
-			continue
-		}
-		r.remember(d.Name, target)
-		done = append(done, d.Name)
-	}
-	return done, errs
-}
-
-func (r *Reactor) remember(dim string, limit int64) {
-	r.mu.Lock()
-	r.applied[dim] = limit
-	r.mu.Unlock()
 }
 
 // ScaleConfig returns c, a profile dimension's bucket for a published limit

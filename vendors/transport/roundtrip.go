@@ -13,6 +13,7 @@ import (
 	"net/http/httptrace"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/vendors"
@@ -94,6 +95,16 @@ func (t *Transport) do(req *http.Request, next sender) (*http.Response, error) {
 		reqs[i] = sluice.Request{Dimension: ch.Dimension, Cost: ch.Amount}
 	}
 	lease, waited, attempts, err := t.acquire(req.Context(), reqs)
+	if err != nil && probeable(e.p, reqs, err) {
+		// The bucket was lowered below what the profile publishes (a
+		// followed limit, or an operator's change): the call takes the
+		// whole bucket and goes, so that the vendor's answer can speak
+		// again; its usage settles as any call's does.
+		var more time.Duration
+		var n int
+		lease, more, n, err = t.acquire(req.Context(), reqs)
+		waited, attempts = waited+more, attempts+n
+	}
 	c.ev.Waited, c.ev.Attempts = waited, attempts
 	if err != nil {
 		return nil, t.denied(c, fmt.Errorf("transport: acquiring %s for %s: %w", describe(reqs), est.API, err))
@@ -287,4 +298,27 @@ func describe(reqs []sluice.Request) string {
 		fmt.Fprintf(&b, "%s=%d", r.Dimension, r.Cost)
 	}
 	return b.String()
+}
+
+// probeable reports whether err refuses reqs only because a cost exceeds a
+// bucket lowered below the capacity p gives it, and if so lowers that cost
+// in reqs to the bucket's capacity: a call the published limit admits is
+// never refused forever by a lowered bucket.
+func probeable(p vendors.Profile, reqs []sluice.Request, err error) bool {
+	var ce *sluice.CostError
+	if !errors.As(err, &ce) || ce.Capacity < 1 {
+		return false
+	}
+	for _, d := range p.Dimensions {
+		if d.Name != ce.Dimension || ce.Cost > d.Config.Capacity || ce.Capacity >= d.Config.Capacity {
+			continue
+		}
+		for i := range reqs {
+			if reqs[i].Dimension == ce.Dimension && reqs[i].Cost > ce.Capacity {
+				reqs[i].Cost = ce.Capacity
+				return true
+			}
+		}
+	}
+	return false
 }
