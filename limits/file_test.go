@@ -17,7 +17,9 @@ func TestExample(t *testing.T) {
 	}
 	// The presets' buckets are the vendor profiles' (package vendors): 2 %
 	// headroom stretches each minute to 61.225 s, and a requests bucket
-	// holds one second's worth (at least one request), not a minute's.
+	// holds one second's worth (at least one request), not a minute's, less
+	// 50 ms of requests kept spare for arrival jitter (or, holding one, is
+	// spaced 50 ms further: 1.25 s a request at 50 RPM).
 	minute98 := 61_225 * time.Millisecond
 	rate := func(typ bucket.LimitType, capacity, amount int64) bucket.Config {
 		return bucket.Config{Type: typ, Capacity: capacity, RefillAmount: amount, RefillPeriod: minute98}
@@ -27,10 +29,10 @@ func TestExample(t *testing.T) {
 	want := map[string]bucket.Config{
 		"anthropic#input_tpm":    rate(bucket.Tokens, 39200, 40000),
 		"anthropic#output_tpm":   rate(bucket.Tokens, 7840, 8000),
-		"anthropic#rpm":          rate(bucket.Requests, 1, 50),
+		"anthropic#rpm":          {Type: bucket.Requests, Capacity: 1, RefillAmount: 50, RefillPeriod: 62_500 * time.Millisecond},
 		"deepgram#concurrent":    bucket.ConcurrentSlots(20),
 		"elevenlabs#concurrent":  bucket.ConcurrentSlots(5),
-		"openai#gpt-4o#rpm":      rate(bucket.Requests, 8, 500),
+		"openai#gpt-4o#rpm":      rate(bucket.Requests, 7, 500),
 		"openai#gpt-4o#tpm":      tpm,
 		"openai#gpt-4o-mini#tpm": {Type: bucket.Tokens, Capacity: 250000, RefillAmount: 200000, RefillPeriod: time.Minute, CostPerCall: 1000, MaxDebt: 20000},
 	}
@@ -100,7 +102,7 @@ func TestPlan(t *testing.T) {
 	if got["openai#tpm"].Action != Unchanged || got["e#c"].Action != Create || got["old#rpm"].Action != Unmanaged {
 		t.Errorf("%+v", got)
 	}
-	want := []FieldChange{{"capacity", "600", "10"}, {"max_debt", "600", "10"}}
+	want := []FieldChange{{"capacity", "600", "9"}, {"max_debt", "600", "9"}}
 	if c := got["openai#rpm"]; c.Action != Update || !reflect.DeepEqual(c.Fields, want) || c.Reset {
 		t.Errorf("update:\n got %+v\nwant %+v", c, want)
 	}

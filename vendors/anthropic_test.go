@@ -13,7 +13,7 @@ func TestAnthropicProfile(t *testing.T) {
 		{"tier 1", func() (Profile, error) {
 			return AnthropicProfile(AnthropicLimits{RPM: 50, InputTPM: 40_000, OutputTPM: 8_000})
 		}, []store.Bucket{
-			{Name: "anthropic#rpm", Config: rate(bucket.Requests, 1, 50, minute98)},
+			{Name: "anthropic#rpm", Config: rate(bucket.Requests, 1, 50, 62_500*time.Millisecond)}, // 1.2 s + 50 ms of arrival jitter a request
 			{Name: "anthropic#input_tpm", Config: rate(bucket.Tokens, 39_200, 40_000, minute98)},
 			{Name: "anthropic#output_tpm", Config: rate(bucket.Tokens, 7_840, 8_000, minute98)},
 		}},

@@ -12,13 +12,13 @@ func TestOpenAIProfile(t *testing.T) {
 	runProfileCases(t, []profileCase{
 		{"gpt-4o tier 1", func() (Profile, error) { return OpenAIProfile(OpenAILimits{Model: "gpt-4o", RPM: 500, TPM: 30_000}) },
 			[]store.Bucket{
-				{Name: "openai#gpt-4o#rpm", Config: rate(bucket.Requests, 8, 500, minute98)}, // 8.33 a second × 0.98
+				{Name: "openai#gpt-4o#rpm", Config: rate(bucket.Requests, 7, 500, minute98)}, // 8.33 a second, less 50 ms of requests (0.41) kept spare for arrival jitter
 				{Name: "openai#gpt-4o#tpm", Config: rate(bucket.Tokens, 29_400, 30_000, minute98)},
 			}},
 		{"no headroom", func() (Profile, error) {
 			return OpenAIProfile(OpenAILimits{RPM: 500, TPM: 30_000}, WithHeadroom(0))
 		}, []store.Bucket{
-			{Name: "openai#rpm", Config: rate(bucket.Requests, 8, 500, time.Minute)},
+			{Name: "openai#rpm", Config: rate(bucket.Requests, 7, 500, time.Minute)},
 			{Name: "openai#tpm", Config: rate(bucket.Tokens, 30_000, 30_000, time.Minute)},
 		}},
 		{"5 % headroom and a smaller burst", func() (Profile, error) {

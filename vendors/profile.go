@@ -176,6 +176,7 @@ type ProfileOption func(*options)
 type options struct {
 	headroom    float64
 	headroomSet bool
+	margin      time.Duration
 	bursts      map[Metric]int64
 	order       []Metric // bursts in the order given, for errors
 }
@@ -187,6 +188,27 @@ type options struct {
 // permissive one. Concurrency limits have no clock and are not scaled.
 func WithHeadroom(f float64) ProfileOption {
 	return func(o *options) { o.headroom, o.headroomSet = f, true }
+}
+
+// DefaultRequestMargin is the arrival jitter a profile's requests
+// dimensions absorb unless WithRequestMargin says otherwise.
+const DefaultRequestMargin = 50 * time.Millisecond
+
+// MaxRequestMargin is the largest margin WithRequestMargin accepts.
+const MaxRequestMargin = 10 * time.Second
+
+// WithRequestMargin makes every per-second or per-minute requests
+// dimension absorb a variation of up to d in the time calls take to reach
+// the vendor (default DefaultRequestMargin, 0 to MaxRequestMargin; 0
+// turns it off). Requests admitted a fixed interval apart reach the vendor
+// up to d closer together; a vendor bucket that holds few requests (Anthropic
+// and OpenAI at low RPM hold one) then refuses the second. The profile keeps
+// the vendor's spare capacity at least d's worth of requests, by lowering
+// its own capacity, or, when it holds only one, by spacing requests d
+// further apart: at 50 RPM one request every 1.25 s instead of 1.22 s. A
+// dimension whose capacity WithBurst sets is left as given.
+func WithRequestMargin(d time.Duration) ProfileOption {
+	return func(o *options) { o.margin = d }
 }
 
 // WithBurst sets the capacity of the dimension enforcing m to n, in the
@@ -223,6 +245,7 @@ type builder struct {
 func newBuilder(v Vendor, scopeField, scope string, cost CostModel, opts []ProfileOption) *builder {
 	b := &builder{p: Profile{Vendor: v, Scope: scope, Cost: cost}, used: map[Metric]bool{}}
 	b.opts.headroom = DefaultHeadroom
+	b.opts.margin = DefaultRequestMargin
 	for _, o := range opts {
 		if o != nil {
 			o(&b.opts)
@@ -234,6 +257,9 @@ func newBuilder(v Vendor, scopeField, scope string, cost CostModel, opts []Profi
 	}
 	b.p.Headroom = h
 	b.hp = int64(h*ppm + 0.5)
+	if m := b.opts.margin; m < 0 || m > MaxRequestMargin {
+		return b.fail("request margin", m, "must be between 0 and 10s")
+	}
 	if scope != "" && (strings.Contains(scope, "#") || strings.TrimSpace(scope) != scope) {
 		return b.fail(scopeField, scope, "must be a name without '#' or surrounding spaces")
 	}

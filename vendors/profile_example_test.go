@@ -22,7 +22,7 @@ func ExampleOpenAIProfile() {
 		fmt.Printf("%s: capacity %d, refill %d per %s\n", b.Name, b.Capacity, b.RefillAmount, b.RefillPeriod)
 	}
 	// Output:
-	// openai#gpt-4o#rpm: capacity 8, refill 500 per 1m1.225s
+	// openai#gpt-4o#rpm: capacity 7, refill 500 per 1m1.225s
 	// openai#gpt-4o#tpm: capacity 29400, refill 30000 per 1m1.225s
 }
 

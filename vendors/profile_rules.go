@@ -65,7 +65,37 @@ func (b *builder) continuous(m Metric, typ bucket.LimitType, n int64, window tim
 		c = v
 	}
 	cfg := bucket.Config{Type: typ, Capacity: c, RefillAmount: n, RefillPeriod: b.stretch(window)}
+	if _, set := b.burst(m); !set && typ == bucket.Requests && window <= time.Minute {
+		b.requestMargin(&cfg, n, window, burstMilli)
+	}
 	b.add(m, cfg, n, window, Rule{Kind: ContinuousBucket, Limit: n, Window: window, BurstMilli: burstMilli})
+}
+
+// requestMargin makes cfg, a requests bucket refilling n per its period
+// under a vendor bucket of burstMilli/1000 requests refilled n per window,
+// absorb arrival jitter of up to the profile's margin M. Calls admitted
+// at most c + r·(L + M) in any L (r the profile's rate) arrive at most
+// that many in L; the vendor admits burst + r·L, so the vendor's spare,
+// burst − c, must hold r·M. The capacity is lowered to make room; a
+// capacity of one that cannot make room instead spaces requests M further
+// apart than the vendor's window/n, so that consecutive ones still reach
+// it a full interval apart.
+func (b *builder) requestMargin(cfg *bucket.Config, n int64, window time.Duration, burstMilli int64) {
+	m := b.opts.margin.Milliseconds()
+	if m <= 0 {
+		return
+	}
+	per := cfg.RefillPeriod.Milliseconds()
+	need := mulDiv(m*1000, n, per) + 1 // milli-requests earned in M, rounded up
+	if burstMilli-cfg.Capacity*1000 >= need {
+		return
+	}
+	if c := (burstMilli - need) / 1000; c >= 1 {
+		cfg.Capacity = c
+		return
+	}
+	cfg.Capacity = 1
+	cfg.RefillPeriod = max(cfg.RefillPeriod, window+time.Duration(n*m)*time.Millisecond)
 }
 
 // fixed adds a dimension for a vendor that counts at most n per calendar

@@ -27,6 +27,7 @@ type vendorBenchOptions struct {
 	input, maxTokens string
 	output           string
 	ttft, perToken   string
+	arrival          string
 	seed             uint64
 	clients          string
 }
@@ -41,7 +42,7 @@ var vendorBenchLimits = map[vendorsim.Vendor]vendorsim.Limits{
 
 // vendorBenchFlags are the flags only 'bench --vendor-sim' reads.
 var vendorBenchFlags = []string{"modes", "load", "sync", "follow-limits", "outage", "estimate-error", "headroom",
-	"rpm", "tpm", "itpm", "otpm", "input-tokens", "max-tokens", "output-tokens", "sim-ttft", "sim-per-token", "seed", "client"}
+	"rpm", "tpm", "itpm", "otpm", "input-tokens", "max-tokens", "output-tokens", "sim-ttft", "sim-per-token", "sim-arrival", "seed", "client"}
 
 // addVendorBench adds --vendor-sim and its flags to the bench command:
 // with --vendor-sim, bench measures 429s and utilisation at a simulated
@@ -70,6 +71,7 @@ func addVendorBench(cmd *cobra.Command, g *globals) {
 	f.StringVar(&o.output, "output-tokens", "lognormal:100,0.6", "with --vendor-sim: output tokens, at most max_tokens (distribution)")
 	f.StringVar(&o.ttft, "sim-ttft", "lognormal:150ms,0.5", "with --vendor-sim: the vendor's time to first token (distribution of durations)")
 	f.StringVar(&o.perToken, "sim-per-token", "1ms", "with --vendor-sim: the vendor's time per further output token")
+	f.StringVar(&o.arrival, "sim-arrival", "0", "with --vendor-sim: the time a request takes to reach the vendor's counters (distribution of durations: its jitter)")
 	f.Uint64Var(&o.seed, "seed", 1, "with --vendor-sim: seed of every random draw")
 	f.StringVar(&o.clients, "client", clientTransport, "with --vendor-sim: how the sluice mode calls: transport, manual, or both (transport,manual)")
 	run := cmd.RunE
@@ -205,6 +207,9 @@ func (o vendorBenchOptions) config(flags *pflag.FlagSet) (vendorBenchConfig, err
 	}
 	if c.sim.PerOutputToken, err = vendorsim.ParseLatency(o.perToken); err != nil {
 		return c, usagef("--sim-per-token %q: %v", o.perToken, err)
+	}
+	if c.sim.ArrivalJitter, err = vendorsim.ParseLatency(o.arrival); err != nil {
+		return c, usagef("--sim-arrival %q: %v", o.arrival, err)
 	}
 	if _, err := vendorsim.New(c.sim); err != nil {
 		return c, usagef("%v", err)

@@ -59,6 +59,12 @@ type Config struct {
 	// Organization names the organization in error messages; "" means
 	// "org-sim".
 	Organization string
+	// ArrivalJitter is the time a request takes, after the Sim receives it,
+	// to reach its limits, in seconds, drawn per request: the network and
+	// proxies between a caller and the vendor, whose variation makes
+	// requests admitted a fixed interval apart reach the vendor's counters
+	// closer together. The zero value is none.
+	ArrivalJitter Dist
 	// TimeToFirstToken is the latency before the first output token, in
 	// seconds; the zero value is no latency.
 	TimeToFirstToken Dist
@@ -141,7 +147,7 @@ func (c Config) validate() error {
 	for _, d := range []struct {
 		name string
 		d    Dist
-	}{{"TimeToFirstToken", c.TimeToFirstToken}, {"PerOutputToken", c.PerOutputToken}, {"OutputTokens", c.OutputTokens}} {
+	}{{"ArrivalJitter", c.ArrivalJitter}, {"TimeToFirstToken", c.TimeToFirstToken}, {"PerOutputToken", c.PerOutputToken}, {"OutputTokens", c.OutputTokens}} {
 		if err := d.d.validate(d.name); err != nil {
 			return err
 		}

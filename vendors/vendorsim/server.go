@@ -153,6 +153,9 @@ func (s *Sim) handler(a api) http.HandlerFunc {
 			s.writeError(w, http.StatusBadRequest, "invalid_request_error", err.Error())
 			return
 		}
+		if d := s.arrival(); d > 0 && !sleep(r.Context(), d) {
+			return
+		}
 		o := s.decide(c, ctl)
 		h := w.Header()
 		if s.cfg.Vendor == Anthropic {
@@ -172,6 +175,16 @@ func (s *Sim) handler(a api) http.HandlerFunc {
 			x.run(r.Context(), w)
 		}
 	}
+}
+
+// arrival draws a request's ArrivalJitter.
+func (s *Sim) arrival() time.Duration {
+	if s.cfg.ArrivalJitter.zero() {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return seconds(s.cfg.ArrivalJitter.sample(s.rng))
 }
 
 // decide is the locked part of a request: faults, then the limits.
