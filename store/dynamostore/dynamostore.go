@@ -126,6 +126,7 @@ type Store struct {
 	mu     sync.Mutex
 	cache  map[string]*bucketItem     // fast path: last seen row per dimension
 	leases map[store.LeaseID][]string // lease → its dimensions, for Release/Extend
+	rows   rowLocks                   // see lockRows
 }
 
 // Option configures a Store.
