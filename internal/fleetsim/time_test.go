@@ -157,7 +157,7 @@ func TestLatency(t *testing.T) {
 				lat := func() time.Duration { return 10*time.Millisecond + rand.N(30*time.Millisecond) }
 				m.Proxy.SetLatency(lat, lat)
 			}, nil)
-			f.verify("v#tpm", useTarget(t, kind, "DynamoDB's use is 50–56 % with 10–40 ms of latency each way: a reservation is a write conditioned on the row's version, and with four writers and a 20–80 ms round trip 70 % of them lose (see docs/reliability.md)"))
+			f.verify("v#tpm", useTarget(t, kind, "DynamoDB's use is 50–64 % with 10–40 ms of latency each way: a reservation is a write conditioned on the row's version, and with four writers and a 20–80 ms round trip 70 % of them lose (see docs/reliability.md)"))
 		})
 	}
 }
