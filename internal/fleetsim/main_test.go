@@ -1,6 +1,7 @@
 package fleetsim
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -60,6 +61,12 @@ func TestMain(m *testing.M) {
 	if ddbServer, err = ddbtest.Start(); err != nil {
 		redisServer.Close()
 		fmt.Fprintln(os.Stderr, "FAIL: DynamoDB Local is required for these tests:", err)
+		os.Exit(1)
+	}
+	if err := warmDynamoDB(context.Background()); err != nil {
+		redisServer.Close()
+		ddbServer.Close()
+		fmt.Fprintln(os.Stderr, "FAIL:", err)
 		os.Exit(1)
 	}
 	code := pgtest.Main(m)

@@ -116,9 +116,6 @@ func TestDebtBehindQueue(t *testing.T) {
 	for _, tt := range tests {
 		for _, kind := range stores {
 			t.Run(tt.name+"/"+kind, func(t *testing.T) {
-				if kind == "dynamodb" {
-					openScenario(t, "on DynamoDB Local a settlement can lose every optimistic-write race for the 5 s operation timeout (\"15 attempts lost a race\") with 32 waiters on one item; excess 0 and use 68–101 % when it does not")
-				}
 				f := newFleet(t, kind)
 				f.bucket("v#tpm", perPeriod(5000, 3*time.Second))
 				var wg sync.WaitGroup
@@ -144,7 +141,7 @@ func TestDebtBehindQueue(t *testing.T) {
 					}()
 				}
 				wg.Wait()
-				f.verify("v#tpm", useTarget(t, kind, "every waiter's reservation, confirmation and settlement on one item take seconds per call on DynamoDB Local (optimistic writes that conflict): use 68–74 % in the 30 % case"))
+				f.verify("v#tpm", 0.95)
 			})
 		}
 	}
@@ -160,7 +157,7 @@ func TestLatency(t *testing.T) {
 				lat := func() time.Duration { return 10*time.Millisecond + rand.N(30*time.Millisecond) }
 				m.Proxy.SetLatency(lat, lat)
 			}, nil)
-			f.verify("v#tpm", useTarget(t, kind, "DynamoDB Local's use is 46–65 % with 10–40 ms of latency each way"))
+			f.verify("v#tpm", useTarget(t, kind, "DynamoDB's use is 50–64 % with 10–40 ms of latency each way: a reservation is a write conditioned on the row's version, and with four writers and a 20–80 ms round trip 70 % of them lose (see docs/reliability.md)"))
 		})
 	}
 }
