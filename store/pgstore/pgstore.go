@@ -219,10 +219,3 @@ func validSchema(name string) error {
 	}
 	return nil
 }
-
-var _ store.CallerClock = (*Store)(nil)
-
-// CallerClock implements store.CallerClock: with WithCallerClock the store
-// decides every request at its Now, so a reservation it grants is valid at
-// that Now plus its wait, however late the answer arrives.
-func (s *Store) CallerClock() bool { return s.callerClock }

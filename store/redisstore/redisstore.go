@@ -422,10 +422,3 @@ func Slot(tag string) uint16 {
 	}
 	return crc % 16384
 }
-
-var _ store.CallerClock = (*Store)(nil)
-
-// CallerClock implements store.CallerClock: with WithCallerClock the store
-// decides every request at its Now, so a reservation it grants is valid at
-// that Now plus its wait, however late the answer arrives.
-func (s *Store) CallerClock() bool { return s.callerClock }
