@@ -119,7 +119,9 @@ func TestBenchPostgres(t *testing.T) {
 	out := e.ok("bench", "--limits", writeLimits(t), "--processes", "2", "--workers", "2", "--duration", "400ms",
 		"--dimension", "openai#rpm", "--dimension", "openai#tpm:20", "-o", "json")
 	r := benchJSON(t, out)
-	if !r.OK || r.Processes != 2 || r.Granted < 50 || r.Errors != 0 || r.Slack != 0 {
+	// How many it grants in 400 ms is the machine's speed, a benchmark
+	// figure: a loaded machine granted 37 where this once asked for 50.
+	if !r.OK || r.Processes != 2 || r.Granted == 0 || r.Errors != 0 || r.Slack != 0 {
 		t.Errorf("%+v", r)
 	}
 	out = e.ok("bench", "--processes", "2", "--workers", "2", "--duration", "300ms", "--dimension", "elevenlabs#concurrent", "--hold", "5ms")
