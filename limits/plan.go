@@ -3,10 +3,12 @@ package limits
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ontopix/sluice/bucket"
 	"github.com/ontopix/sluice/store"
+	"github.com/ontopix/sluice/vendors"
 )
 
 // Action is what applying a file does to one bucket.
@@ -187,4 +189,35 @@ func Period(d time.Duration) string {
 		return "1d"
 	}
 	return d.String()
+}
+
+// Unmetered returns a warning for each vendor whose presets are all scoped
+// to models (or deployments): calls to its other models match no preset,
+// and vendors/transport refuses them unless configured otherwise. Each
+// warning names the vendor, the models covered and the fixes. The
+// warnings are in the order of the vendors' first presets.
+func Unmetered(f *File) []string {
+	scopes := map[vendors.Vendor][]string{}
+	unscoped := map[vendors.Vendor]bool{}
+	var order []vendors.Vendor
+	for _, p := range f.profiles {
+		if _, seen := scopes[p.Vendor]; !seen && !unscoped[p.Vendor] {
+			order = append(order, p.Vendor)
+		}
+		if p.Scope == "" {
+			unscoped[p.Vendor] = true
+			continue
+		}
+		scopes[p.Vendor] = append(scopes[p.Vendor], p.Scope)
+	}
+	var out []string
+	for _, v := range order {
+		if unscoped[v] {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s: presets cover only %s; calls to its other models are not metered by them "+
+			"(vendors/transport refuses them): add an unscoped %s preset, or configure transport.WithModelAliases or transport.WithFallbackProfile",
+			v, strings.Join(scopes[v], ", "), v))
+	}
+	return out
 }
