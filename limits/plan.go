@@ -191,11 +191,17 @@ func Period(d time.Duration) string {
 	return d.String()
 }
 
-// Unmetered returns a warning for each vendor whose presets are all scoped
-// to models (or deployments): calls to its other models match no preset,
-// and vendors/transport refuses them unless configured otherwise. Each
-// warning names the vendor, the models covered and the fixes. The
-// warnings are in the order of the vendors' first presets.
+// metered are the vendors whose calls vendors/transport meters by model
+// (or Azure deployment).
+var metered = map[vendors.Vendor]string{vendors.OpenAI: "models", vendors.Anthropic: "models",
+	vendors.Groq: "models", vendors.Azure: "deployments"}
+
+// Unmetered returns a warning for each vendor metered by vendors/transport
+// (OpenAI, Anthropic, Groq, Azure OpenAI) whose presets are all scoped to
+// models (or deployments): calls to its other models match no preset, and
+// the transport refuses them unless configured otherwise. Each warning
+// names the vendor, the models covered and the fixes. The warnings are in
+// the order of the vendors' first presets.
 func Unmetered(f *File) []string {
 	scopes := map[vendors.Vendor][]string{}
 	unscoped := map[vendors.Vendor]bool{}
@@ -212,12 +218,13 @@ func Unmetered(f *File) []string {
 	}
 	var out []string
 	for _, v := range order {
-		if unscoped[v] {
+		what, ok := metered[v]
+		if unscoped[v] || !ok {
 			continue
 		}
-		out = append(out, fmt.Sprintf("%s: presets cover only %s; calls to its other models are not metered by them "+
-			"(vendors/transport refuses them): add an unscoped %s preset, or configure transport.WithModelAliases or transport.WithFallbackProfile",
-			v, strings.Join(scopes[v], ", "), v))
+		out = append(out, fmt.Sprintf("%s: presets cover only %s; calls to its other %s match no preset "+
+			"and vendors/transport refuses them: add an unscoped %s preset, or configure transport.WithModelAliases or transport.WithFallbackProfile",
+			v, strings.Join(scopes[v], ", "), what, v))
 	}
 	return out
 }

@@ -15,6 +15,7 @@ func TestUnmetered(t *testing.T) {
 	}{
 		{"scoped only", "version: 1\npresets:\n  - preset: openai\n    model: gpt-4o\n    rpm: 500\n    tpm: 30000\n", []string{"openai: presets cover only gpt-4o"}},
 		{"scoped and unscoped", "version: 1\npresets:\n  - preset: openai\n    model: gpt-4o\n    rpm: 500\n    tpm: 30000\n  - preset: openai\n    rpm: 500\n    tpm: 30000\n", nil},
+		{"not metered by the transport", "version: 1\npresets:\n  - preset: gemini\n    model: gemini-2.5-flash\n    rpm: 10\n    tpm: 250000\n    rpd: 250\n", nil},
 		{"unscoped", "version: 1\npresets:\n  - preset: anthropic\n    rpm: 50\n    input_tpm: 40000\n    output_tpm: 8000\n", nil},
 	}
 	for _, tt := range tests {
