@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -207,6 +208,38 @@ func (c *call) partialSettle(u vendors.Usage, haveIn bool, streamed int64) []ven
 // produce.
 const DefaultOutputCeiling = 128 << 10
 
+// DefaultInputCeiling is the most input tokens a request that may draw
+// content from the vendor's side (an earlier response, a stored file, a
+// server-side tool's results) is settled at: the largest context window
+// of the vendors' models.
+const DefaultInputCeiling = 2 << 20
+
+// WithInputCeiling sets the most input tokens a request that may draw
+// content from the vendor's side is settled at (default
+// DefaultInputCeiling).
+func WithInputCeiling(n int64) Option { return func(t *Transport) { t.inCeil = n } }
+
+// serverSide are the request fields through which a vendor adds content
+// that the body does not hold: the Responses API's previous_response_id
+// and conversation, stored files, server-side tools (web search, file
+// search, code execution, MCP) and documents fetched by URL.
+var serverSide = [][]byte{[]byte(`"previous_response_id"`), []byte(`"conversation"`), []byte(`file_id`),
+	[]byte(`web_search`), []byte(`file_search`), []byte(`code_interpreter`), []byte(`code_execution`),
+	[]byte(`mcp`), []byte(`"url"`), []byte(`"container"`), []byte(`"prompt"`)}
+
+// inputCap returns the most input tokens a request with body raw could
+// hold: its size in bytes (a token is at least one byte of text) plus the
+// estimate (images, overheads) plus inputSlack; the input ceiling when it
+// may draw content from the vendor's side.
+func (t *Transport) inputCap(raw []byte, est Estimate) int64 {
+	for _, m := range serverSide {
+		if bytes.Contains(raw, m) {
+			return max(t.inCeil, int64(len(raw))+est.InputTokens+inputSlack)
+		}
+	}
+	return int64(len(raw)) + est.InputTokens + inputSlack
+}
+
 // inputSlack is what a vendor may add to a request's prompt beyond its
 // body (system prompts for tools, message framing), in tokens.
 const inputSlack = 4096
@@ -217,9 +250,8 @@ func WithOutputCeiling(n int64) Option { return func(t *Transport) { t.outCeil =
 
 // capUsage caps u at what the call could have used: output at the
 // request's maximum (or the output ceiling) times its completions; input,
-// cache reads and cache writes each at what its body could hold (one
-// token per byte, plus the estimate's images and overheads, plus a
-// vendor's own additions). A capped usage is an anomaly: it is logged
+// cache reads and cache writes each at what its body could hold (see
+// inputCap). A capped usage is an anomaly: it is logged
 // once per call as "transport.usage_capped", counted (Stats.UsageCapped)
 // and flagged on the Event; the excess is never charged.
 func (c *call) capUsage(ctx context.Context, u vendors.Usage) vendors.Usage {

@@ -3,6 +3,7 @@ package transport_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -284,4 +285,57 @@ func TestEventPanicIsRecovered(t *testing.T) {
 			t.Errorf("rpm debited %d by the timed-out call, want 1", got)
 		}
 	})
+}
+
+// responsesUsage answers every request with a Responses API body whose
+// usage is u.
+type responsesUsage string
+
+func (h responsesUsage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Write([]byte(`{"id":"resp_2","object":"response","status":"completed","output":[],"usage":` + string(h) + `}`))
+}
+
+// A request that draws on the vendor's side (previous_response_id) may
+// report far more input than its body holds: it is capped at the input
+// ceiling only.
+func TestServerSideInputIsNotCappedAtTheBody(t *testing.T) {
+	tests := []struct {
+		name   string
+		usage  string
+		debit  int64
+		capped bool
+	}{
+		{"a long conversation", `{"input_tokens":500000,"output_tokens":20,"total_tokens":500020}`, 500_020, false},
+		{"beyond any context window", `{"input_tokens":26214400,"output_tokens":20,"total_tokens":26214420}`, transport.DefaultInputCeiling + 20, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var mu sync.Mutex
+				var evs []transport.Event
+				e, tr := hostileEnv(t, responsesUsage(tt.usage),
+					func(_ context.Context, ev transport.Event) { mu.Lock(); evs = append(evs, ev); mu.Unlock() })
+				before := e.balances(t)
+				resp, err := e.httpClient().Post("http://"+simHost+"/v1/responses", "application/json",
+					strings.NewReader(`{"model":"gpt-4o","previous_response_id":"resp_1","input":"and then?","max_output_tokens":50}`))
+				if err != nil {
+					t.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if got := before["openai#gpt-4o#tpm"] - e.balances(t)["openai#gpt-4o#tpm"]; got != tt.debit {
+					t.Errorf("tpm debited %d, want %d", got, tt.debit)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if len(evs) != 1 || evs[0].UsageCapped != tt.capped || evs[0].Outcome != transport.Settled {
+					t.Fatalf("events %+v, want one settled, capped %v", evs, tt.capped)
+				}
+				if n := tr.Stats().UsageCapped; (n == 1) != tt.capped {
+					t.Errorf("capped count %d", n)
+				}
+			})
+		})
+	}
 }

@@ -53,6 +53,7 @@ type Transport struct {
 	aliases   map[string]string         // model → scope (WithModelAliases)
 	fallback  map[vendors.Vendor]string // vendor → scope (WithFallbackProfile)
 	outCeil   int64                     // the output a request without a maximum may produce
+	inCeil    int64                     // the input a request drawing on the vendor's side may have
 	stats     stats
 }
 
@@ -206,6 +207,9 @@ func New(c *sluice.Client, profiles []vendors.Profile, opts ...Option) (*Transpo
 	}
 	if t.outCeil <= 0 {
 		t.outCeil = DefaultOutputCeiling
+	}
+	if t.inCeil <= 0 {
+		t.inCeil = DefaultInputCeiling
 	}
 	t.routes = append(t.routes, defaultRoutes...)
 	return t, nil
