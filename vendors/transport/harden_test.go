@@ -85,6 +85,8 @@ func TestResolveModel(t *testing.T) {
 		{"claude-3-5-sonnet-latest", "claude-3-5-sonnet"},
 		{"claude-sonnet-4-20250514", "claude-sonnet-4"},
 		{"o1", "o1"},
+		{"o1-2024-12-17", "o1"},
+		{"llama3-70b-8192", "llama3-70b-8192"},
 		{"gpt-4.1-nano", "gpt-4.1-nano"},
 		{"-latest", "-latest"},
 		{"", ""},

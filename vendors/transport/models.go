@@ -67,7 +67,8 @@ func WithFallbackProfile(v vendors.Vendor, scope string) Option {
 // vendors' documented naming: a dated snapshot (OpenAI's
 // "gpt-4o-2024-08-06" and "gpt-4-0613", Anthropic's
 // "claude-3-5-sonnet-20241022") is its family ("gpt-4o", "gpt-4",
-// "claude-3-5-sonnet"), and so is a moving alias ending in "-latest"
+// "claude-3-5-sonnet"; the four-digit -MMDD form only for "gpt-" models,
+// as "llama3-70b-8192" names a context length), and so is a moving alias ending in "-latest"
 // ("claude-3-5-sonnet-latest", "chatgpt-4o-latest" → "chatgpt-4o"). Any
 // other name is returned unchanged: "gpt-4o-mini" is a family of its own,
 // with limits of its own.
@@ -81,8 +82,10 @@ func ResolveModel(model string) string {
 	}
 	tail := model[i+1:]
 	switch {
-	case allDigits(tail) && (len(tail) == 8 || len(tail) == 4):
-		return model[:i] // -YYYYMMDD, -MMDD
+	case allDigits(tail) && len(tail) == 8:
+		return model[:i] // -YYYYMMDD
+	case allDigits(tail) && len(tail) == 4 && strings.HasPrefix(model, "gpt-"):
+		return model[:i] // OpenAI's -MMDD; elsewhere four digits may be a context length
 	case len(tail) == 2 && allDigits(tail):
 		// -YYYY-MM-DD: the last three dash-separated parts.
 		parts := strings.Split(model, "-")
