@@ -67,11 +67,11 @@ func WithFallbackProfile(v vendors.Vendor, scope string) Option {
 // vendors' documented naming: a dated snapshot (OpenAI's
 // "gpt-4o-2024-08-06" and "gpt-4-0613", Anthropic's
 // "claude-3-5-sonnet-20241022") is its family ("gpt-4o", "gpt-4",
-// "claude-3-5-sonnet"; the four-digit -MMDD form only for "gpt-" models,
-// as "llama3-70b-8192" names a context length), and so is a moving alias ending in "-latest"
-// ("claude-3-5-sonnet-latest", "chatgpt-4o-latest" → "chatgpt-4o"). Any
-// other name is returned unchanged: "gpt-4o-mini" is a family of its own,
-// with limits of its own.
+// "claude-3-5-sonnet"), and so is a moving alias ending in "-latest"
+// ("claude-3-5-sonnet-latest", "chatgpt-4o-latest" → "chatgpt-4o"). The
+// four-digit form (-MMDD) is read only in "gpt-" names: in
+// "llama3-70b-8192" it is a context length. Any other name is returned
+// unchanged: "gpt-4o-mini" is a family of its own, with limits of its own.
 func ResolveModel(model string) string {
 	if s, ok := strings.CutSuffix(model, "-latest"); ok && s != "" {
 		return s
