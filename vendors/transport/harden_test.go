@@ -227,6 +227,7 @@ func TestHostileUsageIsCapped(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := before["openai#gpt-4o#tpm"] - e.balances(t)["openai#gpt-4o#tpm"]
+		t.Logf("reported 52428800 tokens, debited %d", got)
 		// The body is well under 1 KiB: input at most its bytes + the
 		// estimate + 4096; output at most max_tokens (50).
 		if got > 50+1024+4096+16 || got < 50 {
