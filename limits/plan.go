@@ -3,10 +3,12 @@ package limits
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ontopix/sluice/bucket"
 	"github.com/ontopix/sluice/store"
+	"github.com/ontopix/sluice/vendors"
 )
 
 // Action is what applying a file does to one bucket.
@@ -187,4 +189,42 @@ func Period(d time.Duration) string {
 		return "1d"
 	}
 	return d.String()
+}
+
+// metered are the vendors whose calls vendors/transport meters by model
+// (or Azure deployment).
+var metered = map[vendors.Vendor]string{vendors.OpenAI: "models", vendors.Anthropic: "models",
+	vendors.Groq: "models", vendors.Azure: "deployments"}
+
+// Unmetered returns a warning for each vendor metered by vendors/transport
+// (OpenAI, Anthropic, Groq, Azure OpenAI) whose presets are all scoped to
+// models (or deployments): calls to its other models match no preset, and
+// the transport refuses them unless configured otherwise. Each warning
+// names the vendor, the models covered and the fixes. The warnings are in
+// the order of the vendors' first presets.
+func Unmetered(f *File) []string {
+	scopes := map[vendors.Vendor][]string{}
+	unscoped := map[vendors.Vendor]bool{}
+	var order []vendors.Vendor
+	for _, p := range f.profiles {
+		if _, seen := scopes[p.Vendor]; !seen && !unscoped[p.Vendor] {
+			order = append(order, p.Vendor)
+		}
+		if p.Scope == "" {
+			unscoped[p.Vendor] = true
+			continue
+		}
+		scopes[p.Vendor] = append(scopes[p.Vendor], p.Scope)
+	}
+	var out []string
+	for _, v := range order {
+		what, ok := metered[v]
+		if unscoped[v] || !ok {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s: presets cover only %s; calls to its other %s match no preset "+
+			"and vendors/transport refuses them: add an unscoped %s preset, or configure transport.WithModelAliases or transport.WithFallbackProfile",
+			v, strings.Join(scopes[v], ", "), what, v))
+	}
+	return out
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/bits"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ontopix/sluice"
@@ -33,6 +35,11 @@ import (
 //     limit for two refill periods. A bucket whose configuration is neither
 //     the profile's nor a scaling of it (an operator changed it) is left
 //     alone. Following never forgives a bucket's debt.
+//   - A delay longer than the dimension's window makes plausible (see
+//     WithCooldownBound) is clamped to the bound, logged as
+//     "vendors.cooldown_clamped" and counted (Implausible, and the
+//     Reaction's Clamped): one response saying "retry after a day" does
+//     not stop a per-minute limit fleet-wide for a day.
 //   - A quota or spend cap, and a request larger than the limit, cool nothing
 //     down: they are not rate limits, and Observe reports them as the
 //     response's error (ErrQuotaExhausted, ErrRequestTooLarge).
@@ -47,6 +54,9 @@ type Reactor struct {
 	follow  bool
 
 	floor float64 // the lowest fraction of a published limit that following may set
+
+	coolBound   float64       // the longest plausible cooldown, in a dimension's windows
+	implausible atomic.Uint64 // cooldowns clamped to the bound
 
 	mu      sync.Mutex
 	applied map[string]int64     // dimension → the limit its bucket was last put at
@@ -63,6 +73,21 @@ func WithoutSync() ReactorOption { return func(r *Reactor) { r.sync = false } }
 // WithoutLimitFollowing stops the Reactor from reconfiguring buckets when
 // the vendor reports a limit other than the published one.
 func WithoutLimitFollowing() ReactorOption { return func(r *Reactor) { r.follow = false } }
+
+// DefaultCooldownBound is the longest cooldown a Reactor applies to a
+// dimension, in its plausible windows (see WithCooldownBound).
+const DefaultCooldownBound = 2.0
+
+// WithCooldownBound bounds a 429's cooldown of a dimension at windows
+// times the dimension's plausible window: the longer of its published
+// window (a minute for RPM and TPM, a day for daily limits) and the time
+// its bucket takes to refill from empty. A longer delay is clamped to the
+// bound, logged and counted. The default is DefaultCooldownBound (2: a
+// per-minute limit cools at most 2 minutes); 0 or less means the default.
+// No cooldown is ever longer than sluice.MaxCooldown.
+func WithCooldownBound(windows float64) ReactorOption {
+	return func(r *Reactor) { r.coolBound = windows }
+}
 
 // WithReactorClock sets the clock the Reactor reads responses' arrival
 // times from; use the Client's clock (sluice.WithClock) in tests. The
@@ -82,7 +107,37 @@ func NewReactor(c *sluice.Client, p Profile, opts ...ReactorOption) *Reactor {
 	for _, o := range opts {
 		o(r)
 	}
+	if !(r.coolBound > 0) {
+		r.coolBound = DefaultCooldownBound
+	}
 	return r
+}
+
+// Implausible returns how many cooldowns the Reactor clamped to their
+// bound (see WithCooldownBound) since it was made.
+func (r *Reactor) Implausible() uint64 { return r.implausible.Load() }
+
+// coolBound returns the longest cooldown plausible for dimension name;
+// sluice.MaxCooldown when the profile does not know it.
+func (r *Reactor) cooldownBound(name string) time.Duration {
+	for _, d := range r.profile.Dimensions {
+		if d.Name != name {
+			continue
+		}
+		w := d.Window
+		if c := d.Config; c.RefillAmount > 0 && c.RefillPeriod > 0 {
+			fill := time.Duration(float64(c.RefillPeriod) * float64(c.Capacity) / float64(c.RefillAmount))
+			w = max(w, fill)
+		}
+		if w <= 0 {
+			break
+		}
+		if b := float64(w) * r.coolBound; b < float64(sluice.MaxCooldown) {
+			return max(time.Duration(b), time.Millisecond)
+		}
+		break
+	}
+	return sluice.MaxCooldown
 }
 
 // Reaction reports what Observe did.
@@ -91,6 +146,9 @@ type Reaction struct {
 	Classification Classification
 	// Cooled lists the dimensions a cooldown was applied to.
 	Cooled []string
+	// Clamped lists the cooled dimensions whose delay was longer than
+	// plausible and was clamped to the bound (see WithCooldownBound).
+	Clamped []string
 	// Synced lists the dimensions whose balance the headers were applied to
 	// (a sync that found the balance already lower is listed too).
 	Synced []string
@@ -120,7 +178,7 @@ func (r *Reactor) Observe(ctx context.Context, status int, h http.Header, body [
 		re.Resized, errs = r.followLimits(ctx, c.Signals, now, errs)
 	}
 	if c.Kind == RateLimited {
-		re.Cooled, errs = r.cool(ctx, c, now, errs)
+		re.Cooled, re.Clamped, errs = r.cool(ctx, c, now, errs)
 	}
 	if r.sync {
 		re.Synced, errs = r.syncRemaining(ctx, c.Signals, errs)
@@ -129,13 +187,12 @@ func (r *Reactor) Observe(ctx context.Context, status int, h http.Header, body [
 }
 
 // cool applies a 429's cooldown to the dimensions it concerns.
-func (r *Reactor) cool(ctx context.Context, c Classification, now time.Time, errs []error) ([]string, []error) {
+func (r *Reactor) cool(ctx context.Context, c Classification, now time.Time, errs []error) (done, clamped []string, _ []error) {
 	dims := r.timeBased(c.Metric)
 	until, known := c.CooldownUntil()
 	if known {
 		until = minTime(until, now.Add(sluice.MaxCooldown))
 	}
-	var done []string
 	for _, d := range dims {
 		var err error
 		if known {
@@ -143,6 +200,14 @@ func (r *Reactor) cool(ctx context.Context, c Classification, now time.Time, err
 			// passes between the response's arrival and each call, and
 			// the store refuses an end less than 1 ms after its call.
 			left := min(max(until.Sub(r.clock.Now()), time.Millisecond), sluice.MaxCooldown)
+			if b := r.cooldownBound(d); left > b {
+				r.implausible.Add(1)
+				r.client.Logger().LogAttrs(ctx, slog.LevelWarn, "vendors.cooldown_clamped",
+					slog.String("dimension", d), slog.Duration("delay", left), slog.Duration("bound", b),
+					slog.Int("status", c.Status))
+				clamped = append(clamped, d)
+				left = b
+			}
 			_, err = r.client.CooldownFor(ctx, d, left)
 		} else {
 			_, err = r.client.Sync(ctx, d, 0)
@@ -153,7 +218,7 @@ func (r *Reactor) cool(ctx context.Context, c Classification, now time.Time, err
 		}
 		done = append(done, d)
 	}
-	return done, errs
+	return done, clamped, errs
 }
 
 // timeBased returns the profile's time-based dimension for m, or all of

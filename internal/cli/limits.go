@@ -83,6 +83,9 @@ func limitsSub(g *globals, name, short string) *cobra.Command {
 				w := cmd.OutOrStdout()
 				switch name {
 				case "plan":
+					for _, warn := range limitsfile.Unmetered(lf) {
+						fmt.Fprintln(cmd.ErrOrStderr(), "warning: "+warn)
+					}
 					return writePlan(w, f.output, plan)
 				case "diff":
 					if err := writeDiff(w, f.output, plan); err != nil {

@@ -87,6 +87,15 @@ func testGoldenLimitsPlan(t *testing.T, e *testEnv) {
 	golden(t, "limits_diff.txt", e.ok("limits", "diff", "-f", example))
 }
 
+// limits plan warns about a vendor whose presets leave models unmetered:
+// the example's OpenAI preset covers gpt-4o only.
+func TestLimitsPlanWarnsUnmetered(t *testing.T) {
+	_, errs, code := memEnv(t).run("limits", "plan", "-f", example)
+	if code != 0 || !strings.Contains(errs, "warning: openai: presets cover only gpt-4o") || strings.Contains(errs, "anthropic:") {
+		t.Errorf("exit %d, stderr:\n%s", code, errs)
+	}
+}
+
 func TestLimitsInvalid(t *testing.T) {
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
 	if err := os.WriteFile(bad, []byte("dimensions:\n  a#b:\n    type: requests\n    capacity: 0\n    per: 1m\n  c#d:\n    type: concurent\n"), 0o644); err != nil {

@@ -1,9 +1,12 @@
 package transport
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,6 +35,8 @@ type call struct {
 	timer    *time.Timer
 	stopCtx  func() bool
 	extraErr []error
+	inCap    int64 // the most input tokens the request could hold
+	capped   atomic.Bool
 }
 
 // keep starts renewing the lease every period until the call finishes,
@@ -98,7 +103,7 @@ func (c *call) finish(o Outcome, u vendors.Usage, complete func() []vendors.Char
 		c.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), finishTimeout)
 		defer cancel()
-		final, serr := c.final(o, u, complete)
+		final, serr := c.final(o, c.capUsage(ctx, u), complete)
 		errs := []error{err, serr}
 		for _, ch := range final {
 			if c.concurrent(ch.Dimension) || ch.Amount == c.lease.Cost(ch.Dimension) {
@@ -120,9 +125,7 @@ func (c *call) finish(o Outcome, u vendors.Usage, complete func() []vendors.Char
 			a.Amount = c.lease.Cost(a.Dimension)
 			c.ev.Final[i] = a
 		}
-		if c.t.events != nil {
-			c.t.events(c.ctx, c.ev)
-		}
+		c.t.emit(c.ctx, c.ev)
 	})
 }
 
@@ -191,9 +194,94 @@ func (c *call) partialSettle(u vendors.Usage, haveIn bool, streamed int64) []ven
 	}
 	u.Output = max(u.Output, streamed)
 	u.CacheRead = min(u.CacheRead, u.Input)
+	u = c.capUsage(c.ctx, u)
 	targets, err := c.e.p.Settle(c.ev.Admitted, u)
 	if err != nil {
 		return nil
 	}
 	return targets
+}
+
+// DefaultOutputCeiling is the most output tokens a request that sets no
+// maximum (max_tokens, max_completion_tokens, max_output_tokens) is
+// settled at, per completion: the largest output the vendors' models
+// produce.
+const DefaultOutputCeiling = 128 << 10
+
+// DefaultInputCeiling is the most input tokens a request that may draw
+// content from the vendor's side (an earlier response, a stored file, a
+// server-side tool's results) is settled at: the largest context window
+// of the vendors' models.
+const DefaultInputCeiling = 2 << 20
+
+// WithInputCeiling sets the most input tokens a request that may draw
+// content from the vendor's side is settled at (default
+// DefaultInputCeiling).
+func WithInputCeiling(n int64) Option { return func(t *Transport) { t.inCeil = n } }
+
+// serverSide are the request fields through which a vendor adds content
+// that the body does not hold: the Responses API's previous_response_id
+// and conversation, stored files, server-side tools (web search, file
+// search, code execution, MCP) and documents fetched by URL.
+var serverSide = [][]byte{[]byte(`"previous_response_id"`), []byte(`"conversation"`), []byte(`file_id`),
+	[]byte(`web_search`), []byte(`file_search`), []byte(`code_interpreter`), []byte(`code_execution`),
+	[]byte(`mcp`), []byte(`"url"`), []byte(`"container"`), []byte(`"prompt"`)}
+
+// inputCap returns the most input tokens a request with body raw could
+// hold: its size in bytes (a token is at least one byte of text) plus the
+// estimate (images, overheads) plus inputSlack; the input ceiling when it
+// may draw content from the vendor's side.
+func (t *Transport) inputCap(raw []byte, est Estimate) int64 {
+	for _, m := range serverSide {
+		if bytes.Contains(raw, m) {
+			return max(t.inCeil, int64(len(raw))+est.InputTokens+inputSlack)
+		}
+	}
+	return int64(len(raw)) + est.InputTokens + inputSlack
+}
+
+// inputSlack is what a vendor may add to a request's prompt beyond its
+// body (system prompts for tools, message framing), in tokens.
+const inputSlack = 4096
+
+// WithOutputCeiling sets the most output tokens, per completion, that a
+// request setting no maximum is settled at (default DefaultOutputCeiling).
+func WithOutputCeiling(n int64) Option { return func(t *Transport) { t.outCeil = n } }
+
+// capUsage caps u at what the call could have used: output at the
+// request's maximum (or the output ceiling) times its completions; input,
+// cache reads and cache writes each at what its body could hold (see
+// inputCap). A capped usage is an anomaly: it is logged
+// once per call as "transport.usage_capped", counted (Stats.UsageCapped)
+// and flagged on the Event; the excess is never charged.
+func (c *call) capUsage(ctx context.Context, u vendors.Usage) vendors.Usage {
+	est := c.ev.Estimate
+	n := max(est.N, 1)
+	perCall := est.MaxOutputTokens
+	if perCall <= 0 {
+		perCall = c.t.outCeil
+	}
+	outMax := perCall * n
+	if perCall > math.MaxInt64/n {
+		outMax = math.MaxInt64
+	}
+	out := u
+	out.Output = min(u.Output, outMax)
+	if c.inCap > 0 {
+		out.Input = min(u.Input, c.inCap)
+		out.CacheRead = min(u.CacheRead, c.inCap)
+		out.CacheCreation = min(u.CacheCreation, c.inCap)
+	}
+	if out == u {
+		return u
+	}
+	if c.capped.CompareAndSwap(false, true) {
+		c.t.stats.capped.Add(1)
+		c.t.client.Logger().LogAttrs(ctx, slog.LevelWarn, "transport.usage_capped",
+			slog.String("vendor", string(c.ev.Vendor)), slog.String("model", c.ev.Model),
+			slog.Int64("input", u.Input), slog.Int64("input_cap", c.inCap),
+			slog.Int64("output", u.Output), slog.Int64("output_cap", outMax))
+	}
+	c.ev.UsageCapped = true
+	return out
 }

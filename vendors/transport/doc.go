@@ -24,5 +24,16 @@
 // admission charge for a failure after sending; the request only for a
 // 4xx from OpenAI or Azure, nothing for one from Anthropic.
 //
+// A call's profile is the one scoped to its model, to its alias
+// (WithModelAliases) or family (ResolveModel: a dated snapshot or a
+// "-latest" alias is its family), the vendor's unscoped one, or the
+// fallback (WithFallbackProfile). A call to a vendor host whose model
+// matches none is refused (ErrUnmeteredModel) unless WithUnknownModels
+// says to pass it; every request to a vendor host that is sent unmetered
+// is a Passed event and counted (Transport.Stats). A settlement is capped
+// at what the request could have used (its max_tokens times n, its body's
+// size); the excess is logged, flagged and counted, never charged. A panic
+// in the WithEvents function is recovered, logged and counted.
+//
 // docs/guide.md walks from a limits file to a fleet of metered clients.
 package transport

@@ -12,9 +12,11 @@ type Outcome uint8
 
 // The outcomes.
 const (
-	// Passed is a request the Transport did not meter: its host has no
-	// route, or its endpoint or model has no profile (see
-	// WithUnknownEndpoints).
+	// Passed is a request to a routed vendor host that the Transport did
+	// not meter: its endpoint is unknown (WithUnknownEndpoints), its body
+	// could not be estimated, or its model has no profile (PassModel).
+	// Requests to hosts without a route are sent unchanged and reported
+	// nowhere.
 	Passed Outcome = iota
 	// Counted is an unknown endpoint that took one request and nothing
 	// else (CountRequests).
@@ -114,6 +116,16 @@ type Event struct {
 	// unchanged and reports it its own way; this is the same verdict
 	// as Sluice reads it.
 	VendorErr error
+	// PassReason says why a Passed request was not metered: "unknown
+	// endpoint", "body not estimable: …", "model has no profile".
+	PassReason string
+	// UsageCapped reports that the response reported more usage than
+	// the request could have used (more output than its max_tokens, or
+	// max_completion_tokens, or max_output_tokens, times n, or than
+	// WithOutputCeiling without one; more input than its body could
+	// hold); Usage is what was reported and Final what was charged: the
+	// usage capped to those bounds. The excess is never charged.
+	UsageCapped bool
 	// Err is what went wrong on Sluice's side or on the way: the
 	// acquisition's error for Denied, the round trip's error for
 	// Refunded and Charged, and any store error while settling,

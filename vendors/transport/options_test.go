@@ -69,7 +69,7 @@ func TestMiddleware(t *testing.T) {
 }
 
 // Unknown endpoints pass through, or take one request with CountRequests;
-// a model without a profile passes through.
+// a model without a profile is refused.
 func TestUnknownEndpoints(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		for _, policy := range []transport.UnknownPolicy{transport.PassThrough, transport.CountRequests} {
@@ -87,17 +87,18 @@ func TestUnknownEndpoints(t *testing.T) {
 			}
 			wantDebits(t, before, e.balances(t), map[string]int64{"openai#rpm": want, "openai#tpm": 0})
 		}
-		// A scoped profile only: another model is not metered.
+		// A scoped profile only: another model is refused, not sent, and
+		// reported (TestUnmeteredModels covers the other policies).
 		e := gpt4oEnv(t)
 		before := e.balances(t)
 		oc := openAIClient(e, 0)
 		if _, err := oc.Chat.Completions.New(testCtx(t), openai.ChatCompletionNewParams{Model: "gpt-4o-mini",
-			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello there")}}); err != nil {
-			t.Fatal(err)
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello there")}}); !errors.Is(err, transport.ErrUnmeteredModel) {
+			t.Fatalf("unmetered model: %v, want ErrUnmeteredModel", err)
 		}
 		wantDebits(t, before, e.balances(t), map[string]int64{"openai#gpt-4o#rpm": 0, "openai#gpt-4o#tpm": 0})
-		if n := len(e.eventList()); n != 0 {
-			t.Errorf("%d events for an unmetered model, want 0", n)
+		if evs := e.eventList(); len(evs) != 1 || evs[0].Outcome != transport.Denied {
+			t.Errorf("events %+v for an unmetered model, want one denied", evs)
 		}
 	})
 }

@@ -64,7 +64,7 @@ func (t *Transport) do(req *http.Request, next sender) (*http.Response, error) {
 	}
 	ep := ParseEndpoint(rt.Vendor, req.Method, path)
 	if ep.API == UnknownAPI {
-		return t.other(req, next, rt.Vendor, nil)
+		return t.other(req, next, rt.Vendor, nil, "unknown endpoint")
 	}
 	raw, err := readBody(req)
 	if err != nil {
@@ -72,19 +72,20 @@ func (t *Transport) do(req *http.Request, next sender) (*http.Response, error) {
 	}
 	est, err := t.est.Estimate(rt.Vendor, ep.API, raw)
 	if err != nil {
-		return t.other(req, next, rt.Vendor, raw)
+		return t.other(req, next, rt.Vendor, raw, "body not estimable: "+err.Error())
 	}
 	if ep.Deployment != "" {
 		est.Model = ep.Deployment
 	}
-	e := t.profile(rt.Vendor, est.Model)
+	e := t.resolve(rt.Vendor, est.Model)
 	if e == nil {
-		return t.other(req, next, rt.Vendor, raw)
+		return t.unmetered(req, next, Event{Vendor: rt.Vendor, API: ep.API, Model: est.Model, Estimate: est}, raw)
 	}
 	if t.inject && ep.API == ChatCompletions && est.Stream && !est.IncludeUsage {
 		raw = injectIncludeUsage(raw)
 	}
-	c := &call{t: t, e: e, ctx: req.Context(), ev: Event{Vendor: rt.Vendor, API: ep.API, Model: est.Model, Estimate: est}}
+	c := &call{t: t, e: e, ctx: req.Context(), ev: Event{Vendor: rt.Vendor, API: ep.API, Model: est.Model, Estimate: est},
+		inCap: t.inputCap(raw, est)}
 	charges, err := e.p.Admission(est.Call(t.outputEstimate(est)))
 	if err != nil {
 		return nil, t.denied(c, fmt.Errorf("transport: admission charge of %s: %w", est, err))
@@ -170,13 +171,13 @@ func (t *Transport) react(c *call, resp *http.Response) error {
 
 // other handles a request to a routed host that the Transport cannot
 // estimate, by the UnknownPolicy. raw is its body when it was read.
-func (t *Transport) other(req *http.Request, next sender, v vendors.Vendor, raw []byte) (*http.Response, error) {
-	if raw != nil {
-		req = withBody(req.WithContext(req.Context()), raw)
-	}
+func (t *Transport) other(req *http.Request, next sender, v vendors.Vendor, raw []byte, reason string) (*http.Response, error) {
 	e := t.profiles[v][""]
 	if t.unknown != CountRequests || e == nil || e.requests == "" {
-		return next(req)
+		return t.pass(req, next, Event{Vendor: v}, raw, reason)
+	}
+	if raw != nil {
+		req = withBody(req.WithContext(req.Context()), raw)
 	}
 	c := &call{t: t, e: e, ctx: req.Context(), ev: Event{Vendor: v, Admitted: []vendors.Charge{{Metric: vendors.Requests, Dimension: e.requests, Amount: 1}}}}
 	lease, waited, attempts, err := t.acquire(req.Context(), []sluice.Request{{Dimension: e.requests, Cost: 1}})
@@ -199,9 +200,7 @@ func (t *Transport) other(req *http.Request, next sender, v vendors.Vendor, raw 
 // denied reports a call that got no slot and returns err.
 func (t *Transport) denied(c *call, err error) error {
 	c.ev.Outcome, c.ev.Err = Denied, err
-	if t.events != nil {
-		t.events(c.ctx, c.ev)
-	}
+	t.emit(c.ctx, c.ev)
 	return err
 }
 

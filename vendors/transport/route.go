@@ -15,7 +15,9 @@ import (
 type Route struct {
 	// Host is the request URL's host, with its port when it has one
 	// ("api.openai.com", "127.0.0.1:8080"), or "*.example.com" for every
-	// subdomain of example.com (any port). Case does not matter.
+	// subdomain of example.com (any port). Case, a trailing dot and the
+	// scheme's default port (443 for https, 80 for http) do not matter:
+	// "https://API.openai.com.:443" is routed as "api.openai.com".
 	Host string
 	// PathPrefix, when set, limits the route to paths that start with it
 	// ("/openai/"); the endpoint is recognised in the rest of the path.
@@ -57,17 +59,37 @@ func (r Route) matches(req *http.Request) bool {
 	if host == "" {
 		host = req.Host
 	}
-	if suffix, ok := strings.CutPrefix(r.Host, "*"); ok {
+	host = normalHost(req.URL.Scheme, host)
+	if suffix, ok := strings.CutPrefix(normalHost("", r.Host), "*"); ok {
 		if h, _, err := net.SplitHostPort(host); err == nil {
 			host = h
 		}
 		if len(host) <= len(suffix) || !strings.EqualFold(host[len(host)-len(suffix):], suffix) {
 			return false
 		}
-	} else if !strings.EqualFold(host, r.Host) {
+	} else if !strings.EqualFold(host, normalHost(req.URL.Scheme, r.Host)) {
 		return false
 	}
 	return r.PathPrefix == "" || strings.HasPrefix(req.URL.Path, r.PathPrefix)
+}
+
+// normalHost returns host as a route compares it: without the trailing
+// dot of a fully qualified name ("api.openai.com."), and without the
+// scheme's default port (":443" for https, ":80" for http), so that every
+// spelling of a vendor's host is routed.
+func normalHost(scheme, host string) string {
+	h, port, err := net.SplitHostPort(host)
+	if err != nil {
+		h, port = host, ""
+	}
+	h = strings.TrimSuffix(h, ".")
+	if port == "" || port == "443" && strings.EqualFold(scheme, "https") || port == "80" && strings.EqualFold(scheme, "http") {
+		if strings.Contains(h, ":") {
+			return "[" + h + "]"
+		}
+		return h
+	}
+	return net.JoinHostPort(h, port)
 }
 
 // route returns the first route for req.

@@ -49,6 +49,12 @@ type Transport struct {
 	events    EventFunc
 	clock     sluice.Clock
 	reactOpts []vendors.ReactorOption
+	models    ModelPolicy
+	aliases   map[string]string         // model → scope (WithModelAliases)
+	fallback  map[vendors.Vendor]string // vendor → scope (WithFallbackProfile)
+	outCeil   int64                     // the output a request without a maximum may produce
+	inCeil    int64                     // the input a request drawing on the vendor's side may have
+	stats     stats
 }
 
 // entry is one profile with its reactor.
@@ -67,7 +73,8 @@ type UnknownPolicy uint8
 // The policies.
 const (
 	// PassThrough sends the request untouched and meters nothing (the
-	// default).
+	// default); it is reported as a Passed event and counted
+	// (Stats.Passed).
 	PassThrough UnknownPolicy = iota
 	// CountRequests acquires one request on the vendor's unscoped
 	// profile's requests dimension (waiting as for any call) and keeps
@@ -132,7 +139,9 @@ func WithOutputEstimate(f func(Estimate) int64) Option { return func(t *Transpor
 // WithEstimator sets the Estimator (default the zero Estimator).
 func WithEstimator(e Estimator) Option { return func(t *Transport) { t.est = e } }
 
-// WithEvents sets the function every finished call is reported to.
+// WithEvents sets the function every finished call is reported to, every
+// pass-through to a routed vendor host included. A panic in f is recovered
+// and logged (see Stats.EventPanics).
 func WithEvents(f EventFunc) Option { return func(t *Transport) { t.events = f } }
 
 // WithClock sets the clock deadlines are measured with and the Reactors
@@ -193,18 +202,17 @@ func New(c *sluice.Client, profiles []vendors.Profile, opts ...Option) (*Transpo
 			return nil, err
 		}
 	}
+	if err := t.validateFallbacks(); err != nil {
+		return nil, err
+	}
+	if t.outCeil <= 0 {
+		t.outCeil = DefaultOutputCeiling
+	}
+	if t.inCeil <= 0 {
+		t.inCeil = DefaultInputCeiling
+	}
 	t.routes = append(t.routes, defaultRoutes...)
 	return t, nil
-}
-
-// profile returns the entry for vendor v and scope s, falling back to the
-// unscoped profile.
-func (t *Transport) profile(v vendors.Vendor, s string) *entry {
-	byScope := t.profiles[v]
-	if e := byScope[s]; e != nil {
-		return e
-	}
-	return byScope[""]
 }
 
 func (t *Transport) outputEstimate(e Estimate) int64 {
