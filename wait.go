@@ -302,6 +302,7 @@ func (c *Client) queueLoop(ctx context.Context, w *waitCall) (*Lease, error) {
 	o := w.o
 	lw := c.register(w.items)
 	defer c.unregister(lw)
+	c.startWatch()
 	o.id, o.queue = lw.id, c.queueTTL()
 	for {
 		w.attempts++
@@ -326,7 +327,9 @@ func (c *Client) queueLoop(ctx context.Context, w *waitCall) (*Lease, error) {
 		}
 		o.queue = c.queueTTL()
 		d := jitter(res.RetryIn)
-		if nearFront(res) {
+		front := nearFront(res)
+		c.setFar(lw, !front)
+		if front {
 			o.queue = c.frontQueueTTL()
 			d = min(d, jitter(c.frontPoll()))
 		}
