@@ -59,7 +59,7 @@ func newQueries(sch string) queries {
 			$11::smallint, $12::smallint, $13::bigint, $14::bigint, $15::bigint, $16::bigint, $17::bigint)`,
 		putEmpty: `SELECT ` + sch + `.put_bucket_if($1::text, $2::smallint, $3::bigint, $4::bigint, $5::bigint, $6::bigint, $7::bigint, $8::bigint, $9::boolean, $10::bigint,
 			$11::smallint, $12::smallint, $13::bigint, $14::bigint, $15::bigint, $16::bigint, $17::bigint, $18::boolean)`,
-		del:       `DELETE FROM ` + sch + `.buckets WHERE name = $1::text`,
+		del: `DELETE FROM ` + sch + `.buckets WHERE name = $1::text`,
 		reconcile: `SELECT r.o_restored, r.o_reclaimed, r.o_capped, r.o_orphans, r.o_dims, r.o_more, ` +
 			notify(`CASE WHEN r.o_reclaimed > 0 THEN r.o_dims END`) + ` FROM ` + sch + `.reconcile($1::bigint, $2::int) r`,
 		peek: `SELECT t.ms, u.name, ` + bucketCols + ` FROM ` + now + ` CROSS JOIN unnest($2::text[]) WITH ORDINALITY AS u(name, ord)
