@@ -17,14 +17,17 @@ import (
 const watchRetry = time.Second
 
 // freedWatch is the client's watch for slots freed by other processes
-// (store.FreedWatcher): started by the first wait in line, stopped by
-// Client.Close.
+// (store.FreedWatcher): it runs while the client has waiters in line, and
+// for a poll interval after the last one left, so that a steady flow of
+// waiters keeps one watch; Client.Close stops it.
 type freedWatch struct {
-	w      store.FreedWatcher // nil when the store has no such capability
-	mu     sync.Mutex
-	cancel context.CancelFunc // set once started
-	closed bool
-	done   chan struct{} // closed when the watch's goroutine returns
+	w       store.FreedWatcher // nil when the store has no such capability
+	mu      sync.Mutex
+	waiters int                // waits in line running
+	cancel  context.CancelFunc // the running watch's; nil when none runs
+	idle    *time.Timer        // stops the watch once idle; nil when not armed
+	closed  bool
+	wg      sync.WaitGroup // the watches' goroutines
 }
 
 // Close stops the client's background work: the watch for slots freed by
@@ -36,36 +39,75 @@ func (c *Client) Close() error {
 	fw := &c.watch
 	fw.mu.Lock()
 	fw.closed = true
-	cancel, done := fw.cancel, fw.done
+	c.stopWatchLocked()
 	fw.mu.Unlock()
-	if cancel != nil {
-		cancel()
-		<-done
-	}
+	fw.wg.Wait()
 	return nil
 }
 
-// startWatch starts the watch for freed slots if the store can tell
-// (store.FreedWatcher) and it is not running yet, nor the client closed.
-func (c *Client) startWatch() {
+// watchBegin counts a wait in line and starts the watch for freed slots
+// if the store can tell (store.FreedWatcher), none runs and the client is
+// not closed. Call watchEnd when the wait ends.
+func (c *Client) watchBegin() {
 	fw := &c.watch
 	if fw.w == nil {
 		return
 	}
 	fw.mu.Lock()
 	defer fw.mu.Unlock()
+	fw.waiters++
+	if fw.idle != nil {
+		fw.idle.Stop()
+		fw.idle = nil
+	}
 	if fw.cancel != nil || fw.closed {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	fw.cancel, fw.done = cancel, make(chan struct{})
-	go c.runWatch(ctx, fw.done)
+	fw.cancel = cancel
+	fw.wg.Add(1)
+	go c.runWatch(ctx)
+}
+
+// watchEnd ends a wait counted by watchBegin: the last one arms the stop
+// of the watch a poll interval later, unless a wait starts meanwhile.
+func (c *Client) watchEnd() {
+	fw := &c.watch
+	if fw.w == nil {
+		return
+	}
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	if fw.waiters--; fw.waiters > 0 || fw.cancel == nil {
+		return
+	}
+	fw.idle = time.AfterFunc(c.cfg.PollInterval, func() {
+		fw.mu.Lock()
+		defer fw.mu.Unlock()
+		if fw.waiters == 0 {
+			c.stopWatchLocked()
+		}
+	})
+}
+
+// stopWatchLocked stops the running watch, if any; the caller holds
+// c.watch.mu.
+func (c *Client) stopWatchLocked() {
+	fw := &c.watch
+	if fw.idle != nil {
+		fw.idle.Stop()
+		fw.idle = nil
+	}
+	if fw.cancel != nil {
+		fw.cancel()
+		fw.cancel = nil
+	}
 }
 
 // runWatch watches until ctx ends or the store is closed, watching again
 // after watchRetry when the store's watch fails.
-func (c *Client) runWatch(ctx context.Context, done chan struct{}) {
-	defer close(done)
+func (c *Client) runWatch(ctx context.Context) {
+	defer c.watch.wg.Done()
 	for {
 		err := c.watch.w.WatchFreed(ctx, c.remoteFreed)
 		if ctx.Err() != nil || err == nil || errors.Is(err, store.ErrClosed) {

@@ -53,8 +53,15 @@ func closed(ch chan struct{}) bool {
 
 // A notice that a slot was freed elsewhere wakes a waiter in line at once,
 // without waiting for its next poll; the client watches only once it has a
-// waiter, and stops watching when it is closed.
+// waiter, and stops watching when it is closed, or a poll interval after
+// its last waiter left.
 func TestFreedNoticeWakesAWaiter(t *testing.T) {
+	for _, stop := range []string{"close", "idle"} {
+		t.Run(stop, func(t *testing.T) { testFreedNoticeWakesAWaiter(t, stop) })
+	}
+}
+
+func testFreedNoticeWakesAWaiter(t *testing.T, stop string) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		mem := memstore.New()
@@ -108,6 +115,18 @@ func TestFreedNoticeWakesAWaiter(t *testing.T) {
 		}
 		if d := time.Since(start); d != 0 {
 			t.Errorf("granted %s after the notice, want at once", d)
+		}
+		if stop == "idle" {
+			time.Sleep(waiter.Config().PollInterval - time.Millisecond)
+			synctest.Wait()
+			if closed(ns.returned) {
+				t.Fatal("the watch stopped before a poll interval without waiters")
+			}
+			time.Sleep(time.Millisecond)
+			synctest.Wait()
+			if !closed(ns.returned) {
+				t.Fatal("the watch still runs a poll interval after the last waiter left")
+			}
 		}
 		if err := waiter.Close(); err != nil {
 			t.Fatal(err)

@@ -69,7 +69,6 @@ type lease struct {
 // New returns an empty store.
 func New() *Store {
 	s := &Store{}
-	s.watchers.closed = make(chan struct{})
 	m := map[string]*entry{}
 	s.buckets.Store(&m)
 	for i := range s.shards {

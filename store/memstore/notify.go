@@ -2,6 +2,7 @@ package memstore
 
 import (
 	"context"
+	"errors"
 	"sync"
 
 	"github.com/ontopix/sluice/store"
@@ -15,9 +16,8 @@ type watchers struct {
 	// mu is held for reading while notices are delivered, so that a
 	// watch that ends gets none after WatchFreed returned.
 	mu     sync.RWMutex
-	m      map[*func(string)]struct{}
-	closed chan struct{} // closed by Store.Close
-	once   sync.Once
+	m      map[*func(string)]context.CancelCauseFunc
+	closed bool
 }
 
 // WatchFreed implements store.FreedWatcher: every Release that restored a
@@ -25,28 +25,30 @@ type watchers struct {
 // client of this store, calls freed of every watch at once, in its own
 // goroutine.
 func (s *Store) WatchFreed(ctx context.Context, freed func(dimension string)) error {
-	if err := s.check(); err != nil {
-		return err
-	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	ws := &s.watchers
 	f := &freed
 	ws.mu.Lock()
-	if ws.m == nil {
-		ws.m = map[*func(string)]struct{}{}
+	if ws.closed {
+		ws.mu.Unlock()
+		return store.ErrClosed
 	}
-	ws.m[f] = struct{}{}
+	if ws.m == nil {
+		ws.m = map[*func(string)]context.CancelCauseFunc{}
+	}
+	ws.m[f] = cancel
 	ws.mu.Unlock()
 	defer func() {
 		ws.mu.Lock()
 		delete(ws.m, f)
 		ws.mu.Unlock()
 	}()
-	select {
-	case <-ctx.Done():
-		return nil
-	case <-ws.closed:
+	<-ctx.Done()
+	if errors.Is(context.Cause(ctx), store.ErrClosed) {
 		return store.ErrClosed
 	}
+	return nil
 }
 
 // notify tells every watch that units of dims may have been freed. The
@@ -76,5 +78,10 @@ func (s *Store) notifyRestored(rs []store.Restored) {
 
 // close ends every watch; Store.Close calls it.
 func (ws *watchers) close() {
-	ws.once.Do(func() { close(ws.closed) })
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	ws.closed = true
+	for _, cancel := range ws.m {
+		cancel(store.ErrClosed)
+	}
 }
