@@ -106,9 +106,6 @@ type localWaiter struct {
 	// order, so the store serves this process's waiters in the order they
 	// registered, the order freed wakes them in.
 	id store.LeaseID
-	// far reports that the wait's last answer left it far from the front
-	// of its queues (see setFar); guarded by waitList.mu.
-	far bool
 }
 
 // waitList is the client's local waiters per concurrent dimension, in the

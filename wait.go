@@ -328,9 +328,7 @@ func (c *Client) queueLoop(ctx context.Context, w *waitCall) (*Lease, error) {
 		}
 		o.queue = c.queueTTL()
 		d := jitter(res.RetryIn)
-		front := nearFront(res)
-		c.setFar(lw, !front)
-		if front {
+		if nearFront(res) {
 			o.queue = c.frontQueueTTL()
 			d = min(d, jitter(c.frontPoll()))
 		}

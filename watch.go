@@ -121,36 +121,14 @@ func (c *Client) runWatch(ctx context.Context) {
 }
 
 // remoteFreed is a notice that units of dim may have been freed
-// somewhere in the fleet: it wakes the local waiters on dim that are near
-// the front of its queue (the slots may serve them; those further back
-// would only ask in vain), or the oldest one when none is, and forgets
-// the predicted timeouts, as freed does.
+// somewhere in the fleet: it wakes the oldest local waiter on dim not
+// woken already, as a local release of one slot does (see freed). Every
+// client with waiters on dim gets the notice, so the oldest waiter of each
+// asks again: the waiter at the front of the store's queue is the oldest
+// of its own client, and waking one per client, not every waiter, keeps
+// the store calls a release causes to one per client.
 func (c *Client) remoteFreed(dim string) {
-	c.horizons.Clear()
-	c.waiters.mu.Lock()
-	defer c.waiters.mu.Unlock()
-	woke := false
-	for _, lw := range c.waiters.byDim[dim] {
-		if lw.far {
-			continue
-		}
-		woke = true
-		select {
-		case lw.wake <- struct{}{}:
-		default: // woken already
-		}
-	}
-	if !woke {
-		c.wakeLocked([]store.Item{{Dimension: dim, Cost: 1}})
-	}
-}
-
-// setFar records whether lw's last answer left it far from the front of
-// its queues (see nearFront), where a slot freed elsewhere cannot serve it.
-func (c *Client) setFar(lw *localWaiter, far bool) {
-	c.waiters.mu.Lock()
-	lw.far = far
-	c.waiters.mu.Unlock()
+	c.freed([]store.Item{{Dimension: dim, Cost: 1}})
 }
 
 // freedWatcher returns st's watch capability, or nil.
