@@ -45,6 +45,9 @@ type Client struct {
 	// inProcess reports a store that never blocks (store.InProcess): its
 	// calls need no OpTimeout context.
 	inProcess bool
+	// callerClock reports a store that decides at each request's Now
+	// (store.CallerClock): a reservation is valid at its Now plus its wait.
+	callerClock bool
 	// strategy is how Wait waits (WithWaitStrategy).
 	strategy WaitStrategy
 	// concurrent remembers the dimensions found to be concurrent (a
@@ -98,6 +101,9 @@ func New(st store.Store, opts ...Option) (*Client, error) {
 	}
 	_, c.inProcess = contract.Unwrap(st).(store.InProcess)
 	c.watch.w = freedWatcher(st)
+	if cc, ok := contract.Unwrap(st).(store.CallerClock); ok {
+		c.callerClock = cc.CallerClock()
+	}
 	if err := c.cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -212,11 +212,16 @@ func (c *Client) reserve(ctx context.Context, w *waitCall, maxWait time.Duration
 	if err != nil || !res.Granted {
 		return nil, res.Wait, err
 	}
-	// The wait counts from the store's decision, which came after
-	// req.Now: counting it from the answer's arrival starts the caller
-	// late by the answer's latency, never early.
+	// The wait counts from the store's decision. A store deciding at
+	// req.Now (store.CallerClock) made the reservation valid at req.Now
+	// plus the wait, whenever its answer arrives; another decided at its
+	// own instant, after req.Now: counting the wait from the answer's
+	// arrival starts the caller late by the answer's latency, never early.
 	var delayed time.Duration
 	proceed := c.clock.Now().Add(res.Wait)
+	if c.callerClock {
+		proceed = req.Now.Add(res.Wait)
+	}
 	degraded := false
 	if res.Wait > 0 {
 		first := proceed

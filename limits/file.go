@@ -44,6 +44,7 @@
 //	    rpm: 500
 //	    tpm: 200000
 //	    headroom: 5%        # or 0.05; 0 to 50 %, default 2 %
+//	    request_margin: 50ms # arrival jitter the requests bucket absorbs (0s to 10s)
 //	    burst: {rpm: 4}     # a smaller capacity than the profile's
 //	  - preset: anthropic   # #rpm, #input_tpm, #output_tpm
 //	    rpm: 50

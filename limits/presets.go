@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -68,7 +69,7 @@ func PresetNames() []string {
 }
 
 // common are the fields every preset accepts besides its own.
-var common = []string{"vendor", "max_debt", "headroom", "burst"}
+var common = []string{"vendor", "max_debt", "headroom", "request_margin", "burst"}
 
 // fields returns the keys a preset accepts, in the order errors list them.
 func (pr preset) fields() []string {
@@ -240,6 +241,15 @@ func (p *parser) presetValues(it presetItem, pr preset) (limits map[string]int64
 			ok = false
 		} else {
 			opts = append(opts, vendors.WithHeadroom(h))
+		}
+	}
+	if n := it.fields["request_margin"]; n != nil {
+		d, err := time.ParseDuration(n.Value)
+		if err != nil || n.Kind != yaml.ScalarNode || d < 0 || d > vendors.MaxRequestMargin || d%time.Millisecond != 0 {
+			p.errorf(n, it.path+".request_margin", "%q: must be a duration from 0s to 10s in whole milliseconds (default 50ms)", n.Value)
+			ok = false
+		} else {
+			opts = append(opts, vendors.WithRequestMargin(d))
 		}
 	}
 	if n := it.fields["burst"]; n != nil {

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/vendors"
@@ -22,6 +23,12 @@ func TestPresetsAreProfiles(t *testing.T) {
 		}},
 		{"- preset: anthropic\n  rpm: 50\n  input_tpm: 40000\n  output_tpm: 8000\n  headroom: 5%\n  burst: {input_tpm: 10000}\n", func() (vendors.Profile, error) {
 			return vendors.AnthropicProfile(vendors.AnthropicLimits{RPM: 50, InputTPM: 40_000, OutputTPM: 8_000}, vendors.WithHeadroom(0.05), vendors.WithBurst(vendors.InputTokens, 10_000))
+		}},
+		{"- preset: anthropic\n  rpm: 50\n  request_margin: 100ms\n", func() (vendors.Profile, error) {
+			return vendors.AnthropicProfile(vendors.AnthropicLimits{RPM: 50}, vendors.WithRequestMargin(100*time.Millisecond))
+		}},
+		{"- preset: openai\n  rpm: 500\n  request_margin: 0s\n", func() (vendors.Profile, error) {
+			return vendors.OpenAIProfile(vendors.OpenAILimits{RPM: 500}, vendors.WithRequestMargin(0))
 		}},
 		{"- preset: azure\n  deployment: gpt-4o-eu\n  tpm: 30000\n", func() (vendors.Profile, error) {
 			return vendors.AzureProfile(vendors.AzureLimits{Deployment: "gpt-4o-eu", TPM: 30_000})
@@ -106,6 +113,9 @@ func TestPresetErrors(t *testing.T) {
 		{"presets:\n  - preset: openai\n    rpm: 0\n", "x.yaml:3:10: presets[0].rpm: 0: must be between 1 and 10^12"},
 		{"presets:\n  - preset: openai\n    rpm: 500\n    headroom: 60%\n", `x.yaml:4:15: presets[0].headroom: "60%": must be a fraction from 0 to 0.5 or a percentage from 0% to 50%`},
 		{"presets:\n  - preset: openai\n    rpm: 500\n    headroom: lots\n", `x.yaml:4:15: presets[0].headroom: "lots"`},
+		{"presets:\n  - preset: openai\n    rpm: 500\n    request_margin: 11s\n", `x.yaml:4:21: presets[0].request_margin: "11s": must be a duration from 0s to 10s in whole milliseconds`},
+		{"presets:\n  - preset: openai\n    rpm: 500\n    request_margin: -1ms\n", `x.yaml:4:21: presets[0].request_margin: "-1ms"`},
+		{"presets:\n  - preset: openai\n    rpm: 500\n    request_margin: 1.5ms\n", `x.yaml:4:21: presets[0].request_margin: "1.5ms"`},
 		{"presets:\n  - preset: openai\n    rpm: 500\n    burst: {rpm: 20}\n", "x.yaml:4:18: presets[0].burst.rpm: 20: must be between 1 and 8, the vendor's own burst for 500 per minute"},
 		{"presets:\n  - preset: openai\n    rpm: 500\n    burst: {tpm: 20}\n", "x.yaml:4:18: presets[0].burst.tpm: 20: the openai profile has no tpm dimension"},
 		{"presets:\n  - preset: openai\n    rpm: 500\n    burst: {input_tpm: 20}\n", "x.yaml:4:13: presets[0].burst.input_tpm: unknown limit for preset openai (want rpm, tpm, rpd, tpd)"},
@@ -122,7 +132,7 @@ func TestPresetErrors(t *testing.T) {
 		{"presets:\n  - preset: elevenlabs\n    plan: pro\n    family: stt\n    concurrent: 3\n", "x.yaml:5:17: presets[0].concurrent: 3: give either a plan (pro) or a number"},
 		{"presets:\n  - preset: groq\n    rpm: 5\n    max_debt: -7\n", "x.yaml:4:15: presets[0].max_debt: -7: must be -1 (no debt), 0 (default: capacity) or up to 10^12 tokens"},
 		{"presets:\n  - preset: groq\n    tpm: 5000\n    max_debt: 2e12\n", `x.yaml:4:15: presets[0].max_debt: "2e12": must be a whole number`},
-		{"presets:\n  - preset: gemini\n    plan: pro\n    rpm: 5\n", "x.yaml:3:5: presets[0].plan: unknown field for preset gemini (want model, vendor, max_debt, headroom, burst, rpm, tpm, rpd)"},
+		{"presets:\n  - preset: gemini\n    plan: pro\n    rpm: 5\n", "x.yaml:3:5: presets[0].plan: unknown field for preset gemini (want model, vendor, max_debt, headroom, request_margin, burst, rpm, tpm, rpd)"},
 		{"presets:\n  - preset: mistral\n    rpm: 5\n", `presets[0].preset: "mistral": unknown preset (want one of anthropic, azure, elevenlabs, gemini, groq, openai)`},
 	} {
 		_, err := Parse("x.yaml", []byte(c.yaml))

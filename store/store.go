@@ -225,6 +225,20 @@ type InProcess interface {
 	InProcess()
 }
 
+// CallerClock is implemented by a store that may decide every request at
+// the request's Now, the caller's clock, never at a clock of its own
+// (store/dynamostore always does). A reservation such a store grants is
+// valid at req.Now plus the answered Wait by the caller's clock, however
+// late the answer arrives: the client then sleeps until that instant,
+// rather than for Wait from the answer's arrival, which a store deciding
+// at its own, later, instant needs and which makes every reservation late
+// by its call's duration.
+type CallerClock interface {
+	Store
+	// CallerClock reports whether the store decides at the request's Now.
+	CallerClock() bool
+}
+
 // Bucket is a named bucket configuration.
 type Bucket struct {
 	// Name is the dimension, e.g. "openai#rpm".

@@ -81,13 +81,21 @@ func TestBenchMixBothWaits(t *testing.T) {
 }
 
 // The verdict checks reservations at their valid instants: a store that
-// makes some reservations valid too early is caught.
+// makes some reservations valid too early is caught. The bucket holds 5
+// and earns 5 every 100 ms, so 8 workers reserve from their first calls
+// however fast the machine runs, with waits well inside the run (with a
+// large bucket, a slow run granted everything at once and never reserved:
+// 2 of 20 runs under load).
 func TestBenchCatchesOverReservation(t *testing.T) {
+	p := t.TempDir() + "/limits.yaml"
+	if err := os.WriteFile(p, []byte("dimensions:\n  bench#rpm:\n    type: requests\n    capacity: 5\n    per: 100ms\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	e := &testEnv{t: t, url: "memory://"}
 	broken := &overReserving{Store: memstore.New()}
-	out, errs, code := runWith(t, e, broken, "bench", "--limits", writeLimits(t), "--processes", "1", "--workers", "8",
-		"--duration", "300ms", "--wait", "reserve", "--dimension", "openai#rpm")
-	if code != ExitError || !strings.Contains(out, "EXCEEDED") || !strings.Contains(errs, "limit exceeded: openai#rpm by") {
+	out, errs, code := runWith(t, e, broken, "bench", "--limits", p, "--processes", "1", "--workers", "8",
+		"--duration", "300ms", "--wait", "reserve", "--dimension", "bench#rpm")
+	if code != ExitError || !strings.Contains(out, "EXCEEDED") || !strings.Contains(errs, "limit exceeded: bench#rpm by") {
 		t.Errorf("exit %d\n%s\n%s", code, out, errs)
 	}
 }

@@ -22,6 +22,7 @@ type vendorBenchOptions struct {
 	outage           string
 	estimateError    float64
 	headroom         float64
+	margin           time.Duration
 	rpm, tpm         int64
 	itpm, otpm       int64
 	input, maxTokens string
@@ -41,7 +42,7 @@ var vendorBenchLimits = map[vendorsim.Vendor]vendorsim.Limits{
 }
 
 // vendorBenchFlags are the flags only 'bench --vendor-sim' reads.
-var vendorBenchFlags = []string{"modes", "load", "sync", "follow-limits", "outage", "estimate-error", "headroom",
+var vendorBenchFlags = []string{"modes", "load", "sync", "follow-limits", "outage", "estimate-error", "headroom", "request-margin",
 	"rpm", "tpm", "itpm", "otpm", "input-tokens", "max-tokens", "output-tokens", "sim-ttft", "sim-per-token", "sim-arrival", "seed", "client"}
 
 // addVendorBench adds --vendor-sim and its flags to the bench command:
@@ -62,6 +63,7 @@ func addVendorBench(cmd *cobra.Command, g *globals) {
 	f.StringVar(&o.outage, "outage", "", "with --vendor-sim: FACTOR@START+DURATION, the vendor's limits scaled by FACTOR for a while (e.g. 0.5@20s+30s)")
 	f.Float64Var(&o.estimateError, "estimate-error", 0.5, "with --vendor-sim: estimates are the actual counts × U(1−e, 1+e)")
 	f.Float64Var(&o.headroom, "headroom", vendors.DefaultHeadroom, "with --vendor-sim: the profile's headroom below the vendor's rule (0 to 0.5)")
+	f.DurationVar(&o.margin, "request-margin", vendors.DefaultRequestMargin, "with --vendor-sim: the arrival jitter the profile's requests buckets absorb (0 to 10s)")
 	f.Int64Var(&o.rpm, "rpm", 0, "with --vendor-sim: requests per minute (default openai 3000, anthropic 2000)")
 	f.Int64Var(&o.tpm, "tpm", 0, "with --vendor-sim openai: tokens per minute (default 1000000)")
 	f.Int64Var(&o.itpm, "itpm", 0, "with --vendor-sim anthropic: input tokens per minute (default 800000)")
@@ -186,6 +188,9 @@ func (o vendorBenchOptions) config(flags *pflag.FlagSet) (vendorBenchConfig, err
 	if !(o.headroom >= 0 && o.headroom <= vendors.MaxHeadroom) {
 		return c, usagef("--headroom %v: must be between 0 and 0.5", o.headroom)
 	}
+	if o.margin < 0 || o.margin > vendors.MaxRequestMargin {
+		return c, usagef("--request-margin %v: must be between 0 and 10s", o.margin)
+	}
 	if o.outage != "" {
 		s, err := parseOutage(o.outage)
 		if err != nil {
@@ -195,6 +200,8 @@ func (o vendorBenchOptions) config(flags *pflag.FlagSet) (vendorBenchConfig, err
 	}
 	c.run = vbRun{Vendor: v, Limits: lim, Headroom: o.headroom, Load: o.load, Sync: o.sync, Follow: o.follow,
 		EstimateError: o.estimateError, Dists: dists{Input: o.input, MaxTokens: o.maxTokens, Output: o.output}, Seed: o.seed}
+	ms := o.margin.Milliseconds()
+	c.run.RequestMargin = &ms
 	if _, err := c.run.profile(); err != nil {
 		return c, &UsageError{Err: err}
 	}

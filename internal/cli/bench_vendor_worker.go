@@ -26,22 +26,25 @@ const (
 // vbRun is what one process of a vendor benchmark run needs; the parent
 // passes it to each child as JSON.
 type vbRun struct {
-	Mode          string           `json:"mode"`
-	Vendor        vendorsim.Vendor `json:"vendor"`
-	URL           string           `json:"url"`
-	Limits        vendorsim.Limits `json:"limits"`
-	Headroom      float64          `json:"headroom"`
-	Process       int              `json:"process"`
-	Processes     int              `json:"processes"`
-	Workers       int              `json:"workers"`
-	Duration      time.Duration    `json:"duration"`
-	Load          string           `json:"load"`
-	Sync          bool             `json:"sync"`
-	Follow        bool             `json:"follow"`
-	EstimateError float64          `json:"estimate_error"`
-	Dists         dists            `json:"dists"`
-	Seed          uint64           `json:"seed"`
-	Client        string           `json:"client,omitempty"` // sluice mode: transport (the default) or manual
+	Mode     string           `json:"mode"`
+	Vendor   vendorsim.Vendor `json:"vendor"`
+	URL      string           `json:"url"`
+	Limits   vendorsim.Limits `json:"limits"`
+	Headroom float64          `json:"headroom"`
+	// RequestMargin is the profile's arrival margin in ms; nil is the
+	// default (vendors.DefaultRequestMargin).
+	RequestMargin *int64        `json:"request_margin_ms,omitempty"`
+	Process       int           `json:"process"`
+	Processes     int           `json:"processes"`
+	Workers       int           `json:"workers"`
+	Duration      time.Duration `json:"duration"`
+	Load          string        `json:"load"`
+	Sync          bool          `json:"sync"`
+	Follow        bool          `json:"follow"`
+	EstimateError float64       `json:"estimate_error"`
+	Dists         dists         `json:"dists"`
+	Seed          uint64        `json:"seed"`
+	Client        string        `json:"client,omitempty"` // sluice mode: transport (the default) or manual
 }
 
 // benchScope scopes the benchmark's dimensions (openai#bench#tpm), so that
@@ -50,13 +53,16 @@ const benchScope = "bench"
 
 // profile returns the Sluice profile for the run's published limits.
 func (r vbRun) profile() (vendors.Profile, error) {
-	h := vendors.WithHeadroom(r.Headroom)
+	h, m := vendors.WithHeadroom(r.Headroom), vendors.WithRequestMargin(vendors.DefaultRequestMargin)
+	if r.RequestMargin != nil {
+		m = vendors.WithRequestMargin(time.Duration(*r.RequestMargin) * time.Millisecond)
+	}
 	switch r.Vendor {
 	case vendorsim.OpenAI:
-		return vendors.OpenAIProfile(vendors.OpenAILimits{Model: benchScope, RPM: r.Limits.RPM, TPM: r.Limits.TPM}, h)
+		return vendors.OpenAIProfile(vendors.OpenAILimits{Model: benchScope, RPM: r.Limits.RPM, TPM: r.Limits.TPM}, h, m)
 	case vendorsim.Anthropic:
 		return vendors.AnthropicProfile(vendors.AnthropicLimits{Model: benchScope, RPM: r.Limits.RPM,
-			InputTPM: r.Limits.ITPM, OutputTPM: r.Limits.OTPM}, h)
+			InputTPM: r.Limits.ITPM, OutputTPM: r.Limits.OTPM}, h, m)
 	}
 	return vendors.Profile{}, usagef("--vendor-sim %q: must be openai or anthropic", r.Vendor)
 }

@@ -1,6 +1,7 @@
 package fleetsim
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -36,12 +37,13 @@ var (
 )
 
 // useTarget returns the use target of a scenario on a store of kind: 95 %,
-// or, on DynamoDB unless open scenarios were asked for, none (the excess is
-// checked all the same), with missed logged as the reason.
-func useTarget(t *testing.T, kind, missed string) float64 {
+// or, on a store that open names unless open scenarios were asked for,
+// none (the excess is checked all the same), with the reason open gives
+// logged.
+func useTarget(t *testing.T, kind string, open map[string]string) float64 {
 	t.Helper()
-	if kind == "dynamodb" && !*openRuns {
-		t.Logf("use target open on DynamoDB: %s (run with -fleet.open or SLUICE_FLEET_OPEN=1)", missed)
+	if missed, ok := open[kind]; ok && !*openRuns {
+		t.Logf("use target open on %s: %s (run with -fleet.open or SLUICE_FLEET_OPEN=1)", kind, missed)
 		return 0
 	}
 	return 0.95
@@ -60,6 +62,12 @@ func TestMain(m *testing.M) {
 	if ddbServer, err = ddbtest.Start(); err != nil {
 		redisServer.Close()
 		fmt.Fprintln(os.Stderr, "FAIL: DynamoDB Local is required for these tests:", err)
+		os.Exit(1)
+	}
+	if err := warmDynamoDB(context.Background()); err != nil {
+		redisServer.Close()
+		ddbServer.Close()
+		fmt.Fprintln(os.Stderr, "FAIL:", err)
 		os.Exit(1)
 	}
 	code := pgtest.Main(m)

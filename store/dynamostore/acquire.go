@@ -22,6 +22,11 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 	if err != nil {
 		return err
 	}
+	unlock, err := s.lockRows(ctx, dimsOf(req))
+	defer unlock()
+	if err != nil {
+		return err
+	}
 	now := req.Now.UnixMilli()
 	op := &acquireOp{s: s, req: req, now: now, res: res}
 	if s.readFirst {

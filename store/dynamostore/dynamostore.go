@@ -126,6 +126,7 @@ type Store struct {
 	mu     sync.Mutex
 	cache  map[string]*bucketItem     // fast path: last seen row per dimension
 	leases map[store.LeaseID][]string // lease → its dimensions, for Release/Extend
+	rows   rowLocks                   // see lockRows
 }
 
 // Option configures a Store.
@@ -203,7 +204,12 @@ func New(db *dynamodb.Client, table string, opts ...Option) (*Store, error) {
 	return s, nil
 }
 
-var _ store.Store = (*Store)(nil)
+var _ store.CallerClock = (*Store)(nil)
+
+// CallerClock implements store.CallerClock: every decision is made at the
+// request's Now (see Clock in the package documentation), so a
+// reservation is valid at its Now plus the wait answered.
+func (s *Store) CallerClock() bool { return true }
 
 // Close marks the store closed. It is idempotent and leaves db open.
 func (s *Store) Close() error {

@@ -25,6 +25,11 @@ func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest, res *sto
 	}
 	now := req.Now.UnixMilli()
 	areq := &store.AcquireRequest{Now: req.Now, Items: req.Items, ID: req.ID, Caller: req.Caller, TTL: req.TTL, Record: req.Record}
+	unlock, err := s.lockRows(ctx, dimsOf(areq))
+	defer unlock()
+	if err != nil {
+		return err
+	}
 	op := &reserveOp{s: s, req: req, areq: areq, now: now, res: res}
 	if s.readFirst {
 		return s.readThenTransact(ctx, op, areq, now)

@@ -9,14 +9,14 @@ import (
 	"time"
 
 	"github.com/ontopix/sluice/vendors"
-	"github.com/ontopix/sluice/vendors/transport"
 	"github.com/ontopix/sluice/vendors/vendorsim"
 )
 
 // TestRequestMarginAbsorbsArrivalJitter runs 8 workers through the
 // transport against Anthropic at 50 RPM, whose vendor bucket holds one
 // request, with calls taking 0 to 40 ms more or less to reach the vendor.
-// With the default request margin no call is refused and at least 95 % of
+// The Reactor syncs and follows the headers, as by default. With the
+// default request margin no call is refused and at least 95 % of
 // the limit is used; without it (WithRequestMargin(0)) requests admitted
 // 1.22 s apart reach the vendor closer than its 1.2 s and draw 429s.
 func TestRequestMarginAbsorbsArrivalJitter(t *testing.T) {
@@ -39,7 +39,7 @@ func TestRequestMarginAbsorbsArrivalJitter(t *testing.T) {
 				sim := vendorsim.Config{Vendor: vendorsim.Anthropic, Seed: 7,
 					Limits:        vendorsim.Limits{RPM: rpm, ITPM: 10_000_000, OTPM: 10_000_000},
 					ArrivalJitter: vendorsim.Uniform(0, 0.040)}
-				e := newEnvClock(t, sim, p, nil, transport.WithReactorOptions(vendors.WithoutSync()))
+				e := newEnvClock(t, sim, p, nil)
 				ac := anthropicClient(e, 0)
 				ctx, cancel := context.WithTimeout(context.Background(), run)
 				defer cancel()
