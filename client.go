@@ -68,6 +68,9 @@ type Client struct {
 	// horizons remembers, per set of items (a string key, a horizon),
 	// the store's last fail-fast answer (see predictTimeout).
 	horizons sync.Map
+	// watch is the watch for slots freed by other processes (see
+	// Client.Close).
+	watch freedWatch
 }
 
 // Contention backoff of the original algorithm: exponential from 25 ms, capped at 200 ms,
@@ -97,6 +100,7 @@ func New(st store.Store, opts ...Option) (*Client, error) {
 		c.log = slog.New(slog.DiscardHandler)
 	}
 	_, c.inProcess = contract.Unwrap(st).(store.InProcess)
+	c.watch.w = freedWatcher(st)
 	if cc, ok := contract.Unwrap(st).(store.CallerClock); ok {
 		c.callerClock = cc.CallerClock()
 	}

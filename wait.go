@@ -307,6 +307,8 @@ func (c *Client) queueLoop(ctx context.Context, w *waitCall) (*Lease, error) {
 	o := w.o
 	lw := c.register(w.items)
 	defer c.unregister(lw)
+	c.watchBegin()
+	defer c.watchEnd()
 	o.id, o.queue = lw.id, c.queueTTL()
 	for {
 		w.attempts++

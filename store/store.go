@@ -42,6 +42,12 @@ import (
 )
 
 // Store is a backend holding buckets and leases.
+//
+// A store may also implement optional capabilities, which the client
+// discovers by type assertion: InProcess (it never blocks on I/O) and
+// FreedWatcher (it tells clients at once that units of a concurrent
+// dimension were freed anywhere in the fleet; without it their waiters
+// poll).
 type Store interface {
 	// Acquire debits every item of req or none of them (all-or-nothing).
 	// A grant fills res with Granted and, when the store wrote a lease record

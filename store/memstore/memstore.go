@@ -33,6 +33,8 @@ type Store struct {
 	buckets atomic.Pointer[map[string]*entry]
 	shards  [leaseShards]shard
 	closed  atomic.Bool
+	// watchers are the running WatchFreed calls.
+	watchers watchers
 }
 
 type entry struct {
@@ -99,6 +101,7 @@ func (s *Store) check() error {
 // Close marks the store closed. It is idempotent.
 func (s *Store) Close() error {
 	s.closed.Store(true)
+	s.watchers.close()
 	return nil
 }
 

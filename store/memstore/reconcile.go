@@ -56,6 +56,7 @@ func (s *Store) Reconcile(ctx context.Context, req store.ReconcileRequest) (stor
 		// holding two concurrent dimensions is one reclaimed lease.
 		if len(restored) > 0 {
 			res.Reclaimed++
+			s.notifyRestored(restored)
 		}
 		for _, r := range restored {
 			if r.Capped {

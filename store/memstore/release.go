@@ -22,5 +22,6 @@ func (s *Store) Release(ctx context.Context, req store.ReleaseRequest) (store.Re
 	if !ok {
 		return store.ReleaseResult{}, nil
 	}
+	s.notifyRestored(restored)
 	return store.ReleaseResult{Released: true, Restored: restored}, nil
 }

@@ -228,10 +228,14 @@ func (s *Store) Dequeue(ctx context.Context, req store.DequeueRequest) error {
 			continue
 		}
 		e.mu.Lock()
-		if !e.deleted && e.b.Type == bucket.Concurrent {
+		conc := !e.deleted && e.b.Type == bucket.Concurrent
+		if conc {
 			e.queue = slices.DeleteFunc(e.queue, func(t store.Ticket) bool { return t.Expires <= now || t.ID == req.ID })
 		}
 		e.mu.Unlock()
+		if conc {
+			s.notify(d)
+		}
 	}
 	return nil
 }

@@ -24,6 +24,12 @@ type queries struct {
 }
 
 func newQueries(sch string) queries {
+	// notify sends a notice of freed units (see Store.WatchFreed) for
+	// each dimension of the text array it is given, in the statement's
+	// own transaction: it is delivered when the statement commits.
+	notify := func(dims string) string {
+		return `(SELECT count(pg_notify(` + quoteLiteral(freedChannel(sch)) + `, d)) FROM unnest(` + dims + `) d)`
+	}
 	// bucketCols are the columns bucketState scans, followed by the lease
 	// count and earliest expiry of each bucket and the live tickets of its
 	// waiter queue. Only leases granted on this incarnation of the bucket
@@ -41,8 +47,8 @@ func newQueries(sch string) queries {
 		acquire3: `SELECT * FROM ` + sch + `.acquire($1::text[], $2::bigint[], $3::bigint, $4::bigint, $5::uuid, $6::text, $7::boolean, $8::bigint, $9::bigint)`,
 		reserve:  `SELECT * FROM ` + sch + `.reserve_charged($1::text[], $2::bigint[], $3::bigint, $4::bigint, $5::uuid, $6::text, $7::boolean, $8::bigint, $9::bigint)`,
 		cancel:   `SELECT * FROM ` + sch + `.cancel($1::uuid, $2::boolean, $3::text[], $4::bigint[], $5::bigint, $6::bigint, $7::bigint)`,
-		dequeue:  `SELECT ` + sch + `.dequeue($1::text[], $2::uuid, $3::bigint)`,
-		release:  `SELECT * FROM ` + sch + `.release($1::uuid)`,
+		dequeue:  `SELECT ` + sch + `.dequeue($1::text[], $2::uuid, $3::bigint), ` + notify(`$1::text[]`),
+		release:  `SELECT r.o_released, r.o_dims, r.o_costs, r.o_capped, ` + notify(`r.o_dims`) + ` FROM ` + sch + `.release($1::uuid) r`,
 		extend:   `SELECT * FROM ` + sch + `.extend($1::uuid, $2::bigint, $3::bigint)`,
 		adjust:   `SELECT * FROM ` + sch + `.adjust($1::text, $2::bigint, $3::bigint, $4::uuid, $5::boolean, $6::bigint, $7::bigint, $8::bigint)`,
 		penalize: `SELECT * FROM ` + sch + `.penalize($1::text, $2::bigint, $3::bigint, $4::bigint)`,
@@ -53,8 +59,9 @@ func newQueries(sch string) queries {
 			$11::smallint, $12::smallint, $13::bigint, $14::bigint, $15::bigint, $16::bigint, $17::bigint)`,
 		putEmpty: `SELECT ` + sch + `.put_bucket_if($1::text, $2::smallint, $3::bigint, $4::bigint, $5::bigint, $6::bigint, $7::bigint, $8::bigint, $9::boolean, $10::bigint,
 			$11::smallint, $12::smallint, $13::bigint, $14::bigint, $15::bigint, $16::bigint, $17::bigint, $18::boolean)`,
-		del:       `DELETE FROM ` + sch + `.buckets WHERE name = $1::text`,
-		reconcile: `SELECT * FROM ` + sch + `.reconcile($1::bigint, $2::int)`,
+		del: `DELETE FROM ` + sch + `.buckets WHERE name = $1::text`,
+		reconcile: `SELECT r.o_restored, r.o_reclaimed, r.o_capped, r.o_orphans, r.o_dims, r.o_more, ` +
+			notify(`CASE WHEN r.o_reclaimed > 0 THEN r.o_dims END`) + ` FROM ` + sch + `.reconcile($1::bigint, $2::int) r`,
 		peek: `SELECT t.ms, u.name, ` + bucketCols + ` FROM ` + now + ` CROSS JOIN unnest($2::text[]) WITH ORDINALITY AS u(name, ord)
 			LEFT JOIN ` + sch + `.buckets b ON b.name = u.name ` + leaseAgg + ` ORDER BY u.ord`,
 		list: `SELECT t.ms, b.name, ` + bucketCols + ` FROM ` + now + ` CROSS JOIN ` + sch + `.buckets b ` + leaseAgg + ` ORDER BY b.name`,

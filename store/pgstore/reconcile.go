@@ -19,8 +19,9 @@ func (s *Store) Reconcile(ctx context.Context, req store.ReconcileRequest) (stor
 	}
 	var res store.ReconcileResult
 	var dims []string
+	var notices int64
 	err = s.pool.QueryRow(ctx, s.q.reconcile, s.now(req.Now), int32(min(req.Limit, 1<<30))).
-		Scan(&res.Restored, &res.Reclaimed, &res.AlreadyCapped, &res.Orphans, &dims, &res.More)
+		Scan(&res.Restored, &res.Reclaimed, &res.AlreadyCapped, &res.Orphans, &dims, &res.More, &notices)
 	if err != nil {
 		return store.ReconcileResult{}, fail("reconcile", err)
 	}

@@ -17,7 +17,8 @@ func (s *Store) Release(ctx context.Context, req store.ReleaseRequest) (store.Re
 	var dims []string
 	var costs []int64
 	var capped []bool
-	if err := s.pool.QueryRow(ctx, s.q.release, uuidOf(req.ID)).Scan(&released, &dims, &costs, &capped); err != nil {
+	var notices int64
+	if err := s.pool.QueryRow(ctx, s.q.release, uuidOf(req.ID)).Scan(&released, &dims, &costs, &capped, &notices); err != nil {
 		return store.ReleaseResult{}, fail("release", err)
 	}
 	if !released {

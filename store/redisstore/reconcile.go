@@ -62,5 +62,8 @@ vendors:
 	}
 	slices.Sort(res.Dimensions)
 	res.Dimensions = slices.Compact(res.Dimensions)
+	if res.Reclaimed > 0 {
+		s.publishFreed(ctx, res.Dimensions)
+	}
 	return res, nil
 }

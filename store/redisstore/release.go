@@ -36,5 +36,6 @@ func (s *Store) Release(ctx context.Context, req store.ReleaseRequest) (store.Re
 		return store.ReleaseResult{}, err
 	}
 	s.forgetLease(req.ID)
+	s.publishRestored(ctx, res.Restored)
 	return res, nil
 }

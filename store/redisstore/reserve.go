@@ -222,5 +222,6 @@ func (s *Store) Dequeue(ctx context.Context, req store.DequeueRequest) error {
 			return err
 		}
 	}
+	s.publishFreed(ctx, req.Dimensions)
 	return nil
 }

@@ -134,6 +134,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Linearizable", func(t *testing.T) { testLinearizable(t, h) })
 	t.Run("Resend", func(t *testing.T) { testResend(t, h) })
 	t.Run("SettleQueue", func(t *testing.T) { testSettleQueue(t, h) })
+	t.Run("Freed", func(t *testing.T) { testFreed(t, h) })
 }
 
 // env is one test's store plus helpers that fail the test on error.
