@@ -19,7 +19,8 @@ const closedCheck = 250 * time.Millisecond
 func (s *Store) freedChannel() string { return s.prefix + "freed" }
 
 // publishFreed publishes a notice for each of dims, after the script that
-// freed their units succeeded. Delivery is best-effort: a failed publish
+// freed their units succeeded (Reconcile; Release and Dequeue publish from
+// their scripts, in the same round trip). Delivery is best-effort: a failed publish
 // costs the waiters elsewhere a poll interval, and is not the operation's
 // failure.
 func (s *Store) publishFreed(ctx context.Context, dims []string) {
@@ -36,20 +37,11 @@ func (s *Store) publishFreed(ctx context.Context, dims []string) {
 	}
 }
 
-// publishRestored is publishFreed for the dimensions of rs.
-func (s *Store) publishRestored(ctx context.Context, rs []store.Restored) {
-	dims := make([]string, len(rs))
-	for i, r := range rs {
-		dims[i] = r.Dimension
-	}
-	s.publishFreed(ctx, dims)
-}
-
 // WatchFreed implements store.FreedWatcher with a subscription to the
 // store's channel on one dedicated connection, which go-redis reconnects
 // and subscribes again after an error or a server restart (notices
-// published meanwhile are lost). Release, Dequeue and Reconcile publish a
-// notice after their script freed units. It returns ErrClosed within a
+// published meanwhile are lost). The Release and Dequeue scripts publish
+// a notice for the units they free; Reconcile publishes after its script. It returns ErrClosed within a
 // quarter of a second of the store's Close.
 func (s *Store) WatchFreed(ctx context.Context, freed func(dimension string)) error {
 	if s.closed.Load() {

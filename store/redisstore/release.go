@@ -17,7 +17,7 @@ func (s *Store) Release(ctx context.Context, req store.ReleaseRequest) (store.Re
 	id := req.ID.String()
 	_, err = s.onLease(ctx, req.ID, s.hint(req.Hint), func(vendor string) (bool, error) {
 		v, err := s.runW(ctx, "release", releaseScript,
-			[]string{s.vendorTag(vendor) + ":lease:" + id, s.leaseIndex(vendor)}, s.keyspace, id,
+			[]string{s.vendorTag(vendor) + ":lease:" + id, s.leaseIndex(vendor)}, s.keyspace, id, s.freedChannel(),
 			opKey(s.vendorTag(vendor), "release", req.Op), s.opWindowMs)
 		if err != nil {
 			return false, err
@@ -36,6 +36,5 @@ func (s *Store) Release(ctx context.Context, req store.ReleaseRequest) (store.Re
 		return store.ReleaseResult{}, err
 	}
 	s.forgetLease(req.ID)
-	s.publishRestored(ctx, res.Restored)
 	return res, nil
 }

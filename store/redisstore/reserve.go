@@ -204,6 +204,7 @@ func (s *Store) Dequeue(ctx context.Context, req store.DequeueRequest) error {
 	}
 	defer done(cancel)
 	groups := map[uint16][]string{}
+	names := map[uint16][]any{}
 	var order []uint16
 	for _, d := range req.Dimensions {
 		k := s.dim(d)
@@ -215,13 +216,14 @@ func (s *Store) Dequeue(ctx context.Context, req store.DequeueRequest) error {
 			order = append(order, g)
 		}
 		groups[g] = append(groups[g], k.queue, k.qexp)
+		names[g] = append(names[g], d)
 	}
 	id := req.ID.String()
 	for _, g := range order {
-		if _, err := s.runW(ctx, "dequeue", dequeueScript, groups[g], s.now(req.Now), id); err != nil {
+		args := append([]any{s.now(req.Now), id, s.freedChannel()}, names[g]...)
+		if _, err := s.runW(ctx, "dequeue", dequeueScript, groups[g], args...); err != nil {
 			return err
 		}
 	}
-	s.publishFreed(ctx, req.Dimensions)
 	return nil
 }

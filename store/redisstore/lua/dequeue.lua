@@ -1,7 +1,9 @@
 -- dequeue.lua: remove a waiter's tickets from the queues of concurrent
 -- dimensions, and prune their dead tickets.
 -- KEYS: per dimension: waiter queue by place, waiter queue by expiry.
--- ARGV: now, id.
+-- ARGV: now, id, the channel of notices of freed units ('' for none:
+-- store.FreedWatcher), then each dimension's name, in KEYS' order: a
+-- notice is published for each.
 -- Returns {now}.
 local now = clock(ARGV[1])
 local n = fmt(now)
@@ -19,6 +21,10 @@ for i = 1, #KEYS, 2 do
       redis.call('ZREM', KEYS[i], unpack(dead, k, math.min(k + 999, #dead)))
       redis.call('HDEL', ck, unpack(dead, k, math.min(k + 999, #dead)))
     end
+  end
+  local dim = ARGV[4 + (i - 1) / 2]
+  if ARGV[3] ~= '' and dim then
+    redis.call('PUBLISH', ARGV[3], dim)
   end
 end
 return { now }
