@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -23,7 +24,12 @@ func TestEmptyPutAcrossUpgrade(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	createAtVersion(t, pool, schema, len(ms)-1)
+	// Every migration before 010_empty, the one that brought empty puts.
+	before := slices.IndexFunc(ms, func(m migration) bool { return m.version == 10 })
+	if before < 0 {
+		t.Fatal("no migration 10")
+	}
+	createAtVersion(t, pool, schema, before)
 	s, err := New(pool, WithSchema(schema), WithCallerClock(), WithTimeout(testTimeout))
 	if err != nil {
 		t.Fatal(err)
