@@ -354,6 +354,25 @@ local function fmt(x)
   return sformat('%d', x)
 end
 local exp = now + ARGV[2]
+-- Turn the reply into the granted one in place (4 numbers per item, the
+-- debited balance as remaining) and claim the operation (opclaim.lua)
+-- before writing anything: a resend of a grant that already ran returns
+-- that grant's answer here.
+for i = 1, n do
+  local o, q = 5 * i - 2, 4 * i - 1
+  out[q], out[q + 1], out[q + 2], out[q + 3] = out[o], out[o + 1], out[o + 2], S[10 * i - 4]
+end
+for i = 3 + 4 * n, 2 + 5 * n do
+  out[i] = nil
+end
+out[2] = exp
+if record then
+  out[1] = 2
+end
+local prev = opClaim(out)
+if prev then
+  return prev
+end
 if record then
   local e = fmt(exp)
   local h = { 'n', n, 'by', ARGV[6], 't0', fmt(now), 'exp', e }
@@ -375,22 +394,16 @@ if record then
   if ARGV[8] ~= '' then
     call('HSET', ARGV[8], id, ARGV[7])
   end
-  out[1] = 2
 end
--- Save, and turn the reply into the granted one in place: 4 numbers per
--- item, the debited balance as remaining.
+-- Save the debited state.
 for i = 1, n do
-  local b, o, q = 10 * (i - 1), 5 * i - 2, 4 * i - 1
+  local b = 10 * (i - 1)
   local t, l = S[b + 6], S[b + 8]
-  out[q], out[q + 1], out[q + 2], out[q + 3] = out[o], out[o + 1], out[o + 2], t
   if l == S[b + 7] then
     call('HSET', KEYS[2 * i - 1], 'v', fmt(t))
   else
     call('HSET', KEYS[2 * i - 1], 'v', fmt(t), 'l', fmt(l))
   end
-end
-for i = 3 + 4 * n, 2 + 5 * n do
-  out[i] = nil
 end
 -- A grant removes the request's tickets.
 if Q then
@@ -402,5 +415,4 @@ if Q then
     end
   end
 end
-out[2] = exp
 return out
