@@ -267,6 +267,24 @@ func TestResentAfterAnotherWriter(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, 150_000},
+		// The acquisition claims its op key before writing (opclaim.lua):
+		// a resend that finds the balance still covering it must not take
+		// it again, and one that finds no balance left must still answer
+		// with the grant it made.
+		{"unrecorded acquire of 200", acquireScript, func(t *testing.T, s *lossyStore) {
+			var r store.AcquireResult
+			err := s.Acquire(ctx, &store.AcquireRequest{Now: t0, Items: []store.Item{{Dimension: "v#tpm", Cost: 200}}, ID: store.NewLeaseID(), TTL: time.Hour}, &r)
+			if err != nil || !r.Granted || r.Items[0].Remaining != 300_000 {
+				t.Errorf("Acquire = %+v, %v; want granted with 300000 left", r, err)
+			}
+		}, 200_000},
+		{"unrecorded acquire of 400 resent without balance", acquireScript, func(t *testing.T, s *lossyStore) {
+			var r store.AcquireResult
+			err := s.Acquire(ctx, &store.AcquireRequest{Now: t0, Items: []store.Item{{Dimension: "v#tpm", Cost: 400}}, ID: store.NewLeaseID(), TTL: time.Hour}, &r)
+			if err != nil || !r.Granted || r.Items[0].Remaining != 100_000 {
+				t.Errorf("Acquire = %+v, %v; want the grant it made, with 100000 left", r, err)
+			}
+		}, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

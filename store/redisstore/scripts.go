@@ -74,6 +74,12 @@ var dequeueLua string
 //go:embed lua/op.lua
 var opLua string
 
+//go:embed lua/opclaim.lua
+var opClaimLua string
+
+//go:embed lua/opclaim_end.lua
+var opClaimEndLua string
+
 // once wraps a script body so that it runs at most once per operation id
 // (see op.lua): its ARGV gain two at the end, the operation's key and its
 // expiry in ms.
@@ -83,8 +89,12 @@ func once(body string) string { return "local function body()\n" + body + "\nend
 // keys), then its body, so each is self-contained and cached by the server
 // under its own SHA-1. acquire.lua, the hot path, needs core.lua alone, and
 // wrapped in a function it calls only when it needs it: Redis re-creates a
-// script's functions on every call.
-var acquireSrc = "local function core()\n" + coreLua + "return refillRaw, retryInRaw\nend\n" + once(acquireLua)
+// script's functions on every call. It claims its operation with
+// opclaim.lua rather than once(): one command (SET NX) on a fresh grant
+// instead of a GET and a SET, and none on a denial that was never granted
+// but the GET that recognises a resend.
+var acquireSrc = "local function core()\n" + coreLua + "return refillRaw, retryInRaw\nend\n" + opClaimLua +
+	"local function body()\n" + acquireLua + "\nend\n" + opClaimEndLua
 
 var (
 	acquireScript   = redis.NewScript(acquireSrc)

@@ -217,13 +217,14 @@ for i = 1, n do
     Q = Q or {}
     Q[i] = { qk, xk, call('ZCARD', qk) > 0, tag .. ':qc' .. rest }
     if Q[i][3] then
-      local dead = call('ZRANGE', xk, '-inf', sformat('%d', now), 'BYSCORE')
+      -- At most 500 dead tickets (the earliest to expire) go per call, so
+      -- that a huge backlog never blocks the server long: the rest go at
+      -- later calls, and count as ahead until then.
+      local dead = call('ZRANGE', xk, '-inf', sformat('%d', now), 'BYSCORE', 'LIMIT', 0, 500)
       if #dead > 0 then
-        call('ZREMRANGEBYSCORE', xk, '-inf', sformat('%d', now))
-        for k = 1, #dead, 1000 do
-          call('ZREM', qk, unpack(dead, k, math.min(k + 999, #dead)))
-          call('HDEL', Q[i][4], unpack(dead, k, math.min(k + 999, #dead)))
-        end
+        call('ZREM', xk, unpack(dead))
+        call('ZREM', qk, unpack(dead))
+        call('HDEL', Q[i][4], unpack(dead))
       end
       local sc = call('ZSCORE', qk, id)
       if sc then
@@ -239,9 +240,15 @@ if Q then
   A, C = {}, {}
   local p = sformat('%d', place)
   for i, q in pairs(Q) do
-    local ahead = {}
+    -- Costs are read for at most the bucket's capacity (or balance, when
+    -- higher) in tokens plus one tickets ahead (each costs at least 1, so more deny the request
+    -- anyway), and the tickets ahead are counted with ZCOUNT: a long queue
+    -- (or a dead backlog not yet purged) costs O(log n) here.
+    local top = math.max(S[10 * i - 8], S[10 * i - 4])
+    local ahead, na, lim = {}, 0, (top - top % 1000) / 1000 + 1
     if q[3] then
-      ahead = call('ZRANGE', q[1], '-inf', '(' .. p, 'BYSCORE')
+      na = call('ZCOUNT', q[1], '-inf', '(' .. p)
+      ahead = call('ZRANGE', q[1], '-inf', '(' .. p, 'BYSCORE', 'LIMIT', 0, lim)
       -- Tickets taken at the same instant go by id, compared byte by byte
       -- (Lua's string order follows the server's locale).
       for _, m in ipairs(call('ZRANGE', q[1], p, p, 'BYSCORE')) do
@@ -249,7 +256,10 @@ if Q then
           local x, y = string.byte(m, k), string.byte(id, k)
           if x ~= y then
             if x < y then
-              ahead[#ahead + 1] = m
+              na = na + 1
+              if #ahead < lim then
+                ahead[#ahead + 1] = m
+              end
             end
             break
           end
@@ -266,7 +276,7 @@ if Q then
         end
       end
     end
-    A[i], C[i] = #ahead, c
+    A[i], C[i] = na, c
   end
 end
 -- Take every item: bucket.Align, then bucket.Take (nothing is granted
@@ -354,6 +364,25 @@ local function fmt(x)
   return sformat('%d', x)
 end
 local exp = now + ARGV[2]
+-- Turn the reply into the granted one in place (4 numbers per item, the
+-- debited balance as remaining) and claim the operation (opclaim.lua)
+-- before writing anything: a resend of a grant that already ran returns
+-- that grant's answer here.
+for i = 1, n do
+  local o, q = 5 * i - 2, 4 * i - 1
+  out[q], out[q + 1], out[q + 2], out[q + 3] = out[o], out[o + 1], out[o + 2], S[10 * i - 4]
+end
+for i = 3 + 4 * n, 2 + 5 * n do
+  out[i] = nil
+end
+out[2] = exp
+if record then
+  out[1] = 2
+end
+local prev = opClaim(out)
+if prev then
+  return prev
+end
 if record then
   local e = fmt(exp)
   local h = { 'n', n, 'by', ARGV[6], 't0', fmt(now), 'exp', e }
@@ -375,22 +404,16 @@ if record then
   if ARGV[8] ~= '' then
     call('HSET', ARGV[8], id, ARGV[7])
   end
-  out[1] = 2
 end
--- Save, and turn the reply into the granted one in place: 4 numbers per
--- item, the debited balance as remaining.
+-- Save the debited state.
 for i = 1, n do
-  local b, o, q = 10 * (i - 1), 5 * i - 2, 4 * i - 1
+  local b = 10 * (i - 1)
   local t, l = S[b + 6], S[b + 8]
-  out[q], out[q + 1], out[q + 2], out[q + 3] = out[o], out[o + 1], out[o + 2], t
   if l == S[b + 7] then
     call('HSET', KEYS[2 * i - 1], 'v', fmt(t))
   else
     call('HSET', KEYS[2 * i - 1], 'v', fmt(t), 'l', fmt(l))
   end
-end
-for i = 3 + 4 * n, 2 + 5 * n do
-  out[i] = nil
 end
 -- A grant removes the request's tickets.
 if Q then
@@ -402,5 +425,4 @@ if Q then
     end
   end
 end
-out[2] = exp
 return out
