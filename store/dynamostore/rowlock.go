@@ -53,7 +53,11 @@ func (s *Store) lockRows(ctx context.Context, names []string) (func(), error) {
 		case <-ctx.Done():
 			s.leaveRow(name, l)
 			unlock()
-			return func() {}, fmt.Errorf("%w: dynamostore: row %q busy in this process: %w", store.ErrContention, name, ctx.Err())
+			// The time ran out behind another call of this process that the
+			// store has not answered yet: the store is not answering in
+			// time, as for the call itself (a caller that gave up while a
+			// frozen server held an earlier call got contention before).
+			return func() {}, store.Unavailable(fmt.Sprintf("dynamostore: row %q busy in this process", name), ctx.Err())
 		}
 	}
 	return unlock, nil
