@@ -71,9 +71,6 @@ type Client struct {
 	// watch is the watch for slots freed by other processes (see
 	// Client.Close).
 	watch freedWatch
-	// unknown runs the background releases of acquisitions whose outcome
-	// the client does not know (see releaseUnknown); Close ends them.
-	unknown background
 }
 
 // Contention backoff of the original algorithm: exponential from 25 ms, capped at 200 ms,
@@ -104,7 +101,6 @@ func New(st store.Store, opts ...Option) (*Client, error) {
 	}
 	_, c.inProcess = contract.Unwrap(st).(store.InProcess)
 	c.watch.w = freedWatcher(st)
-	c.unknown.ctx, c.unknown.stop = context.WithCancel(context.Background())
 	if cc, ok := contract.Unwrap(st).(store.CallerClock); ok {
 		c.callerClock = cc.CallerClock()
 	}
@@ -248,10 +244,8 @@ func (c *Client) decide(ctx context.Context, a *acquisition, items []store.Item,
 			// uncounted grant.
 			return c.degraded(ctx, a, err), nil
 		case callerDone(ctx):
-			c.releaseUnknown(ctx, req, o.id.IsZero(), err)
 			return Result{}, fmt.Errorf("sluice: acquire: %w (store: %w)", callerCause(ctx), err)
 		default:
-			c.releaseUnknown(ctx, req, o.id.IsZero(), err)
 			return Result{}, err
 		}
 		dims := dimensionResults(a.dims[:0], res.Items)

@@ -31,12 +31,10 @@ type freedWatch struct {
 }
 
 // Close stops the client's background work: the watch for slots freed by
-// other processes that waiting in line starts (see WaitStrategy), and the
-// releases of acquisitions whose answer was lost (their leases then expire
-// as any lost lease does). Waits still running, and those started later,
-// fall back to polling. It does not close the store, and the client stays
-// usable. It waits for the background work to stop and is idempotent; it
-// always returns nil.
+// other processes that waiting in line starts (see WaitStrategy). Waits
+// still running, and those started later, fall back to polling. It does
+// not close the store, and the client stays usable. It waits for the
+// watch to stop and is idempotent; it always returns nil.
 func (c *Client) Close() error {
 	fw := &c.watch
 	fw.mu.Lock()
@@ -44,8 +42,6 @@ func (c *Client) Close() error {
 	c.stopWatchLocked()
 	fw.mu.Unlock()
 	fw.wg.Wait()
-	c.unknown.stop()
-	c.unknown.wg.Wait()
 	return nil
 }
 
