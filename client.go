@@ -71,6 +71,9 @@ type Client struct {
 	// watch is the watch for slots freed by other processes (see
 	// Client.Close).
 	watch freedWatch
+	// unknown runs the background releases of acquisitions whose outcome
+	// the client does not know (see releaseUnknown); Close ends them.
+	unknown unknownReleases
 }
 
 // Contention backoff of the original algorithm: exponential from 25 ms, capped at 200 ms,
@@ -244,10 +247,13 @@ func (c *Client) decide(ctx context.Context, a *acquisition, items []store.Item,
 			// uncounted grant.
 			return c.degraded(ctx, a, err), nil
 		case callerDone(ctx):
+			c.releaseUnknown(ctx, req, err)
 			return Result{}, fmt.Errorf("sluice: acquire: %w (store: %w)", callerCause(ctx), err)
 		default:
+			c.releaseUnknown(ctx, req, err)
 			return Result{}, err
 		}
+		c.releaseDeferred(ctx)
 		dims := dimensionResults(a.dims[:0], res.Items)
 		if !res.Granted {
 			c.clockSkew(ctx, items, res.Behind, res.RetryIn)

@@ -130,6 +130,7 @@ func TestOpTimeoutBoundsEveryStoreCall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		c, bs := newBlockClient(t, sluice.WithOpTimeout(500*time.Millisecond))
+		defer c.Close() // ends the releases of the acquisitions whose answers the hung store kept
 		rec, err := c.Acquire(ctx, "elevenlabs#concurrent")
 		if err != nil {
 			t.Fatal(err)

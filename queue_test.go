@@ -198,6 +198,7 @@ func TestQueueRecoversAfterAnOutage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		defer c.Close() // ends the releases of the acquisitions the outage cut off
 		if err := c.PutBucket(ctx, sluice.Bucket{Name: "load#concurrent", Config: sluice.ConcurrentLimit(1)}); err != nil {
 			t.Fatal(err)
 		}

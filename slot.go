@@ -304,11 +304,7 @@ const (
 func (h *SlotHandle) retryRelease(ctx context.Context, cancel context.CancelFunc) {
 	defer cancel()
 	for attempt := 0; ; attempt++ {
-		d := releaseBackoffCap
-		if attempt < 6 {
-			d = min(releaseBackoffCap, releaseBackoffBase<<attempt)
-		}
-		if sleep(ctx, d/2+rand.N(d/2+1)) != nil {
+		if sleep(ctx, releaseDelay(attempt)) != nil {
 			h.c.log.LogAttrs(ctx, slog.LevelWarn, "slot.release_abandoned", slog.String("lease", h.lease.ID()),
 				slog.Int("attempts", attempt+1), slog.String("reason", "lease expired; the reconciler reclaims it"))
 			return

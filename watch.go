@@ -31,10 +31,13 @@ type freedWatch struct {
 }
 
 // Close stops the client's background work: the watch for slots freed by
-// other processes that waiting in line starts (see WaitStrategy). Waits
-// still running, and those started later, fall back to polling. It does
-// not close the store, and the client stays usable. It waits for the
-// watch to stop and is idempotent; it always returns nil.
+// other processes that waiting in line starts (see WaitStrategy), and the
+// background releases of acquisitions whose answer a store failure lost
+// (their leases then expire as any lost lease does; a test under
+// testing/synctest whose store fails must close its clients). Waits still running, and those started later,
+// fall back to polling. It does not close the store, and the client stays
+// usable. It waits for the background work to stop and is idempotent; it
+// always returns nil.
 func (c *Client) Close() error {
 	fw := &c.watch
 	fw.mu.Lock()
@@ -42,6 +45,7 @@ func (c *Client) Close() error {
 	c.stopWatchLocked()
 	fw.mu.Unlock()
 	fw.wg.Wait()
+	c.unknown.close()
 	return nil
 }
 

@@ -46,13 +46,15 @@ func newMem(t *testing.T) store.Store {
 }
 
 // client returns a Client over st without an OpTimeout, so that the only
-// deadline a call can carry is the caller's.
+// deadline a call can carry is the caller's. It is closed when the test
+// ends, which ends the releases its failed calls left in the background.
 func client(t *testing.T, st store.Store) *sluice.Client {
 	t.Helper()
 	c, err := sluice.New(st, sluice.WithOpTimeout(0))
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { c.Close() })
 	return c
 }
 

@@ -2,6 +2,7 @@ package fleetsim
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -89,4 +90,79 @@ func TestLostReply(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestLostAcquireReply stalls the store's last reply to a slot's
+// acquisition past the operation timeout: the store granted the lease,
+// the member got ErrUnavailable, and nobody holds the slot. The member,
+// which chose the lease id, releases it in the background, so the slot
+// comes back within seconds, not at the lease's hour-long expiry.
+func TestLostAcquireReply(t *testing.T) {
+	for _, kind := range stores[1:] {
+		t.Run(kind, func(t *testing.T) {
+			f := newFleet(t, kind)
+			f.bucket("v#concurrent", sluice.ConcurrentLimit(1))
+			a, b := f.join(Clock{}, sluice.WithOpTimeout(shortTimeout)), f.join(Clock{})
+			stallAcquisition(t, f, a)
+			// The slot must come back long before the lease's expiry: the
+			// background release backs off to at most 5 s between attempts.
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			from := time.Now()
+			h, err := b.Slot(ctx, "v#concurrent", 20*time.Second, sluice.WithPolling())
+			if err != nil {
+				t.Fatalf("the slot did not come back: %v", err)
+			}
+			t.Logf("the slot came back after %s", time.Since(from).Round(time.Millisecond))
+			if err := h.Release(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// stallAcquisition makes m's acquisition of v#concurrent's only slot fail
+// after the store granted it: an acquisition is one or more round trips,
+// so it lets the first n replies through and stalls the rest past the
+// operation timeout, for n = 0, 1, … until the store holds the lease that
+// the member was told failed. A grant means fewer round trips than n (a
+// failure before it cost a connection, whose set-up took replies, or a
+// background release took some): it is released and n − 1 is tried.
+func stallAcquisition(t *testing.T, f *fleet, m *Member) {
+	t.Helper()
+	ctx := context.Background()
+	for n, try := 0, 0; n < 8 && try < 16; try++ {
+		var mu sync.Mutex
+		replies, through := 0, n
+		m.Proxy.SetLatency(nil, func() time.Duration {
+			mu.Lock()
+			defer mu.Unlock()
+			if replies++; replies > through {
+				return shortTimeout + 500*time.Millisecond
+			}
+			return 0
+		})
+		res, err := m.Client.Acquire(ctx, "v#concurrent", sluice.WithTTL(time.Hour))
+		m.Proxy.SetLatency(nil, nil)
+		if err == nil {
+			t.Logf("acquire with reply %d on stalled: granted", n+1)
+			if err := res.Lease.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			n = max(n-1, 0)
+			continue
+		}
+		s, gerr := f.admin.GetBucket(ctx, "v#concurrent")
+		if gerr != nil {
+			t.Fatal(gerr)
+		}
+		if s.Tokens == 0 {
+			t.Logf("acquire with reply %d on stalled: %v; the store granted it", n+1, err)
+			return
+		}
+		t.Logf("acquire with reply %d on stalled: %v; nothing granted", n+1, err)
+		n++
+		time.Sleep(shortTimeout) // let the stalled replies drain
+	}
+	t.Fatal("no stalled reply left the store holding the lease")
 }
