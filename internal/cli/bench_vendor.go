@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -31,6 +32,7 @@ type vendorBenchOptions struct {
 	arrival          string
 	seed             uint64
 	clients          string
+	rules            string
 }
 
 // The published limits a benchmark run uses unless flags say otherwise:
@@ -43,7 +45,7 @@ var vendorBenchLimits = map[vendorsim.Vendor]vendorsim.Limits{
 
 // vendorBenchFlags are the flags only 'bench --vendor-sim' reads.
 var vendorBenchFlags = []string{"modes", "load", "sync", "follow-limits", "outage", "estimate-error", "headroom", "request-margin",
-	"rpm", "tpm", "itpm", "otpm", "input-tokens", "max-tokens", "output-tokens", "sim-ttft", "sim-per-token", "sim-arrival", "seed", "client"}
+	"rpm", "tpm", "itpm", "otpm", "input-tokens", "max-tokens", "output-tokens", "sim-ttft", "sim-per-token", "sim-arrival", "seed", "client", "rules"}
 
 // addVendorBench adds --vendor-sim and its flags to the bench command:
 // with --vendor-sim, bench measures 429s and utilisation at a simulated
@@ -75,6 +77,7 @@ func addVendorBench(cmd *cobra.Command, g *globals) {
 	f.StringVar(&o.perToken, "sim-per-token", "1ms", "with --vendor-sim: the vendor's time per further output token")
 	f.StringVar(&o.arrival, "sim-arrival", "0", "with --vendor-sim: the time a request takes to reach the vendor's counters (distribution of durations: its jitter)")
 	f.Uint64Var(&o.seed, "seed", 1, "with --vendor-sim: seed of every random draw")
+	f.StringVar(&o.rules, "rules", "vendor", "with --vendor-sim: the vendor's readings to run each mode under, separated by ';' (see above)")
 	f.StringVar(&o.clients, "client", clientTransport, "with --vendor-sim: how the sluice mode calls: transport, manual, or both (transport,manual)")
 	run := cmd.RunE
 	cmd.RunE = func(c *cobra.Command, args []string) error {
@@ -126,7 +129,18 @@ the whole run; every other process is idle, then bursts: it waits 4-12 s
 (uniform), then all its workers call back to back for 1-3 s, and again.
 --load uniform: every worker of every process calls back to back.
 --outage 0.5@20s+30s halves the vendor's limits from 20 s to 50 s.
---sync=false and --follow-limits=false turn those reactions off. On
+--sync=false and --follow-limits=false turn those reactions off.
+
+--rules plays what the vendors do not publish: a list of readings
+separated by ';', every mode running once under each. A reading is
+"vendor" (the simulator's default model: token buckets, requests over 1 s)
+or comma-separated switches: window=bucket|fixed|sliding (how per-minute
+limits are counted: a continuous refill, calendar windows, or the last
+period's usage), requests=1s|10s|1m (the interval the request limit is
+enforced over), headers=flap|absurd|double (limit headers that alternate
+with half the limit every 500 ms, report 10, or report twice the limit)
+and retry-after=absurd (every 429 says to wait a day). For example
+--rules 'vendor;window=fixed;window=sliding;requests=10s;headers=absurd'. On
 memory:// the workers run in this process (--processes 1). -o json prints one
 JSON object per mode, one per line.`
 
@@ -135,7 +149,8 @@ JSON object per mode, one per line.`
 type vendorBenchConfig struct {
 	run      vbRun
 	modes    []string
-	clients  []string // the sluice mode's clients, one run each
+	clients  []string          // the sluice mode's clients, one run each
+	rules    []vendorsim.Rules // the readings, one run of every mode each
 	schedule []vendorsim.Scale
 	sim      vendorsim.Config
 }
@@ -218,10 +233,30 @@ func (o vendorBenchOptions) config(flags *pflag.FlagSet) (vendorBenchConfig, err
 	if c.sim.ArrivalJitter, err = vendorsim.ParseLatency(o.arrival); err != nil {
 		return c, usagef("--sim-arrival %q: %v", o.arrival, err)
 	}
+	if c.rules, err = parseRulesList(o.rules); err != nil {
+		return c, err
+	}
 	if _, err := vendorsim.New(c.sim); err != nil {
 		return c, usagef("%v", err)
 	}
 	return c, nil
+}
+
+// parseRulesList reads --rules: readings separated by ';', each at most
+// once (see vendorsim.ParseRules).
+func parseRulesList(s string) ([]vendorsim.Rules, error) {
+	var out []vendorsim.Rules
+	for _, part := range strings.Split(s, ";") {
+		r, err := vendorsim.ParseRules(part)
+		if err != nil {
+			return nil, usagef("--rules %q: %v", s, err)
+		}
+		if slices.Contains(out, r) {
+			return nil, usagef("--rules %q: %s is listed twice", s, r)
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }
 
 // parseModes reads --modes: a comma-separated list of sluice, naive and

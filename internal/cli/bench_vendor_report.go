@@ -28,6 +28,8 @@ type vbReport struct {
 	Headroom      float64 `json:"headroom"`
 	EstimateError float64 `json:"estimate_error"`
 	Outage        string  `json:"outage,omitempty"`
+	// Rules is the simulator's reading of the vendor's rules (see --rules).
+	Rules string `json:"rules"`
 	// Calls counts the requests the simulator received; Admitted those it
 	// admitted; Vendor429 its 429s, by kind in Vendor429ByKind.
 	Calls           int64            `json:"calls"`
@@ -89,7 +91,7 @@ type vbClientCounts struct {
 func newVBReport(run vbRun, cfg vendorBenchConfig, store string, st vendorsim.Stats, p *vbPart) *vbReport {
 	r := &vbReport{Mode: run.Mode, Vendor: string(run.Vendor), Processes: run.Processes, Workers: run.Workers,
 		Duration: dur(run.Duration), Load: run.Load, Sync: run.Sync, FollowLimits: run.Follow, Headroom: run.Headroom,
-		EstimateError: run.EstimateError, Calls: st.Requests, Admitted: st.Admitted,
+		EstimateError: run.EstimateError, Rules: cfg.sim.Rules.String(), Calls: st.Requests, Admitted: st.Admitted,
 		Vendor429ByKind: map[string]int64{"rate_limited": st.RateLimited, "too_large": st.TooLarge, "quota": st.QuotaExceeded},
 		Dimensions:      []vbDimension{},
 		Added:           percentiles(p.Added), Waited: percentiles(p.Waited), Overhead: percentiles(p.Overhead),
@@ -166,6 +168,7 @@ func writeVendorBench(w io.Writer, reps []*vbReport) error {
 		if r.Outage != "" {
 			fmt.Fprintf(w, ", outage %s", r.Outage)
 		}
+		fmt.Fprintf(w, ", rules %s", r.Rules)
 		fmt.Fprintf(w, "\ncalls %d, admitted %d, vendor 429s %d (%.3f%%: %d rate limited, %d too large, %d quota)",
 			r.Calls, r.Admitted, r.Vendor429, 100*r.Vendor429Rate, r.Vendor429ByKind["rate_limited"], r.Vendor429ByKind["too_large"], r.Vendor429ByKind["quota"])
 		if r.Outage429 != nil {
@@ -189,27 +192,27 @@ func writeVendorBench(w io.Writer, reps []*vbReport) error {
 	return writeRatios(w, reps)
 }
 
-// writeRatios prints sluice's 429 rate and token utilisation against each
-// baseline's.
+// writeRatios prints, per reading of the rules, sluice's 429 rate and
+// token utilisation against each baseline's.
 func writeRatios(w io.Writer, reps []*vbReport) error {
-	var s *vbReport
-	for _, r := range reps {
-		if r.Mode == modeSluice && s == nil {
-			s = r
-		}
-	}
-	if s == nil || len(reps) < 2 {
+	if len(reps) < 2 {
 		return nil
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "MODE\tCALLS\t429 RATE\tTOKEN UTILISATION\tREQUEST UTILISATION\tSLUICE'S TOKEN UTILISATION ÷ THIS")
+	fmt.Fprintln(tw, "RULES\tMODE\tCALLS\t429 RATE\tTOKEN UTILISATION\tREQUEST UTILISATION\tSLUICE'S TOKEN UTILISATION ÷ THIS")
 	for _, r := range reps {
+		var s *vbReport
+		for _, o := range reps {
+			if o.Mode == modeSluice && o.Rules == r.Rules && s == nil {
+				s = o
+			}
+		}
 		ratio := "-"
-		if r != s && r.TokenUtilisation > 0 {
+		if s != nil && r != s && r.TokenUtilisation > 0 {
 			ratio = fmt.Sprintf("%.2f×", s.TokenUtilisation/r.TokenUtilisation)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%.3f%%\t%.1f%%\t%.1f%%\t%s\n", r.label(), r.Calls, 100*r.Vendor429Rate,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.3f%%\t%.1f%%\t%.1f%%\t%s\n", r.Rules, r.label(), r.Calls, 100*r.Vendor429Rate,
 			100*r.TokenUtilisation, 100*r.RequestUtilisation, ratio)
 	}
 	return tw.Flush()

@@ -67,21 +67,24 @@ func runVendorBench(cmd *cobra.Command, g *globals, o vendorBenchOptions) error 
 	cfg.run.Processes, cfg.run.Workers, cfg.run.Duration = bo.processes, bo.workers, bo.duration
 	env := vbEnv{g: g, client: c, inProcess: op.Kind == "memory", store: op.Redacted, errw: errw, table: bo.output == "table"}
 	var reps []*vbReport
-	for _, mc := range cfg.runs() {
-		mode := mc.mode
-		if env.table {
-			fmt.Fprintf(errw, "sluice bench: %s mode: %d process(es) × %d workers for %s against a simulated %s (%s)\n",
-				mc, bo.processes, bo.workers, bo.duration, cfg.run.Vendor, describeLoad(cfg.run.Load, bo.processes))
-		}
-		cfg.run.Client = mc.client
-		rep, err := env.runMode(ctx, cfg, mode)
-		if err != nil {
-			return fmt.Errorf("bench %s mode: %w", mc, err)
-		}
-		reps = append(reps, rep)
-		if bo.output == "json" {
-			if err := writeJSONLine(cmd.OutOrStdout(), rep); err != nil {
-				return err
+	for _, rules := range cfg.rules {
+		cfg.sim.Rules = rules
+		for _, mc := range cfg.runs() {
+			mode := mc.mode
+			if env.table {
+				fmt.Fprintf(errw, "sluice bench: %s mode: %d process(es) × %d workers for %s against a simulated %s (%s; rules %s)\n",
+					mc, bo.processes, bo.workers, bo.duration, cfg.run.Vendor, describeLoad(cfg.run.Load, bo.processes), rules)
+			}
+			cfg.run.Client = mc.client
+			rep, err := env.runMode(ctx, cfg, mode)
+			if err != nil {
+				return fmt.Errorf("bench %s mode (rules %s): %w", mc, rules, err)
+			}
+			reps = append(reps, rep)
+			if bo.output == "json" {
+				if err := writeJSONLine(cmd.OutOrStdout(), rep); err != nil {
+					return err
+				}
 			}
 		}
 	}

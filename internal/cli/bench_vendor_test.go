@@ -168,10 +168,37 @@ func TestBenchVendorSimUsage(t *testing.T) {
 		{[]string{"--vendor-sim", "openai", "--dimension", "x"}, "--dimension does not apply"},
 		{[]string{"--vendor-sim", "openai", "--processes", "3"}, "memory:// lives in one process"},
 		{[]string{"--dimension", "x", "--modes", "sluice"}, "--modes applies to 'bench --vendor-sim' only"},
+		{[]string{"--vendor-sim", "openai", "--rules", "window=calendar"}, "Rules.Window"},
+		{[]string{"--vendor-sim", "openai", "--rules", "vendor;requests=500ms"}, "Rules.RequestInterval"},
+		{[]string{"--vendor-sim", "openai", "--rules", "window=fixed;window=fixed"}, "listed twice"},
+		{[]string{"--dimension", "x", "--rules", "vendor"}, "--rules applies to 'bench --vendor-sim' only"},
 	} {
 		out, errs, code := e.run(append([]string{"bench"}, tc.args...)...)
 		if code != ExitUsage || !strings.Contains(errs, tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want exit 2 and %q (stdout %q)", tc.args, code, errs, tc.want, out)
 		}
+	}
+}
+
+// TestBenchVendorSimRules runs the modes once under each reading of
+// --rules, in order, and labels each report with its reading.
+func TestBenchVendorSimRules(t *testing.T) {
+	e := &testEnv{t: t, url: "memory://", mem: memstore.New()}
+	out := e.ok("bench", "--vendor-sim", "openai", "--workers", "4", "--duration", "500ms", "--sim-ttft", "5ms",
+		"--sim-per-token", "0s", "--modes", "sluice,naive", "--rules", "vendor;window=sliding,requests=10s;headers=flap", "-o", "json")
+	reps := vendorBenchJSON(t, out)
+	want := []struct{ rules, mode string }{
+		{"vendor", "sluice"}, {"vendor", "naive"},
+		{"window=sliding,requests=10s", "sluice"}, {"window=sliding,requests=10s", "naive"},
+		{"headers=flap", "sluice"}, {"headers=flap", "naive"},
+	}
+	if len(reps) != len(want) {
+		t.Fatalf("%d reports, want %d:\n%s", len(reps), len(want), out)
+	}
+	for i, w := range want {
+		if got := reps[i]; got["rules"] != w.rules || got["mode"] != w.mode {
+			t.Errorf("report %d: rules %v, mode %v; want %s, %s", i, got["rules"], got["mode"], w.rules, w.mode)
+		}
+		checkVendorReport(t, reps[i], "openai")
 	}
 }

@@ -38,8 +38,11 @@ func (g *grant) need(m *meter) int64 {
 
 // capacity returns the most meter m can ever admit at once.
 func (m *meter) capacity() int64 {
-	if m.fw != nil {
+	switch {
+	case m.fw != nil:
 		return m.fw.limit
+	case m.sw != nil:
+		return m.sw.limit
 	}
 	return m.tb.cap.whole
 }

@@ -90,6 +90,11 @@ type Config struct {
 	QuotaExhausted bool
 	// Schedule lists limit reductions, relative to the start.
 	Schedule []Scale
+	// Rules are the readings of what the vendor does not publish that the
+	// Sim plays: how limits are counted over their period, the interval
+	// requests are limited over, what the limit headers report, and the
+	// retry-after of a 429. The zero value is the Sim's default model.
+	Rules Rules
 	// SeriesInterval is the spacing of the points in Stats.Series; 0
 	// records no series.
 	SeriesInterval time.Duration
@@ -163,6 +168,9 @@ func (c Config) validate() error {
 	}
 	if c.SeriesInterval < 0 {
 		return &FieldError{"SeriesInterval", c.SeriesInterval, "must not be negative"}
+	}
+	if err := c.Rules.validate(); err != nil {
+		return err
 	}
 	for i, s := range c.Schedule {
 		if err := s.validate(fmt.Sprintf("Schedule[%d]", i)); err != nil {

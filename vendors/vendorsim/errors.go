@@ -89,7 +89,11 @@ func anthropicMetricName(m Metric) string {
 // unless the request can never be admitted.
 func (s *Sim) writeRateLimited(w http.ResponseWriter, c *call, d *denial) {
 	h := w.Header()
-	if !d.tooLarge {
+	switch {
+	case d.tooLarge:
+	case s.cfg.Rules.AbsurdRetryAfter:
+		setRetryAfter(h, AbsurdRetryAfter*time.Second, s.cfg.Vendor != Anthropic)
+	default:
 		setRetryAfter(h, d.wait, s.cfg.Vendor != Anthropic)
 	}
 	org := s.cfg.Organization

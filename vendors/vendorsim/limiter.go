@@ -19,15 +19,18 @@ const (
 	MetricTokensPerDay   Metric = "tokens_per_day"   // OpenAI TPD
 )
 
-// meter is one enforced limit: a token bucket or a fixed window.
+// meter is one enforced limit: a token bucket, a fixed window or a
+// sliding window (see Window).
 type meter struct {
 	metric  Metric
 	base    int64 // the configured limit, per minute or per day
 	cur     int64 // the limit in effect (base scaled)
 	perDay  bool
-	tb      *tokenBucket // continuous refill (OpenAI, Anthropic)
-	fw      *fixedWindow // Azure: enforced window
-	display *fixedWindow // Azure RPM: the calendar minute the headers show
+	period  time.Duration  // the limit's: a minute or a day
+	tb      *tokenBucket   // continuous refill
+	fw      *fixedWindow   // calendar windows
+	sw      *slidingWindow // the last window's units
+	display *fixedWindow   // Azure RPM: the calendar minute the headers show
 	denied  int64
 	counted int64
 }
@@ -37,15 +40,27 @@ func scaled(limit int64, f float64) int64 {
 	return max(1, int64(math.Floor(float64(limit)*f)))
 }
 
+// scaleTo returns limit per period as a limit per interval, rounded up,
+// at least 1.
+func scaleTo(limit int64, interval, period time.Duration) int64 {
+	if interval >= period {
+		return limit
+	}
+	n := (uint64(limit)*uint64(interval) + uint64(period) - 1) / uint64(period)
+	return max(1, int64(n))
+}
+
 func (m *meter) advance(now time.Time) {
 	switch {
 	case m.tb != nil:
 		m.tb.advance(now)
 	case m.fw != nil:
 		m.fw.advance(now)
-		if m.display != nil {
-			m.display.advance(now)
-		}
+	case m.sw != nil:
+		m.sw.advance(now)
+	}
+	if m.display != nil {
+		m.display.advance(now)
 	}
 }
 
@@ -55,11 +70,13 @@ func (m *meter) setFactor(f float64) {
 	switch {
 	case m.tb != nil:
 		m.tb.setRate(uint64(m.cur))
-	case m.metric == MetricRequests: // Azure: per calendar second
-		m.fw.setLimit((m.cur + 59) / 60)
+	case m.fw != nil:
+		m.fw.setLimit(scaleTo(m.cur, m.fw.size, m.period))
+	case m.sw != nil:
+		m.sw.setLimit(scaleTo(m.cur, m.sw.size, m.period))
+	}
+	if m.display != nil {
 		m.display.setLimit(m.cur)
-	default:
-		m.fw.setLimit(m.cur)
 	}
 }
 
@@ -69,6 +86,8 @@ func (m *meter) has(n int64) bool {
 	switch {
 	case m.fw != nil:
 		return m.fw.has(n)
+	case m.sw != nil:
+		return m.sw.has(n)
 	case n <= 0:
 		return m.tb.positive()
 	}
@@ -77,13 +96,16 @@ func (m *meter) has(n int64) bool {
 
 // take debits n (negative: a refund) and counts it.
 func (m *meter) take(n int64) {
-	if m.fw != nil {
+	switch {
+	case m.fw != nil:
 		m.fw.count += n
-		if m.display != nil {
-			m.display.count += n
-		}
-	} else {
+	case m.sw != nil:
+		m.sw.take(n)
+	default:
 		m.tb.take(n)
+	}
+	if m.display != nil {
+		m.display.count += n
 	}
 	m.counted += n
 }
@@ -91,17 +113,23 @@ func (m *meter) take(n int64) {
 // takeFailed counts a request the vendor rejected but still counts: one
 // unit, never below zero (never above the window's limit).
 func (m *meter) takeFailed() {
-	if m.fw != nil {
+	if m.display != nil && m.display.has(1) {
+		m.display.count++
+	}
+	switch {
+	case m.fw != nil:
 		if m.fw.has(1) {
 			m.fw.count++
 			m.counted++
 		}
-		if m.display != nil && m.display.has(1) {
-			m.display.count++
+	case m.sw != nil:
+		if m.sw.has(1) {
+			m.sw.take(1)
+			m.counted++
 		}
-		return
+	default:
+		m.counted += m.tb.takeFloor(1)
 	}
-	m.counted += m.tb.takeFloor(1)
 }
 
 // waitFor returns how long until has(n) holds.
@@ -112,6 +140,8 @@ func (m *meter) waitFor(now time.Time, n int64) time.Duration {
 			return 0
 		}
 		return m.fw.untilReset(now)
+	case m.sw != nil:
+		return m.sw.waitFor(n)
 	case n <= 0:
 		return m.tb.waitFor(amount{frac: 1})
 	}
@@ -139,6 +169,9 @@ func (m *meter) view(now time.Time) view {
 		}
 		v.remaining = min(max(r, 0), m.cur)
 		v.reset = m.tb.untilFull()
+	case m.sw != nil:
+		v.remaining = max(m.sw.limit-m.sw.sum, 0)
+		v.reset = m.sw.untilEmpty()
 	default:
 		w := m.fw
 		if m.display != nil {
@@ -171,46 +204,60 @@ type limiter struct {
 	now     time.Time // the latest instant applied
 }
 
-func newLimiter(v Vendor, l Limits, now time.Time) *limiter {
+func newLimiter(v Vendor, l Limits, r Rules, now time.Time) *limiter {
 	lm := &limiter{vendor: v, byName: map[Metric]*meter{}, factor: 1, now: now}
 	const minute, day = time.Minute, 24 * time.Hour
-	addBucket := func(m Metric, limit int64, period, burst time.Duration) {
+	reqInterval := r.RequestInterval
+	if reqInterval == 0 {
+		reqInterval = time.Second
+	}
+	add := func(m Metric, limit int64, period time.Duration) {
 		if limit == 0 {
 			return
 		}
-		mt := &meter{metric: m, base: limit, cur: limit, perDay: period == day,
-			tb: newTokenBucket(uint64(limit), period, burst, now)}
+		mt := &meter{metric: m, base: limit, cur: limit, perDay: period == day, period: period}
+		interval := period
+		if m == MetricRequests {
+			interval = reqInterval
+		}
+		w := r.Window
+		if w == WindowVendor || period == day {
+			w = WindowTokenBucket
+			if v == Azure {
+				w = WindowFixed
+			}
+		}
+		switch w {
+		case WindowFixed:
+			mt.fw = &fixedWindow{size: interval, limit: scaleTo(limit, interval, period)}
+		case WindowSliding:
+			mt.sw = newSlidingWindow(interval, scaleTo(limit, interval, period), now)
+		default:
+			mt.tb = newTokenBucket(uint64(limit), period, interval, now)
+		}
+		if v == Azure && m == MetricRequests {
+			mt.display = &fixedWindow{size: minute, limit: limit}
+		}
 		lm.meters = append(lm.meters, mt)
 		lm.byName[m] = mt
 	}
 	switch v {
 	case OpenAI:
-		addBucket(MetricRequests, l.RPM, minute, time.Second)
-		addBucket(MetricTokens, l.TPM, minute, minute)
-		addBucket(MetricRequestsPerDay, l.RPD, day, day)
-		addBucket(MetricTokensPerDay, l.TPD, day, day)
+		add(MetricRequests, l.RPM, minute)
+		add(MetricTokens, l.TPM, minute)
+		add(MetricRequestsPerDay, l.RPD, day)
+		add(MetricTokensPerDay, l.TPD, day)
 	case Anthropic:
-		addBucket(MetricRequests, l.RPM, minute, time.Second)
-		addBucket(MetricInputTokens, l.ITPM, minute, minute)
-		addBucket(MetricOutputTokens, l.OTPM, minute, minute)
+		add(MetricRequests, l.RPM, minute)
+		add(MetricInputTokens, l.ITPM, minute)
+		add(MetricOutputTokens, l.OTPM, minute)
 	case Azure:
 		rpm := l.RPM
 		if rpm == 0 && l.TPM > 0 {
 			rpm = max(1, l.TPM*6/1000)
 		}
-		if rpm > 0 {
-			mt := &meter{metric: MetricRequests, base: rpm, cur: rpm,
-				fw:      &fixedWindow{size: time.Second, limit: (rpm + 59) / 60},
-				display: &fixedWindow{size: minute, limit: rpm}}
-			lm.meters = append(lm.meters, mt)
-			lm.byName[MetricRequests] = mt
-		}
-		if l.TPM > 0 {
-			mt := &meter{metric: MetricTokens, base: l.TPM, cur: l.TPM,
-				fw: &fixedWindow{size: minute, limit: l.TPM}}
-			lm.meters = append(lm.meters, mt)
-			lm.byName[MetricTokens] = mt
-		}
+		add(MetricRequests, rpm, minute)
+		add(MetricTokens, l.TPM, minute)
 	}
 	for _, m := range lm.meters {
 		m.advance(now)

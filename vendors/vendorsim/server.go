@@ -67,7 +67,7 @@ func New(cfg Config) (*Sim, error) {
 	}
 	now := cfg.Clock.Now()
 	s := &Sim{cfg: cfg, clock: cfg.Clock, start: now, quota: cfg.QuotaExhausted,
-		lim: newLimiter(cfg.Vendor, cfg.Limits, now),
+		lim: newLimiter(cfg.Vendor, cfg.Limits, cfg.Rules, now),
 		rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))}
 	s.st.init(s.lim)
 	for _, sc := range cfg.Schedule {
@@ -158,10 +158,11 @@ func (s *Sim) handler(a api) http.HandlerFunc {
 		}
 		o := s.decide(c, ctl)
 		h := w.Header()
+		vs := s.cfg.Rules.headerViews(o.views, o.now.Sub(s.start))
 		if s.cfg.Vendor == Anthropic {
-			setAnthropicHeaders(h, o.views, o.now)
+			setAnthropicHeaders(h, vs, o.now)
 		} else {
-			setOpenAIHeaders(h, o.views, s.cfg.Vendor == Azure)
+			setOpenAIHeaders(h, vs, s.cfg.Vendor == Azure)
 		}
 		switch {
 		case o.status == http.StatusServiceUnavailable || o.status == 529:

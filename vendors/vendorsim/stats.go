@@ -133,6 +133,8 @@ func (s *Sim) Stats() Stats {
 		if m.tb != nil {
 			ms.Allowance = m.tb.allowance().whole
 			ms.Debt = max(-m.tb.bal.whole, 0)
+		} else if m.sw != nil {
+			ms.Allowance = m.sw.allowance()
 		} else {
 			ms.Allowance = m.fw.allowance()
 		}
