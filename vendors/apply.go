@@ -58,6 +58,8 @@ type Reactor struct {
 	coolBound   float64       // the longest plausible cooldown, in a dimension's windows
 	implausible atomic.Uint64 // cooldowns clamped to the bound
 
+	ignored atomic.Uint64 // reported limits ignored as implausible (see implausible.go)
+
 	mu      sync.Mutex
 	applied map[string]int64     // dimension → the limit its bucket was last put at
 	lowSeen map[string]time.Time // dimension → when a response last reported it below its published limit
@@ -149,6 +151,10 @@ type Reaction struct {
 	// Clamped lists the cooled dimensions whose delay was longer than
 	// plausible and was clamped to the bound (see WithCooldownBound).
 	Clamped []string
+	// Ignored lists the dimensions whose reported limit was implausible,
+	// below the follow floor (see WithFollowFloor): neither it nor the
+	// remaining value beside it was applied.
+	Ignored []string
 	// Synced lists the dimensions whose balance the headers were applied to
 	// (a sync that found the balance already lower is listed too).
 	Synced []string
@@ -173,6 +179,7 @@ func (r *Reactor) Observe(ctx context.Context, status int, h http.Header, body [
 	}
 	c := Classify(r.profile.Vendor, status, h, body, now)
 	re := Reaction{Classification: c}
+	re.Ignored = r.ignoreImplausible(c.Signals)
 	var errs []error
 	if r.follow {
 		re.Resized, errs = r.followLimits(ctx, c.Signals, now, errs)
@@ -250,6 +257,9 @@ func (r *Reactor) syncRemaining(ctx context.Context, s Signals, errs []error) ([
 		rem, ok := s.Metric(d.Metric).RemainingFloor()
 		if !ok {
 			continue
+		}
+		if r.implausibleLimit(d, s) {
+			continue // its headers are not to be believed
 		}
 		if _, err := r.client.Sync(ctx, d.Name, min(rem, bucket.MaxCapacity)); err != nil {
 			errs = append(errs, fmt.Errorf("vendors: syncing %s to %d remaining: %w", d.Name, rem, err))

@@ -18,8 +18,9 @@ const DefaultFollowFloor = 0.1
 
 // WithFollowFloor sets the lowest fraction of a dimension's published limit
 // that following a vendor's reported limit may set: a header reporting
-// less (a limit of 10 tokens a minute, say) lowers the bucket to the
-// floor, so that one absurd value cannot freeze the fleet. The default is
+// less (a limit of 10 tokens a minute, say) is implausible and ignored,
+// with the remaining value beside it, so that absurd values cannot freeze
+// the fleet (see Reaction.Ignored). The default is
 // DefaultFollowFloor; fraction is clamped to [0.01, 1], and 1 keeps every
 // bucket at its published limit.
 func WithFollowFloor(fraction float64) ReactorOption {
@@ -71,8 +72,10 @@ func (r *Reactor) followTarget(d Dimension, lim Count, now time.Time) (int64, bo
 		}
 		return d.Limit, true
 	}
-	floor := max(1, int64(math.Ceil(float64(d.Limit)*r.floor)))
-	target := min(max(lim.Value, floor), d.Limit)
+	if lim.Value < r.floorOf(d) {
+		return 0, false // implausible: ignored (see implausible.go)
+	}
+	target := min(lim.Value, d.Limit)
 	if target < d.Limit {
 		r.lowSeen[d.Name] = now
 	}

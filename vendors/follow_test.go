@@ -5,34 +5,7 @@ import (
 	"time"
 
 	"github.com/ontopix/sluice"
-	"github.com/ontopix/sluice/vendors"
 )
-
-func TestReactorFollowsNoLowerThanTheFloor(t *testing.T) {
-	tests := []struct {
-		name  string
-		opts  []vendors.ReactorOption
-		limit string
-		want  int64 // capacity of the 60,000 TPM bucket afterwards
-	}{
-		{"absurd limit stops at the default floor", nil, "10", 6_000},
-		{"a limit above the floor is followed", nil, "12000", 12_000},
-		{"a floor of a half", []vendors.ReactorOption{vendors.WithFollowFloor(0.5)}, "10", 30_000},
-		{"a floor of 1 never lowers", []vendors.ReactorOption{vendors.WithFollowFloor(1)}, "10", 60_000},
-		{"a floor below 1 % is 1 %", []vendors.ReactorOption{vendors.WithFollowFloor(0)}, "10", 600},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			e := newReactorEnv(t)
-			if _, err := e.reactor(tt.opts...).Observe(e.ctx, 200, header("x-ratelimit-limit-tokens", tt.limit), nil); err != nil {
-				t.Fatal(err)
-			}
-			if got := e.state(t, e.tpm).Capacity; got != tt.want {
-				t.Errorf("capacity = %d, want %d", got, tt.want)
-			}
-		})
-	}
-}
 
 // TestReactorNeverOverridesAnOperatorsBucket: an operator lowered the
 // bucket by hand (its refill is not the profile's scaled): no report,
