@@ -61,8 +61,9 @@ type Reactor struct {
 	ignored atomic.Uint64 // reported limits ignored as implausible (see implausible.go)
 
 	mu      sync.Mutex
-	applied map[string]int64     // dimension → the limit its bucket was last put at
-	lowSeen map[string]time.Time // dimension → when a response last reported it below its published limit
+	applied map[string]int64      // dimension → the limit its bucket was last put at
+	lowSeen map[string]time.Time  // dimension → when a response last reported it below its published limit
+	flaps   map[string]*flapState // dimension → its limit reports' recent flaps (see flap.go)
 }
 
 // ReactorOption configures a Reactor.
@@ -105,7 +106,7 @@ func (systemClock) Now() time.Time { return time.Now() }
 // limits file's presets).
 func NewReactor(c *sluice.Client, p Profile, opts ...ReactorOption) *Reactor {
 	r := &Reactor{client: c, profile: p, clock: systemClock{}, sync: true, follow: true, floor: DefaultFollowFloor,
-		applied: map[string]int64{}, lowSeen: map[string]time.Time{}}
+		applied: map[string]int64{}, lowSeen: map[string]time.Time{}, flaps: map[string]*flapState{}}
 	for _, o := range opts {
 		o(r)
 	}
@@ -151,6 +152,10 @@ type Reaction struct {
 	// Clamped lists the cooled dimensions whose delay was longer than
 	// plausible and was clamped to the bound (see WithCooldownBound).
 	Clamped []string
+	// Unstable lists the dimensions whose limit reports flap (see
+	// flap.go): a lower limit reported for them is neither followed nor
+	// synced.
+	Unstable []string
 	// Ignored lists the dimensions whose reported limit was implausible,
 	// below the follow floor (see WithFollowFloor): neither it nor the
 	// remaining value beside it was applied.
@@ -180,6 +185,10 @@ func (r *Reactor) Observe(ctx context.Context, status int, h http.Header, body [
 	c := Classify(r.profile.Vendor, status, h, body, now)
 	re := Reaction{Classification: c}
 	re.Ignored = r.ignoreImplausible(c.Signals)
+	if c.Kind == RateLimited {
+		r.confirmed(c.Metric)
+	}
+	re.Unstable = r.noteReports(c.Signals, now)
 	var errs []error
 	if r.follow {
 		re.Resized, errs = r.followLimits(ctx, c.Signals, now, errs)
@@ -258,7 +267,7 @@ func (r *Reactor) syncRemaining(ctx context.Context, s Signals, errs []error) ([
 		if !ok {
 			continue
 		}
-		if r.implausibleLimit(d, s) {
+		if r.implausibleLimit(d, s) || r.flapping(d, s) {
 			continue // its headers are not to be believed
 		}
 		if _, err := r.client.Sync(ctx, d.Name, min(rem, bucket.MaxCapacity)); err != nil {

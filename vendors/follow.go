@@ -75,6 +75,13 @@ func (r *Reactor) followTarget(d Dimension, lim Count, now time.Time) (int64, bo
 	if lim.Value < r.floorOf(d) {
 		return 0, false // implausible: ignored (see implausible.go)
 	}
+	if lim.Value < d.Limit && r.unstable(d.Name, now) {
+		// Flapping (see flap.go): back to the published limit.
+		if last, seen := r.applied[d.Name]; !seen || last >= d.Limit {
+			return 0, false
+		}
+		return d.Limit, true
+	}
 	target := min(lim.Value, d.Limit)
 	if target < d.Limit {
 		r.lowSeen[d.Name] = now

@@ -1,0 +1,109 @@
+package vendors
+
+import "time"
+
+// A limit header that flaps — reports a lower limit, then the published
+// one again within the dimension's window, again and again — does not
+// describe a limit the vendor enforces: a vendor whose pool really shrank
+// keeps reporting it, and its 429s say so. Following every flap costs the
+// fleet the difference (each lowering clamps the balance, each sync to the
+// lower remaining takes more), so after flapsToDistrust flaps within two
+// windows the Reactor stops following the dimension's lower reports, and
+// syncing to the remaining values reported beside them, for two windows
+// from the last flap (Reaction.Unstable). A rate-limit 429 on the
+// dimension's metric ends that at once: the vendor enforces something,
+// and its headers are heard again.
+
+// flapsToDistrust is how many flaps within two windows make a dimension's
+// limit reports unstable.
+const flapsToDistrust = 2
+
+// flapState is a dimension's recent flaps.
+type flapState struct {
+	lowAt    time.Time   // when the current lower report began; zero when none
+	flaps    []time.Time // when recent flaps ended, within two windows
+	unstable time.Time   // until when lower reports are ignored
+}
+
+// noteReport records what a response reported of d's limit (known and
+// below published: low) at now. Call with r.mu held.
+func (r *Reactor) noteReport(d Dimension, low bool, now time.Time) {
+	f := r.flaps[d.Name]
+	if f == nil {
+		if !low {
+			return
+		}
+		f = &flapState{}
+		r.flaps[d.Name] = f
+	}
+	switch {
+	case low && f.lowAt.IsZero():
+		f.lowAt = now
+	case !low && !f.lowAt.IsZero():
+		if now.Sub(f.lowAt) < d.Window {
+			f.flaps = append(f.flaps, now)
+		}
+		f.lowAt = time.Time{}
+	}
+	kept := f.flaps[:0]
+	for _, t := range f.flaps {
+		if now.Sub(t) < 2*d.Window {
+			kept = append(kept, t)
+		}
+	}
+	f.flaps = kept
+	if len(f.flaps) >= flapsToDistrust {
+		f.unstable = now.Add(2 * d.Window)
+	}
+}
+
+// unstable reports that d's lower limit reports are being ignored. Call
+// with r.mu held.
+func (r *Reactor) unstable(d string, now time.Time) bool {
+	f := r.flaps[d]
+	return f != nil && now.Before(f.unstable)
+}
+
+// confirmed ends the instability of the dimensions a rate-limit 429 on
+// metric m concerns: the vendor enforces a limit there.
+func (r *Reactor) confirmed(m Metric) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, d := range r.profile.Dimensions {
+		if f := r.flaps[d.Name]; f != nil && (m == "" || d.Metric == m) {
+			f.unstable, f.flaps = time.Time{}, f.flaps[:0]
+		}
+	}
+}
+
+// noteReports records each dimension's reported limit in s, and returns
+// the dimensions whose lower reports are being ignored as unstable.
+func (r *Reactor) noteReports(s Signals, now time.Time) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, d := range r.profile.Dimensions {
+		lim := s.Metric(d.Metric).Limit
+		if !lim.Known || lim.Value <= 0 || d.Limit <= 0 || d.Window <= 0 {
+			continue
+		}
+		low := lim.Value < d.Limit
+		r.noteReport(d, low, now)
+		if low && r.unstable(d.Name, now) {
+			out = append(out, d.Name)
+		}
+	}
+	return out
+}
+
+// flapping reports that s gives d a lower limit while d's reports are
+// unstable.
+func (r *Reactor) flapping(d Dimension, s Signals) bool {
+	lim := s.Metric(d.Metric).Limit
+	if !lim.Known || lim.Value <= 0 || lim.Value >= d.Limit {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.unstable(d.Name, r.clock.Now())
+}
