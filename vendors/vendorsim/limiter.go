@@ -82,6 +82,12 @@ func (m *meter) take(n int64) {
 		if m.display != nil {
 			m.display.count += n
 		}
+		// A refund of a charge made in an earlier window gives back
+		// nothing: that window's count is gone.
+		m.fw.count = max(m.fw.count, 0)
+		if m.display != nil {
+			m.display.count = max(m.display.count, 0)
+		}
 	} else {
 		m.tb.take(n)
 	}
@@ -169,6 +175,7 @@ type limiter struct {
 	changes []time.Time // pending instants at which the factor changes, sorted
 	factor  float64
 	now     time.Time // the latest instant applied
+	adjust  bool      // TPM and TPD are settled to the usage (Config.Reading)
 }
 
 func newLimiter(v Vendor, l Limits, now time.Time) *limiter {
