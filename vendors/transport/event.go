@@ -108,7 +108,9 @@ type Event struct {
 	Waited   time.Duration
 	Attempts int
 	// Reaction is what the vendor's response did to the buckets
-	// (cooldown, sync, limit following); nil when no response came.
+	// (cooldown, sync, limit following); nil when no response came. Its
+	// Drift is how far Sluice's balances were from the vendor's remaining
+	// headers (also summed in Stats.Drift).
 	Reaction *vendors.Reaction
 	// VendorErr is the response's own error for a non-2xx status: it
 	// matches vendors.ErrRateLimited, ErrQuotaExhausted,

@@ -122,3 +122,58 @@ func TestAdmissionKeptLongPrompts(t *testing.T) {
 		t.Errorf("the default reading used %.1f %%, less than the adjusted one's %.1f %%", 100*use[1], 100*use[0])
 	}
 }
+
+// TestDriftStats shows the drift between Sluice's balance and the
+// vendor's remaining tokens: a vendor keeping its admission charge and a
+// profile reading it as adjusted leaves Sluice believing it has the
+// refunded tokens, which the next response's headers show; with the
+// default reading Sluice never believes more than the vendor reports.
+func TestDriftStats(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		opts      []vendors.ProfileOption
+		wantAhead bool
+	}{
+		{"adjusted to usage", []vendors.ProfileOption{vendors.WithCostReading(vendors.AdjustedToUsage)}, true},
+		{"default: admission kept", nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				p, err := vendors.OpenAIProfile(vendors.OpenAILimits{Model: "gpt-4o", RPM: 600, TPM: 100_000}, append([]vendors.ProfileOption{vendors.WithHeadroom(0)}, tc.opts...)...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				e := newEnv(t, vendorsim.Config{Vendor: vendorsim.OpenAI, Reading: vendorsim.AdmissionKept,
+					Limits: vendorsim.Limits{RPM: 600, TPM: 100_000}}, p)
+				oc := openAIClient(e, 0)
+				for range 2 {
+					if _, err := oc.Chat.Completions.New(testCtx(t), chat(1000), outputSeven); err != nil {
+						t.Fatal(err)
+					}
+				}
+				// The second response reports 100,000 − 2,000 remaining, both
+				// admission charges kept. Read as adjusted, Sluice had settled
+				// the first call to 3 + 7 and charged the second 1,000: it
+				// believed 990 more than the vendor.
+				d := e.tr.Drift()[waitTPM]
+				ev := lastEvent(t, e)
+				t.Logf("%s: %+v; last event %+v", tc.name, d, ev.Reaction.Drift)
+				if d.Samples != 2 {
+					t.Errorf("%d samples, want 2", d.Samples)
+				}
+				if got := d.Ahead > 0; got != tc.wantAhead {
+					t.Errorf("ahead %d times (max %d), want any: %v", d.Ahead, d.Max, tc.wantAhead)
+				}
+				if tc.wantAhead && d.Last != 990 {
+					t.Errorf("last drift %d, want 990", d.Last)
+				}
+				if st := e.tr.Stats(); st.DriftSamples < 2 || (st.DriftAhead > 0) != tc.wantAhead {
+					t.Errorf("stats: %d samples, %d ahead", st.DriftSamples, st.DriftAhead)
+				}
+				if len(ev.Reaction.Drift) == 0 {
+					t.Error("the event reports no drift")
+				}
+			})
+		})
+	}
+}

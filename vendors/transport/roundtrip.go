@@ -166,6 +166,7 @@ func (t *Transport) react(c *call, resp *http.Response) error {
 	re, err := c.e.r.Observe(ctx, resp.StatusCode, resp.Header, errBody)
 	c.ev.Reaction = &re
 	c.ev.VendorErr = re.Err()
+	t.addDrift(ctx, &c.ev, re.Drift)
 	return err
 }
 
