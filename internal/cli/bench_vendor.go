@@ -31,6 +31,9 @@ type vendorBenchOptions struct {
 	arrival          string
 	seed             uint64
 	clients          string
+	costReading      string
+	simReading       string
+	outputEstimate   string
 }
 
 // The published limits a benchmark run uses unless flags say otherwise:
@@ -43,7 +46,8 @@ var vendorBenchLimits = map[vendorsim.Vendor]vendorsim.Limits{
 
 // vendorBenchFlags are the flags only 'bench --vendor-sim' reads.
 var vendorBenchFlags = []string{"modes", "load", "sync", "follow-limits", "outage", "estimate-error", "headroom", "request-margin",
-	"rpm", "tpm", "itpm", "otpm", "input-tokens", "max-tokens", "output-tokens", "sim-ttft", "sim-per-token", "sim-arrival", "seed", "client"}
+	"rpm", "tpm", "itpm", "otpm", "input-tokens", "max-tokens", "output-tokens", "sim-ttft", "sim-per-token", "sim-arrival", "seed", "client",
+	"cost-reading", "sim-reading", "output-estimate"}
 
 // addVendorBench adds --vendor-sim and its flags to the bench command:
 // with --vendor-sim, bench measures 429s and utilisation at a simulated
@@ -76,6 +80,9 @@ func addVendorBench(cmd *cobra.Command, g *globals) {
 	f.StringVar(&o.arrival, "sim-arrival", "0", "with --vendor-sim: the time a request takes to reach the vendor's counters (distribution of durations: its jitter)")
 	f.Uint64Var(&o.seed, "seed", 1, "with --vendor-sim: seed of every random draw")
 	f.StringVar(&o.clients, "client", clientTransport, "with --vendor-sim: how the sluice mode calls: transport, manual, or both (transport,manual)")
+	f.StringVar(&o.costReading, "cost-reading", "", "with --vendor-sim: the profile's reading of its token charges: adjusted_to_usage or admission_kept (default: the vendor's, see docs/vendors.md)")
+	f.StringVar(&o.simReading, "sim-reading", "vendor", "with --vendor-sim openai: how the simulated vendor counts tokens once a call completes: vendor (adjusted), adjusted_to_usage or admission_kept")
+	f.StringVar(&o.outputEstimate, "output-estimate", outputLearned, "with --vendor-sim anthropic: the transport's output estimate: learned (the 90th percentile of recent outputs) or fixed (min(max_tokens, 1024))")
 	run := cmd.RunE
 	cmd.RunE = func(c *cobra.Command, args []string) error {
 		if o.vendor == "" {
@@ -199,7 +206,16 @@ func (o vendorBenchOptions) config(flags *pflag.FlagSet) (vendorBenchConfig, err
 		c.schedule = []vendorsim.Scale{s}
 	}
 	c.run = vbRun{Vendor: v, Limits: lim, Headroom: o.headroom, Load: o.load, Sync: o.sync, Follow: o.follow,
-		EstimateError: o.estimateError, Dists: dists{Input: o.input, MaxTokens: o.maxTokens, Output: o.output}, Seed: o.seed}
+		EstimateError: o.estimateError, Dists: dists{Input: o.input, MaxTokens: o.maxTokens, Output: o.output}, Seed: o.seed,
+		CostReading: o.costReading, OutputEstimate: o.outputEstimate}
+	if o.outputEstimate != outputLearned && o.outputEstimate != outputFixed {
+		return c, usagef("--output-estimate %q: must be learned or fixed", o.outputEstimate)
+	}
+	simReading, ok := map[string]vendorsim.Reading{"vendor": vendorsim.VendorReading,
+		"adjusted_to_usage": vendorsim.AdjustedToUsage, "admission_kept": vendorsim.AdmissionKept}[o.simReading]
+	if !ok {
+		return c, usagef("--sim-reading %q: must be vendor, adjusted_to_usage or admission_kept", o.simReading)
+	}
 	ms := o.margin.Milliseconds()
 	c.run.RequestMargin = &ms
 	if _, err := c.run.profile(); err != nil {
@@ -208,7 +224,8 @@ func (o vendorBenchOptions) config(flags *pflag.FlagSet) (vendorBenchConfig, err
 	if _, err := newReqGen(v, c.run.Dists, o.estimateError, o.seed, 0); err != nil {
 		return c, err
 	}
-	c.sim = vendorsim.Config{Vendor: v, Limits: lim, Seed: o.seed, Schedule: c.schedule, SeriesInterval: 100 * time.Millisecond}
+	c.sim = vendorsim.Config{Vendor: v, Limits: lim, Seed: o.seed, Schedule: c.schedule, SeriesInterval: 100 * time.Millisecond,
+		Reading: simReading}
 	if c.sim.TimeToFirstToken, err = vendorsim.ParseLatency(o.ttft); err != nil {
 		return c, usagef("--sim-ttft %q: %v", o.ttft, err)
 	}

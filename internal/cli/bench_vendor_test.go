@@ -168,6 +168,10 @@ func TestBenchVendorSimUsage(t *testing.T) {
 		{[]string{"--vendor-sim", "openai", "--dimension", "x"}, "--dimension does not apply"},
 		{[]string{"--vendor-sim", "openai", "--processes", "3"}, "memory:// lives in one process"},
 		{[]string{"--dimension", "x", "--modes", "sluice"}, "--modes applies to 'bench --vendor-sim' only"},
+		{[]string{"--vendor-sim", "openai", "--cost-reading", "kept"}, "--cost-reading"},
+		{[]string{"--vendor-sim", "openai", "--sim-reading", "kept"}, "--sim-reading"},
+		{[]string{"--vendor-sim", "anthropic", "--sim-reading", "admission_kept"}, "does not apply to vendor anthropic"},
+		{[]string{"--vendor-sim", "anthropic", "--output-estimate", "mean"}, "--output-estimate"},
 	} {
 		out, errs, code := e.run(append([]string{"bench"}, tc.args...)...)
 		if code != ExitUsage || !strings.Contains(errs, tc.want) {
