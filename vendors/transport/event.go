@@ -22,7 +22,8 @@ const (
 	// else (CountRequests).
 	Counted
 	// Settled is a call whose response reported its usage: every token
-	// dimension was settled to it.
+	// dimension was settled to it, never below the admission charge on a
+	// limit read as vendors.AdmissionKept.
 	Settled
 	// Partial is a call whose usage was not reported in full: a stream
 	// cut short (context cancelled, connection lost, body closed early),

@@ -27,7 +27,9 @@ import (
 // base transport, and holds the lease while the response body is read.
 // When the body is read to its end or closed, whichever comes first, it
 // settles every token dimension to the usage the response reported (from
-// the JSON body, or the stream's final usage event) and releases the lease.
+// the JSON body, or the stream's final usage event; never below the
+// admission charge on a limit the profile reads as vendors.AdmissionKept)
+// and releases the lease.
 // Every response's rate-limit headers go to a vendors.Reactor (sync, and a
 // fleet-wide cooldown after a 429); the 429 itself is returned to the SDK
 // unchanged, so that the SDK's own retry loop retries it, each attempt
