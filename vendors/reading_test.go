@@ -117,3 +117,19 @@ func TestParseReading(t *testing.T) {
 		t.Error(`ParseReading("kept") accepted`)
 	}
 }
+
+func TestDriftTokens(t *testing.T) {
+	for _, c := range []struct {
+		milli, reported, believed, drift int64
+	}{
+		{98_990_000, 98_000, 98_990, 990},
+		{1_500, 3, 1, -2},
+		{-1_500, 0, -2, -2},
+		{-1_000, 0, -1, -1},
+	} {
+		d := Drift{Believed: floorDiv(c.milli, 1000), Reported: c.reported}
+		if d.Believed != c.believed || d.Tokens() != c.drift {
+			t.Errorf("%d millitokens against %d: believed %d drift %d, want %d and %d", c.milli, c.reported, d.Believed, d.Tokens(), c.believed, c.drift)
+		}
+	}
+}

@@ -82,7 +82,7 @@ func addVendorBench(cmd *cobra.Command, g *globals) {
 	f.StringVar(&o.clients, "client", clientTransport, "with --vendor-sim: how the sluice mode calls: transport, manual, or both (transport,manual)")
 	f.StringVar(&o.costReading, "cost-reading", "", "with --vendor-sim: the profile's reading of its token charges: adjusted_to_usage or admission_kept (default: the vendor's, see docs/vendors.md)")
 	f.StringVar(&o.simReading, "sim-reading", "vendor", "with --vendor-sim openai: how the simulated vendor counts tokens once a call completes: vendor (adjusted), adjusted_to_usage or admission_kept")
-	f.StringVar(&o.outputEstimate, "output-estimate", outputLearned, "with --vendor-sim anthropic: the transport's output estimate: learned (the 90th percentile of recent outputs) or fixed (min(max_tokens, 1024))")
+	f.StringVar(&o.outputEstimate, "output-estimate", outputLearned, "with --vendor-sim anthropic: the transport's output estimate: learned (the 90th percentile of recent outputs), learned:Q (the Q quantile, 0 < Q ≤ 1) or fixed (min(max_tokens, 1024))")
 	run := cmd.RunE
 	cmd.RunE = func(c *cobra.Command, args []string) error {
 		if o.vendor == "" {
@@ -208,8 +208,8 @@ func (o vendorBenchOptions) config(flags *pflag.FlagSet) (vendorBenchConfig, err
 	c.run = vbRun{Vendor: v, Limits: lim, Headroom: o.headroom, Load: o.load, Sync: o.sync, Follow: o.follow,
 		EstimateError: o.estimateError, Dists: dists{Input: o.input, MaxTokens: o.maxTokens, Output: o.output}, Seed: o.seed,
 		CostReading: o.costReading, OutputEstimate: o.outputEstimate}
-	if o.outputEstimate != outputLearned && o.outputEstimate != outputFixed {
-		return c, usagef("--output-estimate %q: must be learned or fixed", o.outputEstimate)
+	if _, err := outputOption(o.outputEstimate); err != nil {
+		return c, err
 	}
 	simReading, ok := map[string]vendorsim.Reading{"vendor": vendorsim.VendorReading,
 		"adjusted_to_usage": vendorsim.AdjustedToUsage, "admission_kept": vendorsim.AdmissionKept}[o.simReading]

@@ -82,9 +82,9 @@ func newVBTransport(p *vbProcess, c *sluice.Client) (*vbTransport, error) {
 	if !p.run.Follow {
 		ropts = append(ropts, vendors.WithoutLimitFollowing())
 	}
-	est := transport.WithOutputLearning(transport.DefaultOutputLearning)
-	if p.run.OutputEstimate == outputFixed {
-		est = transport.WithOutputEstimate(transport.FixedOutputEstimate)
+	est, err := outputOption(p.run.OutputEstimate)
+	if err != nil {
+		return nil, err
 	}
 	t, err := transport.New(c, []vendors.Profile{prof}, est,
 		transport.WithBase(timedRoundTripper{p.http.Transport}),

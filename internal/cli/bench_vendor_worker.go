@@ -8,11 +8,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/vendors"
+	"github.com/ontopix/sluice/vendors/transport"
 	"github.com/ontopix/sluice/vendors/vendorsim"
 )
 
@@ -58,6 +61,26 @@ const (
 	outputLearned = "learned"
 	outputFixed   = "fixed"
 )
+
+// outputOption returns the transport option for --output-estimate:
+// learned (the default learning), learned:Q (the Q quantile) or fixed.
+func outputOption(s string) (transport.Option, error) {
+	switch {
+	case s == "" || s == outputLearned:
+		return transport.WithOutputLearning(transport.DefaultOutputLearning), nil
+	case s == outputFixed:
+		return transport.WithOutputEstimate(transport.FixedOutputEstimate), nil
+	}
+	if q, ok := strings.CutPrefix(s, outputLearned+":"); ok {
+		v, err := strconv.ParseFloat(q, 64)
+		if err == nil && v > 0 && v <= 1 {
+			l := transport.DefaultOutputLearning
+			l.Quantile = v
+			return transport.WithOutputLearning(l), nil
+		}
+	}
+	return nil, usagef("--output-estimate %q: must be learned, learned:Q (0 < Q ≤ 1) or fixed", s)
+}
 
 // benchScope scopes the benchmark's dimensions (openai#bench#tpm), so that
 // they never drain a production bucket of the same store.
