@@ -82,7 +82,7 @@ func addVendorBench(cmd *cobra.Command, g *globals) {
 	f.StringVar(&o.clients, "client", clientTransport, "with --vendor-sim: how the sluice mode calls: transport, manual, or both (transport,manual)")
 	f.StringVar(&o.costReading, "cost-reading", "", "with --vendor-sim: the profile's reading of its token charges: adjusted_to_usage or admission_kept (default: the vendor's, see docs/vendors.md)")
 	f.StringVar(&o.simReading, "sim-reading", "vendor", "with --vendor-sim openai: how the simulated vendor counts tokens once a call completes: vendor (adjusted), adjusted_to_usage or admission_kept")
-	f.StringVar(&o.outputEstimate, "output-estimate", outputLearned, "with --vendor-sim anthropic: the transport's output estimate: learned (the 90th percentile of recent outputs), learned:Q (the Q quantile, 0 < Q ≤ 1) or fixed (min(max_tokens, 1024))")
+	f.StringVar(&o.outputEstimate, "output-estimate", outputLearned, "with --vendor-sim anthropic: the transport's output estimate: learned (the 75th percentile of recent outputs), learned:Q (the Q quantile, 0 < Q ≤ 1) or fixed (min(max_tokens, 1024))")
 	run := cmd.RunE
 	cmd.RunE = func(c *cobra.Command, args []string) error {
 		if o.vendor == "" {

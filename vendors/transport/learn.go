@@ -37,14 +37,21 @@ type OutputLearning struct {
 }
 
 // DefaultOutputLearning is the output learning a Transport uses unless
-// WithOutputLearning or WithOutputEstimate says otherwise: the 90th
+// WithOutputLearning or WithOutputEstimate says otherwise: the 75th
 // percentile of the last 256 outputs per model, once 4 are known, and 256
-// tokens before. A cold start far above what calls produce is costly: the
-// calls made before the first responses all reserve it, and their refunds
-// come back while the vendor, which never counted the reserved tokens,
-// has been full and let its refill go; a short cold start is corrected by
-// the first settlements, which move the calls queued behind them.
-var DefaultOutputLearning = OutputLearning{Quantile: 0.9, Window: 256, MinSamples: 4, ColdStart: 256}
+// tokens before.
+//
+// A call whose output exceeds its estimate settles into debt, which
+// moves the calls queued behind it; while it streams, though, the vendor
+// counts its output before Sluice does, so the estimate stays above the
+// median. Higher quantiles cost allowance without sparing 429s in the
+// simulator: at 8,000 OTPM with 16 callers and log-normal outputs, the
+// 50th, 75th and 90th percentiles used 97 %, 96 % and 93 % of the
+// allowance over ten minutes, with no 429. A cold start far above what
+// calls produce is costly too: the calls made before the first responses
+// all reserve it, and their refunds come back after the vendor, which
+// never counted the reserved tokens, has let its refill go.
+var DefaultOutputLearning = OutputLearning{Quantile: 0.75, Window: 256, MinSamples: 4, ColdStart: 256}
 
 // maxLearnedModels bounds the models a Transport learns outputs for; a
 // call to a model beyond it is charged the cold-start estimate.

@@ -14,6 +14,9 @@ import (
 	"github.com/ontopix/sluice/vendors/vendorsim"
 )
 
+// otpmSigma is the spread of the outputs otpmLoad draws.
+var otpmSigma = 0.6
+
 // otpmRun is the outcome of one otpmLoad.
 type otpmRun struct {
 	admitted, limited int64
@@ -26,6 +29,12 @@ type otpmRun struct {
 // max_tokens 1024 and producing a log-normal output (median tokens, σ 0.6)
 // at 10 ms a token; opts configure the Transport.
 func otpmLoad(t *testing.T, workers int, run time.Duration, median float64, opts ...transport.Option) otpmRun {
+	return otpmLoadStream(t, workers, run, median, false, opts...)
+}
+
+// otpmLoadStream is otpmLoad, streaming each response when stream is
+// set: the vendor then counts the output as it is produced.
+func otpmLoadStream(t *testing.T, workers int, run time.Duration, median float64, stream bool, opts ...transport.Option) otpmRun {
 	t.Helper()
 	const otpm = 8000
 	p, err := vendors.AnthropicProfile(vendors.AnthropicLimits{RPM: 4000, InputTPM: 10_000_000, OutputTPM: otpm})
@@ -34,7 +43,7 @@ func otpmLoad(t *testing.T, workers int, run time.Duration, median float64, opts
 	}
 	sim := vendorsim.Config{Vendor: vendorsim.Anthropic, Seed: 11,
 		Limits:           vendorsim.Limits{RPM: 4000, ITPM: 10_000_000, OTPM: otpm},
-		OutputTokens:     vendorsim.LogNormal(median, 0.6),
+		OutputTokens:     vendorsim.LogNormal(median, otpmSigma),
 		TimeToFirstToken: vendorsim.Uniform(0.2, 0.6), PerOutputToken: vendorsim.Fixed(0.01)}
 	e := newEnvClock(t, sim, p, nil, append([]transport.Option{transport.WithMaxWait(10 * time.Minute)}, opts...)...)
 	ac := anthropicClient(e, 0)
@@ -48,7 +57,16 @@ func otpmLoad(t *testing.T, workers int, run time.Duration, median float64, opts
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
-				if _, err := ac.Messages.New(ctx, params); err != nil && ctx.Err() == nil {
+				var err error
+				if stream {
+					s := ac.Messages.NewStreaming(ctx, params)
+					for s.Next() {
+					}
+					err = s.Err()
+				} else {
+					_, err = ac.Messages.New(ctx, params)
+				}
+				if err != nil && ctx.Err() == nil {
 					time.Sleep(time.Second) // a caller backs off; keeps virtual time moving
 				}
 			}
@@ -74,23 +92,28 @@ func otpmLoad(t *testing.T, workers int, run time.Duration, median float64, opts
 
 // TestLearnedOutputEstimate compares, at an 8,000 OTPM limit with 16
 // workers over 15 minutes of virtual time, the fixed output estimate
-// (min(max_tokens, 1024)) with the learned one (the 90th percentile of
+// (min(max_tokens, 1024)) with the learned one (the 75th percentile of
 // recent outputs): the fixed one reserves about four times what calls
 // produce, calls wait in line behind reservations mostly refunded, and
 // part of the allowance goes unused; the learned one uses at least 95 %
-// of it with no 429.
+// of it with no 429, whether the responses are streamed (the vendor
+// counts output as it is produced) or not.
 func TestLearnedOutputEstimate(t *testing.T) {
+	fixed := []transport.Option{transport.WithOutputEstimate(transport.FixedOutputEstimate)}
 	for _, tc := range []struct {
 		name    string
+		stream  bool
 		opts    []transport.Option
 		wantUse float64 // at least
 	}{
-		{"fixed min(max_tokens, 1024)", []transport.Option{transport.WithOutputEstimate(transport.FixedOutputEstimate)}, 0},
-		{"learned p90 (default)", nil, 0.95},
+		{"fixed min(max_tokens, 1024)", false, fixed, 0},
+		{"learned p75 (default)", false, nil, 0.95},
+		{"streamed, fixed", true, fixed, 0},
+		{"streamed, learned p75 (default)", true, nil, 0.95},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				r := otpmLoad(t, 16, 15*time.Minute, 200, tc.opts...)
+				r := otpmLoadStream(t, 16, 15*time.Minute, 200, tc.stream, tc.opts...)
 				t.Logf("%s: %d admitted, %d rate-limited, %.1f %% of the OTPM allowance, mean wait %v", tc.name, r.admitted, r.limited, 100*r.use, r.meanWait)
 				if r.limited != 0 {
 					t.Errorf("429s: %d, want 0", r.limited)
