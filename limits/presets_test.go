@@ -78,6 +78,9 @@ func TestPresetsAreProfiles(t *testing.T) {
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("%s:\n got %+v\nwant %+v", c.yaml, got, want)
 		}
+		if ps := f.Profiles(); len(ps) != 1 || !reflect.DeepEqual(ps[0].Cost, p.Cost) {
+			t.Errorf("%s: the file's profiles %+v, want one with the cost model %+v", c.yaml, ps, p.Cost)
+		}
 	}
 }
 
