@@ -15,7 +15,7 @@ import (
 )
 
 // otpmSigma is the spread of the outputs otpmLoad draws.
-var otpmSigma = 0.6
+const otpmSigma = 0.6
 
 // otpmRun is the outcome of one otpmLoad.
 type otpmRun struct {
@@ -24,16 +24,12 @@ type otpmRun struct {
 	meanWait          time.Duration
 }
 
-// otpmLoad runs workers for run (virtual time) through the transport
-// against Anthropic with an 8,000 OTPM limit, every call asking
-// max_tokens 1024 and producing a log-normal output (median tokens, σ 0.6)
-// at 10 ms a token; opts configure the Transport.
-func otpmLoad(t *testing.T, workers int, run time.Duration, median float64, opts ...transport.Option) otpmRun {
-	return otpmLoadStream(t, workers, run, median, false, opts...)
-}
-
-// otpmLoadStream is otpmLoad, streaming each response when stream is
-// set: the vendor then counts the output as it is produced.
+// otpmLoadStream runs workers for run (virtual time) through the
+// transport against Anthropic with an 8,000 OTPM limit, every call asking
+// max_tokens 1024 and producing a log-normal output (median tokens,
+// spread otpmSigma) at 10 ms a token, streamed when stream is set (the
+// vendor then counts the output as it is produced); opts configure the
+// Transport.
 func otpmLoadStream(t *testing.T, workers int, run time.Duration, median float64, stream bool, opts ...transport.Option) otpmRun {
 	t.Helper()
 	const otpm = 8000
