@@ -41,7 +41,9 @@ func GroqProfile(l GroqLimits, opts ...ProfileOption) (Profile, error) {
 // Output tokens per minute are charged max_tokens × n at admission (or the
 // output estimate when no cap is set), as OpenAI reserves output. Every
 // token metric is read as AdmissionKept, as OpenAI's is: Groq does not say
-// that it corrects its count to the usage.
+// that it corrects its count to the usage. A prompt served from the cache
+// then stays charged at its estimate, which counts the cached tokens;
+// WithCostReading(AdjustedToUsage, InputTokens) gives them back.
 func GroqCost() CostModel {
 	return CostModel{Vendor: Groq, Metrics: []MetricCost{
 		{Requests, AdmitOne, SettleNever, AdjustedToUsage},
