@@ -45,6 +45,7 @@
 //	    tpm: 200000
 //	    headroom: 5%        # or 0.05; 0 to 50 %, default 2 %
 //	    request_margin: 50ms # arrival jitter the requests bucket absorbs (0s to 10s)
+//	    cost_reading: admission_kept # or adjusted_to_usage, or {tpm: adjusted_to_usage}
 //	    burst: {rpm: 4}     # a smaller capacity than the profile's
 //	  - preset: anthropic   # #rpm, #input_tpm, #output_tpm
 //	    rpm: 50

@@ -69,7 +69,7 @@ func PresetNames() []string {
 }
 
 // common are the fields every preset accepts besides its own.
-var common = []string{"vendor", "max_debt", "headroom", "request_margin", "burst"}
+var common = []string{"vendor", "max_debt", "headroom", "request_margin", "cost_reading", "burst"}
 
 // fields returns the keys a preset accepts, in the order errors list them.
 func (pr preset) fields() []string {
@@ -252,6 +252,11 @@ func (p *parser) presetValues(it presetItem, pr preset) (limits map[string]int64
 			opts = append(opts, vendors.WithRequestMargin(d))
 		}
 	}
+	if n := it.fields["cost_reading"]; n != nil {
+		r, rok := p.costReadings(it.path+".cost_reading", n, pr)
+		opts = append(opts, r...)
+		ok = ok && rok
+	}
 	if n := it.fields["burst"]; n != nil {
 		b, bok := p.bursts(it.path+".burst", n, pr)
 		opts = append(opts, b...)
@@ -287,6 +292,43 @@ func (p *parser) bursts(path string, n *yaml.Node, pr preset) ([]vendors.Profile
 	return opts, ok
 }
 
+// costReadings reads cost_reading: admission_kept (every token limit) or
+// cost_reading: {tpm: adjusted_to_usage, tpd: admission_kept}.
+func (p *parser) costReadings(path string, n *yaml.Node, pr preset) ([]vendors.ProfileOption, bool) {
+	const want = "adjusted_to_usage or admission_kept"
+	if n.Kind == yaml.ScalarNode {
+		r, ok := vendors.ParseReading(n.Value)
+		if !ok {
+			p.errorf(n, path, "%q: must be %s, or a mapping of limit to reading", n.Value, want)
+			return nil, false
+		}
+		return []vendors.ProfileOption{vendors.WithCostReading(r)}, true
+	}
+	if n.Kind != yaml.MappingNode {
+		p.errorf(n, path, "must be %s, or a mapping of limit to reading, e.g. {tpm: admission_kept}", want)
+		return nil, false
+	}
+	var opts []vendors.ProfileOption
+	ok := true
+	for j := 0; j+1 < len(n.Content); j += 2 {
+		k, v := n.Content[j], n.Content[j+1]
+		m, known := vendors.MetricOf(k.Value)
+		if !known || !contains(pr.metrics, k.Value) {
+			p.errorf(k, path+"."+k.Value, "unknown limit for preset %s (want %s)", pr.vendor, strings.Join(pr.metrics, ", "))
+			ok = false
+			continue
+		}
+		r, rok := vendors.ParseReading(v.Value)
+		if !rok || v.Kind != yaml.ScalarNode {
+			p.errorf(v, path+"."+k.Value, "%q: must be %s", v.Value, want)
+			ok = false
+			continue
+		}
+		opts = append(opts, vendors.WithCostReading(r, m))
+	}
+	return opts, ok
+}
+
 // profileError places a profile's *bucket.FieldError on the field it names.
 func (p *parser) profileError(it presetItem, err error) {
 	var fe *bucket.FieldError
@@ -296,12 +338,14 @@ func (p *parser) profileError(it presetItem, err error) {
 	}
 	at, field := it.at, it.path
 	key := fe.Field
-	if strings.HasPrefix(key, "burst[") && strings.HasSuffix(key, "]") {
-		b := strings.TrimSuffix(strings.TrimPrefix(key, "burst["), "]")
-		if bn := it.fields["burst"]; bn != nil && bn.Kind == yaml.MappingNode {
-			for j := 0; j+1 < len(bn.Content); j += 2 {
-				if bn.Content[j].Value == b {
-					at, field = bn.Content[j+1], it.path+".burst."+b
+	if group, sub, isSub := strings.Cut(strings.TrimSuffix(key, "]"), "["); isSub && strings.HasSuffix(key, "]") {
+		if gn := it.fields[group]; gn != nil {
+			at, field = gn, it.path+"."+group
+			if gn.Kind == yaml.MappingNode {
+				for j := 0; j+1 < len(gn.Content); j += 2 {
+					if gn.Content[j].Value == sub {
+						at, field = gn.Content[j+1], it.path+"."+group+"."+sub
+					}
 				}
 			}
 		}

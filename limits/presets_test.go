@@ -30,6 +30,15 @@ func TestPresetsAreProfiles(t *testing.T) {
 		{"- preset: openai\n  rpm: 500\n  request_margin: 0s\n", func() (vendors.Profile, error) {
 			return vendors.OpenAIProfile(vendors.OpenAILimits{RPM: 500}, vendors.WithRequestMargin(0))
 		}},
+		{"- preset: openai\n  tpm: 30000\n  cost_reading: adjusted_to_usage\n", func() (vendors.Profile, error) {
+			return vendors.OpenAIProfile(vendors.OpenAILimits{TPM: 30_000}, vendors.WithCostReading(vendors.AdjustedToUsage))
+		}},
+		{"- preset: openai\n  tpm: 30000\n  tpd: 900000\n  cost_reading: {tpm: adjusted_to_usage}\n", func() (vendors.Profile, error) {
+			return vendors.OpenAIProfile(vendors.OpenAILimits{TPM: 30_000, TPD: 900_000}, vendors.WithCostReading(vendors.AdjustedToUsage, vendors.Tokens))
+		}},
+		{"- preset: anthropic\n  output_tpm: 8000\n  cost_reading: {output_tpm: admission_kept}\n", func() (vendors.Profile, error) {
+			return vendors.AnthropicProfile(vendors.AnthropicLimits{OutputTPM: 8000}, vendors.WithCostReading(vendors.AdmissionKept, vendors.OutputTokens))
+		}},
 		{"- preset: azure\n  deployment: gpt-4o-eu\n  tpm: 30000\n", func() (vendors.Profile, error) {
 			return vendors.AzureProfile(vendors.AzureLimits{Deployment: "gpt-4o-eu", TPM: 30_000})
 		}},
@@ -68,6 +77,9 @@ func TestPresetsAreProfiles(t *testing.T) {
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("%s:\n got %+v\nwant %+v", c.yaml, got, want)
+		}
+		if ps := f.Profiles(); len(ps) != 1 || !reflect.DeepEqual(ps[0].Cost, p.Cost) {
+			t.Errorf("%s: the file's profiles %+v, want one with the cost model %+v", c.yaml, ps, p.Cost)
 		}
 	}
 }
@@ -116,6 +128,10 @@ func TestPresetErrors(t *testing.T) {
 		{"presets:\n  - preset: openai\n    rpm: 500\n    request_margin: 11s\n", `x.yaml:4:21: presets[0].request_margin: "11s": must be a duration from 0s to 10s in whole milliseconds`},
 		{"presets:\n  - preset: openai\n    rpm: 500\n    request_margin: -1ms\n", `x.yaml:4:21: presets[0].request_margin: "-1ms"`},
 		{"presets:\n  - preset: openai\n    rpm: 500\n    request_margin: 1.5ms\n", `x.yaml:4:21: presets[0].request_margin: "1.5ms"`},
+		{"presets:\n  - preset: openai\n    tpm: 500\n    cost_reading: kept\n", `x.yaml:4:19: presets[0].cost_reading: "kept": must be adjusted_to_usage or admission_kept`},
+		{"presets:\n  - preset: openai\n    tpm: 500\n    cost_reading: {tpm: refunded}\n", `x.yaml:4:25: presets[0].cost_reading.tpm: "refunded": must be adjusted_to_usage or admission_kept`},
+		{"presets:\n  - preset: openai\n    tpm: 500\n    cost_reading: {otpm: admission_kept}\n", "x.yaml:4:20: presets[0].cost_reading.otpm: unknown limit for preset openai"},
+		{"presets:\n  - preset: openai\n    tpm: 500\n    cost_reading: {rpm: admission_kept}\n", "x.yaml:4:25: presets[0].cost_reading.rpm: admission_kept: rpm is never settled, so it has no reading"},
 		{"presets:\n  - preset: openai\n    rpm: 500\n    burst: {rpm: 20}\n", "x.yaml:4:18: presets[0].burst.rpm: 20: must be between 1 and 8, the vendor's own burst for 500 per minute"},
 		{"presets:\n  - preset: openai\n    rpm: 500\n    burst: {tpm: 20}\n", "x.yaml:4:18: presets[0].burst.tpm: 20: the openai profile has no tpm dimension"},
 		{"presets:\n  - preset: openai\n    rpm: 500\n    burst: {input_tpm: 20}\n", "x.yaml:4:13: presets[0].burst.input_tpm: unknown limit for preset openai (want rpm, tpm, rpd, tpd)"},
@@ -132,7 +148,7 @@ func TestPresetErrors(t *testing.T) {
 		{"presets:\n  - preset: elevenlabs\n    plan: pro\n    family: stt\n    concurrent: 3\n", "x.yaml:5:17: presets[0].concurrent: 3: give either a plan (pro) or a number"},
 		{"presets:\n  - preset: groq\n    rpm: 5\n    max_debt: -7\n", "x.yaml:4:15: presets[0].max_debt: -7: must be -1 (no debt), 0 (default: capacity) or up to 10^12 tokens"},
 		{"presets:\n  - preset: groq\n    tpm: 5000\n    max_debt: 2e12\n", `x.yaml:4:15: presets[0].max_debt: "2e12": must be a whole number`},
-		{"presets:\n  - preset: gemini\n    plan: pro\n    rpm: 5\n", "x.yaml:3:5: presets[0].plan: unknown field for preset gemini (want model, vendor, max_debt, headroom, request_margin, burst, rpm, tpm, rpd)"},
+		{"presets:\n  - preset: gemini\n    plan: pro\n    rpm: 5\n", "x.yaml:3:5: presets[0].plan: unknown field for preset gemini (want model, vendor, max_debt, headroom, request_margin, cost_reading, burst, rpm, tpm, rpd)"},
 		{"presets:\n  - preset: mistral\n    rpm: 5\n", `presets[0].preset: "mistral": unknown preset (want one of anthropic, azure, elevenlabs, gemini, groq, openai)`},
 	} {
 		_, err := Parse("x.yaml", []byte(c.yaml))

@@ -41,11 +41,14 @@ func AnthropicProfile(l AnthropicLimits, opts ...ProfileOption) (Profile, error)
 // output as it is produced and max_tokens does not count, so the
 // admission charge is the caller's own output estimate (at least 1: the
 // vendor admits on a positive balance) and the settlement is the actual
-// output. Requests count 1 and are not refunded.
+// output. Requests count 1 and are not refunded. Both token metrics are
+// read as AdjustedToUsage because Anthropic says so: ITPM "is estimated
+// at request start and adjusted during the request", and OTPM is
+// evaluated as output is produced.
 func AnthropicCost() CostModel {
 	return CostModel{Vendor: Anthropic, Metrics: []MetricCost{
-		{Requests, AdmitOne, SettleNever},
-		{InputTokens, AdmitInput, SettleInputCacheCreation},
-		{OutputTokens, AdmitOutputEstimate, SettleOutput},
+		{Requests, AdmitOne, SettleNever, AdjustedToUsage},
+		{InputTokens, AdmitInput, SettleInputCacheCreation, AdjustedToUsage},
+		{OutputTokens, AdmitOutputEstimate, SettleOutput, AdjustedToUsage},
 	}}
 }

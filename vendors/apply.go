@@ -166,7 +166,35 @@ type Reaction struct {
 	// Resized lists the dimensions whose bucket was reconfigured to follow
 	// a limit change.
 	Resized []string
+	// Drift lists, for every token dimension synced, Sluice's balance
+	// beside what the vendor reported as remaining, before the sync
+	// lowered it. Requests dimensions are left out: their buckets hold a
+	// second's worth where the vendor reports a minute's.
+	Drift []Drift
 }
+
+// Drift is how far Sluice's belief about one dimension was from the
+// vendor's own count when a response reported it (its
+// x-ratelimit-remaining-* or anthropic-ratelimit-*-remaining header).
+type Drift struct {
+	// Dimension is the dimension's name.
+	Dimension string
+	// Believed is Sluice's balance, refilled to the moment of the sync, in
+	// whole tokens (rounded down; negative when in debt).
+	Believed int64
+	// Reported is what the vendor reported as remaining (Anthropic rounds
+	// its token counts to the nearest thousand; the lower bound is used).
+	Reported int64
+}
+
+// Tokens returns Believed − Reported: positive when Sluice believed it
+// had tokens the vendor had already counted (the sync then lowered the
+// balance), negative when Sluice was the more cautious. Calls the vendor
+// admitted but whose response headers Sluice had not yet seen, and
+// settlements not yet made, make it move both ways; a drift that stays
+// positive says that the profile's cost reading counts less than the
+// vendor does.
+func (d Drift) Tokens() int64 { return d.Believed - d.Reported }
 
 // Err returns the response's own error: nil for a 2xx, else an *Error
 // matching the sentinel for its kind (ErrRateLimited, ErrQuotaExhausted,
@@ -197,7 +225,7 @@ func (r *Reactor) Observe(ctx context.Context, status int, h http.Header, body [
 		re.Cooled, re.Clamped, errs = r.cool(ctx, c, now, errs)
 	}
 	if r.sync {
-		re.Synced, errs = r.syncRemaining(ctx, c.Signals, errs)
+		re.Synced, re.Drift, errs = r.syncRemaining(ctx, c.Signals, errs)
 	}
 	return re, errors.Join(errs...)
 }
@@ -256,9 +284,11 @@ func (r *Reactor) timeBased(m Metric) []string {
 	return out
 }
 
-// syncRemaining lowers each reported dimension to its remaining value.
-func (r *Reactor) syncRemaining(ctx context.Context, s Signals, errs []error) ([]string, []error) {
+// syncRemaining lowers each reported dimension to its remaining value, and
+// returns the drift it found on each.
+func (r *Reactor) syncRemaining(ctx context.Context, s Signals, errs []error) ([]string, []Drift, []error) {
 	var done []string
+	var drift []Drift
 	for _, d := range r.profile.Dimensions {
 		if d.Config.Type == bucket.Concurrent {
 			continue
@@ -270,13 +300,27 @@ func (r *Reactor) syncRemaining(ctx context.Context, s Signals, errs []error) ([
 		if r.implausibleLimit(d, s) || r.flapping(d, s) {
 			continue // its headers are not to be believed
 		}
-		if _, err := r.client.Sync(ctx, d.Name, min(rem, bucket.MaxCapacity)); err != nil {
+		rem = min(rem, bucket.MaxCapacity)
+		res, err := r.client.Sync(ctx, d.Name, rem)
+		if err != nil {
 			errs = append(errs, fmt.Errorf("vendors: syncing %s to %d remaining: %w", d.Name, rem, err))
 			continue
 		}
 		done = append(done, d.Name)
+		if d.Config.Type == bucket.Tokens {
+			drift = append(drift, Drift{Dimension: d.Name, Believed: floorDiv(int64(res.Before), 1000), Reported: rem})
+		}
 	}
-	return done, errs
+	return done, drift, errs
+}
+
+// floorDiv returns a/b rounded toward minus infinity, for b > 0.
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && a < 0 {
+		q--
+	}
+	return q
 }
 
 // ScaleConfig returns c, a profile dimension's bucket for a published limit

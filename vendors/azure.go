@@ -46,12 +46,13 @@ func AzureProfile(l AzureLimits, opts ...ProfileOption) (Profile, error) {
 
 // AzureCost returns Azure OpenAI's cost model: a request counts 1, failed
 // or not; tokens are charged prompt estimate + max_tokens × best_of at
-// admission and never refunded within the minute, so a settlement only
-// charges more (to prompt + completion tokens when those exceed the
-// charge).
+// admission and read as AdmissionKept: Azure adds this "estimated max
+// processed-token count" to a running count and does not say that it
+// corrects it to the usage, so a settlement only charges more (to prompt
+// + completion tokens when those exceed the charge), never refunds.
 func AzureCost() CostModel {
 	return CostModel{Vendor: Azure, Metrics: []MetricCost{
-		{Requests, AdmitOne, SettleNever},
-		{Tokens, AdmitInputPlusMaxOutput, SettleChargeMore},
+		{Requests, AdmitOne, SettleNever, AdjustedToUsage},
+		{Tokens, AdmitInputPlusMaxOutput, SettleInputOutput, AdmissionKept},
 	}}
 }

@@ -129,8 +129,10 @@ const (
 	SettleInput SettleRule = 6
 	// SettleUncachedInput settles to Input − CacheRead (Groq ITPM).
 	SettleUncachedInput SettleRule = 7
-	// SettleChargeMore settles to max(admitted, Input + Output): Azure
-	// never refunds within the minute, so a settlement only charges more.
+	// SettleChargeMore settles to max(admitted, Input + Output): it is
+	// SettleInputOutput read as AdmissionKept, whatever the MetricCost's
+	// Reading. The built-in models use SettleInputOutput with a Reading
+	// instead, so that the reading can be changed.
 	SettleChargeMore SettleRule = 8
 )
 
@@ -157,6 +159,52 @@ func (r SettleRule) String() string {
 	return fmt.Sprintf("SettleRule(%d)", uint8(r))
 }
 
+// Reading is how a vendor's count of a call's tokens relates to its
+// admission charge once the usage is known. Vendors that publish their
+// algorithm say which reading is theirs; for the others it is a reading,
+// and the one that cannot over-admit under either is AdmissionKept.
+type Reading uint8
+
+// The readings.
+const (
+	// AdjustedToUsage settles the charge to the usage as the SettleRule
+	// computes it, refunding what the admission charged in excess: the
+	// vendor corrects its count to what the call used (Anthropic, which
+	// says so). It is the zero value.
+	AdjustedToUsage Reading = 0
+	// AdmissionKept never settles below the admission charge: the
+	// settlement may raise the charge to the usage when the call used
+	// more, never refund it. It counts at least what a vendor that keeps
+	// its admission charge counts, and at least what one that adjusts to
+	// usage counts, so Sluice never believes it has tokens the vendor has
+	// already counted, under either reading; it costs the allowance that a
+	// vendor adjusting to usage would have refunded.
+	AdmissionKept Reading = 1
+)
+
+// String returns the reading's name as a limits file writes it:
+// "adjusted_to_usage" or "admission_kept".
+func (r Reading) String() string {
+	switch r {
+	case AdjustedToUsage:
+		return "adjusted_to_usage"
+	case AdmissionKept:
+		return "admission_kept"
+	}
+	return fmt.Sprintf("Reading(%d)", uint8(r))
+}
+
+// ParseReading returns the reading s names ("adjusted_to_usage" or
+// "admission_kept"), and false for any other string.
+func ParseReading(s string) (Reading, bool) {
+	for _, r := range []Reading{AdjustedToUsage, AdmissionKept} {
+		if r.String() == s {
+			return r, true
+		}
+	}
+	return 0, false
+}
+
 // MetricCost is the cost model of one metric.
 type MetricCost struct {
 	// Metric is what is counted.
@@ -165,6 +213,10 @@ type MetricCost struct {
 	Admit AdmitRule
 	// Settle is what it counts once the usage is known.
 	Settle SettleRule
+	// Reading says whether the settlement may refund below the admission
+	// charge (AdjustedToUsage, the zero value) or never does
+	// (AdmissionKept). It has no effect on a SettleNever metric.
+	Reading Reading
 }
 
 // CostModel states, per metric, what a vendor counts at admission and what
@@ -215,8 +267,9 @@ func (m CostModel) Admission(c Call) ([]Charge, error) {
 
 // Settle returns the final charge on every metric that settles (SettleNever
 // metrics are left out), given the admission charges and the reported
-// usage: the totals to settle a lease's dimensions to. A negative usage
-// count is a *bucket.FieldError.
+// usage: the totals to settle a lease's dimensions to. A metric read as
+// AdmissionKept settles to no less than its admission charge in admitted.
+// A negative usage count is a *bucket.FieldError.
 func (m CostModel) Settle(admitted []Charge, u Usage) ([]Charge, error) {
 	if err := u.validate(); err != nil {
 		return nil, err
@@ -241,13 +294,15 @@ func (m CostModel) Settle(admitted []Charge, u Usage) ([]Charge, error) {
 			v = max(0, u.Input-u.CacheRead)
 		case SettleChargeMore:
 			v = satAdd(u.Input, u.Output)
+		default:
+			return nil, &bucket.FieldError{Field: "settle", Value: mc.Settle, Reason: "unknown settlement rule"}
+		}
+		if mc.Settle == SettleChargeMore || mc.Reading == AdmissionKept {
 			for _, a := range admitted {
 				if a.Metric == mc.Metric {
 					v = max(v, a.Amount)
 				}
 			}
-		default:
-			return nil, &bucket.FieldError{Field: "settle", Value: mc.Settle, Reason: "unknown settlement rule"}
 		}
 		out = append(out, Charge{Metric: mc.Metric, Amount: v})
 	}

@@ -102,11 +102,11 @@ func TestCostBadInput(t *testing.T) {
 		{"negative n", func() error { _, err := AzureCost().Admission(Call{N: -2}); return err }, "n"},
 		{"negative output", func() error { _, err := OpenAICost().Settle(nil, Usage{Output: -1}); return err }, "usage.output"},
 		{"unknown admission rule", func() error {
-			_, err := CostModel{Metrics: []MetricCost{{Tokens, 0, SettleInput}}}.Admission(Call{})
+			_, err := CostModel{Metrics: []MetricCost{{Tokens, 0, SettleInput, AdjustedToUsage}}}.Admission(Call{})
 			return err
 		}, "admit"},
 		{"unknown settlement rule", func() error {
-			_, err := CostModel{Metrics: []MetricCost{{Tokens, AdmitInput, 99}}}.Settle(nil, Usage{})
+			_, err := CostModel{Metrics: []MetricCost{{Tokens, AdmitInput, 99, AdjustedToUsage}}}.Settle(nil, Usage{})
 			return err
 		}, "settle"},
 	} {

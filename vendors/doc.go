@@ -4,7 +4,10 @@
 // OpenAI, Google Gemini, ElevenLabs, Groq) into bucket configurations that
 // are never more permissive than the vendor's own rule, and states the
 // vendor's cost model: what it counts when a request is admitted and what
-// it settles later. The header parsers read each vendor's rate-limit
+// it settles later, and whether a settlement may refund below the
+// admission charge (the Reading: AdjustedToUsage where the vendor says it
+// corrects its count, AdmissionKept where it does not, which cannot
+// over-admit under either reading). The header parsers read each vendor's rate-limit
 // headers and 429 bodies into Signals, which a caller turns into a
 // fleet-wide cooldown (sluice.Client.Cooldown) and a balance sync
 // (sluice.Client.Sync).

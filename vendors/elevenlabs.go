@@ -111,7 +111,7 @@ func ElevenLabsProfile(l ElevenLabsLimits, opts ...ProfileOption) (Profile, erro
 // ElevenLabsCost returns ElevenLabs' cost model: a request holds one
 // concurrency slot while in flight, released when it completes.
 func ElevenLabsCost() CostModel {
-	return CostModel{Vendor: ElevenLabs, Metrics: []MetricCost{{Concurrent, AdmitOne, SettleNever}}}
+	return CostModel{Vendor: ElevenLabs, Metrics: []MetricCost{{Concurrent, AdmitOne, SettleNever, AdjustedToUsage}}}
 }
 
 func joinNames[T ~string](xs []T) string {

@@ -39,11 +39,13 @@ func GeminiProfile(l GeminiLimits, opts ...ProfileOption) (Profile, error) {
 
 // GeminiCost returns Gemini's cost model: a request counts 1 against RPM
 // and RPD; TPM counts input tokens only, estimated at admission and
-// settled to promptTokenCount.
+// settled to promptTokenCount, never below the estimate (AdmissionKept):
+// Gemini publishes no algorithm, and that reading cannot over-admit
+// whether or not it corrects its count to the usage.
 func GeminiCost() CostModel {
 	return CostModel{Vendor: Gemini, Metrics: []MetricCost{
-		{Requests, AdmitOne, SettleNever},
-		{Tokens, AdmitInput, SettleInput},
-		{RequestsPerDay, AdmitOne, SettleNever},
+		{Requests, AdmitOne, SettleNever, AdjustedToUsage},
+		{Tokens, AdmitInput, SettleInput, AdmissionKept},
+		{RequestsPerDay, AdmitOne, SettleNever, AdjustedToUsage},
 	}}
 }

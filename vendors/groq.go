@@ -39,14 +39,18 @@ func GroqProfile(l GroqLimits, opts ...ProfileOption) (Profile, error) {
 // GroqCost returns Groq's cost model: OpenAI's, except that cached tokens
 // do not count, so settlements leave out prompt_tokens_details.cached_tokens.
 // Output tokens per minute are charged max_tokens × n at admission (or the
-// output estimate when no cap is set), as OpenAI reserves output.
+// output estimate when no cap is set), as OpenAI reserves output. Every
+// token metric is read as AdmissionKept, as OpenAI's is: Groq does not say
+// that it corrects its count to the usage. A prompt served from the cache
+// then stays charged at its estimate, which counts the cached tokens;
+// WithCostReading(AdjustedToUsage, InputTokens) gives them back.
 func GroqCost() CostModel {
 	return CostModel{Vendor: Groq, Metrics: []MetricCost{
-		{Requests, AdmitOne, SettleNever},
-		{Tokens, AdmitMaxOutputOrInput, SettleUncachedInputOutput},
-		{InputTokens, AdmitInput, SettleUncachedInput},
-		{OutputTokens, AdmitMaxOutput, SettleOutput},
-		{RequestsPerDay, AdmitOne, SettleNever},
-		{TokensPerDay, AdmitMaxOutputOrInput, SettleUncachedInputOutput},
+		{Requests, AdmitOne, SettleNever, AdjustedToUsage},
+		{Tokens, AdmitMaxOutputOrInput, SettleUncachedInputOutput, AdmissionKept},
+		{InputTokens, AdmitInput, SettleUncachedInput, AdmissionKept},
+		{OutputTokens, AdmitMaxOutput, SettleOutput, AdmissionKept},
+		{RequestsPerDay, AdmitOne, SettleNever, AdjustedToUsage},
+		{TokensPerDay, AdmitMaxOutputOrInput, SettleUncachedInputOutput, AdmissionKept},
 	}}
 }

@@ -43,12 +43,18 @@ func OpenAIProfile(l OpenAILimits, opts ...ProfileOption) (Profile, error) {
 // and RPD even when it fails; tokens are charged max(max_tokens × n,
 // estimated input) at admission (the estimate is the larger of the
 // caller's token count and ceil(characters/4)) and settled to prompt +
-// completion tokens.
+// completion tokens, never below the admission charge (AdmissionKept).
+// OpenAI publishes the admission charge but does not say that it corrects
+// the count to the usage afterwards: read as adjusted to usage, a call
+// with a short prompt and a large max_tokens would give back tokens that
+// a vendor keeping its charge still counts, and the fleet would draw
+// 429s. AdmissionKept cannot over-admit under either reading; choose
+// AdjustedToUsage with WithCostReading to trust the refund.
 func OpenAICost() CostModel {
 	return CostModel{Vendor: OpenAI, Metrics: []MetricCost{
-		{Requests, AdmitOne, SettleNever},
-		{Tokens, AdmitMaxOutputOrInput, SettleInputOutput},
-		{RequestsPerDay, AdmitOne, SettleNever},
-		{TokensPerDay, AdmitMaxOutputOrInput, SettleInputOutput},
+		{Requests, AdmitOne, SettleNever, AdjustedToUsage},
+		{Tokens, AdmitMaxOutputOrInput, SettleInputOutput, AdmissionKept},
+		{RequestsPerDay, AdmitOne, SettleNever, AdjustedToUsage},
+		{TokensPerDay, AdmitMaxOutputOrInput, SettleInputOutput, AdmissionKept},
 	}}
 }

@@ -179,6 +179,7 @@ type options struct {
 	margin      time.Duration
 	bursts      map[Metric]int64
 	order       []Metric // bursts in the order given, for errors
+	readings    []readingOpt
 }
 
 // WithHeadroom keeps every time-based dimension the fraction f below the
@@ -263,6 +264,7 @@ func newBuilder(v Vendor, scopeField, scope string, cost CostModel, opts []Profi
 	if scope != "" && (strings.Contains(scope, "#") || strings.TrimSpace(scope) != scope) {
 		return b.fail(scopeField, scope, "must be a name without '#' or surrounding spaces")
 	}
+	b.applyReadings()
 	return b
 }
 

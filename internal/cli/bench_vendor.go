@@ -33,6 +33,9 @@ type vendorBenchOptions struct {
 	seed             uint64
 	clients          string
 	rules            string
+	costReading      string
+	simReading       string
+	outputEstimate   string
 }
 
 // The published limits a benchmark run uses unless flags say otherwise:
@@ -45,7 +48,8 @@ var vendorBenchLimits = map[vendorsim.Vendor]vendorsim.Limits{
 
 // vendorBenchFlags are the flags only 'bench --vendor-sim' reads.
 var vendorBenchFlags = []string{"modes", "load", "sync", "follow-limits", "outage", "estimate-error", "headroom", "request-margin",
-	"rpm", "tpm", "itpm", "otpm", "input-tokens", "max-tokens", "output-tokens", "sim-ttft", "sim-per-token", "sim-arrival", "seed", "client", "rules"}
+	"rpm", "tpm", "itpm", "otpm", "input-tokens", "max-tokens", "output-tokens", "sim-ttft", "sim-per-token", "sim-arrival", "seed", "client",
+	"cost-reading", "sim-reading", "output-estimate", "rules"}
 
 // addVendorBench adds --vendor-sim and its flags to the bench command:
 // with --vendor-sim, bench measures 429s and utilisation at a simulated
@@ -79,6 +83,9 @@ func addVendorBench(cmd *cobra.Command, g *globals) {
 	f.Uint64Var(&o.seed, "seed", 1, "with --vendor-sim: seed of every random draw")
 	f.StringVar(&o.rules, "rules", "vendor", "with --vendor-sim: the vendor's readings to run each mode under, separated by ';' (see above)")
 	f.StringVar(&o.clients, "client", clientTransport, "with --vendor-sim: how the sluice mode calls: transport, manual, or both (transport,manual)")
+	f.StringVar(&o.costReading, "cost-reading", "", "with --vendor-sim: the profile's reading of its token charges: adjusted_to_usage or admission_kept (default: the vendor's, see docs/vendors.md)")
+	f.StringVar(&o.simReading, "sim-reading", "vendor", "with --vendor-sim openai: how the simulated vendor counts tokens once a call completes: vendor (adjusted), adjusted_to_usage or admission_kept")
+	f.StringVar(&o.outputEstimate, "output-estimate", outputLearned, "with --vendor-sim anthropic: the transport's output estimate: learned (the 75th percentile of recent outputs), learned:Q (the Q quantile, 0 < Q ≤ 1) or fixed (min(max_tokens, 1024))")
 	run := cmd.RunE
 	cmd.RunE = func(c *cobra.Command, args []string) error {
 		if o.vendor == "" {
@@ -214,7 +221,16 @@ func (o vendorBenchOptions) config(flags *pflag.FlagSet) (vendorBenchConfig, err
 		c.schedule = []vendorsim.Scale{s}
 	}
 	c.run = vbRun{Vendor: v, Limits: lim, Headroom: o.headroom, Load: o.load, Sync: o.sync, Follow: o.follow,
-		EstimateError: o.estimateError, Dists: dists{Input: o.input, MaxTokens: o.maxTokens, Output: o.output}, Seed: o.seed}
+		EstimateError: o.estimateError, Dists: dists{Input: o.input, MaxTokens: o.maxTokens, Output: o.output}, Seed: o.seed,
+		CostReading: o.costReading, OutputEstimate: o.outputEstimate}
+	if _, err := outputOption(o.outputEstimate); err != nil {
+		return c, err
+	}
+	simReading, ok := map[string]vendorsim.Reading{"vendor": vendorsim.VendorReading,
+		"adjusted_to_usage": vendorsim.AdjustedToUsage, "admission_kept": vendorsim.AdmissionKept}[o.simReading]
+	if !ok {
+		return c, usagef("--sim-reading %q: must be vendor, adjusted_to_usage or admission_kept", o.simReading)
+	}
 	ms := o.margin.Milliseconds()
 	c.run.RequestMargin = &ms
 	if _, err := c.run.profile(); err != nil {
@@ -223,7 +239,8 @@ func (o vendorBenchOptions) config(flags *pflag.FlagSet) (vendorBenchConfig, err
 	if _, err := newReqGen(v, c.run.Dists, o.estimateError, o.seed, 0); err != nil {
 		return c, err
 	}
-	c.sim = vendorsim.Config{Vendor: v, Limits: lim, Seed: o.seed, Schedule: c.schedule, SeriesInterval: 100 * time.Millisecond}
+	c.sim = vendorsim.Config{Vendor: v, Limits: lim, Seed: o.seed, Schedule: c.schedule, SeriesInterval: 100 * time.Millisecond,
+		Reading: simReading}
 	if c.sim.TimeToFirstToken, err = vendorsim.ParseLatency(o.ttft); err != nil {
 		return c, usagef("--sim-ttft %q: %v", o.ttft, err)
 	}

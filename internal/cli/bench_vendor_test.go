@@ -172,6 +172,11 @@ func TestBenchVendorSimUsage(t *testing.T) {
 		{[]string{"--vendor-sim", "openai", "--rules", "vendor;requests=500ms"}, "Rules.RequestInterval"},
 		{[]string{"--vendor-sim", "openai", "--rules", "window=fixed;window=fixed"}, "listed twice"},
 		{[]string{"--dimension", "x", "--rules", "vendor"}, "--rules applies to 'bench --vendor-sim' only"},
+		{[]string{"--vendor-sim", "openai", "--cost-reading", "kept"}, "--cost-reading"},
+		{[]string{"--vendor-sim", "openai", "--sim-reading", "kept"}, "--sim-reading"},
+		{[]string{"--vendor-sim", "anthropic", "--sim-reading", "admission_kept"}, "does not apply to vendor anthropic"},
+		{[]string{"--vendor-sim", "anthropic", "--output-estimate", "mean"}, "--output-estimate"},
+		{[]string{"--vendor-sim", "anthropic", "--output-estimate", "learned:1.5"}, "--output-estimate"},
 	} {
 		out, errs, code := e.run(append([]string{"bench"}, tc.args...)...)
 		if code != ExitUsage || !strings.Contains(errs, tc.want) {

@@ -82,7 +82,11 @@ func newVBTransport(p *vbProcess, c *sluice.Client) (*vbTransport, error) {
 	if !p.run.Follow {
 		ropts = append(ropts, vendors.WithoutLimitFollowing())
 	}
-	t, err := transport.New(c, []vendors.Profile{prof},
+	est, err := outputOption(p.run.OutputEstimate)
+	if err != nil {
+		return nil, err
+	}
+	t, err := transport.New(c, []vendors.Profile{prof}, est,
 		transport.WithBase(timedRoundTripper{p.http.Transport}),
 		// The run's end, not a bound on the wait, ends a call's wait.
 		transport.WithMaxWait(p.run.Duration+time.Minute),

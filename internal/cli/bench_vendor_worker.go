@@ -8,11 +8,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/vendors"
+	"github.com/ontopix/sluice/vendors/transport"
 	"github.com/ontopix/sluice/vendors/vendorsim"
 )
 
@@ -45,6 +48,38 @@ type vbRun struct {
 	Dists         dists         `json:"dists"`
 	Seed          uint64        `json:"seed"`
 	Client        string        `json:"client,omitempty"` // sluice mode: transport (the default) or manual
+	// CostReading is the profile's reading of its token charges; "" is
+	// the vendor's default.
+	CostReading string `json:"cost_reading,omitempty"`
+	// OutputEstimate is the transport's output estimate: "" or learned,
+	// or fixed.
+	OutputEstimate string `json:"output_estimate,omitempty"`
+}
+
+// The transport's output estimates (--output-estimate).
+const (
+	outputLearned = "learned"
+	outputFixed   = "fixed"
+)
+
+// outputOption returns the transport option for --output-estimate:
+// learned (the default learning), learned:Q (the Q quantile) or fixed.
+func outputOption(s string) (transport.Option, error) {
+	switch {
+	case s == "" || s == outputLearned:
+		return transport.WithOutputLearning(transport.DefaultOutputLearning), nil
+	case s == outputFixed:
+		return transport.WithOutputEstimate(transport.FixedOutputEstimate), nil
+	}
+	if q, ok := strings.CutPrefix(s, outputLearned+":"); ok {
+		v, err := strconv.ParseFloat(q, 64)
+		if err == nil && v > 0 && v <= 1 {
+			l := transport.DefaultOutputLearning
+			l.Quantile = v
+			return transport.WithOutputLearning(l), nil
+		}
+	}
+	return nil, usagef("--output-estimate %q: must be learned, learned:Q (0 < Q ≤ 1) or fixed", s)
 }
 
 // benchScope scopes the benchmark's dimensions (openai#bench#tpm), so that
@@ -57,12 +92,20 @@ func (r vbRun) profile() (vendors.Profile, error) {
 	if r.RequestMargin != nil {
 		m = vendors.WithRequestMargin(time.Duration(*r.RequestMargin) * time.Millisecond)
 	}
+	var cr vendors.ProfileOption
+	if r.CostReading != "" {
+		rd, ok := vendors.ParseReading(r.CostReading)
+		if !ok {
+			return vendors.Profile{}, usagef("--cost-reading %q: must be adjusted_to_usage or admission_kept", r.CostReading)
+		}
+		cr = vendors.WithCostReading(rd)
+	}
 	switch r.Vendor {
 	case vendorsim.OpenAI:
-		return vendors.OpenAIProfile(vendors.OpenAILimits{Model: benchScope, RPM: r.Limits.RPM, TPM: r.Limits.TPM}, h, m)
+		return vendors.OpenAIProfile(vendors.OpenAILimits{Model: benchScope, RPM: r.Limits.RPM, TPM: r.Limits.TPM}, h, m, cr)
 	case vendorsim.Anthropic:
 		return vendors.AnthropicProfile(vendors.AnthropicLimits{Model: benchScope, RPM: r.Limits.RPM,
-			InputTPM: r.Limits.ITPM, OutputTPM: r.Limits.OTPM}, h, m)
+			InputTPM: r.Limits.ITPM, OutputTPM: r.Limits.OTPM}, h, m, cr)
 	}
 	return vendors.Profile{}, usagef("--vendor-sim %q: must be openai or anthropic", r.Vendor)
 }

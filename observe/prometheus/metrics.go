@@ -22,7 +22,8 @@ var (
 // time, so that a hook only increments.
 type metrics struct {
 	acquire, degraded, settlements, estimated, actual, clamped, penalties *prom.CounterVec
-	cooldowns, syncs                                                      *prom.CounterVec
+	cooldowns, syncs, driftAhead                                          *prom.CounterVec
+	drift                                                                 *prom.GaugeVec
 	retryIn, delta                                                        *prom.HistogramVec
 	acquireDur, wait, attempts                                            *prom.HistogramVec
 	releases, lost, runs, restored, storeErrs                             *prom.CounterVec
@@ -51,6 +52,8 @@ type dimSeries struct {
 	penalties         [len(label.PenaltyResults)]prom.Counter
 	cooldowns         [len(label.CooldownResults)]prom.Counter
 	syncs             [len(label.SyncResults)]prom.Counter
+	drift             prom.Gauge
+	driftAhead        prom.Counter
 }
 
 func counter(c config, name, help string, labels ...string) *prom.CounterVec {
@@ -63,20 +66,23 @@ func histogram(c config, name, help string, buckets []float64, labels ...string)
 
 func newMetrics(c config) *metrics {
 	m := &metrics{
-		acquire:      counter(c, "sluice_acquire_total", "Acquisition decisions, per dimension asked for, by outcome.", "dimension", "outcome"),
-		acquireDur:   histogram(c, "sluice_acquire_duration_seconds", "Time an acquisition decision took, store round trips included.", durationBuckets, "outcome"),
-		retryIn:      histogram(c, "sluice_retry_in_seconds", "Wait a denied acquisition was asked to make, per dimension asked for.", retryInBuckets, "dimension"),
-		degraded:     counter(c, "sluice_degraded_grants_total", "Grants made without the store (fail open), per dimension asked for.", "dimension"),
-		wait:         histogram(c, "sluice_wait_seconds", "Time Wait, WithSlot or Slot waited, by result.", waitBuckets, "result"),
-		attempts:     histogram(c, "sluice_wait_attempts", "Acquisitions one wait made, by result.", attemptBuckets, "result"),
-		settlements:  counter(c, "sluice_settlements_total", "Settlements of a lease's estimate, by result.", "dimension", "result"),
-		estimated:    counter(c, "sluice_settle_estimated_tokens_total", "Estimates settled successfully, in tokens.", "dimension"),
-		actual:       counter(c, "sluice_settle_actual_tokens_total", "Actual usage settled successfully, in tokens.", "dimension"),
-		delta:        histogram(c, "sluice_settle_delta_tokens", "Actual minus estimate per successful settlement, in tokens.", deltaBuckets, "dimension"),
-		clamped:      counter(c, "sluice_settle_clamped_total", "Settlements whose change the debt floor or the capacity limited.", "dimension"),
-		penalties:    counter(c, "sluice_penalties_total", "Penalize calls, by result.", "dimension", "result"),
-		cooldowns:    counter(c, "sluice_cooldowns_total", "Cooldown calls, by result.", "dimension", "result"),
-		syncs:        counter(c, "sluice_syncs_total", "Sync calls, by result: lowered the balance, left it unchanged, or failed.", "dimension", "result"),
+		acquire:     counter(c, "sluice_acquire_total", "Acquisition decisions, per dimension asked for, by outcome.", "dimension", "outcome"),
+		acquireDur:  histogram(c, "sluice_acquire_duration_seconds", "Time an acquisition decision took, store round trips included.", durationBuckets, "outcome"),
+		retryIn:     histogram(c, "sluice_retry_in_seconds", "Wait a denied acquisition was asked to make, per dimension asked for.", retryInBuckets, "dimension"),
+		degraded:    counter(c, "sluice_degraded_grants_total", "Grants made without the store (fail open), per dimension asked for.", "dimension"),
+		wait:        histogram(c, "sluice_wait_seconds", "Time Wait, WithSlot or Slot waited, by result.", waitBuckets, "result"),
+		attempts:    histogram(c, "sluice_wait_attempts", "Acquisitions one wait made, by result.", attemptBuckets, "result"),
+		settlements: counter(c, "sluice_settlements_total", "Settlements of a lease's estimate, by result.", "dimension", "result"),
+		estimated:   counter(c, "sluice_settle_estimated_tokens_total", "Estimates settled successfully, in tokens.", "dimension"),
+		actual:      counter(c, "sluice_settle_actual_tokens_total", "Actual usage settled successfully, in tokens.", "dimension"),
+		delta:       histogram(c, "sluice_settle_delta_tokens", "Actual minus estimate per successful settlement, in tokens.", deltaBuckets, "dimension"),
+		clamped:     counter(c, "sluice_settle_clamped_total", "Settlements whose change the debt floor or the capacity limited.", "dimension"),
+		penalties:   counter(c, "sluice_penalties_total", "Penalize calls, by result.", "dimension", "result"),
+		cooldowns:   counter(c, "sluice_cooldowns_total", "Cooldown calls, by result.", "dimension", "result"),
+		syncs:       counter(c, "sluice_syncs_total", "Sync calls, by result: lowered the balance, left it unchanged, or failed.", "dimension", "result"),
+		drift: prom.NewGaugeVec(prom.GaugeOpts{Name: "sluice_sync_drift_tokens", ConstLabels: c.constLabels,
+			Help: "Balance minus the vendor's reported remaining at the latest successful sync, in the dimension's units (positive: the bucket held what the vendor had already counted)."}, []string{"dimension"}),
+		driftAhead:   counter(c, "sluice_sync_drift_ahead_tokens_total", "Sum of the positive drifts found by successful syncs, in the dimension's units.", "dimension"),
 		releases:     counter(c, "sluice_releases_total", "Lease releases, by result.", "result"),
 		lost:         counter(c, "sluice_leases_lost_total", "Leases a SlotHandle gave up, by cause.", "cause"),
 		runs:         counter(c, "sluice_reconcile_runs_total", "Reconcile batches, by result.", "result"),
@@ -112,12 +118,14 @@ func newMetrics(c config) *metrics {
 // dimSeries creates the series of one dimension.
 func (m *metrics) dimSeries(dim string) *dimSeries {
 	s := &dimSeries{
-		degraded:  m.degraded.WithLabelValues(dim),
-		retryIn:   m.retryIn.WithLabelValues(dim),
-		estimated: m.estimated.WithLabelValues(dim),
-		actual:    m.actual.WithLabelValues(dim),
-		delta:     m.delta.WithLabelValues(dim),
-		clamped:   m.clamped.WithLabelValues(dim),
+		degraded:   m.degraded.WithLabelValues(dim),
+		retryIn:    m.retryIn.WithLabelValues(dim),
+		estimated:  m.estimated.WithLabelValues(dim),
+		actual:     m.actual.WithLabelValues(dim),
+		delta:      m.delta.WithLabelValues(dim),
+		clamped:    m.clamped.WithLabelValues(dim),
+		drift:      m.drift.WithLabelValues(dim),
+		driftAhead: m.driftAhead.WithLabelValues(dim),
 	}
 	for i, o := range label.Outcomes {
 		s.acquire[i] = m.acquire.WithLabelValues(dim, o)
@@ -140,7 +148,7 @@ func (m *metrics) dimSeries(dim string) *dimSeries {
 func (m *metrics) collectors() []prom.Collector {
 	return []prom.Collector{
 		m.acquire, m.acquireDur, m.retryIn, m.degraded, m.wait, m.attempts,
-		m.settlements, m.estimated, m.actual, m.delta, m.clamped, m.penalties, m.cooldowns, m.syncs,
+		m.settlements, m.estimated, m.actual, m.delta, m.clamped, m.penalties, m.cooldowns, m.syncs, m.drift, m.driftAhead,
 		m.releases, m.held, m.lost, m.runs, m.reconcileDur, m.restored, m.storeErrs, m.recreated,
 	}
 }
@@ -212,8 +220,19 @@ func (m *metrics) cooled(_ context.Context, e sluice.CooldownEvent) {
 	m.dims.Get(e.Dimension).cooldowns[label.Cooldown(&e)].Inc()
 }
 
+// synced counts a sync and, when it succeeded, records the drift between
+// the balance and the vendor's remaining.
 func (m *metrics) synced(_ context.Context, e sluice.SyncEvent) {
-	m.dims.Get(e.Dimension).syncs[label.Sync(&e)].Inc()
+	s := m.dims.Get(e.Dimension)
+	s.syncs[label.Sync(&e)].Inc()
+	if e.Err != nil {
+		return
+	}
+	d := float64(e.Before)/1000 - float64(e.Remaining)
+	s.drift.Set(d)
+	if d > 0 {
+		s.driftAhead.Add(d)
+	}
 }
 
 func (m *metrics) released(_ context.Context, e sluice.ReleaseEvent) {

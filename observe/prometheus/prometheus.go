@@ -27,6 +27,8 @@
 //	sluice_penalties_total                counter    dimension, result   Penalize calls (ok, error)
 //	sluice_cooldowns_total                counter    dimension, result   Cooldown and CooldownFor calls (ok, error)
 //	sluice_syncs_total                    counter    dimension, result   Sync calls (lowered, unchanged, error)
+//	sluice_sync_drift_tokens              gauge      dimension           balance minus the vendor's remaining at the latest sync
+//	sluice_sync_drift_ahead_tokens_total  counter    dimension           positive drifts summed: what the bucket held that the vendor had counted
 //	sluice_releases_total                 counter    result              releases (released, gone, error)
 //	sluice_lease_held_seconds             histogram  -                   how long released leases were held
 //	sluice_leases_lost_total              counter    cause               leases a SlotHandle gave up (expired, unknown_lease, unavailable, other)

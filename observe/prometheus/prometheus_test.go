@@ -146,6 +146,8 @@ func TestScrapeEvents(t *testing.T) {
 		{`sluice_syncs_total{dimension="openai#tpm",result="lowered"}`, "1"},
 		{`sluice_syncs_total{dimension="openai#tpm",result="unchanged"}`, "2"},
 		{`sluice_syncs_total{dimension="openai#tpm",result="error"}`, "1"},
+		{`sluice_sync_drift_tokens{dimension="openai#tpm"}`, "-1"},
+		{`sluice_sync_drift_ahead_tokens_total{dimension="openai#tpm"}`, "2"},
 		{`sluice_releases_total{result="released"}`, "1"},
 		{`sluice_releases_total{result="gone"}`, "1"},
 		{`sluice_lease_held_seconds_sum`, "92"},

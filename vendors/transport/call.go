@@ -103,7 +103,11 @@ func (c *call) finish(o Outcome, u vendors.Usage, complete func() []vendors.Char
 		c.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), finishTimeout)
 		defer cancel()
-		final, serr := c.final(o, c.capUsage(ctx, u), complete)
+		capped := c.capUsage(ctx, u)
+		if o == Settled && c.t.learn != nil && c.e.learns {
+			c.t.learn.add(c.ev.Vendor, c.ev.Model, capped.Output)
+		}
+		final, serr := c.final(o, capped, complete)
 		errs := []error{err, serr}
 		for _, ch := range final {
 			if c.concurrent(ch.Dimension) || ch.Amount == c.lease.Cost(ch.Dimension) {

@@ -22,7 +22,8 @@ const (
 	// else (CountRequests).
 	Counted
 	// Settled is a call whose response reported its usage: every token
-	// dimension was settled to it.
+	// dimension was settled to it, never below the admission charge on a
+	// limit read as vendors.AdmissionKept.
 	Settled
 	// Partial is a call whose usage was not reported in full: a stream
 	// cut short (context cancelled, connection lost, body closed early),
@@ -108,7 +109,9 @@ type Event struct {
 	Waited   time.Duration
 	Attempts int
 	// Reaction is what the vendor's response did to the buckets
-	// (cooldown, sync, limit following); nil when no response came.
+	// (cooldown, sync, limit following); nil when no response came. Its
+	// Drift is how far Sluice's balances were from the vendor's remaining
+	// headers (also summed in Stats.Drift).
 	Reaction *vendors.Reaction
 	// VendorErr is the response's own error for a non-2xx status: it
 	// matches vendors.ErrRateLimited, ErrQuotaExhausted,

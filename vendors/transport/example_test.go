@@ -50,8 +50,13 @@ func Example() {
 		panic(err)
 	}
 	fmt.Println("usage:", resp.Usage.PromptTokens, "+", resp.Usage.CompletionTokens)
+	// OpenAI's tokens are read as keeping the admission charge
+	// (vendors.AdmissionKept): the call used 18 tokens, and its 100 stay
+	// charged. vendors.WithCostReading(vendors.AdjustedToUsage) would
+	// settle it to 18.
+
 	// Output:
-	// settled admitted 100 tokens, settled to 18
+	// settled admitted 100 tokens, settled to 100
 	// usage: 6 + 12
 }
 

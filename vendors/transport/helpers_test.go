@@ -195,9 +195,13 @@ func (e *env) balances(t testing.TB) map[string]int64 {
 	return out
 }
 
+// openAIProfile returns an OpenAI profile whose tokens are read as
+// adjusted to usage, so that a test sees the reported usage settled; the
+// default reading, which keeps the admission charge, has its own tests
+// (reading_test.go).
 func openAIProfile(t testing.TB, l vendors.OpenAILimits) vendors.Profile {
 	t.Helper()
-	p, err := vendors.OpenAIProfile(l)
+	p, err := vendors.OpenAIProfile(l, vendors.WithCostReading(vendors.AdjustedToUsage))
 	if err != nil {
 		t.Fatal(err)
 	}

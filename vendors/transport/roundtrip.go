@@ -86,7 +86,7 @@ func (t *Transport) do(req *http.Request, next sender) (*http.Response, error) {
 	}
 	c := &call{t: t, e: e, ctx: req.Context(), ev: Event{Vendor: rt.Vendor, API: ep.API, Model: est.Model, Estimate: est},
 		inCap: t.inputCap(raw, est)}
-	charges, err := e.p.Admission(est.Call(t.outputEstimate(est)))
+	charges, err := e.p.Admission(est.Call(t.outputEstimate(rt.Vendor, est)))
 	if err != nil {
 		return nil, t.denied(c, fmt.Errorf("transport: admission charge of %s: %w", est, err))
 	}
@@ -166,6 +166,7 @@ func (t *Transport) react(c *call, resp *http.Response) error {
 	re, err := c.e.r.Observe(ctx, resp.StatusCode, resp.Header, errBody)
 	c.ev.Reaction = &re
 	c.ev.VendorErr = re.Err()
+	t.addDrift(ctx, &c.ev, re.Drift)
 	return err
 }
 

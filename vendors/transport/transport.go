@@ -27,7 +27,9 @@ import (
 // base transport, and holds the lease while the response body is read.
 // When the body is read to its end or closed, whichever comes first, it
 // settles every token dimension to the usage the response reported (from
-// the JSON body, or the stream's final usage event) and releases the lease.
+// the JSON body, or the stream's final usage event; never below the
+// admission charge on a limit the profile reads as vendors.AdmissionKept)
+// and releases the lease.
 // Every response's rate-limit headers go to a vendors.Reactor (sync, and a
 // fleet-wide cooldown after a 429); the 429 itself is returned to the SDK
 // unchanged, so that the SDK's own retry loop retries it, each attempt
@@ -46,6 +48,8 @@ type Transport struct {
 	maxWait   time.Duration
 	polling   bool
 	outEst    func(Estimate) int64
+	learnCfg  OutputLearning
+	learn     *outputLearner // nil with WithOutputEstimate
 	events    EventFunc
 	clock     sluice.Clock
 	reactOpts []vendors.ReactorOption
@@ -62,6 +66,7 @@ type entry struct {
 	p        vendors.Profile
 	r        *vendors.Reactor
 	requests string // the requests dimension; "" when none
+	learns   bool   // a metric charges the output estimate: its outputs are learned
 }
 
 // UnknownPolicy says what the Transport does with a request to a routed
@@ -132,9 +137,19 @@ func WithPolling() Option { return func(t *Transport) { t.polling = true } }
 
 // WithOutputEstimate sets the output a call is expected to produce, for
 // Anthropic's output-tokens limit, which admits on a positive balance and
-// counts output as produced (see vendors.AdmitOutputEstimate). The default
-// is min(max_tokens, 1024).
+// counts output as produced (see vendors.AdmitOutputEstimate), in place of
+// the estimate learned from the responses (see OutputLearning).
+// FixedOutputEstimate is the estimate Transports used before they learned.
 func WithOutputEstimate(f func(Estimate) int64) Option { return func(t *Transport) { t.outEst = f } }
+
+// FixedOutputEstimate returns min(max_tokens, 1024), or 1024 when the
+// request sets no maximum: a fixed output estimate for WithOutputEstimate.
+func FixedOutputEstimate(e Estimate) int64 {
+	if e.MaxOutputTokens > 0 {
+		return min(e.MaxOutputTokens, 1024)
+	}
+	return 1024
+}
 
 // WithEstimator sets the Estimator (default the zero Estimator).
 func WithEstimator(e Estimator) Option { return func(t *Transport) { t.est = e } }
@@ -195,6 +210,11 @@ func New(c *sluice.Client, profiles []vendors.Profile, opts ...Option) (*Transpo
 		}
 		e := &entry{p: p, r: vendors.NewReactor(c, p, ropts...)}
 		e.requests, _ = p.Dimension(vendors.Requests)
+		for _, mc := range p.Cost.Metrics {
+			if _, ok := p.Dimension(mc.Metric); ok && (mc.Admit == vendors.AdmitOutputEstimate || mc.Admit == vendors.AdmitMaxOutput) {
+				e.learns = true
+			}
+		}
 		byScope[p.Scope] = e
 	}
 	for i, r := range t.routes {
@@ -211,18 +231,20 @@ func New(c *sluice.Client, profiles []vendors.Profile, opts ...Option) (*Transpo
 	if t.inCeil <= 0 {
 		t.inCeil = DefaultInputCeiling
 	}
+	if t.outEst == nil {
+		t.learn = newOutputLearner(t.learnCfg)
+	}
 	t.routes = append(t.routes, defaultRoutes...)
 	return t, nil
 }
 
-func (t *Transport) outputEstimate(e Estimate) int64 {
+// outputEstimate returns the output to charge a call with estimate e to
+// vendor v: the WithOutputEstimate function's, else the learned one.
+func (t *Transport) outputEstimate(v vendors.Vendor, e Estimate) int64 {
 	if t.outEst != nil {
 		return max(0, t.outEst(e))
 	}
-	if e.MaxOutputTokens > 0 {
-		return min(e.MaxOutputTokens, 1024)
-	}
-	return 1024
+	return t.learn.estimate(v, e)
 }
 
 type systemClock struct{}

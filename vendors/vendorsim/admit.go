@@ -117,16 +117,18 @@ func (l *limiter) produce(now time.Time, g *grant, n int64) {
 }
 
 // settle adjusts the admission charges of a completed request to its
-// actual usage: OpenAI's TPM and TPD to prompt + output tokens (a refund
-// never lifts a bucket above its capacity). Azure never refunds; Anthropic's
-// ITPM estimate is already exact and its output was debited as produced.
+// actual usage when the limiter adjusts (Config.Reading): OpenAI's TPM and
+// TPD, or Azure's TPM, to prompt + output tokens (a refund never lifts a
+// bucket above its capacity, nor a fixed window's count below zero).
+// Otherwise the admission charge stays; Anthropic's ITPM estimate is
+// already exact and its output was debited as produced.
 func (l *limiter) settle(now time.Time, g *grant) {
 	if g.settled {
 		return
 	}
 	g.settled = true
 	l.advance(now)
-	if l.vendor != OpenAI {
+	if !l.adjust || l.vendor == Anthropic {
 		return
 	}
 	delta := g.input + g.output - g.tokens

@@ -44,6 +44,41 @@ type Scale struct {
 	Factor float64       // in (0, 100]; each limit becomes max(1, floor(limit × Factor))
 }
 
+// Reading is how a Sim counts an OpenAI or Azure call's tokens once its
+// response completes: neither vendor says whether its admission charge is
+// corrected to the usage, so the Sim plays either reading.
+type Reading uint8
+
+// The readings.
+const (
+	// VendorReading is the zero value: OpenAI adjusts to usage, Azure
+	// keeps the admission charge (as Azure documents a running count of
+	// the admission charges).
+	VendorReading Reading = iota
+	// AdjustedToUsage settles TPM (and TPD) to prompt + output tokens when
+	// the response completes, refunding what the admission charged in
+	// excess or charging what the call used beyond it.
+	AdjustedToUsage
+	// AdmissionKept keeps the admission charge: max(max_tokens, prompt
+	// tokens) on OpenAI, prompt + max_tokens × best_of on Azure, never
+	// refunded nor raised, whatever the call used.
+	AdmissionKept
+)
+
+// String returns the reading's name: "vendor", "adjusted_to_usage" or
+// "admission_kept".
+func (r Reading) String() string {
+	switch r {
+	case VendorReading:
+		return "vendor"
+	case AdjustedToUsage:
+		return "adjusted_to_usage"
+	case AdmissionKept:
+		return "admission_kept"
+	}
+	return fmt.Sprintf("Reading(%d)", uint8(r))
+}
+
 // Clock tells a Sim the time. It must be safe for concurrent use.
 type Clock interface {
 	Now() time.Time
@@ -85,6 +120,12 @@ type Config struct {
 	// the vendor's overloaded error (OpenAI 503, Anthropic 529) before it
 	// reaches the limits; such a request counts against nothing.
 	ErrorRate float64
+	// Reading is how OpenAI's or Azure's token limits count a completed
+	// call: adjusted to its usage, or the admission charge kept. The zero
+	// value is each vendor's as the Sim has always played it (see
+	// VendorReading); Anthropic publishes its reading, and any other value
+	// is refused for it.
+	Reading Reading
 	// QuotaExhausted starts the Sim with its quota exhausted: every request
 	// gets the vendor's quota error (see Sim.SetQuotaExhausted).
 	QuotaExhausted bool
@@ -156,6 +197,12 @@ func (c Config) validate() error {
 		if err := d.d.validate(d.name); err != nil {
 			return err
 		}
+	}
+	switch {
+	case c.Reading > AdmissionKept:
+		return &FieldError{"Reading", c.Reading, "must be VendorReading, AdjustedToUsage or AdmissionKept"}
+	case c.Reading != VendorReading && c.Vendor == Anthropic:
+		return &FieldError{"Reading", c.Reading, "does not apply to vendor anthropic, which adjusts input to usage and counts output as produced"}
 	}
 	if c.DefaultMaxTokens < 0 || c.DefaultMaxTokens > 10_000_000 {
 		return &FieldError{"DefaultMaxTokens", c.DefaultMaxTokens, "must be between 0 (default) and 10^7"}

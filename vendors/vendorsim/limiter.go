@@ -99,13 +99,16 @@ func (m *meter) take(n int64) {
 	switch {
 	case m.fw != nil:
 		m.fw.count += n
+		// A refund of a charge made in an earlier window gives back
+		// nothing: that window's count is gone.
+		m.fw.count = max(m.fw.count, 0)
 	case m.sw != nil:
 		m.sw.take(n)
 	default:
 		m.tb.take(n)
 	}
 	if m.display != nil {
-		m.display.count += n
+		m.display.count = max(m.display.count+n, 0)
 	}
 	m.counted += n
 }
@@ -202,6 +205,7 @@ type limiter struct {
 	changes []time.Time // pending instants at which the factor changes, sorted
 	factor  float64
 	now     time.Time // the latest instant applied
+	adjust  bool      // TPM and TPD are settled to the usage (Config.Reading)
 }
 
 func newLimiter(v Vendor, l Limits, r Rules, now time.Time) *limiter {
