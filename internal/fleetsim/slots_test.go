@@ -16,17 +16,17 @@ import (
 // the wait and the hold. die, when set, makes the holder die holding: it
 // abandons the lease unreleased (the store reclaims it when it expires).
 func holdSlot(ctx context.Context, m *Member, dim string, hold time.Duration, die bool, opts ...sluice.AcquireOption) error {
-	from := m.rec.Now()
+	from := time.Now()
 	h, err := m.Slot(ctx, dim, 30*time.Second, append([]sluice.AcquireOption{sluice.WithTTL(time.Second)}, opts...)...)
 	if err != nil {
-		m.rec.Waited(dim, from, m.rec.Now())
+		m.rec.Waited(dim, from, time.Now())
 		return err
 	}
 	l := h.Lease()
-	m.Granted(from, l, nil)
-	m.rec.Waited(dim, from, m.rec.ceil(time.Now()))
+	m.Granted(m.rec.Since(from), l, nil)
+	m.rec.Waited(dim, from, time.Now())
 	time.Sleep(hold)
-	m.Ended(m.rec.Now(), l) // the holder stops using the slot, or dies
+	m.Ended(time.Now(), l) // the holder stops using the slot, or dies
 	if die {
 		return nil
 	}
