@@ -241,16 +241,22 @@ func (c *Client) asking(lw *localWaiter) {
 	c.waiters.mu.Unlock()
 }
 
-// placed takes in res, the store's denial of lw's ask: lw lets pass the
-// notices of freed units (see remoteFreed) until the tickets ahead of it
-// that the free units do not cover can have been served, counting one
-// unit per notice and per ticket, less the notices since it asked (which
-// the answer may not reflect). A wake-up such a notice left it is
-// dropped, since the count takes the notice in; one that is its turn is
-// kept. Counting too few only makes it ask in vain; too many (a notice
-// that freed several units, a ticket ahead that expired, a lost notice)
-// delays it to its next poll, which is frontPoll near the front.
+// placed takes in res, the store's denial of lw's ask: while the client
+// watches for the store's notices, lw lets pass the notices of freed
+// units (see remoteFreed) until the tickets ahead of it that the free
+// units do not cover can have been served, counting one unit per notice
+// and per ticket, less the notices since it asked (which the answer may
+// not reflect). A wake-up such a notice left it is dropped, since the
+// count takes the notice in; one that is its turn is kept. Counting too
+// few only makes it ask in vain; too many (a notice that freed several
+// units, a ticket ahead that expired, a lost notice) delays it to its
+// next poll, which is frontPoll near the front. Without a watch, nothing
+// is counted and every wake-up is kept: a release in this process is then
+// the only one.
 func (c *Client) placed(lw *localWaiter, res Result) {
+	if !c.watching() {
+		return
+	}
 	var free int64
 	for _, d := range res.Dimensions {
 		if d.Type == Concurrent && d.Remaining > 0 {
