@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ontopix/sluice/bucket"
 	"github.com/ontopix/sluice/store"
 )
 
@@ -106,6 +107,13 @@ type localWaiter struct {
 	// order, so the store serves this process's waiters in the order they
 	// registered, the order freed wakes them in.
 	id store.LeaseID
+	// skip is how many notices of freed units (see remoteFreed) the waiter
+	// lets pass before the one that may be its turn: the tickets ahead of
+	// it that the free units do not cover, by its last answer, less the
+	// notices since it asked. 0 until its first answer.
+	skip int
+	// asked is waitList.notices when the waiter last asked.
+	asked uint64
 }
 
 // waitList is the client's local waiters per concurrent dimension, in the
@@ -114,6 +122,8 @@ type waitList struct {
 	mu    sync.Mutex
 	byDim map[string][]*localWaiter
 	last  store.LeaseID // the latest waiter's id
+	// notices counts the notices of freed units the client's watch got.
+	notices uint64
 }
 
 // register adds a waiter for items; unregister it when the wait ends.
@@ -146,7 +156,11 @@ func (c *Client) unregister(lw *localWaiter) {
 	defer func() {
 		select {
 		case <-lw.wake:
-			c.wakeLocked(lw.items)
+			if c.watching() {
+				c.wakeTurn(lw.items, false)
+			} else {
+				c.wakeLocked(lw.items)
+			}
 		default:
 		}
 	}()
@@ -195,6 +209,68 @@ func (c *Client) wakeLocked(items []store.Item) {
 			if budget -= lw.cost(it.Dimension); budget <= 0 {
 				break
 			}
+		}
+	}
+}
+
+// wakeTurn wakes the local waiters on items' dimensions whose turn may
+// have come (skip 0, see localWaiter.skip), skipping those woken already;
+// with count, each of the others lets this notice pass (its skip drops
+// by one). The caller holds c.waiters.mu.
+func (c *Client) wakeTurn(items []store.Item, count bool) {
+	for _, it := range items {
+		for _, lw := range c.waiters.byDim[it.Dimension] {
+			if lw.skip > 0 {
+				if count {
+					lw.skip--
+				}
+				continue
+			}
+			select {
+			case lw.wake <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// asking records that lw asks the store now (see placed).
+func (c *Client) asking(lw *localWaiter) {
+	c.waiters.mu.Lock()
+	lw.asked = c.waiters.notices
+	c.waiters.mu.Unlock()
+}
+
+// placed takes in res, the store's denial of lw's ask: while the client
+// watches for the store's notices, lw lets pass the notices of freed
+// units (see remoteFreed) until the tickets ahead of it that the free
+// units do not cover can have been served, counting one unit per notice
+// and per ticket, less the notices since it asked (which the answer may
+// not reflect). A wake-up such a notice left it is dropped, since the
+// count takes the notice in; one that is its turn is kept. Counting too
+// few only makes it ask in vain; too many (a notice that freed several
+// units, a ticket ahead that expired, a lost notice) delays it to its
+// next poll, which is frontPoll near the front. Without a watch, nothing
+// is counted and every wake-up is kept: a release in this process is then
+// the only one.
+func (c *Client) placed(lw *localWaiter, res Result) {
+	if !c.watching() {
+		return
+	}
+	var free int64
+	for _, d := range res.Dimensions {
+		if d.Type == Concurrent && d.Remaining > 0 {
+			free = max(free, int64(d.Remaining)/bucket.Milli)
+		}
+	}
+	c.waiters.mu.Lock()
+	defer c.waiters.mu.Unlock()
+	skip := int64(res.ahead) - free - int64(c.waiters.notices-lw.asked)
+	lw.skip = int(max(skip, 0))
+	if lw.skip > 0 {
+		select {
+		case <-lw.wake:
+		default:
 		}
 	}
 }
@@ -248,22 +324,39 @@ func nearFront(res Result) bool {
 	return conc
 }
 
-// freedRestored is freed for the concurrent items a release restored.
+// freedRestored is releasedItems for the concurrent items a release
+// restored.
 func (c *Client) freedRestored(rs []store.Restored) {
 	items := make([]store.Item, len(rs))
 	for i, r := range rs {
 		items[i] = store.Item{Dimension: r.Dimension, Cost: r.Cost}
 	}
-	c.freed(items)
+	c.releasedItems(items)
 }
 
-// freedRequests is freed for a released lease's items.
+// freedRequests is releasedItems for a released lease's items.
 func (c *Client) freedRequests(rs []Request) {
 	items := make([]store.Item, len(rs))
 	for i, r := range rs {
 		items[i] = store.Item{Dimension: r.Dimension, Cost: r.Cost}
 	}
-	c.freed(items)
+	c.releasedItems(items)
+}
+
+// releasedItems tells the client that a release restored items. While
+// the client watches for freed units, the store's notice of the release
+// reaches this client too and counts it (see remoteFreed): the release
+// itself wakes, without counting, the local waiters whose turn it may be,
+// in case its answer comes before the notice. Otherwise it is freed.
+func (c *Client) releasedItems(items []store.Item) {
+	if !c.watching() {
+		c.freed(items)
+		return
+	}
+	c.horizons.Clear()
+	c.waiters.mu.Lock()
+	defer c.waiters.mu.Unlock()
+	c.wakeTurn(items, false)
 }
 
 // maxOrphans bounds the tickets a client remembers it could not remove.

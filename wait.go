@@ -312,6 +312,7 @@ func (c *Client) queueLoop(ctx context.Context, w *waitCall) (*Lease, error) {
 	o.id, o.queue = lw.id, c.queueTTL()
 	for {
 		w.attempts++
+		c.asking(lw)
 		res, err := c.attempt(ctx, w, &o)
 		if err != nil {
 			c.dequeue(ctx, w, o.id)
@@ -322,6 +323,7 @@ func (c *Client) queueLoop(ctx context.Context, w *waitCall) (*Lease, error) {
 		if res.Granted() {
 			return res.Lease, nil
 		}
+		c.placed(lw, res)
 		if flushed {
 			continue // tickets ahead may be gone: ask again at once
 		}

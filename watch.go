@@ -125,14 +125,29 @@ func (c *Client) runWatch(ctx context.Context) {
 }
 
 // remoteFreed is a notice that units of dim may have been freed
-// somewhere in the fleet: it wakes the oldest local waiter on dim not
-// woken already, as a local release of one slot does (see freed). Every
-// client with waiters on dim gets the notice, so the oldest waiter of each
-// asks again: the waiter at the front of the store's queue is the oldest
-// of its own client, and waking one per client, not every waiter, keeps
-// the store calls a release causes to one per client.
+// somewhere in the fleet. Every client with waiters on dim gets it, and
+// the store serves its queue in order, so the notice wakes only the local
+// waiters whose turn it may be, and counts down the others' (see
+// localWaiter.skip): a release costs the store about one acquisition, by
+// the waiter at the front, not one per client. Predicted timeouts are
+// forgotten.
 func (c *Client) remoteFreed(dim string) {
-	c.freed([]store.Item{{Dimension: dim, Cost: 1}})
+	c.horizons.Clear()
+	c.waiters.mu.Lock()
+	defer c.waiters.mu.Unlock()
+	c.waiters.notices++
+	c.wakeTurn([]store.Item{{Dimension: dim, Cost: 1}}, true)
+}
+
+// watching reports that the client's watch for freed units runs.
+func (c *Client) watching() bool {
+	fw := &c.watch
+	if fw.w == nil {
+		return false
+	}
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	return fw.cancel != nil
 }
 
 // freedWatcher returns st's watch capability, or nil.

@@ -140,6 +140,68 @@ func testFreedNoticeWakesAWaiter(t *testing.T, stop string) {
 	})
 }
 
+// A notice of a freed slot wakes only the waiter whose turn it is, not
+// the oldest waiter of every client: of two clients waiting in line on
+// one slot, the second in line lets the first notice pass and asks at the
+// second, so each release costs the store one acquisition.
+func TestFreedNoticeWakesTheFrontOnly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		mem := memstore.New()
+		defer mem.Close()
+		count := &countingStore{Store: mem}
+		holder, err := sluice.New(plainStore{mem})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := holder.PutBucket(ctx, sluice.Bucket{Name: "v#concurrent", Config: sluice.ConcurrentLimit(1)}); err != nil {
+			t.Fatal(err)
+		}
+		held, err := holder.Wait(ctx, []sluice.Request{{Dimension: "v#concurrent", Cost: 1}}, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stores []*noticeStore
+		leases := make(chan *sluice.Lease, 2)
+		for range 2 { // the first in line, then the second
+			ns := newNoticeStore(count)
+			c, err := sluice.New(ns)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			stores = append(stores, ns)
+			go func() {
+				l, err := c.Wait(ctx, []sluice.Request{{Dimension: "v#concurrent", Cost: 1}}, time.Minute)
+				if err != nil {
+					t.Error(err)
+				}
+				leases <- l
+			}()
+			synctest.Wait()
+			time.Sleep(time.Millisecond) // the next ticket is a millisecond later
+		}
+		for turn := range 2 {
+			if err := held.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			before := count.acquires.Load()
+			for _, ns := range stores {
+				ns.notices <- "v#concurrent"
+			}
+			synctest.Wait()
+			select {
+			case held = <-leases:
+			default:
+				t.Fatalf("turn %d: the notice woke nobody who could take the slot", turn)
+			}
+			if got := count.acquires.Load() - before; got != 1 {
+				t.Errorf("turn %d: a release cost %d acquisitions, want 1", turn, got)
+			}
+		}
+	})
+}
+
 // Waiting in line keeps every slot busy across clients sharing one store,
 // as within one: 4 clients, 16 workers on 8 slots, each holding its slot
 // 20 ms or 1 s, use at least 95 % of the slot-time. A release in one

@@ -24,7 +24,8 @@ func (f *fleet) bucket(name string, cfg bucket.Config) {
 // verify fails f's test when dim shows any excess, or when its use is below
 // minUse (0 skips the use check). For a time-based dimension use is
 // TimeUse from its first grant to its last event; for a concurrent one
-// SlotUse while callers waited.
+// SlotUse while callers waited, from the holds and waits to the
+// microsecond (Recorder.SlotUse).
 func (f *fleet) verify(dim string, minUse float64) {
 	f.t.Helper()
 	f.verifyWithin(dim, minUse, 0)
@@ -42,7 +43,7 @@ func (f *fleet) verifyWithin(dim string, minUse, slack float64) {
 	}
 	var use float64
 	if d.Limit.Concurrent {
-		use = fleetcheck.SlotUse(d, f.rec.Waits(dim))
+		use = f.rec.SlotUse(dim)
 	} else {
 		// From the first grant, when callers began to ask (the harness's own
 		// set-up before it is no time the limit could have been used), to

@@ -22,30 +22,35 @@ type Member struct {
 // instant (its CreatedAt), clamped to the call [invoked, now], to now.
 // Lo is rounded down and hi up to the millisecond, so that rounding never
 // narrows the interval.
-func (m *Member) validInterval(invoked int64, l *sluice.Lease) (lo, hi int64) {
-	now := time.Now()
+func (m *Member) validInterval(invoked int64, l *sluice.Lease, now time.Time) (lo, hi int64) {
 	hi = m.rec.ceil(now)
 	lo = m.rec.Since(now.Add(-m.Clock.Now().Sub(l.CreatedAt())))
 	return min(max(lo, invoked), hi), hi
 }
 
 // Granted records l's dimensions as admitted, each at cost[dim] when given
-// (the vendor's actual usage, when below the estimate) or its lease cost.
+// (the vendor's actual usage, when below the estimate) or its lease cost,
+// and held from now (see Recorder.Held).
 func (m *Member) Granted(invoked int64, l *sluice.Lease, actual map[string]int64) {
-	lo, hi := m.validInterval(invoked, l)
+	now := time.Now()
+	lo, hi := m.validInterval(invoked, l, now)
 	for _, d := range l.Dimensions() {
 		cost := d.Cost
 		if a, ok := actual[d.Dimension]; ok {
 			cost = a
 		}
 		m.rec.Add(d.Dimension, fleetcheck.Event{Kind: fleetcheck.Grant, Lo: lo, Hi: hi, Cost: cost, Lease: l.ID()})
+		m.rec.Held(d.Dimension, l.ID(), cost, now, false)
 	}
 }
 
-// Ended records the end of l's holds at the reference instant at.
-func (m *Member) Ended(at int64, l *sluice.Lease) {
+// Ended records the end of l's holds at at, the instant its holder
+// stopped using it.
+func (m *Member) Ended(at time.Time, l *sluice.Lease) {
+	ms := m.rec.Since(at)
 	for _, d := range l.Dimensions() {
-		m.rec.Add(d.Dimension, fleetcheck.Event{Kind: fleetcheck.Release, Lo: at, Hi: at, Lease: l.ID()})
+		m.rec.Add(d.Dimension, fleetcheck.Event{Kind: fleetcheck.Release, Lo: ms, Hi: ms, Lease: l.ID()})
+		m.rec.Held(d.Dimension, l.ID(), 0, at, true)
 	}
 }
 

@@ -31,6 +31,18 @@ func (s *counted) Dequeue(ctx context.Context, req store.DequeueRequest) error {
 	return s.Store.Dequeue(ctx, req)
 }
 
+// notifying is counted for a store that sends notices of freed units
+// (store.FreedWatcher): its clients watch through it, as they would the
+// store itself.
+type notifying struct {
+	*counted
+	w store.FreedWatcher
+}
+
+func (s notifying) WatchFreed(ctx context.Context, freed func(dimension string)) error {
+	return s.w.WatchFreed(ctx, freed)
+}
+
 // Bench runs the utilisation scenario on the stores open returns (same
 // nil: a fresh store; else another handle on same's backend, as another
 // process would have): 8 slots,
@@ -68,7 +80,11 @@ func benchOnce(b *testing.B, open func(tb testing.TB, same store.Store) store.St
 			first = st
 		}
 		cs := &counted{Store: st}
-		c, err := sluice.New(cs)
+		var cst store.Store = cs
+		if w, ok := st.(store.FreedWatcher); ok {
+			cst = notifying{cs, w}
+		}
+		c, err := sluice.New(cst)
 		if err != nil {
 			b.Fatal(err)
 		}
