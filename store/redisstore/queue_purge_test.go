@@ -32,26 +32,8 @@ func TestDeadTicketBacklogPurgedInSteps(t *testing.T) {
 	if os.Getenv("SLUICE_LONG") != "" {
 		dead = 80_077
 	}
-	tag := s.vendorTag("v")
-	qk, xk, ck := tag+":q#concurrent", tag+":qx#concurrent", tag+":qc#concurrent"
+	qk, xk, ck := fillDeadTickets(t, s, dead)
 	now := t0.UnixMilli()
-	for k := 0; k < dead; k += 1000 {
-		var places, expiries []redis.Z
-		costs := map[string]any{}
-		for j := k; j < min(k+1000, dead); j++ {
-			id := store.NewLeaseID().String()
-			places = append(places, redis.Z{Score: float64(now - 100_000 + int64(j)), Member: id})
-			expiries = append(expiries, redis.Z{Score: float64(now - 1 - int64(j%50)), Member: id})
-			costs[id] = 1
-		}
-		p := s.rdb.Pipeline()
-		p.ZAdd(ctx, qk, places...)
-		p.ZAdd(ctx, xk, expiries...)
-		p.HSet(ctx, ck, costs)
-		if _, err := p.Exec(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
 	first, second := store.NewLeaseID(), store.NewLeaseID()
 	for i, id := range []store.LeaseID{first, second} {
 		p := s.rdb.Pipeline()
@@ -113,4 +95,57 @@ func boolInt(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// fillDeadTickets writes n dead waiter tickets on v#concurrent's queue,
+// directly in Redis, and returns the queue's keys.
+func fillDeadTickets(t *testing.T, s *Store, n int) (qk, xk, ck string) {
+	t.Helper()
+	ctx := context.Background()
+	tag := s.vendorTag("v")
+	qk, xk, ck = tag+":q#concurrent", tag+":qx#concurrent", tag+":qc#concurrent"
+	now := t0.UnixMilli()
+	for k := 0; k < n; k += 1000 {
+		var places, expiries []redis.Z
+		costs := map[string]any{}
+		for j := k; j < min(k+1000, n); j++ {
+			id := store.NewLeaseID().String()
+			places = append(places, redis.Z{Score: float64(now - 100_000 + int64(j)), Member: id})
+			expiries = append(expiries, redis.Z{Score: float64(now - 1 - int64(j%50)), Member: id})
+			costs[id] = 1
+		}
+		p := s.rdb.Pipeline()
+		p.ZAdd(ctx, qk, places...)
+		p.ZAdd(ctx, xk, expiries...)
+		p.HSet(ctx, ck, costs)
+		if _, err := p.Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return qk, xk, ck
+}
+
+// TestDequeuePurgesDeadTicketsInSteps: a waiter giving up removes its own
+// ticket and at most deadPurgeMax dead ones, so that a huge backlog never
+// blocks the server in one script.
+func TestDequeuePurgesDeadTicketsInSteps(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	const dim = "v#concurrent"
+	put(t, s, t0, store.Bucket{Name: dim, Config: bucket.ConcurrentSlots(1)})
+	const dead = 1_200
+	qk, xk, ck := fillDeadTickets(t, s, dead)
+	for call, left := 0, dead; left > 0; call++ {
+		if err := s.Dequeue(ctx, store.DequeueRequest{Now: t0, ID: store.NewLeaseID(), Dimensions: []string{dim}}); err != nil {
+			t.Fatal(err)
+		}
+		got := []int64{s.rdb.ZCard(ctx, xk).Val(), s.rdb.ZCard(ctx, qk).Val(), s.rdb.HLen(ctx, ck).Val()}
+		want := int64(max(left-deadPurgeMax, 0))
+		for i, n := range got {
+			if n != want {
+				t.Fatalf("dequeue %d: key %d holds %d tickets, want %d (at most %d removed per call)", call, i, n, want, deadPurgeMax)
+			}
+		}
+		left = int(want)
+	}
 }

@@ -1,5 +1,5 @@
 -- dequeue.lua: remove a waiter's tickets from the queues of concurrent
--- dimensions, and prune their dead tickets.
+-- dimensions, and prune their dead tickets, at most 500 per dimension.
 -- KEYS: per dimension: waiter queue by place, waiter queue by expiry.
 -- ARGV: now, id, the channel of notices of freed units ('' for none:
 -- store.FreedWatcher), then each dimension's name, in KEYS' order: a
@@ -14,13 +14,14 @@ for i = 1, #KEYS, 2 do
   redis.call('ZREM', KEYS[i], ARGV[2])
   redis.call('ZREM', KEYS[i + 1], ARGV[2])
   redis.call('HDEL', ck, ARGV[2])
-  local dead = redis.call('ZRANGE', KEYS[i + 1], '-inf', n, 'BYSCORE')
+  -- At most 500 dead tickets (the earliest to expire) go per dimension
+  -- and call, as in acquire.lua, so that a huge backlog never blocks the
+  -- server long: the rest go at later calls.
+  local dead = redis.call('ZRANGE', KEYS[i + 1], '-inf', n, 'BYSCORE', 'LIMIT', 0, 500)
   if #dead > 0 then
-    redis.call('ZREMRANGEBYSCORE', KEYS[i + 1], '-inf', n)
-    for k = 1, #dead, 1000 do
-      redis.call('ZREM', KEYS[i], unpack(dead, k, math.min(k + 999, #dead)))
-      redis.call('HDEL', ck, unpack(dead, k, math.min(k + 999, #dead)))
-    end
+    redis.call('ZREM', KEYS[i + 1], unpack(dead))
+    redis.call('ZREM', KEYS[i], unpack(dead))
+    redis.call('HDEL', ck, unpack(dead))
   end
   local dim = ARGV[4 + (i - 1) / 2]
   if ARGV[3] ~= '' and dim then
