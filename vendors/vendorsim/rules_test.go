@@ -2,6 +2,8 @@ package vendorsim
 
 import (
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"testing"
@@ -171,4 +173,55 @@ func TestAbsurdRetryAfter(t *testing.T) {
 	wantStatus(t, w, http.StatusTooManyRequests)
 	wantHeader(t, w, "Retry-After", "86400")
 	wantHeader(t, w, "Retry-After-Ms", "86400000")
+}
+
+// TestWindowRulesNeverAdmitMoreThanTheRule sends random request sequences
+// under the calendar and sliding readings of the request limit and checks
+// from outside, against the reading's own definition: at most the limit
+// in any interval of the window's length (sliding), or in any calendar
+// window (fixed).
+func TestWindowRulesNeverAdmitMoreThanTheRule(t *testing.T) {
+	for seed := range uint64(20) {
+		for _, w := range []Window{WindowFixed, WindowSliding} {
+			t.Run(fmt.Sprintf("%s/%d", w, seed), func(t *testing.T) {
+				r := rand.New(rand.NewPCG(seed, 11))
+				rpm := 30 + r.Int64N(600)
+				interval := []time.Duration{time.Second, 10 * time.Second, time.Minute}[r.IntN(3)]
+				limit := scaleTo(rpm, interval, time.Minute)
+				s, clk := newSim(t, Config{Vendor: OpenAI, Limits: Limits{RPM: rpm}, Seed: seed,
+					Rules: Rules{Window: w, RequestInterval: interval}})
+				var at []time.Duration
+				var elapsed time.Duration
+				for range 400 {
+					d := time.Duration(r.Int64N(int64(interval / 8)))
+					if r.IntN(20) == 0 {
+						d = time.Duration(r.Int64N(int64(2 * interval)))
+					}
+					clk.Add(d)
+					elapsed += d
+					if post(t, s, PathChatCompletions, chatBody(1, 10)).Code == http.StatusOK {
+						at = append(at, elapsed)
+					}
+				}
+				for i := range at {
+					n := int64(0)
+					for j := i; j < len(at); j++ {
+						in := at[j]-at[i] < interval // sliding: within one window's length
+						if w == WindowFixed {
+							in = (epoch.Add(at[j]).UnixNano() / int64(interval)) == (epoch.Add(at[i]).UnixNano() / int64(interval))
+						}
+						if in {
+							n++
+						}
+					}
+					if n > limit {
+						t.Fatalf("%d requests admitted in the %v window from %v, more than %d (RPM %d)", n, interval, at[i], limit, rpm)
+					}
+				}
+				if len(at) == 0 {
+					t.Fatal("nothing admitted")
+				}
+			})
+		}
+	}
 }
