@@ -3,6 +3,7 @@ package sluice_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"syscall"
@@ -223,6 +224,81 @@ func TestRefusedAcquisitionIsNotReleased(t *testing.T) {
 		st.mu.Unlock()
 		if got != 0 {
 			t.Errorf("%d releases reached the store, want 0: a refused connection granted nothing", got)
+		}
+	})
+}
+
+// lateAcquireStore fails an acquisition at once and applies it only after the
+// first release reached it, as a frozen server applies what its socket
+// held when it resumes, after the client gave up.
+type lateAcquireStore struct {
+	store.Store
+	mu       sync.Mutex
+	pending  *store.AcquireRequest
+	releases int
+}
+
+func (s *lateAcquireStore) Acquire(ctx context.Context, req *store.AcquireRequest, res *store.AcquireResult) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pending == nil && s.releases == 0 {
+		r := *req
+		s.pending = &r
+		return store.Unavailable("acquire", errors.New("i/o timeout"))
+	}
+	return s.Store.Acquire(ctx, req, res)
+}
+
+func (s *lateAcquireStore) Release(ctx context.Context, req store.ReleaseRequest) (store.ReleaseResult, error) {
+	res, err := s.Store.Release(ctx, req)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.releases++
+	if p := s.pending; p != nil {
+		s.pending = nil
+		var r store.AcquireResult
+		if aerr := s.Store.Acquire(ctx, p, &r); aerr != nil || !r.Granted {
+			return res, fmt.Errorf("the late acquisition: %v %+v", aerr, r)
+		}
+	}
+	return res, err
+}
+
+// TestLateFirstAcquisitionIsReleased: the client's first acquisition on a
+// concurrent dimension fails with its outcome unknown, so the client has
+// not learned that the dimension keeps lease records; the first release
+// finds none, and the acquisition lands after it. The client reads the
+// dimension's type and keeps releasing until the late lease is gone.
+func TestLateFirstAcquisitionIsReleased(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		mem := memstore.New()
+		admin, err := sluice.New(mem)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := admin.PutBucket(ctx, sluice.Bucket{Name: "v#concurrent", Config: sluice.ConcurrentLimit(1)}); err != nil {
+			t.Fatal(err)
+		}
+		st := &lateAcquireStore{Store: mem}
+		c, err := sluice.New(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := c.Acquire(ctx, "v#concurrent", sluice.WithTTL(time.Hour)); !errors.Is(err, sluice.ErrUnavailable) {
+			t.Fatalf("first acquisition: %v, want ErrUnavailable", err)
+		}
+		time.Sleep(time.Minute)
+		s, err := admin.GetBucket(ctx, "v#concurrent")
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.mu.Lock()
+		releases := st.releases
+		st.mu.Unlock()
+		if s.Tokens != 1000 || releases < 2 {
+			t.Errorf("a minute after the late acquisition: %d millislots free after %d releases, want 1000 (released) after at least 2", s.Tokens, releases)
 		}
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ontopix/sluice/bucket"
 	"github.com/ontopix/sluice/store"
 )
 
@@ -46,6 +47,7 @@ type unknownAcquisition struct {
 	req     store.ReleaseRequest
 	items   []store.Item
 	sure    bool      // the lease leaves a record: "no record" is not final
+	typed   bool      // the dimensions' types were read (keepsRecords)
 	expiry  time.Time // when the lease would expire, on the client's clock
 	attempt int
 	due     time.Time // the next attempt, on the client's clock
@@ -109,11 +111,38 @@ func (c *Client) releaseOnce(ctx context.Context, u *unknownAcquisition) (over, 
 		c.freed(u.items)
 		c.event(ctx, slog.LevelInfo, "acquire.unknown_released", u.items, slog.String("lease", u.req.ID.String()), slog.Int("attempts", u.attempt))
 		return true, false
-	case err != nil && !errors.Is(err, store.ErrUnavailable), err == nil && !u.sure:
+	case err != nil && !errors.Is(err, store.ErrUnavailable):
+		return true, false
+	case err == nil && !u.sure && (u.typed || !c.keepsRecords(ctx, u)):
 		return true, false
 	}
 	u.next(c.clock.Now())
 	return !u.due.Before(u.expiry), err != nil
+}
+
+// keepsRecords reads the types of u's dimensions, which the client had not
+// learned (the acquisition was its first on them), and reports whether
+// any is concurrent, so that its lease leaves a record: a release that
+// found none may have come before the acquisition reached the store.
+func (c *Client) keepsRecords(ctx context.Context, u *unknownAcquisition) bool {
+	u.typed = true
+	dims := make([]string, len(u.items))
+	for i, it := range u.items {
+		dims[i] = it.Dimension
+	}
+	states, err := storeCall(ctx, c, "peek", func(ctx context.Context) ([]store.BucketState, error) {
+		return c.st.Peek(ctx, store.PeekRequest{Now: c.clock.Now(), Dimensions: dims})
+	})
+	if err != nil {
+		return false
+	}
+	for _, s := range states {
+		if s.Config.Type == bucket.Concurrent {
+			c.concurrent.Store(s.Name, true)
+			u.sure = true
+		}
+	}
+	return u.sure
 }
 
 // releaseDue makes the attempts that are due, until the store does not
