@@ -439,9 +439,9 @@ func (s *Store) denyWrite(ctx context.Context, req *store.AcquireRequest, bis []
 		ups = append(ups, s.rowUpdate(bis[i], d.aligned[i], tok, "", holder{}, q, ""))
 	}
 	if len(ups) == 1 && req.Queue > 0 && canRenewInPlace(bis[rows[0]], qs[0], d.aligned[rows[0]], req.ID.String(), now) {
-		ok, err := s.renewInPlace(ctx, bis[rows[0]], qs[0], now)
+		ok, changed, err := s.renewInPlace(ctx, bis[rows[0]], qs[0], now)
 		if err != nil || ok {
-			return false, err
+			return changed, err
 		}
 	}
 	switch len(ups) {

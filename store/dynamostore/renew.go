@@ -16,19 +16,21 @@ import (
 // A waiter renews its ticket at every poll. Written like every other
 // change of the row, conditioned on its version and bumping it, each
 // renewal would fail the conditional writes of everyone else that read
-// the row before it: with a few waiters polling a hot row, most grants,
-// releases of queued slots and renewals lose and decide again. Yet a
-// renewal of a live ticket, at its place and cost, changes no decision
-// that saw the ticket live: it stays live, at the same place, holding the
-// same cost. Only a decision that found a ticket dead could be changed by
-// it. So a denial that only renews its caller's live ticket on one row,
-// with nothing else to write there, sets the ticket's expiry conditioned
-// on the ticket being as read and still live, leaves the version alone
-// and counts the renewal in the row's renewals attribute; and every write
-// whose decision found a ticket of another dead is conditioned on that
-// count as read (queueEdit.renewedCond), so that it decides again if one
-// was renewed in between. A renewal that finds its ticket changed or dead
-// is written the usual way.
+// the row before it: with a few waiters polling a hot row, many grants
+// and renewals lose and decide again. Yet a renewal of a live ticket, at
+// its place and cost, changes no decision that saw the ticket live: it
+// stays live, at the same place, holding the same cost. Only a decision
+// that found a ticket dead could be changed by it. So a denial that only
+// renews its caller's live ticket on one row, with nothing else to write
+// there, sets the ticket's expiry conditioned on the ticket being as read
+// and still live, leaves the version alone and counts the renewal in the
+// row's renewals attribute; and every write whose decision found a ticket
+// of another dead is conditioned on that count as read
+// (queueEdit.renewedCond), so that it decides again if one was renewed in
+// between. A renewal that finds its ticket changed or dead is written the
+// usual way; one that finds the balance grown since the row was read (a
+// release freed a slot) makes the caller decide again, as a lost write of
+// the denial would.
 
 // canRenewInPlace reports whether q, a denial's edit of bi at now that
 // writes state st, only renews id's live ticket at its place and cost.
@@ -43,8 +45,9 @@ func canRenewInPlace(bi *bucketItem, q *queueEdit, st bucket.State, id string, n
 // renewInPlace writes q's renewal of its ticket on bi (see
 // canRenewInPlace) without bumping the version. It returns false when the
 // ticket was no longer as read and live at now: the caller writes the
-// denial the usual way. The row as written is remembered.
-func (s *Store) renewInPlace(ctx context.Context, bi *bucketItem, q *queueEdit, now int64) (bool, error) {
+// denial the usual way. Written, it reports whether the row's balance
+// had grown since bi was read. The row as written is remembered.
+func (s *Store) renewInPlace(ctx context.Context, bi *bucketItem, q *queueEdit, now int64) (ok, changed bool, err error) {
 	names := map[string]string{"#w": attrWaiters, "#id": q.put, "#a": ticketAt, "#e": ticketExp, "#c": ticketCst, "#rn": attrRenewals, "#inc": attrInc}
 	vals := map[string]types.AttributeValue{
 		":a": numInt(q.ticket.At), ":e": numInt(q.ticket.Expires), ":c": numInt(q.ticket.Cost), ":now": numInt(now), ":one": numInt(1),
@@ -60,15 +63,16 @@ func (s *Store) renewInPlace(ctx context.Context, bi *bucketItem, q *queueEdit, 
 	}, opts)
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		return false, nil
+		return false, false, nil
 	}
 	if err != nil {
-		return false, classify("renew", err)
+		return false, false, classify("renew", err)
 	}
-	if nb, derr := decodeBucket(out.Attributes); derr == nil {
-		s.remember(nb)
-	} else {
+	nb, err := decodeBucket(out.Attributes)
+	if err != nil {
 		s.forget(bi.b.Name)
+		return true, true, nil
 	}
-	return true, nil
+	s.remember(nb)
+	return true, nb.st.Tokens > bi.st.Tokens, nil
 }
