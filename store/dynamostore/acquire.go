@@ -438,6 +438,12 @@ func (s *Store) denyWrite(ctx context.Context, req *store.AcquireRequest, bis []
 		rows, qs = append(rows, i), append(qs, q)
 		ups = append(ups, s.rowUpdate(bis[i], d.aligned[i], tok, "", holder{}, q, ""))
 	}
+	if len(ups) == 1 && req.Queue > 0 && canRenewInPlace(bis[rows[0]], qs[0], d.aligned[rows[0]], req.ID.String(), now) {
+		ok, changed, err := s.renewInPlace(ctx, bis[rows[0]], qs[0], now)
+		if err != nil || ok {
+			return changed, err
+		}
+	}
 	switch len(ups) {
 	case 0:
 		return false, nil

@@ -35,6 +35,7 @@ const (
 	attrReserved = "reserved_until_ms" // bucket.State.Reserved: latest reservation's valid instant, Unix ms; absent means 0
 	attrCharged  = "charged"           // bucket.State.Charged: the settlement counter, millitokens; absent means 0
 	attrWaiters  = "waiters"           // map lease uuid → ticket (see ticketValue) of a concurrent bucket's waiter queue
+	attrRenewals = "renewals"          // count of the ticket renewals written without the version (see queue.go)
 
 	// Lease items (the SDKs' format), plus Sluice's extras.
 	attrDimension = "dimension"
@@ -253,6 +254,8 @@ type bucketItem struct {
 	// waiters is a concurrent bucket's waiter queue, live and dead
 	// tickets, by lease uuid (see queue.go).
 	waiters map[string]store.Ticket
+	// renewals counts the tickets renewed in place (see renewInPlace).
+	renewals int64
 }
 
 // decodeBucket reads a bucket row written by Sluice or by the Python and TypeScript SDKs.
@@ -357,6 +360,11 @@ func decodeBucket(item map[string]types.AttributeValue) (*bucketItem, error) {
 	if v, ok := getN(item, attrVersion); ok {
 		if bi.version, err = parseInt(v); err != nil {
 			return nil, bad(attrVersion, err)
+		}
+	}
+	if v, ok := getN(item, attrRenewals); ok {
+		if bi.renewals, err = parseInt(v); err != nil {
+			return nil, bad(attrRenewals, err)
 		}
 	}
 	bi.inc, _ = getS(item, attrInc)

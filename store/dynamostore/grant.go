@@ -159,7 +159,7 @@ func (s *Store) rowUpdate(bi *bucketItem, st bucket.State, tok string, id string
 		names["#h"], names["#hd"] = attrHolders, drop
 		rem = append(rem, "#h.#hd")
 	}
-	cond := versionCond(bi, names, vals)
+	cond := versionCond(bi, names, vals) + q.renewedCond(bi, names, vals)
 	if id != "" {
 		names["#h"] = attrHolders
 		if bi.hasMap {

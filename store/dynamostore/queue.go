@@ -24,7 +24,10 @@ import (
 // decides on the row as read (slots and tickets) and writes it conditioned
 // on the version, which every write of the row bumps (a ticket taken, a
 // grant, a release, a Dequeue), so a ticket that slips in ahead in between
-// fails the condition and the acquisition decides again. Dead tickets
+// fails the condition and the acquisition decides again. A renewal of a
+// live ticket alone leaves the version alone and counts itself in the
+// row's renewals instead, on which a decision that found a ticket dead is
+// conditioned (see renew.go). Dead tickets
 // (expired) are ignored, and removed, at most maxPurge at a time, by the
 // next acquisition or Dequeue that looks at the queue: a grant or a ticket
 // taken removes them in its own write, and a denial that takes no ticket
@@ -178,6 +181,10 @@ type queueEdit struct {
 	remove []string // uuids whose tickets are removed
 	put    string   // uuid of the ticket written, "" for none
 	ticket store.Ticket
+	// dead reports that the decision found tickets of others dead: the
+	// write is conditioned on no ticket having been renewed in place since
+	// the row was read (see renewInPlace).
+	dead bool
 }
 
 func (q *queueEdit) empty() bool { return q == nil || len(q.remove) == 0 && q.put == "" }
@@ -191,6 +198,7 @@ func (q *queueEdit) purge(bi *bucketItem, now int64, keep string) {
 			dead = append(dead, uuid)
 		}
 	}
+	q.dead = q.dead || len(dead) > 0
 	slices.Sort(dead)
 	q.remove = append(q.remove, dead[:min(len(dead), maxPurge)]...)
 }
@@ -279,4 +287,19 @@ func (q *queueEdit) clauses(bi *bucketItem, names map[string]string, vals map[st
 		rem = append(rem, "#w."+k)
 	}
 	return set, rem
+}
+
+// renewedCond returns the condition that no ticket of bi was renewed in
+// place since it was read, for a write whose decision found tickets dead
+// (q.dead); "" otherwise.
+func (q *queueEdit) renewedCond(bi *bucketItem, names map[string]string, vals map[string]types.AttributeValue) string {
+	if q == nil || !q.dead {
+		return ""
+	}
+	names["#rn"] = attrRenewals
+	if bi.renewals == 0 {
+		return " AND attribute_not_exists(#rn)"
+	}
+	vals[":rn"] = numInt(bi.renewals)
+	return " AND #rn = :rn"
 }
