@@ -302,3 +302,27 @@ func TestLateFirstAcquisitionIsReleased(t *testing.T) {
 		}
 	})
 }
+
+// TestUnknownReleaseEndsWhateverTheClock: with a client clock that never
+// moves, the background release still ends when the lease would have
+// expired on the runtime's clock; nothing is left running (synctest
+// fails on a goroutine left behind), without Close.
+func TestUnknownReleaseEndsWhateverTheClock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		st := &lostAcquireStore{Store: memstore.New(), lose: 1, down: true}
+		fixed := time.Now()
+		c, err := sluice.New(st, sluice.WithClock(sluice.ClockFunc(func() time.Time { return fixed })))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.PutBucket(ctx, sluice.Bucket{Name: "v#concurrent", Config: sluice.ConcurrentLimit(1)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Acquire(ctx, "v#concurrent", sluice.WithTTL(time.Minute)); !errors.Is(err, sluice.ErrUnavailable) {
+			t.Fatalf("acquire with its answer lost: %v, want ErrUnavailable", err)
+		}
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+	})
+}

@@ -49,6 +49,7 @@ type unknownAcquisition struct {
 	sure    bool      // the lease leaves a record: "no record" is not final
 	typed   bool      // the dimensions' types were read (keepsRecords)
 	expiry  time.Time // when the lease would expire, on the client's clock
+	until   time.Time // the same instant on the runtime's clock, which bounds the work whatever the Clock does
 	attempt int
 	due     time.Time // the next attempt, on the client's clock
 }
@@ -89,6 +90,7 @@ func (c *Client) releaseUnknown(ctx context.Context, req *store.AcquireRequest, 
 	if !now.Before(u.expiry) {
 		return
 	}
+	u.until = time.Now().Add(u.expiry.Sub(now))
 	u.next(now)
 	c.event(ctx, slog.LevelInfo, "acquire.unknown_outcome", u.items, slog.String("lease", req.ID.String()),
 		slog.Bool("caller_done", cut), slog.String("error", err.Error()))
@@ -283,9 +285,10 @@ func (b *unknownReleases) takeDue(now time.Time) []*unknownAcquisition {
 	}
 	var due []*unknownAcquisition
 	kept := b.deferred[:0]
+	wall := time.Now()
 	for _, u := range b.deferred {
 		switch {
-		case !now.Before(u.expiry):
+		case !now.Before(u.expiry), !wall.Before(u.until):
 		case !now.Before(u.due):
 			due = append(due, u)
 		default:
