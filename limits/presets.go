@@ -271,25 +271,13 @@ func (p *parser) bursts(path string, n *yaml.Node, pr preset) ([]vendors.Profile
 		p.errorf(n, path, "must be a mapping of limit to capacity, e.g. {rpm: 5}")
 		return nil, false
 	}
-	var opts []vendors.ProfileOption
-	ok := true
-	for j := 0; j+1 < len(n.Content); j += 2 {
-		k, v := n.Content[j], n.Content[j+1]
-		m, known := vendors.MetricOf(k.Value)
-		if !known || !contains(pr.metrics, k.Value) {
-			p.errorf(k, path+"."+k.Value, "unknown limit for preset %s (want %s)", pr.vendor, strings.Join(pr.metrics, ", "))
-			ok = false
-			continue
-		}
+	return p.perLimit(path, n, pr, func(m vendors.Metric, v *yaml.Node) (vendors.ProfileOption, error) {
 		c, err := intOf(v)
 		if err != nil {
-			p.errorf(v, path+"."+k.Value, "%v", err)
-			ok = false
-			continue
+			return nil, err
 		}
-		opts = append(opts, vendors.WithBurst(m, c))
-	}
-	return opts, ok
+		return vendors.WithBurst(m, c), nil
+	})
 }
 
 // costReadings reads cost_reading: admission_kept (every token limit) or
@@ -308,6 +296,19 @@ func (p *parser) costReadings(path string, n *yaml.Node, pr preset) ([]vendors.P
 		p.errorf(n, path, "must be %s, or a mapping of limit to reading, e.g. {tpm: admission_kept}", want)
 		return nil, false
 	}
+	return p.perLimit(path, n, pr, func(m vendors.Metric, v *yaml.Node) (vendors.ProfileOption, error) {
+		r, ok := vendors.ParseReading(v.Value)
+		if !ok || v.Kind != yaml.ScalarNode {
+			return nil, fmt.Errorf("%q: must be %s", v.Value, want)
+		}
+		return vendors.WithCostReading(r, m), nil
+	})
+}
+
+// perLimit reads a mapping of the preset's limits to values with opt,
+// reporting an unknown limit or a value opt refuses at its line, and
+// returns the options of the others.
+func (p *parser) perLimit(path string, n *yaml.Node, pr preset, opt func(vendors.Metric, *yaml.Node) (vendors.ProfileOption, error)) ([]vendors.ProfileOption, bool) {
 	var opts []vendors.ProfileOption
 	ok := true
 	for j := 0; j+1 < len(n.Content); j += 2 {
@@ -318,13 +319,13 @@ func (p *parser) costReadings(path string, n *yaml.Node, pr preset) ([]vendors.P
 			ok = false
 			continue
 		}
-		r, rok := vendors.ParseReading(v.Value)
-		if !rok || v.Kind != yaml.ScalarNode {
-			p.errorf(v, path+"."+k.Value, "%q: must be %s", v.Value, want)
+		o, err := opt(m, v)
+		if err != nil {
+			p.errorf(v, path+"."+k.Value, "%v", err)
 			ok = false
 			continue
 		}
-		opts = append(opts, vendors.WithCostReading(r, m))
+		opts = append(opts, o)
 	}
 	return opts, ok
 }
