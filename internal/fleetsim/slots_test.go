@@ -37,7 +37,8 @@ func holdSlot(ctx context.Context, m *Member, dim string, hold time.Duration, di
 // the slots must stay busy while anyone waits. A slot freed in one process
 // reaches the others' waiters through the store's notices
 // (store.FreedWatcher; DynamoDB has none, and its waiters poll). Each
-// case open on a store names its figures and why.
+// case open on a store names its figures and why; it runs all the same,
+// with the excess checked and no use target.
 func TestSlotStarvation(t *testing.T) {
 	// handoff is why short holds miss the target across processes.
 	const handoff = "each handoff across processes costs the notice of the release (about 1 ms after the release is sent) and the next holder's acquisition (1.5–2 ms), through the proxy on a loaded machine, 3–5 ms against a 20 ms hold"
@@ -60,9 +61,6 @@ func TestSlotStarvation(t *testing.T) {
 	for _, tt := range tests {
 		for _, kind := range stores {
 			t.Run(tt.name+"/"+kind, func(t *testing.T) {
-				if why, ok := tt.open[kind]; ok {
-					openScenario(t, "slot use ≥ 95 % with waiting in line across processes: "+why)
-				}
 				f := newFleet(t, kind)
 				f.bucket("v#concurrent", sluice.ConcurrentLimit(8))
 				for range 4 {
@@ -86,7 +84,8 @@ func TestSlotStarvation(t *testing.T) {
 					}()
 				}
 				wg.Wait()
-				f.verify("v#concurrent", 0.95)
+				// An open case still runs, with the excess checked.
+				f.verify("v#concurrent", useTarget(t, kind, tt.open))
 			})
 		}
 	}
