@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/memstore"
 )
@@ -21,7 +22,7 @@ import (
 // the client sees ErrUnavailable although the lease exists. While down, it
 // fails releases too.
 type lostAcquireStore struct {
-	store.Store
+	contract.Forward
 	mu    sync.Mutex
 	lose  int  // acquisitions whose answer is lost
 	down  bool // releases fail while set
@@ -66,7 +67,7 @@ func (s *lostAcquireStore) setDown(down bool) {
 func TestUnknownAcquisitionIsReleasedInTheBackground(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		st := &lostAcquireStore{Store: memstore.New(), lose: 1, down: true}
+		st := &lostAcquireStore{Forward: contract.Forward{Store: memstore.New()}, lose: 1, down: true}
 		c, err := sluice.New(st)
 		if err != nil {
 			t.Fatal(err)
@@ -108,7 +109,7 @@ func TestUnknownAcquisitionIsReleasedInTheBackground(t *testing.T) {
 // caller's context ends, as a store whose reply is still on the wire when
 // the caller gives up. It counts the releases that reach it.
 type cutOffStore struct {
-	store.Store
+	contract.Forward
 	mu       sync.Mutex
 	hold     bool
 	releases int
@@ -142,7 +143,7 @@ func (s *cutOffStore) Release(ctx context.Context, req store.ReleaseRequest) (st
 func TestCutOffAcquisitionIsReleasedByTheNextOne(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		st := &cutOffStore{Store: memstore.New(), hold: true}
+		st := &cutOffStore{Forward: contract.Forward{Store: memstore.New()}, hold: true}
 		c, err := sluice.New(st)
 		if err != nil {
 			t.Fatal(err)
@@ -206,7 +207,7 @@ func (s *refusedStore) Acquire(ctx context.Context, req *store.AcquireRequest, r
 func TestRefusedAcquisitionIsNotReleased(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		st := &refusedStore{cutOffStore{Store: memstore.New()}}
+		st := &refusedStore{cutOffStore{Forward: contract.Forward{Store: memstore.New()}}}
 		c, err := sluice.New(st)
 		if err != nil {
 			t.Fatal(err)
@@ -232,7 +233,7 @@ func TestRefusedAcquisitionIsNotReleased(t *testing.T) {
 // first release reached it, as a frozen server applies what its socket
 // held when it resumes, after the client gave up.
 type lateAcquireStore struct {
-	store.Store
+	contract.Forward
 	mu       sync.Mutex
 	pending  *store.AcquireRequest
 	releases int
@@ -280,7 +281,7 @@ func TestLateFirstAcquisitionIsReleased(t *testing.T) {
 		if err := admin.PutBucket(ctx, sluice.Bucket{Name: "v#concurrent", Config: sluice.ConcurrentLimit(1)}); err != nil {
 			t.Fatal(err)
 		}
-		st := &lateAcquireStore{Store: mem}
+		st := &lateAcquireStore{Forward: contract.Forward{Store: mem}}
 		c, err := sluice.New(st)
 		if err != nil {
 			t.Fatal(err)
@@ -310,7 +311,7 @@ func TestLateFirstAcquisitionIsReleased(t *testing.T) {
 func TestUnknownReleaseEndsWhateverTheClock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		st := &lostAcquireStore{Store: memstore.New(), lose: 1, down: true}
+		st := &lostAcquireStore{Forward: contract.Forward{Store: memstore.New()}, lose: 1, down: true}
 		fixed := time.Now()
 		c, err := sluice.New(st, sluice.WithClock(sluice.ClockFunc(func() time.Time { return fixed })))
 		if err != nil {

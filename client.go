@@ -54,8 +54,16 @@ type Client struct {
 	// string key, a bool true), so that Wait queues for them at once
 	// rather than trying a reservation first.
 	concurrent sync.Map
-	// noReserve is set once the store answered that it cannot reserve
-	// (errors.ErrUnsupported): Wait polls from then on.
+	// queue, cooler and syncer are the store layer (st) as the store's
+	// optional capabilities (store.Queuer, store.Cooler, store.Syncer),
+	// found once by New; each is nil when the store lacks it (see
+	// detect for the fallbacks).
+	queue  store.Queuer
+	cooler store.Cooler
+	syncer store.Syncer
+	// noReserve is set when the store cannot reserve: at New for a store
+	// that is no store.Queuer, or once the store answered a reservation
+	// with errors.ErrUnsupported (a wrapper over one). Wait polls then.
 	noReserve atomic.Bool
 	// declared lists the buckets WithBuckets declared, which the client
 	// re-creates when the store has lost them.
@@ -113,7 +121,27 @@ func New(st store.Store, opts ...Option) (*Client, error) {
 	if err := c.declare(); err != nil {
 		return nil, err
 	}
+	c.detect(contract.Unwrap(st))
 	return c, nil
+}
+
+// detect finds the optional capabilities of raw, the store as given, once.
+// Without store.Queuer, Wait, Slot and WithSlot poll (as with WaitPoll):
+// no reservation, no ticket in a waiter queue. Without store.Cooler,
+// Cooldown and CooldownFor, and without store.Syncer, Sync, return an
+// error matching errors.ErrUnsupported and change nothing.
+func (c *Client) detect(raw store.Store) {
+	if _, ok := raw.(store.Queuer); ok {
+		c.queue = contract.AsQueuer(c.st)
+	} else {
+		c.noReserve.Store(true)
+	}
+	if _, ok := raw.(store.Cooler); ok {
+		c.cooler = contract.AsCooler(c.st)
+	}
+	if _, ok := raw.(store.Syncer); ok {
+		c.syncer = contract.AsSyncer(c.st)
+	}
 }
 
 // Config returns the client's effective configuration.

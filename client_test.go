@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/memstore"
 )
@@ -205,7 +206,7 @@ func TestFailurePolicy(t *testing.T) {
 		{sluice.FailOpen, false, true},
 	} {
 		t.Run(tt.policy.String(), func(t *testing.T) {
-			fs := &faultStore{Store: memstore.New(), err: down, n: 1}
+			fs := &faultStore{Forward: contract.Forward{Store: memstore.New()}, err: down, n: 1}
 			c, err := sluice.New(fs, sluice.WithFailurePolicy(tt.policy))
 			if err != nil {
 				t.Fatal(err)

@@ -2,9 +2,11 @@ package sluice
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
+	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/store"
 )
 
@@ -47,7 +49,9 @@ type SyncResult struct {
 // or, for a caller behind the bucket, its refill timestamp. The
 // dimension must be a requests or tokens limit: a concurrent one is
 // rejected with ErrInvalid naming it, and an unknown one with a
-// *ConfigurationError.
+// *ConfigurationError. A store that cannot cool a bucket down (it is no
+// store.Cooler) changes nothing, and the error matches
+// errors.ErrUnsupported.
 func (c *Client) Cooldown(ctx context.Context, dimension string, until time.Time) (CooldownResult, error) {
 	return c.cooldown(ctx, dimension, c.clock.Now(), until)
 }
@@ -64,13 +68,16 @@ func (c *Client) CooldownFor(ctx context.Context, dimension string, d time.Durat
 }
 
 func (c *Client) cooldown(ctx context.Context, dimension string, now, until time.Time) (CooldownResult, error) {
+	if c.cooler == nil {
+		return CooldownResult{}, fmt.Errorf("sluice: cooldown %s: %w", dimension, contract.Unsupported("cooldown"))
+	}
 	req := store.CooldownRequest{Now: now, Dimension: dimension, Until: until}
 	res, err := storeCall(ctx, c, "cooldown", func(ctx context.Context) (store.CooldownResult, error) {
 		// Every attempt decides at its own time, for the same duration
 		// (a retry after a backoff ends the cooldown that much later).
 		req.Now = c.clock.Now()
 		req.Until = req.Now.Add(until.Sub(now))
-		return c.st.Cooldown(ctx, req)
+		return c.cooler.Cooldown(ctx, req)
 	})
 	out := CooldownResult{Before: Millitokens(res.Before), After: Millitokens(res.After)}
 	if err == nil {
@@ -99,12 +106,17 @@ func (c *Client) cooldown(ctx context.Context, dimension string, now, until time
 // remaining must be 0 to 10^12; otherwise the error matches ErrInvalid and
 // names the field "remaining". The dimension must be a requests or tokens
 // limit: a concurrent one is rejected with ErrInvalid naming it, and an
-// unknown one with a *ConfigurationError.
+// unknown one with a *ConfigurationError. A store that cannot sync a
+// bucket (it is no store.Syncer) changes nothing, and the error matches
+// errors.ErrUnsupported.
 func (c *Client) Sync(ctx context.Context, dimension string, remaining int64) (SyncResult, error) {
+	if c.syncer == nil {
+		return SyncResult{}, fmt.Errorf("sluice: sync %s: %w", dimension, contract.Unsupported("sync"))
+	}
 	req := store.SyncRequest{Now: c.clock.Now(), Dimension: dimension, Remaining: remaining}
 	res, err := storeCall(ctx, c, "sync", func(ctx context.Context) (store.SyncResult, error) {
 		req.Now = c.clock.Now() // every attempt decides at its own time
-		return c.st.Sync(ctx, req)
+		return c.syncer.Sync(ctx, req)
 	})
 	if o := c.obs; o != nil && o.Synced != nil {
 		o.Synced(ctx, SyncEvent{Dimension: dimension, Remaining: remaining, Before: res.Before, After: res.After, Err: err})

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/memstore"
 )
@@ -71,7 +72,7 @@ func tokens(t *testing.T, c *sluice.Client, dim string) int64 {
 
 // faultStore wraps a store and fails Acquire with err for the next n calls.
 type faultStore struct {
-	store.Store
+	contract.Forward
 	mu    sync.Mutex
 	err   error
 	n     int

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/memstore"
 )
@@ -16,7 +17,7 @@ import (
 // usage: a positive delta on an unrecorded lease is applied even after the
 // lease's ExpiresAt. Recorded adjusts go to memstore as they are.
 type lateStore struct {
-	store.Store
+	contract.Forward
 	mu      sync.Mutex
 	adjusts []store.AdjustRequest
 }
@@ -77,7 +78,7 @@ func TestLateUsageAfterExpiry(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
-			ls := &lateStore{Store: memstore.New()}
+			ls := &lateStore{Forward: contract.Forward{Store: memstore.New()}}
 			clk := &manualClock{t: t0}
 			c, err := sluice.New(ls, sluice.WithClock(clk))
 			if err != nil {

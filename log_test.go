@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/memstore"
 )
@@ -50,7 +51,7 @@ func TestLogEvents(t *testing.T) {
 		ctx := context.Background()
 		var out syncBuffer
 		log := slog.New(slog.NewJSONHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))
-		fs := &faultStore{Store: memstore.New(), err: store.ErrContention, n: 1}
+		fs := &faultStore{Forward: contract.Forward{Store: memstore.New()}, err: store.ErrContention, n: 1}
 		c, err := sluice.New(fs, sluice.WithLogger(log))
 		if err != nil {
 			t.Fatal(err)

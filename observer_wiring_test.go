@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/memstore"
 )
@@ -130,7 +131,7 @@ func TestObserverStoreErrorAndLeaseLost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		var rec recorder
-		fs := &faultStore{Store: memstore.New(), err: store.ErrContention, n: 1}
+		fs := &faultStore{Forward: contract.Forward{Store: memstore.New()}, err: store.ErrContention, n: 1}
 		c, err := sluice.New(fs, sluice.WithObserver(rec.observer()))
 		if err != nil {
 			t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/memstore"
 )
@@ -14,7 +15,7 @@ import (
 // it receives and answers the first of each with store.ErrContention, so
 // that the client retries it.
 type opStore struct {
-	store.Store
+	contract.Forward
 	mu  sync.Mutex
 	ops map[string][]store.LeaseID
 }
@@ -52,7 +53,7 @@ func (s *opStore) Release(ctx context.Context, req store.ReleaseRequest) (store.
 // so that a store applies the call at most once however often it is sent.
 func TestOperationIDKeptAcrossRetries(t *testing.T) {
 	ctx := context.Background()
-	s := &opStore{Store: memstore.New(), ops: map[string][]store.LeaseID{}}
+	s := &opStore{Forward: contract.Forward{Store: memstore.New()}, ops: map[string][]store.LeaseID{}}
 	c, err := sluice.New(s)
 	if err != nil {
 		t.Fatal(err)

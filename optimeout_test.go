@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/memstore"
 )
@@ -17,7 +18,7 @@ import (
 // context is done and returns the bare context error, as a store without a
 // timeout of its own would.
 type blockStore struct {
-	store.Store
+	contract.Forward
 	blocked atomic.Bool
 }
 
@@ -68,14 +69,14 @@ func (b *blockStore) Cooldown(ctx context.Context, req store.CooldownRequest) (s
 	if err := b.block(ctx); err != nil {
 		return store.CooldownResult{}, err
 	}
-	return b.Store.Cooldown(ctx, req)
+	return b.Forward.Cooldown(ctx, req)
 }
 
 func (b *blockStore) Sync(ctx context.Context, req store.SyncRequest) (store.SyncResult, error) {
 	if err := b.block(ctx); err != nil {
 		return store.SyncResult{}, err
 	}
-	return b.Store.Sync(ctx, req)
+	return b.Forward.Sync(ctx, req)
 }
 
 func (b *blockStore) Peek(ctx context.Context, req store.PeekRequest) ([]store.BucketState, error) {
@@ -115,7 +116,7 @@ func (b *blockStore) Leases(ctx context.Context, q store.LeaseQuery) ([]store.Le
 
 func newBlockClient(t *testing.T, opts ...sluice.Option) (*sluice.Client, *blockStore) {
 	t.Helper()
-	bs := &blockStore{Store: memstore.New()}
+	bs := &blockStore{Forward: contract.Forward{Store: memstore.New()}}
 	c, err := sluice.New(bs, opts...)
 	if err != nil {
 		t.Fatal(err)

@@ -393,7 +393,7 @@ func (c *Client) removeOrphans(ctx context.Context) bool {
 		req.Now = c.clock.Now()
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 		_, err := storeCall(dctx, c, "dequeue", func(ctx context.Context) (struct{}, error) {
-			return struct{}{}, c.st.Dequeue(ctx, req)
+			return struct{}{}, c.queue.Dequeue(ctx, req)
 		})
 		cancel()
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/internal/slotload"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/memstore"
@@ -19,7 +20,7 @@ import (
 // concurrent dimension "load#concurrent" of slots slots.
 func newSlotsClient(t *testing.T, slots int64, opts ...sluice.Option) (*sluice.Client, *countingStore) {
 	t.Helper()
-	st := &countingStore{Store: memstore.New()}
+	st := &countingStore{Forward: contract.Forward{Store: memstore.New()}}
 	t.Cleanup(func() { st.Close() })
 	c, err := sluice.New(st, opts...)
 	if err != nil {
@@ -169,7 +170,7 @@ func TestDeadTicketHoldsBackOnlyItsCost(t *testing.T) {
 
 // downStore fails every decision with store.ErrUnavailable while down.
 type downStore struct {
-	store.Store
+	contract.Forward
 	down atomic.Bool
 }
 
@@ -184,7 +185,7 @@ func (s *downStore) Dequeue(ctx context.Context, req store.DequeueRequest) error
 	if s.down.Load() {
 		return store.ErrUnavailable
 	}
-	return s.Store.Dequeue(ctx, req)
+	return s.Forward.Dequeue(ctx, req)
 }
 
 // After an outage, the tickets of the waiters it made give up are removed
@@ -193,7 +194,7 @@ func (s *downStore) Dequeue(ctx context.Context, req store.DequeueRequest) error
 func TestQueueRecoversAfterAnOutage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		st := &downStore{Store: memstore.New()}
+		st := &downStore{Forward: contract.Forward{Store: memstore.New()}}
 		c, err := sluice.New(st)
 		if err != nil {
 			t.Fatal(err)

@@ -116,6 +116,14 @@ func (r *recreating) recreate(ctx context.Context, op string, err error) (again 
 	return true, nil
 }
 
+// recreating forwards every optional operation of the contract; one that
+// the store lacks answers errors.ErrUnsupported (see Client.detect).
+var (
+	_ store.Queuer = (*recreating)(nil)
+	_ store.Cooler = (*recreating)(nil)
+	_ store.Syncer = (*recreating)(nil)
+)
+
 type none struct{}
 
 func (r *recreating) Acquire(ctx context.Context, req *store.AcquireRequest, res *store.AcquireResult) error {
@@ -124,7 +132,7 @@ func (r *recreating) Acquire(ctx context.Context, req *store.AcquireRequest, res
 }
 
 func (r *recreating) Reserve(ctx context.Context, req *store.ReserveRequest, res *store.ReserveResult) error {
-	_, err := retryMissing(ctx, r, "reserve", func() (none, error) { return none{}, r.Store.Reserve(ctx, req, res) })
+	_, err := retryMissing(ctx, r, "reserve", func() (none, error) { return none{}, contract.AsQueuer(r.Store).Reserve(ctx, req, res) })
 	return err
 }
 
@@ -137,9 +145,20 @@ func (r *recreating) Penalize(ctx context.Context, req store.PenalizeRequest) (s
 }
 
 func (r *recreating) Cooldown(ctx context.Context, req store.CooldownRequest) (store.CooldownResult, error) {
-	return retryMissing(ctx, r, "cooldown", func() (store.CooldownResult, error) { return r.Store.Cooldown(ctx, req) })
+	return retryMissing(ctx, r, "cooldown", func() (store.CooldownResult, error) { return contract.AsCooler(r.Store).Cooldown(ctx, req) })
 }
 
 func (r *recreating) Sync(ctx context.Context, req store.SyncRequest) (store.SyncResult, error) {
-	return retryMissing(ctx, r, "sync", func() (store.SyncResult, error) { return r.Store.Sync(ctx, req) })
+	return retryMissing(ctx, r, "sync", func() (store.SyncResult, error) { return contract.AsSyncer(r.Store).Sync(ctx, req) })
+}
+
+// Cancel and Dequeue concern leases and tickets, never a missing bucket
+// worth re-creating: they are forwarded as they are.
+
+func (r *recreating) Cancel(ctx context.Context, req store.CancelRequest) (store.CancelResult, error) {
+	return contract.AsQueuer(r.Store).Cancel(ctx, req)
+}
+
+func (r *recreating) Dequeue(ctx context.Context, req store.DequeueRequest) error {
+	return contract.AsQueuer(r.Store).Dequeue(ctx, req)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/memstore"
 )
@@ -17,7 +18,7 @@ import (
 // is back must charge the actual cost in full and never refund.
 func TestSettleDegradedLeaseChargesActual(t *testing.T) {
 	ctx := context.Background()
-	fs := &faultStore{Store: memstore.New(), err: store.Unavailable("acquire", errors.New("down")), n: 1}
+	fs := &faultStore{Forward: contract.Forward{Store: memstore.New()}, err: store.Unavailable("acquire", errors.New("down")), n: 1}
 	clk := &manualClock{t: t0} // a fixed clock: no refill between the steps
 	c, err := sluice.New(fs, sluice.WithFailurePolicy(sluice.FailOpen), sluice.WithClock(clk))
 	if err != nil {
@@ -45,7 +46,7 @@ func TestSettleDegradedLeaseChargesActual(t *testing.T) {
 // cancelStore cancels the caller's context during Acquire and then fails
 // the way a store reports a context error: as unavailable.
 type cancelStore struct {
-	store.Store
+	contract.Forward
 	cancel context.CancelFunc
 }
 
@@ -58,7 +59,7 @@ func (s cancelStore) Acquire(ctx context.Context, req *store.AcquireRequest, res
 // grant, even under FailOpen.
 func TestFailOpenDoesNotGrantOnCallerCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	c, err := sluice.New(cancelStore{memstore.New(), cancel}, sluice.WithFailurePolicy(sluice.FailOpen))
+	c, err := sluice.New(cancelStore{contract.Forward{Store: memstore.New()}, cancel}, sluice.WithFailurePolicy(sluice.FailOpen))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +72,7 @@ func TestFailOpenDoesNotGrantOnCallerCancel(t *testing.T) {
 // skewStore is a store whose clock runs an hour ahead of the client's, and
 // which records the TTL of every Extend.
 type skewStore struct {
-	store.Store
+	contract.Forward
 	mu   sync.Mutex
 	ttls []time.Duration
 }
@@ -96,7 +97,7 @@ func (s *skewStore) Extend(ctx context.Context, req store.ExtendRequest) (time.T
 // store's clock with the client's.
 func TestRenewalIgnoresStoreClockSkew(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ss := &skewStore{Store: memstore.New()}
+		ss := &skewStore{Forward: contract.Forward{Store: memstore.New()}}
 		c, err := sluice.New(ss, sluice.WithLeaseTTL(3*time.Second))
 		if err != nil {
 			t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/memstore"
 )
@@ -86,7 +87,7 @@ type seqKey struct{}
 // them in the order the store decided them, and counts reservations and
 // peeks.
 type orderingStore struct {
-	store.Store
+	contract.Forward
 	mu              sync.Mutex
 	seq             int64
 	reserves, peeks int64
@@ -106,7 +107,7 @@ func (s *orderingStore) Reserve(ctx context.Context, req *store.ReserveRequest, 
 	defer s.mu.Unlock()
 	s.reserves++
 	s.next(ctx)
-	return s.Store.Reserve(ctx, req, res)
+	return s.Forward.Reserve(ctx, req, res)
 }
 
 func (s *orderingStore) Peek(ctx context.Context, req store.PeekRequest) ([]store.BucketState, error) {
@@ -144,7 +145,7 @@ func runSettleQueue(t *testing.T, n int, overshootPct int64) settleQueueRun {
 	t.Helper()
 	ctx := context.Background()
 	var log usageLog
-	st := &orderingStore{Store: memstore.New(), log: &log}
+	st := &orderingStore{Forward: contract.Forward{Store: memstore.New()}, log: &log}
 	t.Cleanup(func() { st.Close() })
 	c, err := sluice.New(st)
 	if err != nil {

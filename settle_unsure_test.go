@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/memstore"
 )
@@ -16,7 +17,7 @@ import (
 // that keeps operation ids does, and loses the answer of the first one: the
 // caller sees ErrUnavailable although the settlement was applied.
 type lostAdjustStore struct {
-	store.Store
+	contract.Forward
 	mu      sync.Mutex
 	lose    bool
 	applied map[store.LeaseID]store.Settlement
@@ -47,7 +48,7 @@ func (s *lostAdjustStore) Adjust(ctx context.Context, req store.AdjustRequest) (
 // error does: the second call must carry the same operation id, so that
 // the refund of 200 is applied once.
 func TestSettleAgainAfterAnUnknownOutcome(t *testing.T) {
-	st := &lostAdjustStore{Store: memstore.New(), applied: map[store.LeaseID]store.Settlement{}}
+	st := &lostAdjustStore{Forward: contract.Forward{Store: memstore.New()}, applied: map[store.LeaseID]store.Settlement{}}
 	clk := &manualClock{t: t0}
 	c, err := sluice.New(st, sluice.WithClock(clk))
 	if err != nil {

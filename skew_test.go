@@ -12,6 +12,7 @@ import (
 
 	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/memstore"
 )
@@ -64,7 +65,7 @@ func TestClockSkewRefusedAndLogged(t *testing.T) {
 // ErrContention the first time each is called and record the Now of every
 // attempt.
 type nowRecorder struct {
-	store.Store
+	contract.Forward
 	mu   sync.Mutex
 	nows map[string][]time.Time
 }
@@ -97,14 +98,14 @@ func (r *nowRecorder) Cooldown(ctx context.Context, req store.CooldownRequest) (
 	if err := r.attempt("cooldown", req.Now); err != nil {
 		return store.CooldownResult{}, err
 	}
-	return r.Store.Cooldown(ctx, req)
+	return r.Forward.Cooldown(ctx, req)
 }
 
 func (r *nowRecorder) Sync(ctx context.Context, req store.SyncRequest) (store.SyncResult, error) {
 	if err := r.attempt("sync", req.Now); err != nil {
 		return store.SyncResult{}, err
 	}
-	return r.Store.Sync(ctx, req)
+	return r.Forward.Sync(ctx, req)
 }
 
 func (r *nowRecorder) PutBucket(ctx context.Context, req store.PutBucketRequest) error {
@@ -139,7 +140,7 @@ func testRetriesDecideAtTheirOwnTime(t *testing.T) {
 	ctx := context.Background()
 	st := memstore.New()
 	t.Cleanup(func() { st.Close() })
-	rec := &nowRecorder{Store: st, nows: map[string][]time.Time{}}
+	rec := &nowRecorder{Forward: contract.Forward{Store: st}, nows: map[string][]time.Time{}}
 	c, err := sluice.New(rec, sluice.WithClock(&tickingClock{t: t0, step: 10 * time.Millisecond}))
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/memstore"
 )
@@ -17,7 +18,7 @@ import (
 // as a network partition does: with ErrUnavailable. It logs when each
 // Release reached it.
 type partitionStore struct {
-	store.Store
+	contract.Forward
 	mu       sync.Mutex
 	down     bool
 	releases []time.Time
@@ -61,7 +62,7 @@ func (p *partitionStore) releaseLog() []time.Time {
 
 func newPartitionClient(t *testing.T, opts ...sluice.Option) (*sluice.Client, *partitionStore) {
 	t.Helper()
-	ps := &partitionStore{Store: memstore.New()}
+	ps := &partitionStore{Forward: contract.Forward{Store: memstore.New()}}
 	c, err := sluice.New(ps, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -234,7 +235,7 @@ func TestSlotReleaseOfReclaimedLeaseNotRetried(t *testing.T) {
 // stuckAdjustStore's Adjust blocks, ignoring its context, until release is
 // closed: an operation stuck in the store while it holds the lease.
 type stuckAdjustStore struct {
-	store.Store
+	contract.Forward
 	entered, release chan struct{}
 }
 
@@ -249,7 +250,7 @@ func (s *stuckAdjustStore) Adjust(ctx context.Context, req store.AdjustRequest) 
 // up. (Real time, not synctest: a goroutine waiting on a mutex does not let
 // a bubble's clock advance. Nothing is asserted about durations.)
 func TestWithSlotLossNotDelayedByStuckOperation(t *testing.T) {
-	ss := &stuckAdjustStore{Store: memstore.New(), entered: make(chan struct{}), release: make(chan struct{})}
+	ss := &stuckAdjustStore{Forward: contract.Forward{Store: memstore.New()}, entered: make(chan struct{}), release: make(chan struct{})}
 	c, err := sluice.New(ss, sluice.WithLeaseTTL(60*time.Millisecond), sluice.WithOpTimeout(0))
 	if err != nil {
 		t.Fatal(err)

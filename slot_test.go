@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/memstore"
 )
@@ -136,7 +137,7 @@ func TestWithSlotReleasesOnPanic(t *testing.T) {
 func TestContentionRetriesThenRetryIn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		fs := &faultStore{Store: memstore.New(), err: store.ErrContention, n: 2}
+		fs := &faultStore{Forward: contract.Forward{Store: memstore.New()}, err: store.ErrContention, n: 2}
 		c, err := sluice.New(fs, sluice.WithMaxRetries(3))
 		if err != nil {
 			t.Fatal(err)

@@ -189,7 +189,7 @@ func (c *Client) reserve(ctx context.Context, w *waitCall, maxWait time.Duration
 	start := time.Now()
 	_, err := storeCallExpect(ctx, c, "reserve", func(ctx context.Context) (struct{}, error) {
 		req.Now = c.clock.Now()
-		return struct{}{}, c.st.Reserve(ctx, req, res)
+		return struct{}{}, c.queue.Reserve(ctx, req, res)
 	}, func(err error) bool { return c.notReservable(w, err) || errors.Is(err, errors.ErrUnsupported) })
 	switch {
 	case err == nil:
@@ -285,7 +285,7 @@ func (c *Client) cancelReservation(ctx context.Context, req *store.ReserveReques
 	defer cancel()
 	_, err := storeCall(cctx, c, "cancel", func(ctx context.Context) (store.CancelResult, error) {
 		creq.Now = c.clock.Now() // every attempt decides at its own time
-		return c.st.Cancel(ctx, creq)
+		return c.queue.Cancel(ctx, creq)
 	})
 	if err != nil {
 		c.event(ctx, slog.LevelWarn, "slot.cancel_failed", req.Items, slog.String("error", err.Error()))
@@ -378,11 +378,11 @@ func (c *Client) dequeue(ctx context.Context, w *waitCall, id store.LeaseID) {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
 	_, err := storeCall(dctx, c, "dequeue", func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, c.st.Dequeue(ctx, req)
+		return struct{}{}, c.queue.Dequeue(ctx, req)
 	})
 	if err != nil {
 		c.event(ctx, slog.LevelWarn, "slot.dequeue_failed", w.items, slog.String("error", err.Error()))
-		if !errors.Is(err, store.ErrInvalid) && !errors.Is(err, store.ErrClosed) {
+		if !errors.Is(err, store.ErrInvalid) && !errors.Is(err, store.ErrClosed) && !errors.Is(err, errors.ErrUnsupported) {
 			// Removed once the store answers again (removeOrphans).
 			c.orphaned(req)
 		}

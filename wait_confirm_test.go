@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/memstore"
 )
@@ -17,7 +18,7 @@ import (
 // confirmStore records reservations, peeks and cancellations, and can
 // fail peeks as an unreachable store does.
 type confirmStore struct {
-	store.Store
+	contract.Forward
 	reserves, peeks atomic.Int64
 	failPeeks       atomic.Bool
 	cancels         []store.CancelRequest
@@ -25,7 +26,7 @@ type confirmStore struct {
 
 func (s *confirmStore) Reserve(ctx context.Context, req *store.ReserveRequest, res *store.ReserveResult) error {
 	s.reserves.Add(1)
-	return s.Store.Reserve(ctx, req, res)
+	return s.Forward.Reserve(ctx, req, res)
 }
 
 func (s *confirmStore) Peek(ctx context.Context, req store.PeekRequest) ([]store.BucketState, error) {
@@ -38,7 +39,7 @@ func (s *confirmStore) Peek(ctx context.Context, req store.PeekRequest) ([]store
 
 func (s *confirmStore) Cancel(ctx context.Context, req store.CancelRequest) (store.CancelResult, error) {
 	s.cancels = append(s.cancels, req)
-	return s.Store.Cancel(ctx, req)
+	return s.Forward.Cancel(ctx, req)
 }
 
 // confirmSetup returns a client on a bucket of 5 000 tokens earning 5 000
@@ -46,7 +47,7 @@ func (s *confirmStore) Cancel(ctx context.Context, req store.CancelRequest) (sto
 // 250 tokens is valid 50 ms later.
 func confirmSetup(t *testing.T, opts ...sluice.Option) (*sluice.Client, *confirmStore, *sluice.Lease) {
 	t.Helper()
-	st := &confirmStore{Store: memstore.New()}
+	st := &confirmStore{Forward: contract.Forward{Store: memstore.New()}}
 	t.Cleanup(func() { st.Close() })
 	c, err := sluice.New(st, opts...)
 	if err != nil {

@@ -11,13 +11,14 @@ import (
 
 	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/memstore"
 )
 
 // countingStore counts the decision calls a wait makes.
 type countingStore struct {
-	store.Store
+	contract.Forward
 	acquires, reserves, cancels, dequeues atomic.Int64
 	// queue is the longest ticket life an acquisition asked for.
 	queue atomic.Int64
@@ -33,17 +34,17 @@ func (s *countingStore) Acquire(ctx context.Context, req *store.AcquireRequest, 
 
 func (s *countingStore) Reserve(ctx context.Context, req *store.ReserveRequest, res *store.ReserveResult) error {
 	s.reserves.Add(1)
-	return s.Store.Reserve(ctx, req, res)
+	return s.Forward.Reserve(ctx, req, res)
 }
 
 func (s *countingStore) Cancel(ctx context.Context, req store.CancelRequest) (store.CancelResult, error) {
 	s.cancels.Add(1)
-	return s.Store.Cancel(ctx, req)
+	return s.Forward.Cancel(ctx, req)
 }
 
 func (s *countingStore) Dequeue(ctx context.Context, req store.DequeueRequest) error {
 	s.dequeues.Add(1)
-	return s.Store.Dequeue(ctx, req)
+	return s.Forward.Dequeue(ctx, req)
 }
 
 func (s *countingStore) calls() int64 {
@@ -55,7 +56,7 @@ func (s *countingStore) calls() int64 {
 // burst 6000).
 func newCountingClient(t *testing.T, opts ...sluice.Option) (*sluice.Client, *countingStore) {
 	t.Helper()
-	st := &countingStore{Store: memstore.New()}
+	st := &countingStore{Forward: contract.Forward{Store: memstore.New()}}
 	t.Cleanup(func() { st.Close() })
 	c, err := sluice.New(st, opts...)
 	if err != nil {

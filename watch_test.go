@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/internal/slotload"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/memstore"
@@ -19,14 +20,14 @@ type plainStore struct{ store.Store }
 // noticeStore is a store whose notices of freed units the test sends by
 // hand (store.FreedWatcher).
 type noticeStore struct {
-	store.Store
+	contract.Forward
 	notices  chan string
 	watching chan struct{} // closed when the first watch starts
 	returned chan struct{} // closed when that watch returns
 }
 
 func newNoticeStore(st store.Store) *noticeStore {
-	return &noticeStore{Store: st, notices: make(chan string), watching: make(chan struct{}), returned: make(chan struct{})}
+	return &noticeStore{Forward: contract.Forward{Store: st}, notices: make(chan string), watching: make(chan struct{}), returned: make(chan struct{})}
 }
 
 func (s *noticeStore) WatchFreed(ctx context.Context, freed func(string)) error {
@@ -149,7 +150,7 @@ func TestFreedNoticeWakesTheFrontOnly(t *testing.T) {
 		ctx := context.Background()
 		mem := memstore.New()
 		defer mem.Close()
-		count := &countingStore{Store: mem}
+		count := &countingStore{Forward: contract.Forward{Store: mem}}
 		holder, err := sluice.New(plainStore{mem})
 		if err != nil {
 			t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/limits"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/memstore"
@@ -16,7 +17,7 @@ import (
 // interloper is a store where another writer acts just before each of the
 // first n conditional writes of Apply.
 type interloper struct {
-	store.Store
+	contract.Forward
 	n     int
 	other func(ctx context.Context, st store.Store, now time.Time)
 }
@@ -87,7 +88,7 @@ func TestApplyReplansOnConflict(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			st := &interloper{Store: mem, n: tt.times, other: tt.other}
+			st := &interloper{Forward: contract.Forward{Store: mem}, n: tt.times, other: tt.other}
 			c, err := sluice.New(st, sluice.WithClock(fixedClock{at}))
 			if err != nil {
 				t.Fatal(err)

@@ -19,14 +19,29 @@
 // layer (sluice.Client): Now is in range; names, costs, TTLs, callers,
 // lease ids, deltas, factors, bucket configurations, duplicates and the
 // limits below are checked; Poll and Limit are filled in. The portable
-// layer also bounds each call by its operation timeout, retries
-// ErrContention with backoff and sorts and truncates listings. A store
+// layer also retries ErrContention with backoff and sorts and truncates
+// listings. A store
 // keeps only the checks that need its stored state: an unknown dimension
 // (*ConfigurationError), a cost above capacity (Bucket.ResolveCost),
 // adjusting or penalizing a concurrent bucket (Bucket.CheckAdjustable,
 // Bucket.CheckPenalizable), a refund above what a lease holds
 // (AdjustHeld), a lease's existence and expiry, a lease id in use
 // (SameItems) and a change of limit type (CheckTypeChange).
+//
+// The caller's context owns the deadline of every operation: an operation
+// ends, with an error matching ErrUnavailable (or the context's error),
+// no later than the context's deadline, retries inside its driver
+// included. sluice.Client sets that deadline from Config.OpTimeout, or
+// passes on the caller's own when it is sooner. A store's own timeout
+// (WithTimeout in redisstore, pgstore and dynamostore) is only a default:
+// it bounds an operation whose context carries no deadline, so that a
+// direct caller with context.Background is never blocked by a hung
+// server, and never shortens or lengthens a deadline the context has. A
+// store keeps a timeout of its own only for work no caller's context
+// covers, and documents it (pgstore's cleanup after a cancelled
+// statement, a background watch's reconnections). A store whose driver
+// does not stop at a context's deadline (go-redis built without
+// ContextTimeoutEnabled) stops waiting for it at the deadline itself.
 //
 // The conformance suite in store/storetest is the definition of correct:
 // every implementation must pass it against its real server.
@@ -41,13 +56,16 @@ import (
 	"github.com/ontopix/sluice/bucket"
 )
 
-// Store is a backend holding buckets and leases.
+// Store is a backend holding buckets and leases: the core operations
+// every store implements.
 //
 // A store may also implement optional capabilities, which the client
-// discovers by type assertion: InProcess (it never blocks on I/O) and
-// FreedWatcher (it tells clients at once that units of a concurrent
-// dimension were freed anywhere in the fleet; without it their waiters
-// poll).
+// discovers by type assertion when it is created (see optional.go):
+// Queuer (reservations and waiter queues; without it waiters poll),
+// Cooler (Cooldown), Syncer (Sync), FreedWatcher (it tells clients at once
+// that units of a concurrent dimension were freed anywhere in the fleet;
+// without it their waiters poll), InProcess (it never blocks on I/O) and
+// CallerClock.
 type Store interface {
 	// Acquire debits every item of req or none of them (all-or-nothing).
 	// A grant fills res with Granted and, when the store wrote a lease record
@@ -90,21 +108,6 @@ type Store interface {
 	// FactorMilli/1000 in one atomic write.
 	Penalize(ctx context.Context, req PenalizeRequest) (Penalty, error)
 
-	// Cooldown starts a cooldown on a time-based bucket, as after a vendor's
-	// 429 with a retry-after, in one atomic write (see bucket.Cooldown):
-	// the balance drops to zero if it was positive, nothing is granted
-	// before req.Until, and from then on the bucket earns at its refill
-	// rate. A running cooldown that ends later is kept. The cooldown lasts
-	// req.Until − req.Now from the decision time: Now, or the bucket's
-	// refill timestamp for a caller behind it (bucket.Align), or,
-	// in a store that keeps its own clock, that clock's now.
-	Cooldown(ctx context.Context, req CooldownRequest) (CooldownResult, error)
-
-	// Sync lowers a time-based bucket's balance to req.Remaining tokens, as
-	// reported by a vendor's rate-limit headers, in one atomic write (see
-	// bucket.Sync). It never raises the balance.
-	Sync(ctx context.Context, req SyncRequest) (SyncResult, error)
-
 	// Peek returns the state of the named buckets at req.Now without
 	// changing them, in the order asked. Each bucket's state is read
 	// atomically; several buckets are not promised to be one snapshot.
@@ -144,47 +147,6 @@ type Store interface {
 	// any order and may ignore q.Limit: the caller sorts them by expiry and
 	// truncates the list.
 	Leases(ctx context.Context, q LeaseQuery) ([]LeaseRecord, error)
-
-	// Reserve debits every time-based item of req now, even when the
-	// balance is short, provided the reservation's wait is at most
-	// req.MaxWait: it becomes valid at the instant every item's balance
-	// would have covered it (bucket.Reserve; the latest over the items,
-	// cooldowns included), which res.ValidAt reports, and the caller
-	// proceeds then without asking again. All items are reserved or none:
-	// when the wait is longer than MaxWait, or a balance would fall below
-	// bucket.MinBalance, nothing changes and res carries the wait, so that
-	// the caller fails fast or retries. A request whose Now is more than
-	// the maximum skew behind an item's refill timestamp is refused as
-	// Acquire refuses it (res.Behind, res.Wait the longest
-	// bucket.SkewRetry).
-	// A concurrent item is a *bucket.FieldError (CheckReservable), an
-	// unknown dimension a *ConfigurationError and a cost above capacity a
-	// *CostError, all before anything changes.
-	//
-	// A reservation is a lease whose TTL counts from ValidAt. With
-	// req.Record the store writes a lease record (LeaseRecord.ValidAt set),
-	// which can be listed, settled, released and cancelled by id; the lease
-	// id rules of Acquire apply to it (a retry with the same items is
-	// answered as the reservation it was, other items are ErrLeaseInUse).
-	// res is owned by the caller and is overwritten; its Items slice is
-	// reused when large enough.
-	Reserve(ctx context.Context, req *ReserveRequest, res *ReserveResult) error
-
-	// Cancel gives a reservation's tokens back before its valid instant
-	// (bucket.Unreserve on each item: its cost minus what later
-	// reservations relied on, capped at capacity). At or after the valid
-	// instant it gives nothing back. A recorded reservation's record is
-	// deleted in both cases (Cancelled true); a second Cancel finds no
-	// record and reports Cancelled false with a nil error. For a
-	// reservation without a record the caller passes its items and valid
-	// instant, and must cancel it at most once.
-	Cancel(ctx context.Context, req CancelRequest) (CancelResult, error)
-
-	// Dequeue removes req.ID's tickets from the waiter queues of the named
-	// concurrent dimensions (see AcquireRequest.Queue), as a waiter that
-	// gives up does. Missing tickets and missing buckets are skipped; it is
-	// idempotent.
-	Dequeue(ctx context.Context, req DequeueRequest) error
 
 	// Close releases the store's resources. Operations after Close return
 	// ErrClosed. It does not close a client the caller passed in.

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/store"
 )
 
@@ -28,7 +29,9 @@ type classKey struct{}
 
 // Wrap returns st counting its calls, denials and decision latencies into
 // k (and into the class counter a worker's context carries).
-func (k *Counters) Wrap(st store.Store) store.Store { return &metered{Store: st, k: k} }
+func (k *Counters) Wrap(st store.Store) store.Store {
+	return &metered{Forward: contract.Forward{Store: st}, k: k}
+}
 
 // latencies returns the latencies recorded so far.
 func (k *Counters) latencies() []int64 {
@@ -38,7 +41,7 @@ func (k *Counters) latencies() []int64 {
 }
 
 type metered struct {
-	store.Store
+	contract.Forward
 	k *Counters
 }
 
@@ -70,19 +73,19 @@ func (m *metered) Acquire(ctx context.Context, req *store.AcquireRequest, res *s
 func (m *metered) Reserve(ctx context.Context, req *store.ReserveRequest, res *store.ReserveResult) error {
 	m.count(ctx)
 	start := time.Now()
-	err := m.Store.Reserve(ctx, req, res)
+	err := m.Forward.Reserve(ctx, req, res)
 	m.decided(start, res.Granted, err)
 	return err
 }
 
 func (m *metered) Cancel(ctx context.Context, req store.CancelRequest) (store.CancelResult, error) {
 	m.count(ctx)
-	return m.Store.Cancel(ctx, req)
+	return m.Forward.Cancel(ctx, req)
 }
 
 func (m *metered) Dequeue(ctx context.Context, req store.DequeueRequest) error {
 	m.count(ctx)
-	return m.Store.Dequeue(ctx, req)
+	return m.Forward.Dequeue(ctx, req)
 }
 
 func (m *metered) Release(ctx context.Context, req store.ReleaseRequest) (store.ReleaseResult, error) {

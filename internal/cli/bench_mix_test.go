@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ontopix/sluice/internal/benchrun"
+	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/memstore"
 )
@@ -17,12 +18,12 @@ import (
 // it would have to make wait, it makes valid at once without debiting
 // anything.
 type overReserving struct {
-	store.Store
+	contract.Forward
 	n atomic.Int64
 }
 
 func (s *overReserving) Reserve(ctx context.Context, req *store.ReserveRequest, res *store.ReserveResult) error {
-	if err := s.Store.Reserve(ctx, req, res); err != nil || (res.Granted && res.Wait == 0) {
+	if err := s.Forward.Reserve(ctx, req, res); err != nil || (res.Granted && res.Wait == 0) {
 		return err
 	}
 	if s.n.Add(1)%3 == 1 {
@@ -92,7 +93,7 @@ func TestBenchCatchesOverReservation(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := &testEnv{t: t, url: "memory://"}
-	broken := &overReserving{Store: memstore.New()}
+	broken := &overReserving{Forward: contract.Forward{Store: memstore.New()}}
 	out, errs, code := runWith(t, e, broken, "bench", "--limits", p, "--processes", "1", "--workers", "8",
 		"--duration", "300ms", "--wait", "reserve", "--dimension", "bench#rpm")
 	if code != ExitError || !strings.Contains(out, "EXCEEDED") || !strings.Contains(errs, "limit exceeded: bench#rpm by") {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ontopix/sluice/internal/benchrun"
+	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/memstore"
 )
@@ -16,7 +17,7 @@ import (
 // overAdmitting is a deliberately broken store: every third denial it
 // grants anyway, without debiting anything.
 type overAdmitting struct {
-	store.Store
+	contract.Forward
 	n atomic.Int64
 }
 
@@ -83,7 +84,7 @@ func TestBenchCatchesOverAdmission(t *testing.T) {
 		{[]string{"--dimension", "elevenlabs#concurrent", "--hold", "5ms"}, "elevenlabs#concurrent by"},
 	} {
 		e := &testEnv{t: t, url: "memory://"}
-		broken := &overAdmitting{Store: memstore.New()}
+		broken := &overAdmitting{Forward: contract.Forward{Store: memstore.New()}}
 		out, errs, code := runWith(t, e, broken, append([]string{"bench", "--limits", lim, "--processes", "1", "--workers", "8",
 			"--duration", "300ms"}, c.dims...)...)
 		if code != ExitError || !strings.Contains(out, "EXCEEDED") || !strings.Contains(errs, "limit exceeded: "+c.want) {

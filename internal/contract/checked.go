@@ -15,6 +15,11 @@ import (
 // and truncated. It is how package sluice's Client calls a store, and how
 // the conformance suite does, so that both see the same errors.
 // A store already behind Checked is returned as it is.
+//
+// The result implements every optional operation of the contract
+// (store.Queuer, store.Cooler, store.Syncer); one that s lacks returns an
+// error matching errors.ErrUnsupported. Use Unwrap to ask what s itself
+// implements.
 func Checked(s store.Store) store.Store {
 	if c, ok := s.(checked); ok {
 		return c
@@ -31,6 +36,12 @@ func Unwrap(s store.Store) store.Store {
 }
 
 type checked struct{ s store.Store }
+
+var (
+	_ store.Queuer = checked{}
+	_ store.Cooler = checked{}
+	_ store.Syncer = checked{}
+)
 
 func (c checked) Acquire(ctx context.Context, req *store.AcquireRequest, res *store.AcquireResult) error {
 	if err := Acquire(req); err != nil {
@@ -71,14 +82,14 @@ func (c checked) Cooldown(ctx context.Context, req store.CooldownRequest) (store
 	if err := Cooldown(req); err != nil {
 		return store.CooldownResult{}, err
 	}
-	return c.s.Cooldown(ctx, req)
+	return AsCooler(c.s).Cooldown(ctx, req)
 }
 
 func (c checked) Sync(ctx context.Context, req store.SyncRequest) (store.SyncResult, error) {
 	if err := Sync(req); err != nil {
 		return store.SyncResult{}, err
 	}
-	return c.s.Sync(ctx, req)
+	return AsSyncer(c.s).Sync(ctx, req)
 }
 
 func (c checked) Peek(ctx context.Context, req store.PeekRequest) ([]store.BucketState, error) {
@@ -145,21 +156,21 @@ func (c checked) Reserve(ctx context.Context, req *store.ReserveRequest, res *st
 	if err := Reserve(req); err != nil {
 		return err
 	}
-	return c.s.Reserve(ctx, req, res)
+	return AsQueuer(c.s).Reserve(ctx, req, res)
 }
 
 func (c checked) Cancel(ctx context.Context, req store.CancelRequest) (store.CancelResult, error) {
 	if err := Cancel(req); err != nil {
 		return store.CancelResult{}, err
 	}
-	return c.s.Cancel(ctx, req)
+	return AsQueuer(c.s).Cancel(ctx, req)
 }
 
 func (c checked) Dequeue(ctx context.Context, req store.DequeueRequest) error {
 	if err := Dequeue(req); err != nil {
 		return err
 	}
-	return c.s.Dequeue(ctx, req)
+	return AsQueuer(c.s).Dequeue(ctx, req)
 }
 
 func (c checked) Close() error { return c.s.Close() }

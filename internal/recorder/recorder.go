@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/internal/verify"
 	"github.com/ontopix/sluice/store"
 )
@@ -36,7 +37,7 @@ var ErrReconcile = errors.New("recorder: reconcile is not allowed while recordin
 // Reserve, Cancel, Adjust, Release and Reconcile go straight to the
 // wrapped store.
 type Store struct {
-	store.Store
+	contract.Forward
 
 	mu     sync.Mutex
 	last   int64 // ms of the latest operation
@@ -61,7 +62,7 @@ type Counts struct {
 
 // New wraps inner.
 func New(inner store.Store) *Store {
-	return &Store{Store: inner, dims: map[string]*Counts{}}
+	return &Store{Forward: contract.Forward{Store: inner}, dims: map[string]*Counts{}}
 }
 
 var _ store.Store = (*Store)(nil)

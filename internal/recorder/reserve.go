@@ -20,7 +20,7 @@ func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest, res *sto
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	req.Now = s.now(req.Now)
-	if err := s.Store.Reserve(ctx, req, res); err != nil {
+	if err := s.Forward.Reserve(ctx, req, res); err != nil {
 		return err
 	}
 	for _, it := range res.Items {
@@ -65,7 +65,7 @@ func (s *Store) Cancel(ctx context.Context, req store.CancelRequest) (store.Canc
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	req.Now = s.now(req.Now)
-	res, err := s.Store.Cancel(ctx, req)
+	res, err := s.Forward.Cancel(ctx, req)
 	if err != nil {
 		return res, err
 	}

@@ -7,12 +7,13 @@ import (
 	"time"
 
 	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/store"
 )
 
 // counted counts a store's decision calls.
 type counted struct {
-	store.Store
+	contract.Forward
 	n atomic.Int64
 }
 
@@ -28,7 +29,7 @@ func (s *counted) Release(ctx context.Context, req store.ReleaseRequest) (store.
 
 func (s *counted) Dequeue(ctx context.Context, req store.DequeueRequest) error {
 	s.n.Add(1)
-	return s.Store.Dequeue(ctx, req)
+	return s.Forward.Dequeue(ctx, req)
 }
 
 // notifying is counted for a store that sends notices of freed units
@@ -79,7 +80,7 @@ func benchOnce(b *testing.B, open func(tb testing.TB, same store.Store) store.St
 		if first == nil {
 			first = st
 		}
-		cs := &counted{Store: st}
+		cs := &counted{Forward: contract.Forward{Store: st}}
 		var cst store.Store = cs
 		if w, ok := st.(store.FreedWatcher); ok {
 			cst = notifying{cs, w}

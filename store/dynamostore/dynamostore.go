@@ -206,6 +206,13 @@ func New(db *dynamodb.Client, table string, opts ...Option) (*Store, error) {
 
 var _ store.CallerClock = (*Store)(nil)
 
+// Store implements the optional operations of the contract too.
+var (
+	_ store.Queuer = (*Store)(nil)
+	_ store.Cooler = (*Store)(nil)
+	_ store.Syncer = (*Store)(nil)
+)
+
 // CallerClock implements store.CallerClock: every decision is made at the
 // request's Now (see Clock in the package documentation), so a
 // reservation is valid at its Now plus the wait answered.

@@ -79,6 +79,13 @@ func New() *Store {
 
 var _ store.InProcess = (*Store)(nil)
 
+// Store implements the optional operations of the contract too.
+var (
+	_ store.Queuer = (*Store)(nil)
+	_ store.Cooler = (*Store)(nil)
+	_ store.Syncer = (*Store)(nil)
+)
+
 // InProcess implements store.InProcess: every operation works on memory
 // under short critical sections and never blocks on I/O.
 func (s *Store) InProcess() {}

@@ -123,7 +123,12 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 	return s, nil
 }
 
-var _ store.Store = (*Store)(nil)
+// Store implements the whole contract, its optional operations included.
+var (
+	_ store.Queuer = (*Store)(nil)
+	_ store.Cooler = (*Store)(nil)
+	_ store.Syncer = (*Store)(nil)
+)
 
 // Schema returns the schema the store uses.
 func (s *Store) Schema() string { return s.schema }

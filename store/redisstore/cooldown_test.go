@@ -18,12 +18,20 @@ import (
 	"github.com/ontopix/sluice/store/memstore"
 )
 
+// fullStore is the whole contract, optional operations included, which
+// both stores of a pair implement.
+type fullStore interface {
+	store.Queuer
+	store.Cooler
+	store.Syncer
+}
+
 // pair runs every operation on the Redis store and on the memory store, whose
 // Go bucket math is the reference, and fails the test when their answers
 // differ.
 type pair struct {
 	t       *testing.T
-	r, m    store.Store
+	r, m    fullStore
 	now     time.Time
 	step    int
 	history []string

@@ -253,7 +253,12 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Store, error) {
 	return s, nil
 }
 
-var _ store.Store = (*Store)(nil)
+// Store implements the whole contract, its optional operations included.
+var (
+	_ store.Queuer = (*Store)(nil)
+	_ store.Cooler = (*Store)(nil)
+	_ store.Syncer = (*Store)(nil)
+)
 
 // Close marks the store closed and stops the batching dispatcher once it
 // has answered the acquisitions already queued; it does not close the

@@ -10,7 +10,7 @@ import (
 	"github.com/ontopix/sluice/store"
 )
 
-func reserve(t *testing.T, s store.Store, req *store.ReserveRequest) *store.ReserveResult {
+func reserve(t *testing.T, s store.Queuer, req *store.ReserveRequest) *store.ReserveResult {
 	t.Helper()
 	var res store.ReserveResult
 	if err := s.Reserve(context.Background(), req, &res); err != nil {

@@ -14,7 +14,7 @@ import (
 // returns by one token after its first honest calls: a stale or wrong read
 // that both checkers must catch.
 type lyingStore struct {
-	store.Store
+	contract.Forward
 	peeks, honest int
 }
 
@@ -35,13 +35,13 @@ func TestCheckersCatchALyingStore(t *testing.T) {
 	h := Harness{NewStore: func(testing.TB) store.Store { return memstore.New() }}
 	var failed bool
 	for seed := uint64(1); seed <= 50 && !failed; seed++ {
-		mc := &modelChecker{h: h, s: contract.Checked(&lyingStore{Store: memstore.New(), honest: 2})}
+		mc := &modelChecker{h: h, s: contract.Checked(&lyingStore{Forward: contract.Forward{Store: memstore.New()}, honest: 2})}
 		failed = mc.check(seed, mc.generate(seed)) != nil
 	}
 	if !failed {
 		t.Error("the model-based test accepted a store whose Peek over-reports balances")
 	}
-	liar := contract.Checked(&lyingStore{Store: memstore.New()})
+	liar := contract.Checked(&lyingStore{Forward: contract.Forward{Store: memstore.New()}})
 	mc := &modelChecker{h: h, s: liar}
 	if res, _ := mc.linearizable([]store.Store{liar, liar}, 1); res != porcupine.Illegal {
 		t.Errorf("linearizability check of a lying store = %s, want %s", res, porcupine.Illegal)

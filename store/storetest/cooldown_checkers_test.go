@@ -14,12 +14,12 @@ import (
 // the grants it makes during the cooldown (at the refill rate) give it
 // away.
 type forgetfulStore struct {
-	store.Store
+	contract.Forward
 	until map[string]int64
 }
 
 func (s *forgetfulStore) Cooldown(ctx context.Context, req store.CooldownRequest) (store.CooldownResult, error) {
-	r, err := s.Store.Sync(ctx, store.SyncRequest{Now: req.Now, Dimension: req.Dimension})
+	r, err := s.Forward.Sync(ctx, store.SyncRequest{Now: req.Now, Dimension: req.Dimension})
 	if err != nil {
 		return store.CooldownResult{}, err
 	}
@@ -56,7 +56,7 @@ func TestModelCatchesAStoreThatIgnoresCooldowns(t *testing.T) {
 	h := Harness{NewStore: func(testing.TB) store.Store { return memstore.New() }}
 	var failed *modelFailure
 	for seed := uint64(1); seed <= 100 && failed == nil; seed++ {
-		mc := &modelChecker{h: h, s: contract.Checked(&forgetfulStore{Store: memstore.New(), until: map[string]int64{}})}
+		mc := &modelChecker{h: h, s: contract.Checked(&forgetfulStore{Forward: contract.Forward{Store: memstore.New()}, until: map[string]int64{}})}
 		failed = mc.check(seed, mc.generate(seed))
 	}
 	if failed == nil {

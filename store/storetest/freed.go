@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/store"
 )
 
@@ -29,7 +28,7 @@ func testFreed(t *testing.T, h Harness) {
 	if h.OpenHandle != nil {
 		other = h.OpenHandle(t, raw)
 	}
-	e := &env{t: t, h: h, s: contract.Checked(other), ctx: context.Background()}
+	e := &env{t: t, h: h, s: checked(other), ctx: context.Background(), caps: capabilitiesOf(other)}
 	e.put(0, slots("freed#concurrent", 1))
 	e.put(0, slots("quiet#concurrent", 1))
 

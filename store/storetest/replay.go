@@ -45,7 +45,7 @@ func replay(t *testing.T, h Harness, v Vector) {
 // runner executes steps against a store, remembering what a client would
 // know of each granted lease.
 type runner struct {
-	s      store.Store
+	s      fullStore
 	ctx    context.Context
 	baseMs int64
 	prefix string // lease labels are ids idFor(prefix+label)
@@ -57,7 +57,7 @@ type runner struct {
 }
 
 func newRunner(s store.Store, baseMs int64, prefix string) *runner {
-	return &runner{s: s, ctx: context.Background(), baseMs: baseMs, prefix: prefix, leases: map[string]*replayLease{}}
+	return &runner{s: asFull(s), ctx: context.Background(), baseMs: baseMs, prefix: prefix, leases: map[string]*replayLease{}}
 }
 
 func (r *runner) at(ms int64) time.Time { return time.UnixMilli(r.baseMs + ms).UTC() }

@@ -40,7 +40,6 @@ import (
 	"time"
 
 	"github.com/ontopix/sluice/bucket"
-	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/store"
 )
 
@@ -118,10 +117,19 @@ func Run(t *testing.T, h Harness) {
 	if h.NewStore == nil {
 		t.Fatal("storetest: Harness.NewStore is required")
 	}
+	// The optional operations' own groups run only for a store that
+	// implements them; the other groups leave out what it lacks.
+	caps := capabilitiesOf(h.NewStore(t))
+	optional := func(name, op string, f func(*testing.T, Harness)) {
+		t.Run(name, func(t *testing.T) {
+			caps.need(t, op)
+			f(t, h)
+		})
+	}
 	t.Run("Acquire", func(t *testing.T) { testAcquire(t, h) })
 	t.Run("Leases", func(t *testing.T) { testLeaseOps(t, h) })
-	t.Run("Cooldown", func(t *testing.T) { testCooldown(t, h) })
-	t.Run("Sync", func(t *testing.T) { testSync(t, h) })
+	optional("Cooldown", "cooldown", testCooldown)
+	optional("Sync", "sync", testSync)
 	t.Run("Skew", func(t *testing.T) { testSkew(t, h) })
 	t.Run("Admin", func(t *testing.T) { testAdmin(t, h) })
 	t.Run("ConditionalPut", func(t *testing.T) { testConditionalPut(t, h) })
@@ -133,17 +141,19 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Model", func(t *testing.T) { testModel(t, h) })
 	t.Run("Linearizable", func(t *testing.T) { testLinearizable(t, h) })
 	t.Run("Resend", func(t *testing.T) { testResend(t, h) })
-	t.Run("SettleQueue", func(t *testing.T) { testSettleQueue(t, h) })
-	t.Run("Freed", func(t *testing.T) { testFreed(t, h) })
+	optional("SettleQueue", "reserve", testSettleQueue)
+	optional("Freed", "dequeue", testFreed)
 }
 
 // env is one test's store plus helpers that fail the test on error.
 type env struct {
 	t   *testing.T
 	h   Harness
-	s   store.Store
+	s   fullStore
 	ctx context.Context
 	ids int
+	// caps lists the optional operations s implements.
+	caps capabilities
 }
 
 func newEnv(t *testing.T, h Harness) *env {
@@ -152,7 +162,7 @@ func newEnv(t *testing.T, h Harness) *env {
 	if s == nil {
 		t.Fatal("storetest: Harness.NewStore returned nil")
 	}
-	return &env{t: t, h: h, s: contract.Checked(s), ctx: context.Background()}
+	return &env{t: t, h: h, s: checked(s), ctx: context.Background(), caps: capabilitiesOf(s)}
 }
 
 // id returns a fresh, deterministic lease id.

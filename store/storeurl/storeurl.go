@@ -205,12 +205,12 @@ func Open(ctx context.Context, raw string, opts ...Option) (store.Store, error) 
 	if len(op.closers) == 1 && op.owns {
 		return op.Store, nil // the store's own Close is all there is to do
 	}
-	return &closing{Store: op.Store, op: op}, nil
+	return &closing{Forward: contract.Forward{Store: op.Store}, op: op}, nil
 }
 
 // closing is a store whose Close closes what Open built around it.
 type closing struct {
-	store.Store
+	contract.Forward
 	op *Opened
 }
 
