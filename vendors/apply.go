@@ -43,6 +43,11 @@ import (
 //   - A quota or spend cap, and a request larger than the limit, cool nothing
 //     down: they are not rate limits, and Observe reports them as the
 //     response's error (ErrQuotaExhausted, ErrRequestTooLarge).
+//   - A store without cooldowns (no store.Cooler: Client.CooldownFor
+//     answers errors.ErrUnsupported) has a 429's dimension emptied as for
+//     a 429 without a delay; one without Sync (no store.Syncer) is left
+//     as it is by 429s it cannot cool down and by headers, with no error:
+//     those dimensions are missing from the Reaction's Cooled and Synced.
 //
 // A Reactor is safe for concurrent use. Each process of a fleet runs its
 // own; they agree through the store.
@@ -253,8 +258,13 @@ func (r *Reactor) cool(ctx context.Context, c Classification, now time.Time, err
 				left = b
 			}
 			_, err = r.client.CooldownFor(ctx, d, left)
-		} else {
+		}
+		if !known || errors.Is(err, errors.ErrUnsupported) {
+			// No delay, or a store without cooldowns: empty the bucket.
 			_, err = r.client.Sync(ctx, d, 0)
+		}
+		if errors.Is(err, errors.ErrUnsupported) {
+			continue // a store that can do neither: nothing to apply
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("vendors: cooling %s down after a 429: %w", d, err))
@@ -302,6 +312,9 @@ func (r *Reactor) syncRemaining(ctx context.Context, s Signals, errs []error) ([
 		}
 		rem = min(rem, bucket.MaxCapacity)
 		res, err := r.client.Sync(ctx, d.Name, rem)
+		if errors.Is(err, errors.ErrUnsupported) {
+			continue // a store without Sync: the headers change nothing
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("vendors: syncing %s to %d remaining: %w", d.Name, rem, err))
 			continue

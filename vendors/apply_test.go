@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/memstore"
 	"github.com/ontopix/sluice/vendors"
 )
@@ -43,8 +44,14 @@ type reactorEnv struct {
 
 func newReactorEnv(t *testing.T) *reactorEnv {
 	t.Helper()
+	return newReactorEnvOn(t, memstore.New())
+}
+
+// newReactorEnvOn is newReactorEnv over st.
+func newReactorEnvOn(t *testing.T, st store.Store) *reactorEnv {
+	t.Helper()
 	clk := &manualClock{now: time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)}
-	c, err := sluice.New(memstore.New(), sluice.WithClock(clk))
+	c, err := sluice.New(st, sluice.WithClock(clk))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -221,8 +221,12 @@ func testAdmin(t *testing.T, h Harness) {
 		_, ops["Adjust"] = e.s.Adjust(ctx, store.AdjustRequest{Now: now, ID: id, Recorded: true, Dimension: "x#rpm", Delta: 1})
 		_, ops["Extend"] = e.s.Extend(ctx, store.ExtendRequest{Now: now, ID: id, TTL: time.Second})
 		_, ops["Penalize"] = e.s.Penalize(ctx, store.PenalizeRequest{Now: now, Dimension: "x#rpm", FactorMilli: 800})
-		_, ops["Cooldown"] = e.s.Cooldown(ctx, store.CooldownRequest{Now: now, Dimension: "x#rpm", Until: now.Add(time.Second)})
-		_, ops["Sync"] = e.s.Sync(ctx, store.SyncRequest{Now: now, Dimension: "x#rpm", Remaining: 1})
+		if !e.caps.noCooldown {
+			_, ops["Cooldown"] = e.s.Cooldown(ctx, store.CooldownRequest{Now: now, Dimension: "x#rpm", Until: now.Add(time.Second)})
+		}
+		if !e.caps.noSync {
+			_, ops["Sync"] = e.s.Sync(ctx, store.SyncRequest{Now: now, Dimension: "x#rpm", Remaining: 1})
+		}
 		_, ops["Peek"] = e.s.Peek(ctx, store.PeekRequest{Now: now, Dimensions: []string{"x#rpm"}})
 		_, ops["Reconcile"] = e.s.Reconcile(ctx, store.ReconcileRequest{Now: now})
 		_, ops["ListBuckets"] = e.s.ListBuckets(ctx, store.ListBucketsRequest{Now: now})

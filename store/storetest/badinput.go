@@ -182,6 +182,8 @@ func testBadInput(t *testing.T, h Harness) {
 
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			op, _, _ := strings.Cut(tt.name, ":")
+			e.caps.need(t, op)
 			wantErr(t, tt.name, tt.err, tt.target, tt.mention...)
 		})
 	}

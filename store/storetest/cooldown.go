@@ -290,6 +290,7 @@ func (e *env) settle(ms int64, id store.LeaseID, dim string, delta int64) store.
 // error.
 func (e *env) cooldown(ms int64, dim string, untilMs int64) store.CooldownResult {
 	e.t.Helper()
+	e.caps.need(e.t, "cooldown")
 	r, err := e.s.Cooldown(e.ctx, store.CooldownRequest{Now: At(ms), Dimension: dim, Until: At(untilMs)})
 	if err != nil {
 		e.t.Fatalf("Cooldown(%s at +%dms until +%dms): %v", dim, ms, untilMs, err)
@@ -300,6 +301,7 @@ func (e *env) cooldown(ms int64, dim string, untilMs int64) store.CooldownResult
 // sync syncs a bucket at ms and fails the test on error.
 func (e *env) sync(ms int64, dim string, remaining int64) store.SyncResult {
 	e.t.Helper()
+	e.caps.need(e.t, "sync")
 	r, err := e.s.Sync(e.ctx, store.SyncRequest{Now: At(ms), Dimension: dim, Remaining: remaining})
 	if err != nil {
 		e.t.Fatalf("Sync(%s, %d at +%dms): %v", dim, remaining, ms, err)

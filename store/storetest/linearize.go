@@ -132,6 +132,7 @@ func recordHistory(mc *modelChecker, handles []store.Store, seed uint64) ([]porc
 		v2 = v1
 	}
 	dims := []string{v1 + "#rpm", v1 + "#tpm", v2 + "#conc"}
+	caps := capabilitiesOf(mc.s)
 	m := newModel(baseMs)
 	m.always = mc.h.AlwaysRecords
 	m.prefix = prefix
@@ -179,7 +180,12 @@ func recordHistory(mc *modelChecker, handles []store.Store, seed uint64) ([]porc
 			go func() {
 				defer wg.Done()
 				for i := phase * linearizeOps / phases; i < (phase+1)*linearizeOps/phases; i++ {
-					record(c, cl.r, clientStep(cl.rng, &clock, c, i, dims, &cl.mine, &cl.tpm))
+					st := clientStep(cl.rng, &clock, c, i, dims, &cl.mine, &cl.tpm)
+					if !caps.stepSupported(st) {
+						// An optional operation the store lacks: read instead.
+						st.Op, st.Dimensions = "peek", []string{st.Dimension}
+					}
+					record(c, cl.r, st)
 				}
 			}()
 		}

@@ -28,7 +28,7 @@ func (m *model) resent() Expect {
 // maybeResend adds, now and then, a resend of the last step when it is
 // resendable and the store recognises operation ids.
 func (g *gen) maybeResend() {
-	if !g.resends || len(g.steps) == 0 || g.rng.IntN(100) >= 12 {
+	if !g.resends || len(g.steps) == 0 || g.dropped || g.rng.IntN(100) >= 12 {
 		return
 	}
 	st := g.steps[len(g.steps)-1]

@@ -252,6 +252,9 @@ func (mc *modelChecker) shrink(seed uint64, steps []Step) *modelFailure {
 // to two.
 func (mc *modelChecker) generate(seed uint64) []Step {
 	g := &gen{rng: rand.New(rand.NewPCG(seed, seed^0x5eed)), v1: fmt.Sprintf("m%d", seed), v2: fmt.Sprintf("n%d", seed), resends: mc.h.DedupesOps}
+	if mc.s != nil { // nil: a test of the generator alone, for the whole contract
+		g.caps = capabilitiesOf(mc.s)
+	}
 	if mc.h.SingleVendorAcquire {
 		g.v2 = g.v1
 	}

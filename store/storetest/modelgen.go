@@ -26,6 +26,10 @@ type gen struct {
 	// resends makes the sequence send some requests twice (see
 	// maybeResend).
 	resends bool
+	// caps lists the optional operations the store implements: add
+	// drops a step of another, and dropped reports that it did.
+	caps    capabilities
+	dropped bool
 }
 
 // dims returns the sequence's four buckets: requests and tokens of the
@@ -51,6 +55,13 @@ func (g *gen) spec(name string) BucketSpec {
 }
 
 func (g *gen) add(st Step) {
+	g.dropped = !g.caps.supports(st.Op)
+	if g.dropped {
+		return // an optional operation the store does not implement
+	}
+	if g.caps.noQueue {
+		st.QueueMs = 0
+	}
 	st.AtMs = g.now
 	g.m.apply(st)
 	g.steps = append(g.steps, st)

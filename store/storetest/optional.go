@@ -30,29 +30,26 @@ func asFull(s store.Store) fullStore {
 // checked returns s behind the portable layer's checks, as a fullStore.
 func checked(s store.Store) fullStore { return asFull(contract.Checked(s)) }
 
-// capabilities lists the optional operations a store implements.
+// capabilities lists the optional operations a store lacks; the zero
+// value is a store that implements them all.
 type capabilities struct {
-	// queue: store.Queuer (Reserve, Cancel, Dequeue and waiter queues).
-	queue bool
-	// cooldown: store.Cooler.
-	cooldown bool
-	// sync: store.Syncer.
-	sync bool
+	// noQueue: no store.Queuer (Reserve, Cancel, Dequeue, waiter queues).
+	noQueue bool
+	// noCooldown: no store.Cooler.
+	noCooldown bool
+	// noSync: no store.Syncer.
+	noSync bool
 }
 
 // capabilitiesOf returns what s, behind contract.Checked or not,
 // implements.
 func capabilitiesOf(s store.Store) capabilities {
 	raw := contract.Unwrap(s)
-	var c capabilities
-	_, c.queue = raw.(store.Queuer)
-	_, c.cooldown = raw.(store.Cooler)
-	_, c.sync = raw.(store.Syncer)
-	return c
+	_, q := raw.(store.Queuer)
+	_, c := raw.(store.Cooler)
+	_, y := raw.(store.Syncer)
+	return capabilities{noQueue: !q, noCooldown: !c, noSync: !y}
 }
-
-// all reports that every optional operation is implemented.
-func (c capabilities) all() bool { return c.queue && c.cooldown && c.sync }
 
 // supports reports whether the store implements the operation of a step
 // or request kind: "reserve", "cancel", "dequeue", "cooldown", "sync",
@@ -60,11 +57,11 @@ func (c capabilities) all() bool { return c.queue && c.cooldown && c.sync }
 func (c capabilities) supports(op string) bool {
 	switch op {
 	case "reserve", "cancel", "dequeue":
-		return c.queue
+		return !c.noQueue
 	case "cooldown":
-		return c.cooldown
+		return !c.noCooldown
 	case "sync":
-		return c.sync
+		return !c.noSync
 	}
 	return true
 }
@@ -73,25 +70,7 @@ func (c capabilities) supports(op string) bool {
 // implemented, and an acquisition waits in line (QueueMs) only on a store
 // with waiter queues.
 func (c capabilities) stepSupported(st Step) bool {
-	return c.supports(st.Op) && (st.QueueMs == 0 || c.queue)
-}
-
-// filter returns the steps the store can run, in order: a sequence
-// generated for the whole contract narrowed to the store's operations.
-func (c capabilities) filter(steps []Step) []Step {
-	if c.all() {
-		return steps
-	}
-	out := make([]Step, 0, len(steps))
-	for _, st := range steps {
-		if c.supports(st.Op) {
-			if !c.queue {
-				st.QueueMs = 0
-			}
-			out = append(out, st)
-		}
-	}
-	return out
+	return c.supports(st.Op) && (st.QueueMs == 0 || !c.noQueue)
 }
 
 // need skips t unless the store implements op (see supports).

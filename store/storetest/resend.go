@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,6 +41,8 @@ func testResend(t *testing.T, h Harness) {
 				t.Skip("the store does not receive resends of an operation id (Harness.DedupesOps false)")
 			}
 			e := newEnv(t, h)
+			op, _, _ := strings.Cut(c.name, "/")
+			e.caps.need(t, strings.ToLower(op))
 			if c.setup != nil {
 				c.setup(e)
 			}

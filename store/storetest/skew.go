@@ -147,6 +147,7 @@ func testSkew(t *testing.T, h Harness) {
 // reserve makes a reservation at ms and fails the test on error.
 func (e *env) reserve(ms int64, maxWait time.Duration, items ...store.Item) store.ReserveResult {
 	e.t.Helper()
+	e.caps.need(e.t, "reserve")
 	var res store.ReserveResult
 	req := &store.ReserveRequest{Now: At(ms), Items: items, ID: e.id(), Caller: "storetest", TTL: time.Minute, MaxWait: maxWait}
 	if err := e.s.Reserve(e.ctx, req, &res); err != nil {
