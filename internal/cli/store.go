@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -115,9 +116,31 @@ func (g *globals) client(st store.Store, log *slog.Logger, extra ...sluice.Optio
 	if err != nil {
 		return nil, &UsageError{Err: err}
 	}
+	if d, ok := g.urlTimeout(); ok {
+		cfg.OpTimeout = d
+	}
 	opts := []sluice.Option{sluice.WithConfig(cfg), sluice.WithClock(g.clock()), sluice.WithLogger(log),
 		sluice.WithFailurePolicy(sluice.FailClosed)}
 	return sluice.New(st, append(opts, extra...)...)
+}
+
+// urlTimeout returns the store URL's timeout= when SLUICE_OP_TIMEOUT is
+// not set. The store applies its timeout only to calls without a deadline
+// (see package store), and every call of the Client has one, from
+// OpTimeout: the URL's timeout becomes that bound, so that it bounds each
+// store call of a command as it says.
+func (g *globals) urlTimeout() (time.Duration, bool) {
+	if g.env.LookupEnv != nil {
+		if _, set := g.env.LookupEnv("SLUICE_OP_TIMEOUT"); set {
+			return 0, false
+		}
+	}
+	u, err := url.Parse(g.store)
+	if err != nil || !u.Query().Has("timeout") {
+		return 0, false
+	}
+	d, err := time.ParseDuration(u.Query().Get("timeout"))
+	return d, err == nil && d >= 0
 }
 
 // warnEphemeral warns on stderr that a change to a store living only in

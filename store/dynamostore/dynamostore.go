@@ -98,7 +98,8 @@ import (
 
 // Defaults.
 const (
-	// DefaultTimeout bounds one store operation, SDK retries included.
+	// DefaultTimeout bounds one store operation, SDK retries included,
+	// when its context carries no deadline (see WithTimeout).
 	DefaultTimeout = 5 * time.Second
 	// DefaultAttempts is how many conditional writes one fast-path
 	// acquisition tries before answering store.ErrContention.
@@ -142,7 +143,11 @@ func WithReadThenTransact() Option { return func(s *Store) { s.readFirst = true 
 // Deprecated: use WithReadThenTransact.
 func WithSeedsPath() Option { return WithReadThenTransact() }
 
-// WithTimeout bounds each operation, including the SDK's retries.
+// WithTimeout bounds each operation whose context carries no deadline,
+// including the SDK's retries (default DefaultTimeout); a deadline the
+// caller set (sluice.Client sets one from Config.OpTimeout) bounds the
+// operation instead, shorter or longer. Each HTTP attempt is bounded by
+// SDKAttemptTimeout too, when the client was built with ClientOptions.
 func WithTimeout(d time.Duration) Option { return func(s *Store) { s.timeout = d } }
 
 // WithAttempts sets how many conditional writes one fast-path acquisition
@@ -224,11 +229,13 @@ func (s *Store) Close() error {
 	return nil
 }
 
+// begin checks that the store is open and bounds a context without a
+// deadline by the store's timeout (store.WithDefaultTimeout).
 func (s *Store) begin(ctx context.Context) (context.Context, context.CancelFunc, error) {
 	if s.closed.Load() {
 		return ctx, func() {}, store.ErrClosed
 	}
-	c, cancel := context.WithTimeout(ctx, s.timeout)
+	c, cancel := store.WithDefaultTimeout(ctx, s.timeout)
 	return c, cancel, nil
 }
 

@@ -139,7 +139,7 @@ func TestFaultSuite(t *testing.T) {
 	for range 2 {
 		s := openStore(t, mk(), table, WithTimeout(opTimeout))
 		stores = append(stores, s)
-		c, err := sluice.New(s, sluice.WithLeaseTTL(ttl))
+		c, err := sluice.New(s, sluice.WithLeaseTTL(ttl), sluice.WithOpTimeout(opTimeout))
 		if err != nil {
 			t.Fatal(err)
 		}

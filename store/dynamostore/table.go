@@ -76,8 +76,8 @@ const (
 // SDKMaxBackoff between them, no client-side retry quota (a throttled fleet
 // should fail closed quickly, not stall), and an HTTP client whose
 // attempts time out after SDKAttemptTimeout. Pass it to dynamodb.New or
-// dynamodb.NewFromConfig. The store also bounds each whole operation with
-// WithTimeout.
+// dynamodb.NewFromConfig. The store also bounds each whole operation by its
+// context's deadline, or by WithTimeout when the context has none.
 func ClientOptions(o *dynamodb.Options) {
 	o.Retryer = retry.NewStandard(func(so *retry.StandardOptions) {
 		so.MaxAttempts = SDKMaxAttempts

@@ -57,7 +57,7 @@ func newFaultRig(t *testing.T, opTimeout time.Duration, urls ...string) *faultRi
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, err := sluice.New(s, sluice.WithLeaseTTL(faultTTL), sluice.WithLogger(slog.New(slog.DiscardHandler)))
+		c, err := sluice.New(s, sluice.WithLeaseTTL(faultTTL), sluice.WithOpTimeout(opTimeout), sluice.WithLogger(slog.New(slog.DiscardHandler)))
 		if err != nil {
 			t.Fatal(err)
 		}

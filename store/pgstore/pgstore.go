@@ -23,10 +23,13 @@
 //
 // # Timeouts
 //
-// Every operation, Migrate included, is bounded by WithTimeout (default
-// DefaultTimeout) or the caller's deadline, whichever comes first, and
-// reports running out of time as store.ErrUnavailable: a hung server never
-// blocks a caller.
+// Every operation, Migrate included, is bounded by the caller's deadline,
+// or, for a context without one, by WithTimeout (default DefaultTimeout),
+// as the store contract says, and reports running out of time as
+// store.ErrUnavailable: a hung server never blocks a caller. The timeout
+// also bounds what no caller's context covers: the rollback that gives a
+// connection back clean after a cancelled Migrate, and each connection of
+// the background watch for freed slots (WatchFreed).
 //
 // # Schema
 //
@@ -92,11 +95,13 @@ func WithCallerClock() Option { return func(s *Store) { s.callerClock = true } }
 // that clock.
 func WithMaxSkew(d time.Duration) Option { return func(s *Store) { s.maxSkew = d } }
 
-// WithTimeout bounds every operation, Migrate, MigrateReport, Version and
-// Ping included, and covers waiting for a pooled connection, dialling and
-// the statement itself (default DefaultTimeout). Running out of time, or
-// out of the caller's deadline when that comes first, is reported as
-// store.ErrUnavailable. d must be positive.
+// WithTimeout bounds every operation whose context carries no deadline,
+// Migrate, MigrateReport, Version and Ping included, and covers waiting
+// for a pooled connection, dialling and the statement itself (default
+// DefaultTimeout); a deadline the caller set (sluice.Client sets one from
+// Config.OpTimeout) bounds the operation instead, shorter or longer.
+// Running out of time is reported as store.ErrUnavailable. d must be
+// positive.
 func WithTimeout(d time.Duration) Option { return func(s *Store) { s.timeout = d } }
 
 // New returns a store over pool. The store does not own pool: Close leaves
@@ -144,10 +149,12 @@ func (s *Store) Close() error {
 // take it.
 func (s *Store) skewMs() int64 { return s.maxSkew.Milliseconds() }
 
-// Timeout returns the bound on each operation (see WithTimeout).
+// Timeout returns the bound on each operation whose context carries no
+// deadline (see WithTimeout).
 func (s *Store) Timeout() time.Duration { return s.timeout }
 
-// begin checks that the store is open and applies the timeout. pgx
+// begin checks that the store is open and bounds a context without a
+// deadline by the store's timeout (store.WithDefaultTimeout). pgx
 // watches the context: when it is done, the connection's deadline is set
 // and the call returns at once, whatever state the server is in; the
 // connection is then closed and leaves the pool.
@@ -155,7 +162,7 @@ func (s *Store) begin(ctx context.Context) (context.Context, context.CancelFunc,
 	if s.closed.Load() {
 		return ctx, func() {}, store.ErrClosed
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	ctx, cancel := store.WithDefaultTimeout(ctx, s.timeout)
 	return ctx, cancel, nil
 }
 

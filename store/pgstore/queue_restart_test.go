@@ -29,7 +29,7 @@ func TestWaitersRecoverAfterRestart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, err := sluice.New(s, sluice.WithLeaseTTL(faultTTL))
+		c, err := sluice.New(s, sluice.WithLeaseTTL(faultTTL), sluice.WithOpTimeout(faultOpTO))
 		if err != nil {
 			t.Fatal(err)
 		}

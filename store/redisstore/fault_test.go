@@ -122,7 +122,7 @@ func TestFaults(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { s.Close() })
-		c, err := sluice.New(s, sluice.WithLeaseTTL(ttl))
+		c, err := sluice.New(s, sluice.WithLeaseTTL(ttl), sluice.WithOpTimeout(timeout))
 		if err != nil {
 			t.Fatal(err)
 		}

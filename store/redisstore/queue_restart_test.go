@@ -39,7 +39,7 @@ func TestWaitersRecoverAfterRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { s.Close() })
-		c, err := sluice.New(s, sluice.WithLeaseTTL(2*time.Second))
+		c, err := sluice.New(s, sluice.WithLeaseTTL(2*time.Second), sluice.WithOpTimeout(300*time.Millisecond))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -38,9 +38,10 @@
 //
 // # Timeouts
 //
-// Every operation is bounded by WithTimeout (DefaultTimeout) and the
-// caller's deadline, whichever comes first, whatever options the client
-// was built with; build it with ContextTimeoutEnabled for the fast path.
+// Every operation is bounded by the caller's deadline, or, for a context
+// without one, by WithTimeout (DefaultTimeout), as the store contract
+// says, whatever options the client was built with; build it with
+// ContextTimeoutEnabled for the fast path.
 //
 // On a Cluster client an acquisition whose dimensions hash to different
 // slots fails with ErrCrossSlot before any script runs. Name dimensions
@@ -130,18 +131,21 @@ func WithPrefix(p string) Option { return func(s *Store) { s.prefix = p } }
 // the Redis server's TIME.
 func WithCallerClock() Option { return func(s *Store) { s.callerClock = true } }
 
-// WithTimeout bounds every operation, including its retries inside
-// go-redis (default DefaultTimeout): an operation that has no answer in
-// time, or whose caller's context ends first, fails with
+// WithTimeout bounds every operation whose context carries no deadline,
+// including its retries inside go-redis (default DefaultTimeout); a
+// deadline the caller set (sluice.Client sets one from Config.OpTimeout)
+// bounds the operation instead, shorter or longer. An operation that has
+// no answer in time, or whose caller's context ends first, fails with
 // store.ErrUnavailable, whatever timeouts the client was built with. A
 // timed-out write may still have been applied by the server (its reply was
 // lost). Zero leaves operations bounded by the caller's context only.
 //
 // A client built with ContextTimeoutEnabled bounds its own commands by the
-// deadline; with any other client the store waits for each command on a
-// goroutine it abandons when the context ends, which costs that goroutine
-// per operation and leaves the abandoned command to the client's own
-// timeouts.
+// deadline; with any other client go-redis waits for its own dial, read
+// and write timeouts whatever the context says, so the store waits for
+// each command on a goroutine it abandons when the context ends, which
+// costs that goroutine per operation and leaves the abandoned command to
+// the client's own timeouts.
 func WithTimeout(d time.Duration) Option { return func(s *Store) { s.timeout = d } }
 
 // WithOpWindow sets how long a script keeps its reply to an operation that
@@ -151,7 +155,7 @@ func WithTimeout(d time.Duration) Option { return func(s *Store) { s.timeout = d
 // (MaxRetries, default 3), and the resend finds the reply and returns it
 // instead of applying the operation a second time. go-redis resends only
 // while the call lasts, so d must exceed the store's timeout (WithTimeout)
-// and, with WithTimeout(0), the longest deadline callers give. Each kept
+// and the longest deadline callers give. Each kept
 // reply costs about 120–150 bytes of server memory for d: at 10,000
 // acquisitions without a lease record per second, a one-minute window
 // keeps about 90 MB, a ten-second one 15 MB.
@@ -271,16 +275,14 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// begin checks the store is open and applies the operation timeout.
+// begin checks the store is open and bounds a context without a deadline
+// by the store's timeout (store.WithDefaultTimeout).
 func (s *Store) begin(ctx context.Context) (context.Context, context.CancelFunc, error) {
 	if s.closed.Load() {
 		return ctx, nil, store.ErrClosed
 	}
-	if s.timeout > 0 {
-		ctx, cancel := context.WithTimeout(ctx, s.timeout)
-		return ctx, cancel, nil
-	}
-	return ctx, nil, nil
+	ctx, cancel := store.WithDefaultTimeout(ctx, s.timeout)
+	return ctx, cancel, nil
 }
 
 func done(cancel context.CancelFunc) {
