@@ -13,7 +13,7 @@ import (
 	"github.com/ontopix/sluice/store"
 )
 
-// Cancel implements store.Store. A recorded reservation is cancelled in
+// Cancel implements store.Queuer. A recorded reservation is cancelled in
 // one transaction: its lease items and index item deleted (each item
 // conditioned on existing, so that of two racing cancellations, or a
 // cancellation and a release, one wins), and on each of its buckets
@@ -223,7 +223,7 @@ func (s *Store) cancelUnrecorded(ctx context.Context, req store.CancelRequest, n
 	return store.CancelResult{}, store.ErrContention
 }
 
-// Dequeue implements store.Store: one consistent read of the named rows,
+// Dequeue implements store.Queuer: one consistent read of the named rows,
 // then one write of those whose queue changes (the lease's ticket removed
 // and the dead tickets purged, as the memory store does): an UpdateItem
 // for one row, a transaction for several, each conditioned on the version

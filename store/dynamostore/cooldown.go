@@ -7,7 +7,7 @@ import (
 	"github.com/ontopix/sluice/store"
 )
 
-// Cooldown implements store.Store in one UpdateItem conditioned on the
+// Cooldown implements store.Cooler in one UpdateItem conditioned on the
 // version of the row it was decided on, like Penalize (see rewrite). The
 // cooldown's end is written to the row's cooldown_until_ms attribute in
 // the caller's clock: it lasts req.Until − req.Now from the decision time,
@@ -28,7 +28,7 @@ func (s *Store) Cooldown(ctx context.Context, req store.CooldownRequest) (store.
 	return res, nil
 }
 
-// Sync implements store.Store in one UpdateItem conditioned on the
+// Sync implements store.Syncer in one UpdateItem conditioned on the
 // version of the row it was decided on, like Penalize (see rewrite).
 func (s *Store) Sync(ctx context.Context, req store.SyncRequest) (store.SyncResult, error) {
 	var res store.SyncResult

@@ -8,7 +8,7 @@ import (
 	"github.com/ontopix/sluice/store"
 )
 
-// Reserve implements store.Store. It takes the paths of Acquire: on the
+// Reserve implements store.Queuer. It takes the paths of Acquire: on the
 // fast path one conditional write against the remembered rows (a
 // TransactWriteItems of the bucket updates and the lease items or the
 // lease-id check; one UpdateItem for a single dimension without a record

@@ -18,12 +18,9 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 	var esBuf [store.MaxItems]*entry
 	var order [store.MaxItems]uint8
 	es := esBuf[:n]
-	for i, it := range req.Items {
-		if es[i] = s.lookup(it.Dimension); es[i] == nil {
-			return &store.ConfigurationError{Dimension: it.Dimension}
-		}
+	if err := s.lockItems(req.Items, es, order[:]); err != nil {
+		return err
 	}
-	lockSorted(es, order[:])
 	defer unlockAll(es)
 
 	var next [store.MaxItems]bucket.State

@@ -7,7 +7,7 @@ import (
 	"github.com/ontopix/sluice/store"
 )
 
-// Cooldown implements store.Store.
+// Cooldown implements store.Cooler.
 func (s *Store) Cooldown(ctx context.Context, req store.CooldownRequest) (store.CooldownResult, error) {
 	var res store.CooldownResult
 	err := s.timeBased(req.Dimension, "cooldown", func(e *entry) {
@@ -21,7 +21,7 @@ func (s *Store) Cooldown(ctx context.Context, req store.CooldownRequest) (store.
 	return res, err
 }
 
-// Sync implements store.Store.
+// Sync implements store.Syncer.
 func (s *Store) Sync(ctx context.Context, req store.SyncRequest) (store.SyncResult, error) {
 	var res store.SyncResult
 	err := s.timeBased(req.Dimension, "sync", func(e *entry) {

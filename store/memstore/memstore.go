@@ -112,6 +112,20 @@ func (s *Store) Close() error {
 	return nil
 }
 
+// lockItems finds the entry of each of items, into es (as long as
+// items), and locks them with lockSorted; the caller unlocks them with
+// unlockAll. An unknown dimension is a *store.ConfigurationError, and
+// nothing is locked then.
+func (s *Store) lockItems(items []store.Item, es []*entry, order []uint8) error {
+	for i, it := range items {
+		if es[i] = s.lookup(it.Dimension); es[i] == nil {
+			return &store.ConfigurationError{Dimension: it.Dimension}
+		}
+	}
+	lockSorted(es, order)
+	return nil
+}
+
 // lockSorted locks es in name order and returns the order used, so that
 // every multi-bucket operation takes locks in the same global order.
 func lockSorted(es []*entry, order []uint8) {

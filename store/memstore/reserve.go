@@ -9,7 +9,7 @@ import (
 	"github.com/ontopix/sluice/store"
 )
 
-// Reserve implements store.Store.
+// Reserve implements store.Queuer.
 func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest, res *store.ReserveResult) error {
 	if err := s.check(); err != nil {
 		return err
@@ -19,12 +19,9 @@ func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest, res *sto
 	var esBuf [store.MaxItems]*entry
 	var order [store.MaxItems]uint8
 	es := esBuf[:n]
-	for i, it := range req.Items {
-		if es[i] = s.lookup(it.Dimension); es[i] == nil {
-			return &store.ConfigurationError{Dimension: it.Dimension}
-		}
+	if err := s.lockItems(req.Items, es, order[:]); err != nil {
+		return err
 	}
-	lockSorted(es, order[:])
 	defer unlockAll(es)
 	var costs [store.MaxItems]int64
 	for i, e := range es {
@@ -144,7 +141,7 @@ func (s *Store) replayReserve(req *store.ReserveRequest, res *store.ReserveResul
 	return nil
 }
 
-// Cancel implements store.Store.
+// Cancel implements store.Queuer.
 func (s *Store) Cancel(ctx context.Context, req store.CancelRequest) (store.CancelResult, error) {
 	if err := s.check(); err != nil {
 		return store.CancelResult{}, err
@@ -216,7 +213,7 @@ func unreserve(e *entry, now, cost, valid int64) int64 {
 	return back
 }
 
-// Dequeue implements store.Store.
+// Dequeue implements store.Queuer.
 func (s *Store) Dequeue(ctx context.Context, req store.DequeueRequest) error {
 	if err := s.check(); err != nil {
 		return err

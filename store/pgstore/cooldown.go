@@ -8,7 +8,7 @@ import (
 	"github.com/ontopix/sluice/store"
 )
 
-// Cooldown implements store.Store in one call of the cooldown function.
+// Cooldown implements store.Cooler in one call of the cooldown function.
 // The cooldown lasts req.Until − req.Now from the decision time: the
 // server's clock, or req.Now with WithCallerClock (the bucket's last write
 // for a caller behind it, as bucket.Align says). The result's
@@ -32,7 +32,7 @@ func (s *Store) Cooldown(ctx context.Context, req store.CooldownRequest) (store.
 	return store.CooldownResult{Before: *before, After: *after, Until: *until}, nil
 }
 
-// Sync implements store.Store in one call of the sync function.
+// Sync implements store.Syncer in one call of the sync function.
 func (s *Store) Sync(ctx context.Context, req store.SyncRequest) (store.SyncResult, error) {
 	ctx, cancel, err := s.begin(ctx)
 	defer cancel()

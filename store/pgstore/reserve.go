@@ -9,7 +9,7 @@ import (
 	"github.com/ontopix/sluice/store"
 )
 
-// Reserve implements store.Store in one call of the reserve function,
+// Reserve implements store.Queuer in one call of the reserve function,
 // which locks the buckets in name order, debits every item or none and,
 // with req.Record, writes the lease record with its valid instant.
 func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest, res *store.ReserveResult) error {
@@ -96,7 +96,7 @@ func reserveError(req *store.ReserveRequest, code, dim string, costs, caps []int
 	return fmt.Errorf("pgstore: reserve: unexpected result %q for %q", code, dim)
 }
 
-// Cancel implements store.Store in one call of the cancel function. A
+// Cancel implements store.Queuer in one call of the cancel function. A
 // recorded reservation's record is locked and deleted before its buckets
 // are locked, in name order.
 func (s *Store) Cancel(ctx context.Context, req store.CancelRequest) (store.CancelResult, error) {
@@ -140,7 +140,7 @@ func (s *Store) Cancel(ctx context.Context, req store.CancelRequest) (store.Canc
 	return out, nil
 }
 
-// Dequeue implements store.Store in one call of the dequeue function,
+// Dequeue implements store.Queuer in one call of the dequeue function,
 // which locks the concurrent buckets named, in name order, and deletes
 // req.ID's tickets from their queues.
 func (s *Store) Dequeue(ctx context.Context, req store.DequeueRequest) error {

@@ -26,9 +26,8 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 	for i := range req.Items {
 		it := &req.Items[i]
 		k := s.dim(it.Dimension)
-		if s.slotCheck && k.slot != first.slot {
-			return fmt.Errorf("%w: %q (slot %d) and %q (slot %d)", ErrCrossSlot,
-				req.Items[0].Dimension, first.slot, it.Dimension, k.slot)
+		if err := s.sameSlot(req.Items[0].Dimension, first, it.Dimension, k); err != nil {
+			return err
 		}
 		keys[2*i], keys[2*i+1] = k.bucketArg, k.indexArg
 		args[acquireArgs+2*i], args[acquireArgs+1+2*i] = k.nameArg, &it.Cost

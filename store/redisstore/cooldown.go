@@ -8,7 +8,7 @@ import (
 	"github.com/ontopix/sluice/store"
 )
 
-// Cooldown implements store.Store in one script call. The cooldown lasts
+// Cooldown implements store.Cooler in one script call. The cooldown lasts
 // req.Until − req.Now from the script's decision time: the server's TIME
 // by default, or req.Now (or the bucket's refill time, for a caller
 // behind it) with WithCallerClock. The bucket hash keeps its end
@@ -33,7 +33,7 @@ func (s *Store) Cooldown(ctx context.Context, req store.CooldownRequest) (store.
 	return res, r.err
 }
 
-// Sync implements store.Store in one script call.
+// Sync implements store.Syncer in one script call.
 func (s *Store) Sync(ctx context.Context, req store.SyncRequest) (store.SyncResult, error) {
 	ctx, cancel, err := s.begin(ctx)
 	if err != nil {

@@ -318,6 +318,17 @@ func (s *Store) splitDim(dim string) (vendor, rest string) {
 	return vendor, rest
 }
 
+// sameSlot checks, when the store checks slots (WithSlotCheck), that the
+// dimension named dim, whose keys are k, lives in the slot of the
+// request's first dimension, first: otherwise the error matches
+// ErrCrossSlot, before any script runs.
+func (s *Store) sameSlot(firstName string, first *dimKeys, dim string, k *dimKeys) error {
+	if s.slotCheck && k.slot != first.slot {
+		return fmt.Errorf("%w: %q (slot %d) and %q (slot %d)", ErrCrossSlot, firstName, first.slot, dim, k.slot)
+	}
+	return nil
+}
+
 // dim returns the keys of a dimension whose name is valid.
 func (s *Store) dim(name string) *dimKeys {
 	s.keysMu.RLock()

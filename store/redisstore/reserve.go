@@ -9,7 +9,7 @@ import (
 	"github.com/ontopix/sluice/store"
 )
 
-// Reserve implements store.Store in one script call: every item is
+// Reserve implements store.Queuer in one script call: every item is
 // debited and the reservation recorded when req.Record is set, or nothing
 // changes.
 func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest, res *store.ReserveResult) error {
@@ -30,9 +30,8 @@ func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest, res *sto
 		req.Caller, first.tag, s.ids, s.skewMs)
 	for _, it := range req.Items {
 		k := s.dim(it.Dimension)
-		if s.slotCheck && k.slot != first.slot {
-			return fmt.Errorf("%w: %q (slot %d) and %q (slot %d)", ErrCrossSlot,
-				req.Items[0].Dimension, first.slot, it.Dimension, k.slot)
+		if err := s.sameSlot(req.Items[0].Dimension, first, it.Dimension, k); err != nil {
+			return err
 		}
 		keys = append(keys, k.bucket, k.index)
 		args = append(args, it.Dimension, it.Cost)
@@ -106,7 +105,7 @@ func (s *Store) readReserve(r *reply, v []any, req *store.ReserveRequest, res *s
 	return nil
 }
 
-// Cancel implements store.Store in one script call (for a recorded
+// Cancel implements store.Queuer in one script call (for a recorded
 // reservation, one per vendor tried when this process does not know where
 // its record is, as Release).
 func (s *Store) Cancel(ctx context.Context, req store.CancelRequest) (store.CancelResult, error) {
@@ -164,9 +163,8 @@ func (s *Store) cancelUnrecorded(ctx context.Context, req store.CancelRequest) (
 	args = append(args, s.now(req.Now), s.skewMs, req.ValidAt.UnixMilli())
 	for _, it := range req.Items {
 		k := s.dim(it.Dimension)
-		if s.slotCheck && k.slot != first.slot {
-			return store.CancelResult{}, fmt.Errorf("%w: %q (slot %d) and %q (slot %d)", ErrCrossSlot,
-				req.Items[0].Dimension, first.slot, it.Dimension, k.slot)
+		if err := s.sameSlot(req.Items[0].Dimension, first, it.Dimension, k); err != nil {
+			return store.CancelResult{}, err
 		}
 		keys = append(keys, k.bucket)
 		args = append(args, it.Dimension, it.Cost)
@@ -195,7 +193,7 @@ func readReturned(r *reply) []store.Returned {
 	return out
 }
 
-// Dequeue implements store.Store: one script call per Cluster slot (one in
+// Dequeue implements store.Queuer: one script call per Cluster slot (one in
 // all on a standalone server).
 func (s *Store) Dequeue(ctx context.Context, req store.DequeueRequest) error {
 	ctx, cancel, err := s.begin(ctx)
