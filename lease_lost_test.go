@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/memstore"
 )
 
 // lostStore is a store that lost every lease record (a restart without
 // persistence, a failover): it knows no lease, whatever its expiry.
-type lostStore struct{ store.Store }
+type lostStore struct{ contract.Forward }
 
 func (lostStore) Release(context.Context, store.ReleaseRequest) (store.ReleaseResult, error) {
 	return store.ReleaseResult{}, nil
@@ -35,7 +36,7 @@ func (lostStore) Adjust(context.Context, store.AdjustRequest) (store.Settlement,
 func TestLeaseRecordGoneMessage(t *testing.T) {
 	mem := memstore.New()
 	t.Cleanup(func() { mem.Close() })
-	c, err := sluice.New(lostStore{mem})
+	c, err := sluice.New(lostStore{contract.Forward{Store: mem}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -124,7 +124,7 @@ func TestRenewalIgnoresStoreClockSkew(t *testing.T) {
 }
 
 // hangStore's Extend blocks until its context is done.
-type hangStore struct{ store.Store }
+type hangStore struct{ contract.Forward }
 
 func (hangStore) Extend(ctx context.Context, req store.ExtendRequest) (time.Time, error) {
 	<-ctx.Done()
@@ -134,7 +134,7 @@ func (hangStore) Extend(ctx context.Context, req store.ExtendRequest) (time.Time
 // A renewal stuck in the store never keeps WithSlot from returning.
 func TestReleaseDoesNotWaitForStuckRenewal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c, err := sluice.New(hangStore{memstore.New()}, sluice.WithLeaseTTL(30*time.Second))
+		c, err := sluice.New(hangStore{contract.Forward{Store: memstore.New()}}, sluice.WithLeaseTTL(30*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}

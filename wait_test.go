@@ -361,8 +361,10 @@ func TestWaitMixedTakesEverythingOnceTheTokensRefill(t *testing.T) {
 	})
 }
 
-// noReserveStore is a store without reservations.
-type noReserveStore struct{ store.Store }
+// noReserveStore is a store that claims store.Queuer but answers every
+// reservation with errors.ErrUnsupported, as a wrapper over a store
+// without reservations does.
+type noReserveStore struct{ contract.Forward }
 
 func (noReserveStore) Reserve(context.Context, *store.ReserveRequest, *store.ReserveResult) error {
 	return errors.ErrUnsupported
@@ -371,7 +373,7 @@ func (noReserveStore) Reserve(context.Context, *store.ReserveRequest, *store.Res
 func TestWaitPollsOnAStoreWithoutReservations(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		st := noReserveStore{memstore.New()}
+		st := noReserveStore{contract.Forward{Store: memstore.New()}}
 		c, err := sluice.New(st)
 		if err != nil {
 			t.Fatal(err)

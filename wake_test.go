@@ -4,13 +4,14 @@ import (
 	"context"
 	"testing"
 
+	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/memstore"
 )
 
-// hidden hides the optional capabilities of the store it wraps
-// (store.FreedWatcher among them).
-type hidden struct{ store.Store }
+// hidden hides the store's notices (store.FreedWatcher) and
+// store.InProcess, keeping the operations of the contract.
+type hidden struct{ contract.Forward }
 
 // A wake-up that came while a waiter asked survives the store's answer
 // unless the client watches for the store's notices, which count it (see
@@ -30,7 +31,7 @@ func TestWakeDuringAskSurvivesWithoutNotices(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			mem := memstore.New()
 			defer mem.Close()
-			var st store.Store = hidden{mem}
+			var st store.Store = hidden{contract.Forward{Store: mem}}
 			if tt.watching {
 				st = mem
 			}

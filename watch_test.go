@@ -13,9 +13,10 @@ import (
 	"github.com/ontopix/sluice/store/memstore"
 )
 
-// plainStore hides every optional capability of the store it wraps
-// (store.FreedWatcher among them): its clients poll.
-type plainStore struct{ store.Store }
+// plainStore hides the store's notices (store.FreedWatcher) and
+// store.InProcess, keeping the operations of the contract: its waiters
+// poll the store.
+type plainStore struct{ contract.Forward }
 
 // noticeStore is a store whose notices of freed units the test sends by
 // hand (store.FreedWatcher).
@@ -72,7 +73,7 @@ func testFreedNoticeWakesAWaiter(t *testing.T, stop string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		holder, err := sluice.New(plainStore{mem})
+		holder, err := sluice.New(plainStore{contract.Forward{Store: mem}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -151,7 +152,7 @@ func TestFreedNoticeWakesTheFrontOnly(t *testing.T) {
 		mem := memstore.New()
 		defer mem.Close()
 		count := &countingStore{Forward: contract.Forward{Store: mem}}
-		holder, err := sluice.New(plainStore{mem})
+		holder, err := sluice.New(plainStore{contract.Forward{Store: mem}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/memstore"
 )
@@ -18,7 +19,7 @@ import (
 // deadline, as network clients do (a socket deadline, a server-side
 // statement timeout), and so reports the deadline a moment before the
 // context's own timer fires: the call fails while ctx.Err() is still nil.
-type deadlineStore struct{ store.Store }
+type deadlineStore struct{ contract.Forward }
 
 func (s deadlineStore) Acquire(ctx context.Context, req *store.AcquireRequest, res *store.AcquireResult) error {
 	if d, ok := ctx.Deadline(); ok {
@@ -29,7 +30,7 @@ func (s deadlineStore) Acquire(ctx context.Context, req *store.AcquireRequest, r
 }
 
 // downStore fails every acquisition: a real store error.
-type downStore struct{ store.Store }
+type downStore struct{ contract.Forward }
 
 func (downStore) Acquire(context.Context, *store.AcquireRequest, *store.AcquireResult) error {
 	return store.Unavailable("acquire", errors.New("connection refused"))
@@ -70,8 +71,8 @@ func TestRunEndIsNotAStoreError(t *testing.T) {
 		wantErrors bool
 		wantGrants bool
 	}{
-		{"store that reports deadlines early", func(s store.Store) store.Store { return deadlineStore{s} }, false, true},
-		{"store down", func(s store.Store) store.Store { return downStore{s} }, true, false},
+		{"store that reports deadlines early", func(s store.Store) store.Store { return deadlineStore{contract.Forward{Store: s}} }, false, true},
+		{"store down", func(s store.Store) store.Store { return downStore{contract.Forward{Store: s}} }, true, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -95,7 +96,7 @@ func TestRunEndIsNotAStoreError(t *testing.T) {
 }
 
 // blockStore's Acquire waits until its context is done.
-type blockStore struct{ store.Store }
+type blockStore struct{ contract.Forward }
 
 func (blockStore) Acquire(ctx context.Context, _ *store.AcquireRequest, _ *store.AcquireResult) error {
 	<-ctx.Done()
@@ -108,7 +109,7 @@ func TestRunCallerCancelCutsCalls(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		time.AfterFunc(100*time.Millisecond, cancel)
-		p, err := Run(ctx, client(t, blockStore{newMem(t)}), cfg, nil)
+		p, err := Run(ctx, client(t, blockStore{contract.Forward{Store: newMem(t)}}), cfg, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

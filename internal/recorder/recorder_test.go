@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/internal/recorder"
 	"github.com/ontopix/sluice/internal/verify"
 	"github.com/ontopix/sluice/store"
@@ -20,7 +21,7 @@ var buckets = []store.Bucket{
 }
 
 // overAdmitting refills a bucket whenever it would deny: a broken store.
-type overAdmitting struct{ store.Store }
+type overAdmitting struct{ contract.Forward }
 
 func (o overAdmitting) Acquire(ctx context.Context, req *store.AcquireRequest, res *store.AcquireResult) error {
 	if err := o.Store.Acquire(ctx, req, res); err != nil || res.Granted {
@@ -110,7 +111,7 @@ func TestMemstoreNeverExceeds(t *testing.T) {
 }
 
 func TestOverAdmittingStoreIsCaught(t *testing.T) {
-	r := hammer(t, overAdmitting{memstore.New()}, false)
+	r := hammer(t, overAdmitting{contract.Forward{Store: memstore.New()}}, false)
 	for _, d := range r.Dimensions {
 		if !d.Exceeded {
 			t.Errorf("%s: an over-admitting store passed (excess %d)", d.Name, d.WorstExcess)
