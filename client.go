@@ -92,7 +92,10 @@ const (
 )
 
 // New returns a client over st. It does not take ownership of st: closing
-// the store is the caller's job.
+// the store is the caller's job. It finds st's optional capabilities once:
+// without store.Queuer, Wait, Slot and WithSlot poll; without store.Cooler
+// or store.Syncer, Cooldown and Sync return an error matching
+// errors.ErrUnsupported.
 func New(st store.Store, opts ...Option) (*Client, error) {
 	if st == nil {
 		return nil, invalid("store", nil, "must not be nil")
