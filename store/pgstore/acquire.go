@@ -27,47 +27,33 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 	n := len(req.Items)
 	var dimsBuf [store.MaxItems]string
 	var costsBuf [store.MaxItems]int64
-	dims, costs := dimsBuf[:n], costsBuf[:n]
-	for i, it := range req.Items {
-		dims[i], costs[i] = it.Dimension, it.Cost
-	}
+	dims, costs := itemArgs(req.Items, dimsBuf[:n], costsBuf[:n])
 	poll := req.Poll
 	var (
-		errCode, errDim             *string
-		granted, recorded           *bool
-		nowMs, retry, expires       *int64
-		types                       []int16
-		rcosts, caps, remain, waits []int64
-		ahead                       *int32
+		errCode, errDim       *string
+		granted, recorded     *bool
+		nowMs, retry, expires *int64
+		col                   itemColumns
+		ahead                 *int32
 	)
 	err = s.pool.QueryRow(ctx, s.q.acquire, dims, costs, now, req.TTL.Milliseconds(), uuidOf(req.ID),
 		req.Caller, req.Record, poll.Milliseconds(), s.skewMs(), req.Queue.Milliseconds()).
-		Scan(&errCode, &errDim, &granted, &recorded, &nowMs, &retry, &types, &rcosts, &caps, &remain, &waits, &expires, &ahead)
+		Scan(&errCode, &errDim, &granted, &recorded, &nowMs, &retry, &col.types, &col.costs, &col.caps, &col.remain, &col.waits, &expires, &ahead)
 	if undefinedFunction(err) && req.Queue == 0 {
 		err = s.pool.QueryRow(ctx, s.q.acquire3, dims, costs, now, req.TTL.Milliseconds(), uuidOf(req.ID),
 			req.Caller, req.Record, poll.Milliseconds(), s.skewMs()).
-			Scan(&errCode, &errDim, &granted, &recorded, &nowMs, &retry, &types, &rcosts, &caps, &remain, &waits, &expires)
+			Scan(&errCode, &errDim, &granted, &recorded, &nowMs, &retry, &col.types, &col.costs, &col.caps, &col.remain, &col.waits, &expires)
 	}
 	if err != nil {
 		return fail("acquire", err)
 	}
 	if errCode != nil {
-		return acquireError(req, *errCode, deref(errDim), rcosts, caps)
+		return acquireError(req, *errCode, deref(errDim), col.costs, col.caps)
 	}
-	if len(types) != n || len(rcosts) != n || len(caps) != n || len(remain) != n || len(waits) != n || granted == nil || recorded == nil {
+	if !col.complete(n) || granted == nil || recorded == nil {
 		return fmt.Errorf("pgstore: acquire: malformed result for %d items (schema older than this code? run Migrate)", n)
 	}
-	if cap(res.Items) >= n {
-		res.Items = res.Items[:n]
-	} else {
-		res.Items = make([]store.ItemResult, n)
-	}
-	for i := range res.Items {
-		res.Items[i] = store.ItemResult{
-			Dimension: req.Items[i].Dimension, Type: bucket.LimitType(types[i]), Cost: rcosts[i],
-			Capacity: caps[i], Remaining: remain[i], RetryIn: time.Duration(waits[i]) * time.Millisecond,
-		}
-	}
+	res.Items = col.results(req.Items, res.Items)
 	res.Granted, res.Recorded = *granted, *recorded
 	res.RetryIn, res.ExpiresAt, res.Ahead, res.Behind = 0, time.Time{}, 0, 0
 	if !res.Granted {
@@ -87,4 +73,43 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 func undefinedFunction(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && pe.Code == "42883"
+}
+
+// itemArgs fills dims and costs, as long as items, with the items'
+// dimensions and costs: the arrays the acquire and reserve functions take.
+func itemArgs(items []store.Item, dims []string, costs []int64) ([]string, []int64) {
+	for i, it := range items {
+		dims[i], costs[i] = it.Dimension, it.Cost
+	}
+	return dims, costs
+}
+
+// itemColumns are the per-item result columns of the acquire and reserve
+// functions, in request order.
+type itemColumns struct {
+	types                      []int16
+	costs, caps, remain, waits []int64
+}
+
+// complete reports that every column has n entries.
+func (c *itemColumns) complete(n int) bool {
+	return len(c.types) == n && len(c.costs) == n && len(c.caps) == n && len(c.remain) == n && len(c.waits) == n
+}
+
+// results returns one store.ItemResult per item, in buf when it is large
+// enough.
+func (c *itemColumns) results(items []store.Item, buf []store.ItemResult) []store.ItemResult {
+	n := len(items)
+	if cap(buf) >= n {
+		buf = buf[:n]
+	} else {
+		buf = make([]store.ItemResult, n)
+	}
+	for i := range buf {
+		buf[i] = store.ItemResult{
+			Dimension: items[i].Dimension, Type: bucket.LimitType(c.types[i]), Cost: c.costs[i],
+			Capacity: c.caps[i], Remaining: c.remain[i], RetryIn: time.Duration(c.waits[i]) * time.Millisecond,
+		}
+	}
+	return buf
 }

@@ -21,44 +21,30 @@ func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest, res *sto
 	n := len(req.Items)
 	var dimsBuf [store.MaxItems]string
 	var costsBuf [store.MaxItems]int64
-	dims, costs := dimsBuf[:n], costsBuf[:n]
-	for i, it := range req.Items {
-		dims[i], costs[i] = it.Dimension, it.Cost
-	}
+	dims, costs := itemArgs(req.Items, dimsBuf[:n], costsBuf[:n])
 	var (
 		errCode, errDim             *string
 		granted, recorded           *bool
 		nowMs, wait, valid, expires *int64
-		types                       []int16
-		rcosts, caps, remain, waits []int64
+		col                         itemColumns
 		charged                     []int64
 	)
 	err = s.pool.QueryRow(ctx, s.q.reserve, dims, costs, s.now(req.Now), req.TTL.Milliseconds(), uuidOf(req.ID),
 		req.Caller, req.Record, req.MaxWait.Milliseconds(), s.skewMs()).
-		Scan(&errCode, &errDim, &granted, &recorded, &nowMs, &wait, &valid, &expires, &types, &rcosts, &caps, &remain, &waits, &charged)
+		Scan(&errCode, &errDim, &granted, &recorded, &nowMs, &wait, &valid, &expires, &col.types, &col.costs, &col.caps, &col.remain, &col.waits, &charged)
 	if err != nil {
 		return fail("reserve", err)
 	}
 	if errCode != nil {
-		return reserveError(req, *errCode, deref(errDim), rcosts, caps)
+		return reserveError(req, *errCode, deref(errDim), col.costs, col.caps)
 	}
-	if len(types) != n || len(rcosts) != n || len(caps) != n || len(remain) != n || len(waits) != n ||
-		granted == nil || recorded == nil || wait == nil || (*granted && (valid == nil || expires == nil || len(charged) != n)) {
+	if !col.complete(n) || granted == nil || recorded == nil || wait == nil || (*granted && (valid == nil || expires == nil || len(charged) != n)) {
 		return fmt.Errorf("pgstore: reserve: malformed result for %d items (schema older than this code? run Migrate)", n)
 	}
-	if cap(res.Items) >= n {
-		res.Items = res.Items[:n]
-	} else {
-		res.Items = make([]store.ItemResult, n)
-	}
-	*res = store.ReserveResult{Items: res.Items, Granted: *granted, Recorded: *recorded,
+	*res = store.ReserveResult{Items: col.results(req.Items, res.Items), Granted: *granted, Recorded: *recorded,
 		Wait: time.Duration(*wait) * time.Millisecond}
-	for i := range res.Items {
-		res.Items[i] = store.ItemResult{
-			Dimension: req.Items[i].Dimension, Type: bucket.LimitType(types[i]), Cost: rcosts[i],
-			Capacity: caps[i], Remaining: remain[i], RetryIn: time.Duration(waits[i]) * time.Millisecond,
-		}
-		if res.Granted {
+	if res.Granted {
+		for i := range res.Items {
 			res.Items[i].Charged = charged[i]
 		}
 	}
