@@ -68,7 +68,10 @@ func lockKey(schema string) int64 {
 // Migrate creates the store's schema or brings it up to SchemaVersion. It
 // runs in one transaction holding a transaction-level advisory lock on the
 // schema's name, so several processes may call it at once: one applies the
-// missing migrations, the others wait and then find nothing to do. It never
+// missing migrations, the others wait and then find nothing to do. The
+// migrations hold the schema changes; every Migrate then creates or
+// replaces the server-side functions from functions/, so the schema ends
+// with this code's definitions whatever version it came from. It never
 // downgrades: a schema newer than this code is an error.
 func (s *Store) Migrate(ctx context.Context) error {
 	_, _, err := s.MigrateReport(ctx)
@@ -131,6 +134,9 @@ func (s *Store) MigrateReport(ctx context.Context) (from, to int, err error) {
 			return current, current, fail("migrate", err)
 		}
 		to = m.version
+	}
+	if err := applyFunctions(ctx, tx, sch); err != nil {
+		return current, current, err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return current, current, fail("migrate", err)

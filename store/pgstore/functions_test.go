@@ -1,0 +1,246 @@
+package pgstore
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ontopix/sluice/internal/pgtest"
+)
+
+// releasedMigrations returns the migrations as released up to version 11,
+// when each one still created or replaced its functions itself
+// (testdata/migrations-v11.tar.gz; see testdata/README.md): what Migrate
+// of an older build ran on the databases this code upgrades.
+func releasedMigrations(t testing.TB) []migration {
+	t.Helper()
+	f, err := os.Open("testdata/migrations-v11.tar.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []migration
+	tr := tar.NewReader(zr)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		base := path.Base(h.Name)
+		if h.Typeflag != tar.TypeReg || !strings.HasSuffix(base, ".sql") {
+			continue
+		}
+		num, _, _ := strings.Cut(base, "_")
+		v, err := strconv.Atoi(num)
+		if err != nil {
+			t.Fatalf("released migration %s: %v", h.Name, err)
+		}
+		b, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, migration{version: v, name: base, sql: string(b)})
+	}
+	slices.SortFunc(out, func(a, b migration) int { return a.version - b.version })
+	return out
+}
+
+// schemaCatalog describes what a schema holds, the schema's own name
+// written __SCHEMA__: every function's definition (pg_get_functiondef,
+// keyed by its signature), every column, index and constraint.
+func schemaCatalog(t *testing.T, pool *pgxpool.Pool, schema string) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	out := map[string]string{}
+	for _, q := range []string{
+		`SELECT 'function ' || p.oid::regprocedure::text, pg_get_functiondef(p.oid)
+		   FROM pg_proc p WHERE p.pronamespace = $1::regnamespace`,
+		`SELECT 'column ' || table_name || '.' || column_name,
+		        concat_ws(' ', ordinal_position, data_type, udt_name, collation_name, is_nullable, column_default)
+		   FROM information_schema.columns WHERE table_schema = $1`,
+		`SELECT 'index ' || indexname, indexdef FROM pg_indexes WHERE schemaname = $1`,
+		`SELECT 'constraint ' || c.conrelid::regclass::text || ' ' || c.conname, pg_get_constraintdef(c.oid)
+		   FROM pg_constraint c WHERE c.connamespace = $1::regnamespace`,
+		`SELECT 'relation ' || c.relname, c.relkind::text || ' ' || coalesce(array_to_string(c.reloptions, ','), '')
+		   FROM pg_class c WHERE c.relnamespace = $1::regnamespace`,
+	} {
+		rows, err := pool.Query(ctx, q, schema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var k, v string
+		_, err = pgx.ForEachRow(rows, []any{&k, &v}, func() error {
+			out[strings.ReplaceAll(k, schema, "__SCHEMA__")] = strings.ReplaceAll(v, schema, "__SCHEMA__")
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// diffCatalogs lists what differs between two schemaCatalogs.
+func diffCatalogs(got, want map[string]string) []string {
+	var d []string
+	for k, w := range want {
+		if g, ok := got[k]; !ok {
+			d = append(d, "missing "+k)
+		} else if g != w {
+			d = append(d, fmt.Sprintf("%s differs:\n got: %s\nwant: %s", k, g, w))
+		}
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			d = append(d, "extra "+k)
+		}
+	}
+	slices.Sort(d)
+	return d
+}
+
+// TestMigrateMatchesReleasedMigrations: a schema built by this code's
+// Migrate, fresh or from a schema that the released migrations left at any
+// version, is the one the released migrations build: the same functions
+// (pg_get_functiondef, old overloads included), columns, indexes and
+// constraints, and the same version. A Migrate with nothing to migrate
+// puts back a function changed by hand.
+func TestMigrateMatchesReleasedMigrations(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.Pool(t, nil)
+	released := releasedMigrations(t)
+	ms, err := migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(released) != len(ms) {
+		t.Fatalf("%d released migrations, %d embedded; a new migration's schema changes need a new reference here", len(released), len(ms))
+	}
+	for i, m := range ms {
+		if released[i].version != m.version || released[i].name != m.name {
+			t.Fatalf("released migration %d is %s, embedded %s: versions and names must stay as released", i, released[i].name, m.name)
+		}
+	}
+	reference := pgtest.Schema()
+	createFrom(t, pool, reference, released)
+	want := schemaCatalog(t, pool, reference)
+	if len(want) == 0 {
+		t.Fatal("the reference schema is empty")
+	}
+
+	for n := 0; n <= len(released); n++ {
+		t.Run(fmt.Sprintf("from%d", n), func(t *testing.T) {
+			schema := pgtest.Schema()
+			if n > 0 {
+				createFrom(t, pool, schema, released[:n])
+			}
+			s, err := New(pool, WithSchema(schema), WithTimeout(testTimeout))
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantFrom := 0
+			if n > 0 {
+				wantFrom = released[n-1].version
+			}
+			if from, to, err := s.MigrateReport(ctx); err != nil || from != wantFrom || to != SchemaVersion() {
+				t.Fatalf("MigrateReport = %d, %d, %v; want %d, %d", from, to, err, wantFrom, SchemaVersion())
+			}
+			if d := diffCatalogs(schemaCatalog(t, pool, schema), want); len(d) > 0 {
+				t.Errorf("the schema differs from the released migrations' one:\n%s", strings.Join(d, "\n"))
+			}
+		})
+	}
+
+	// A function changed by hand comes back with the next Migrate, though
+	// there is no migration to apply.
+	sch := pgx.Identifier{reference}.Sanitize()
+	if _, err := pool.Exec(ctx, "CREATE OR REPLACE FUNCTION "+sch+".now_ms() RETURNS bigint LANGUAGE sql VOLATILE AS $$ SELECT 0::bigint $$"); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(pool, WithSchema(reference), WithTimeout(testTimeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if from, to, err := s.MigrateReport(ctx); err != nil || from != SchemaVersion() || to != SchemaVersion() {
+		t.Fatalf("MigrateReport on an up-to-date schema = %d, %d, %v; want %d twice", from, to, err, SchemaVersion())
+	}
+	if d := diffCatalogs(schemaCatalog(t, pool, reference), want); len(d) > 0 {
+		t.Errorf("after Migrate, a function changed by hand is not put back:\n%s", strings.Join(d, "\n"))
+	}
+}
+
+// TestFunctionFiles: each file of functions/ defines, with CREATE OR
+// REPLACE, only functions named after the file, and the files hold every
+// function of the schema.
+func TestFunctionFiles(t *testing.T) {
+	files, err := functionFiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatal("no function files")
+	}
+	for _, f := range files {
+		name := strings.TrimSuffix(f.name, ".sql")
+		defs := strings.Count(f.sql, "CREATE OR REPLACE FUNCTION ")
+		if defs == 0 || strings.Count(f.sql, "CREATE OR REPLACE FUNCTION __SCHEMA__."+name+"(") != defs {
+			t.Errorf("%s: want only CREATE OR REPLACE FUNCTION __SCHEMA__.%s( statements", f.name, name)
+		}
+		if strings.Count(f.sql, "CREATE ") != defs {
+			t.Errorf("%s: holds statements other than the definitions of %s", f.name, name)
+		}
+	}
+	ms, err := migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := regexp.MustCompile(`(?im)^\s*CREATE\s+(OR\s+REPLACE\s+)?FUNCTION`)
+	for _, m := range ms {
+		if def.MatchString(m.sql) {
+			t.Errorf("migration %s defines a function: functions belong in functions/", m.name)
+		}
+	}
+}
+
+// createFrom creates schema with the migrations ms applied and recorded,
+// as Migrate of the build that had them left it.
+func createFrom(t *testing.T, pool *pgxpool.Pool, schema string, ms []migration) {
+	t.Helper()
+	ctx := context.Background()
+	sch := pgx.Identifier{schema}.Sanitize()
+	for _, stmt := range []string{
+		"CREATE SCHEMA " + sch,
+		"CREATE TABLE " + sch + ".schema_migrations (version int PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())",
+	} {
+		if _, err := pool.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, m := range ms {
+		if _, err := pool.Exec(ctx, strings.ReplaceAll(m.sql, "__SCHEMA__", sch)); err != nil {
+			t.Fatal(m.name, err)
+		}
+		if _, err := pool.Exec(ctx, "INSERT INTO "+sch+".schema_migrations (version, name) VALUES ($1, $2)", m.version, m.name); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
