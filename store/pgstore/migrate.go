@@ -90,7 +90,7 @@ func (s *Store) MigrateReport(ctx context.Context) (from, to int, err error) {
 		return 0, 0, err
 	}
 	// New has checked the name already; checked again because it is spliced
-	// into every migration's text, function bodies included.
+	// into every migration's and function file's text.
 	if err := validSchema(s.schema); err != nil {
 		return 0, 0, err
 	}

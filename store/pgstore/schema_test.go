@@ -20,8 +20,8 @@ import (
 )
 
 // TestSchemaNameInjection: a schema name is spliced into SQL text (the
-// migrations' function bodies included), so New rejects anything but a
-// plain identifier before any SQL runs, and Migrate checks again.
+// function files' bodies included), so New rejects anything but a plain
+// identifier before any SQL runs, and Migrate checks again.
 func TestSchemaNameInjection(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.Pool(t, nil)
