@@ -40,8 +40,8 @@ func functionFiles() ([]functionFile, error) {
 
 // applyFunctions creates or replaces every function of functions/ in the
 // schema sch (quoted) within tx, which Migrate runs after the migrations
-// under its lock: whatever version the schema came from, it ends with
-// exactly these definitions. The files are applied twice: first with
+// it applied, under its lock: whatever version the schema came from, it
+// ends with exactly these definitions. The files are applied twice: first with
 // check_function_bodies off, as pg_dump restores functions, so that a SQL
 // function may call one from a file later in name order; then with it on,
 // so that every body is checked now rather than at its first call.

@@ -69,10 +69,11 @@ func lockKey(schema string) int64 {
 // runs in one transaction holding a transaction-level advisory lock on the
 // schema's name, so several processes may call it at once: one applies the
 // missing migrations, the others wait and then find nothing to do. The
-// migrations hold the schema changes; every Migrate then creates or
-// replaces the server-side functions from functions/, so the schema ends
-// with this code's definitions whatever version it came from. It never
-// downgrades: a schema newer than this code is an error.
+// migrations hold the schema changes; a Migrate that applied any then
+// creates or replaces the server-side functions from functions/, so the
+// schema ends with this code's definitions whatever version it came from.
+// A schema already at this code's version is left untouched: nothing is
+// written. It never downgrades: a schema newer than this code is an error.
 func (s *Store) Migrate(ctx context.Context) error {
 	_, _, err := s.MigrateReport(ctx)
 	return err
@@ -134,6 +135,9 @@ func (s *Store) MigrateReport(ctx context.Context) (from, to int, err error) {
 			return current, current, fail("migrate", err)
 		}
 		to = m.version
+	}
+	if to == current {
+		return current, current, nil // up to date: nothing to write
 	}
 	if err := applyFunctions(ctx, tx, sch); err != nil {
 		return current, current, err
