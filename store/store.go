@@ -256,6 +256,8 @@ type AcquireRequest struct {
 	// one atomic step with one place, so requests on several concurrent
 	// dimensions are ordered the same way in every queue and cannot
 	// deadlock. Zero for a request without concurrent items is ignored.
+	// Waiter queues are part of the optional Queuer: the client sets
+	// Queue only for a store that implements it.
 	Queue time.Duration
 	// Op identifies this call, so that a grant without a lease record is
 	// debited at most once however often the call is sent (see OpWindow;
