@@ -19,7 +19,7 @@ func (s *Store) Extend(ctx context.Context, req store.ExtendRequest) (time.Time,
 	var exp time.Time
 	found, err := s.onLease(ctx, req.ID, s.hint(req.Hint), func(vendor string) (bool, error) {
 		v, err := s.runW(ctx, "extend", extendScript,
-			[]string{s.vendorTag(vendor) + ":lease:" + id, s.leaseIndex(vendor)},
+			s.leaseKeys(vendor, id),
 			s.keyspace, id, now, req.TTL.Milliseconds())
 		if err != nil {
 			return false, err

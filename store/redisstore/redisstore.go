@@ -372,6 +372,12 @@ func (s *Store) leaseIndex(v string) string { return s.vendorTag(v) + ":leases" 
 func (s *Store) bucketSet(v string) string  { return s.vendorTag(v) + ":buckets" }
 func (s *Store) registry() string           { return s.prefix + "vendors" }
 
+// leaseKeys are the KEYS of a script on one lease record: the record of
+// lease id under vendor v, and v's lease index.
+func (s *Store) leaseKeys(v, id string) []string {
+	return []string{s.vendorTag(v) + ":lease:" + id, s.leaseIndex(v)}
+}
+
 // rememberLease caches the vendor holding a lease record.
 func (s *Store) rememberLease(id store.LeaseID, vendor string) {
 	s.tagsMu.Lock()

@@ -17,7 +17,7 @@ func (s *Store) Release(ctx context.Context, req store.ReleaseRequest) (store.Re
 	id := req.ID.String()
 	_, err = s.onLease(ctx, req.ID, s.hint(req.Hint), func(vendor string) (bool, error) {
 		v, err := s.runW(ctx, "release", releaseScript,
-			[]string{s.vendorTag(vendor) + ":lease:" + id, s.leaseIndex(vendor)}, s.keyspace, id, s.freedChannel(),
+			s.leaseKeys(vendor, id), s.keyspace, id, s.freedChannel(),
 			opKey(s.vendorTag(vendor), "release", req.Op), s.opWindowMs)
 		if err != nil {
 			return false, err

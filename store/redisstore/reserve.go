@@ -122,7 +122,7 @@ func (s *Store) Cancel(ctx context.Context, req store.CancelRequest) (store.Canc
 	id := req.ID.String()
 	_, err = s.onLease(ctx, req.ID, s.hint(req.Hint), func(vendor string) (bool, error) {
 		v, err := s.runW(ctx, "cancel", cancelScript,
-			[]string{s.vendorTag(vendor) + ":lease:" + id, s.leaseIndex(vendor)}, s.keyspace, id, s.now(req.Now), s.skewMs,
+			s.leaseKeys(vendor, id), s.keyspace, id, s.now(req.Now), s.skewMs,
 			opKey(s.vendorTag(vendor), "cancel", req.Op), s.opWindowMs)
 		if err != nil {
 			return false, err
