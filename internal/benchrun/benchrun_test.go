@@ -45,12 +45,19 @@ func newMem(t *testing.T) store.Store {
 	return st
 }
 
+// noOpTimeout returns the default Config without an OpTimeout.
+func noOpTimeout() sluice.Config {
+	cfg := sluice.DefaultConfig()
+	cfg.OpTimeout = 0
+	return cfg
+}
+
 // client returns a Client over st without an OpTimeout, so that the only
 // deadline a call can carry is the caller's. It is closed when the test
 // ends, which ends the releases its failed calls left in the background.
 func client(t *testing.T, st store.Store) *sluice.Client {
 	t.Helper()
-	c, err := sluice.New(st, sluice.WithOpTimeout(0))
+	c, err := sluice.New(st, sluice.WithConfig(noOpTimeout()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +137,7 @@ func TestRunEndsOnAStoppedClock(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				st := newMem(t)
 				fixed := time.Now()
-				c, err := sluice.New(st, sluice.WithOpTimeout(0), sluice.WithClock(sluice.ClockFunc(func() time.Time { return fixed })))
+				c, err := sluice.New(st, sluice.WithConfig(noOpTimeout()), sluice.WithClock(sluice.ClockFunc(func() time.Time { return fixed })))
 				if err != nil {
 					t.Fatal(err)
 				}

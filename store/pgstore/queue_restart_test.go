@@ -29,7 +29,9 @@ func TestWaitersRecoverAfterRestart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, err := sluice.New(s, sluice.WithLeaseTTL(faultTTL))
+		cfg := sluice.DefaultConfig()
+		cfg.LeaseTTL = faultTTL
+		c, err := sluice.New(s, sluice.WithConfig(cfg))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -131,8 +131,7 @@ func WithMaxWait(d time.Duration) Option { return func(t *Transport) { t.maxWait
 // same dimensions, a polling call is granted only what is left after
 // their reservations. Without it the Transport waits in line (the
 // Client's Wait: tokens reserved first come, first served, concurrent
-// slots queued for), unless the Client was built with
-// sluice.WithWaitStrategy(sluice.WaitPoll).
+// slots queued for).
 func WithPolling() Option { return func(t *Transport) { t.polling = true } }
 
 // WithOutputEstimate sets the output a call is expected to produce, for
