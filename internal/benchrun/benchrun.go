@@ -156,8 +156,9 @@ type ClassPart struct {
 // whose deadline is cfg.Timeout away, cut to the run's end.
 //
 // The end of the run stops the workers from starting new waits and ends
-// the waits under way; it does not cut the other calls in flight, which
-// finish (within the store's own
+// the waits under way (a store call of a wait in flight then is cut, and
+// not counted as an error); it does not cut the other calls in flight,
+// which finish (within the store's own
 // timeout) and are counted as they come out: a store error then is a store
 // error, and a grant is logged. A wait that the run's end cut short is not
 // a timeout. Only ctx, the caller's, cuts calls, or EndGrace after the
@@ -177,9 +178,8 @@ func Run(ctx context.Context, c *sluice.Client, cfg Config, live *Counters) (*Pa
 	calls0, denied0, lat0 := live.Calls.Load(), live.Denied.Load(), live.latencies()
 	end, cancel := context.WithTimeout(ctx, cfg.Duration)
 	defer cancel()
-	// A wait's timeout is cut to the run's end on the client's clock; a
-	// clock that stands still (a test's) would never end it, so the
-	// workers' calls are cut EndGrace after the end, and not counted.
+	// A wait ends at the run's end (its context's deadline); the workers'
+	// other calls are cut EndGrace after the end, and not counted.
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	grace := time.AfterFunc(cfg.Duration+EndGrace, stop)
@@ -287,13 +287,18 @@ func worker(ctx, end context.Context, c *sluice.Client, cfg Config, polling bool
 		l, err := c.Wait(wctx, reqs, opts...)
 		wcancel()
 		c1 := time.Now()
+		// An error matching context.DeadlineExceeded is the wait's bound
+		// (wctx's deadline: the Client reports its own OpTimeout as
+		// ErrUnavailable), even when the store read the deadline and
+		// reported it before the context's timer fired.
+		timedOut := errors.Is(err, sluice.ErrSlotTimeout) || errors.Is(err, context.DeadlineExceeded)
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return
-		case errors.Is(err, sluice.ErrSlotTimeout) && cut:
+		case timedOut && cut:
 			cp.Cut++
 			return // the run ends before a slot would come
-		case errors.Is(err, sluice.ErrSlotTimeout):
+		case timedOut:
 			cp.Timeouts++
 			continue
 		case err != nil:

@@ -96,7 +96,7 @@ func ExampleWithMaxWait() {
 	_, err := t.RoundTrip(req)
 	var te *sluice.SlotTimeoutError
 	if errors.As(err, &te) {
-		fmt.Println("no slot within", te.Timeout, "- the wait is", te.RetryIn)
+		fmt.Println("no slot within", te.Timeout.Round(time.Second), "- the wait is", te.RetryIn)
 	}
 	// Output:
 	// no slot within 5s - the wait is 10s
