@@ -25,8 +25,7 @@ import (
 // attempt and answer GRANTED or RETRY_IN.
 //
 // A lease held by another process, or one that outlived its holder, is
-// released, renewed or settled by id with ReleaseLease, ExtendLease,
-// AdjustLease and SettleLease. Reconcile recovers expired leases. Buckets,
+// released by id with ReleaseLease. Reconcile recovers expired leases. Buckets,
 // GetBucket, Peek and Leases list state; PutBucket, DeleteBucket and
 // Penalize change buckets.
 //

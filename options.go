@@ -65,8 +65,9 @@ func WithCaller(name string) AcquireOption { return func(o *acquireOptions) { o.
 func WithTTL(d time.Duration) AcquireOption { return func(o *acquireOptions) { o.ttl = d } }
 
 // WithRecord asks the store to write a lease record even when no dimension
-// is concurrent, so that the lease shows in listings and can be settled or
-// extended from another process. Concurrent acquisitions are always recorded.
+// is concurrent, so that the lease shows in listings (Client.Leases) and can
+// be released by id from another process (Client.ReleaseLease). Concurrent
+// acquisitions are always recorded.
 func WithRecord() AcquireOption { return func(o *acquireOptions) { o.record = true } }
 
 // WithPolling makes this Wait, Slot or WithSlot poll instead of waiting in

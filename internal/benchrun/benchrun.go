@@ -251,14 +251,12 @@ func (cfg Config) check(classes []Class) error {
 	return nil
 }
 
-// worker waits for cl's items in a loop until end is done. Its store
-// calls run under ctx, which the run's end does not cut. p holds one
-// ClassPart, the worker's own.
+// worker waits for cl's items in a loop until end is done. Its waits run
+// under ctx bounded by the run's end; its other store calls run under
+// ctx, which the run's end does not cut. p holds one ClassPart, the
+// worker's own.
 func worker(ctx, end context.Context, c *sluice.Client, cfg Config, polling bool, cl Class, p *Part, live *Counters) {
-	reqs := make([]sluice.Request, len(cl.Items))
-	for i, it := range cl.Items {
-		reqs[i] = sluice.Request{Dimension: it.Dimension, Cost: it.Cost}
-	}
+	reqs := cl.Items
 	opts := []sluice.AcquireOption{sluice.WithCaller("sluice-bench"), sluice.WithTTL(cfg.TTL)}
 	if cfg.Concurrent {
 		opts = append(opts, sluice.WithRecord())
