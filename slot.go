@@ -91,8 +91,10 @@ func (c *Client) wait(ctx context.Context, w *waitCall) (*Lease, error) {
 }
 
 // waitLoop sets the wait's bound and runs the wait. A wait bounded by
-// ctx's deadline that ends because the deadline passed ends with a
-// *SlotTimeoutError, as one bounded by Config.DefaultSlotTimeout does.
+// ctx's deadline that ends because the deadline passed (its timer fired,
+// or a store call reported it first) ends with a *SlotTimeoutError, as
+// one bounded by Config.DefaultSlotTimeout does; a cancelled one ends with
+// the error the cancellation caused.
 func (c *Client) waitLoop(ctx context.Context, w *waitCall) (*Lease, error) {
 	d, bounded := ctx.Deadline()
 	if bounded {
@@ -102,7 +104,7 @@ func (c *Client) waitLoop(ctx context.Context, w *waitCall) (*Lease, error) {
 		w.deadline = c.clock.Now().Add(w.timeout)
 	}
 	l, err := c.strategyLoop(ctx, w)
-	if err != nil && bounded && ctx.Err() == context.DeadlineExceeded && !errors.Is(err, ErrSlotTimeout) {
+	if err != nil && bounded && callerDone(ctx) && ctx.Err() != context.Canceled && !errors.Is(err, ErrSlotTimeout) {
 		return nil, c.expired(ctx, w, err)
 	}
 	return l, err

@@ -403,8 +403,12 @@ func (c *Client) timeoutError(ctx context.Context, w *waitCall) error {
 
 // expired logs and returns w's *SlotTimeoutError; err, when not nil, is
 // how the wait ended at its bound (the context's deadline), and the
-// error matches it too.
+// error matches it too. A wait that reached the context's deadline
+// without such an error matches the context's cause.
 func (c *Client) expired(ctx context.Context, w *waitCall, err error) error {
+	if _, ok := ctx.Deadline(); ok && err == nil && callerDone(ctx) && ctx.Err() != context.Canceled {
+		err = callerCause(ctx)
+	}
 	if c.log.Enabled(ctx, slog.LevelWarn) {
 		c.log.LogAttrs(ctx, slog.LevelWarn, "slot.timeout", slog.Any("dimensions", w.dims),
 			slog.Duration("timeout", w.timeout), slog.Int("attempts", w.attempts), slog.Duration("retry_in", w.retryIn))
