@@ -119,7 +119,8 @@ func jitter(d time.Duration) time.Duration {
 }
 
 // SlotHandle is a held slot whose lease is renewed in the background until
-// Release. Get one from Slot or SlotMany; WithSlot manages one for you.
+// Release. Get one from Slot or SlotMany; WithSlot manages one for you, and
+// vendors/transport holds each call's lease with one.
 //
 // If renewals keep failing, whatever the error, the handle's context is
 // cancelled with cause ErrLeaseLost before the lease expires (see
@@ -348,6 +349,10 @@ func (h *SlotHandle) retryRelease(ctx context.Context, cancel context.CancelFunc
 // lease was reclaimed while fn ran, and ErrUnavailable if the store could
 // not be reached: the release is then retried in the background, see
 // SlotHandle.Release).
+//
+// fn's context derives from ctx: a deadline given to bound the wait bounds
+// fn too. To bound the wait alone, leave ctx without a deadline and set
+// Config.DefaultSlotTimeout.
 func (c *Client) WithSlot(ctx context.Context, dimension string, fn func(context.Context, *Lease) error, opts ...AcquireOption) error {
 	h, err := c.Slot(ctx, dimension, opts...)
 	if err != nil {
