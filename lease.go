@@ -190,7 +190,7 @@ func (l *Lease) Release(ctx context.Context) error {
 // released reports a release of l to the observer.
 func (c *Client) released(ctx context.Context, l *Lease, found bool, err error) {
 	if o := c.obs; o != nil && o.Released != nil {
-		o.Released(ctx, ReleaseEvent{Lease: l.ID(), Held: c.clock.Now().Sub(l.createdAt), Released: found, Err: err})
+		o.Released(ctx, ReleaseEvent{Lease: l.ID(), Held: c.clock.Now().Sub(l.createdAt), Recorded: l.recorded && !l.degraded, Released: found, Err: err})
 	}
 }
 

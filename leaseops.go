@@ -26,7 +26,7 @@ func (c *Client) ReleaseLease(ctx context.Context, id string) (ReleaseResult, er
 		return c.st.Release(ctx, req)
 	})
 	if o := c.obs; o != nil && o.Released != nil {
-		o.Released(ctx, ReleaseEvent{Lease: id, Released: res.Released, Err: err})
+		o.Released(ctx, ReleaseEvent{Lease: id, Recorded: true, Released: res.Released, Err: err})
 	}
 	if err != nil {
 		return ReleaseResult{}, err

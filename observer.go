@@ -155,8 +155,14 @@ type ReleaseEvent struct {
 	Lease string
 	// Held is how long the lease was held.
 	Held time.Duration
+	// Recorded reports whether the lease had a record in the store. The
+	// release of a lease without one (requests and tokens dimensions only,
+	// without WithRecord) makes no store call and is always healthy.
+	Recorded bool
 	// Released reports that the store found and deleted the record; false
-	// when the reconciler had already reclaimed it or it had none.
+	// for a lease without one, and when the record was gone: the
+	// reconciler had reclaimed it after it expired, or the store lost it
+	// (then Err matches ErrLeaseExpired for Lease.Release).
 	Released bool
 	// Err is the error the release returned, if any.
 	Err error

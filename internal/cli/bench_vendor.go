@@ -34,7 +34,6 @@ type vendorBenchOptions struct {
 	clients          string
 	rules            string
 	costReading      string
-	simReading       string
 	outputEstimate   string
 }
 
@@ -49,7 +48,7 @@ var vendorBenchLimits = map[vendorsim.Vendor]vendorsim.Limits{
 // vendorBenchFlags are the flags only 'bench --vendor-sim' reads.
 var vendorBenchFlags = []string{"modes", "load", "sync", "follow-limits", "outage", "estimate-error", "headroom", "request-margin",
 	"rpm", "tpm", "itpm", "otpm", "input-tokens", "max-tokens", "output-tokens", "sim-ttft", "sim-per-token", "sim-arrival", "seed", "client",
-	"cost-reading", "sim-reading", "output-estimate", "rules"}
+	"cost-reading", "output-estimate", "rules"}
 
 // addVendorBench adds --vendor-sim and its flags to the bench command:
 // with --vendor-sim, bench measures 429s and utilisation at a simulated
@@ -84,7 +83,6 @@ func addVendorBench(cmd *cobra.Command, g *globals) {
 	f.StringVar(&o.rules, "rules", "vendor", "with --vendor-sim: the vendor's readings to run each mode under, separated by ';' (see above)")
 	f.StringVar(&o.clients, "client", clientTransport, "with --vendor-sim: how the sluice mode calls: transport, manual, or both (transport,manual)")
 	f.StringVar(&o.costReading, "cost-reading", "", "with --vendor-sim: the profile's reading of its token charges: adjusted_to_usage or admission_kept (default: the vendor's, see docs/vendors.md)")
-	f.StringVar(&o.simReading, "sim-reading", "vendor", "with --vendor-sim openai: how the simulated vendor counts tokens once a call completes: vendor (adjusted), adjusted_to_usage or admission_kept")
 	f.StringVar(&o.outputEstimate, "output-estimate", outputLearned, "with --vendor-sim anthropic: the transport's output estimate: learned (the 75th percentile of recent outputs), learned:Q (the Q quantile, 0 < Q ≤ 1) or fixed (min(max_tokens, 1024))")
 	run := cmd.RunE
 	cmd.RunE = func(c *cobra.Command, args []string) error {
@@ -146,7 +144,10 @@ limits are counted: a continuous refill, calendar windows, or the last
 period's usage), requests=1s|10s|1m (the interval the request limit is
 enforced over), headers=flap|absurd|double (limit headers that alternate
 with half the limit every 500 ms, report 10, or report twice the limit)
-and retry-after=absurd (every 429 says to wait a day). For example
+retry-after=absurd (every 429 says to wait a day) and
+reading=adjusted_to_usage|admission_kept (OpenAI and Azure: whether the
+token count of a completed call is corrected to its usage or keeps the
+admission charge). For example
 --rules 'vendor;window=fixed;window=sliding;requests=10s;headers=absurd'. On
 memory:// the workers run in this process (--processes 1). -o json prints one
 JSON object per mode, one per line.`
@@ -226,11 +227,6 @@ func (o vendorBenchOptions) config(flags *pflag.FlagSet) (vendorBenchConfig, err
 	if _, err := outputOption(o.outputEstimate); err != nil {
 		return c, err
 	}
-	simReading, ok := map[string]vendorsim.Reading{"vendor": vendorsim.VendorReading,
-		"adjusted_to_usage": vendorsim.AdjustedToUsage, "admission_kept": vendorsim.AdmissionKept}[o.simReading]
-	if !ok {
-		return c, usagef("--sim-reading %q: must be vendor, adjusted_to_usage or admission_kept", o.simReading)
-	}
 	ms := o.margin.Milliseconds()
 	c.run.RequestMargin = &ms
 	if _, err := c.run.profile(); err != nil {
@@ -239,8 +235,7 @@ func (o vendorBenchOptions) config(flags *pflag.FlagSet) (vendorBenchConfig, err
 	if _, err := newReqGen(v, c.run.Dists, o.estimateError, o.seed, 0); err != nil {
 		return c, err
 	}
-	c.sim = vendorsim.Config{Vendor: v, Limits: lim, Seed: o.seed, Schedule: c.schedule, SeriesInterval: 100 * time.Millisecond,
-		Reading: simReading}
+	c.sim = vendorsim.Config{Vendor: v, Limits: lim, Seed: o.seed, Schedule: c.schedule, SeriesInterval: 100 * time.Millisecond}
 	if c.sim.TimeToFirstToken, err = vendorsim.ParseLatency(o.ttft); err != nil {
 		return c, usagef("--sim-ttft %q: %v", o.ttft, err)
 	}
@@ -253,8 +248,12 @@ func (o vendorBenchOptions) config(flags *pflag.FlagSet) (vendorBenchConfig, err
 	if c.rules, err = parseRulesList(o.rules); err != nil {
 		return c, err
 	}
-	if _, err := vendorsim.New(c.sim); err != nil {
-		return c, usagef("%v", err)
+	for _, r := range c.rules {
+		sim := c.sim
+		sim.Rules = r
+		if _, err := vendorsim.New(sim); err != nil {
+			return c, usagef("--rules %q: %v", r, err)
+		}
 	}
 	return c, nil
 }

@@ -173,8 +173,8 @@ func TestBenchVendorSimUsage(t *testing.T) {
 		{[]string{"--vendor-sim", "openai", "--rules", "window=fixed;window=fixed"}, "listed twice"},
 		{[]string{"--dimension", "x", "--rules", "vendor"}, "--rules applies to 'bench --vendor-sim' only"},
 		{[]string{"--vendor-sim", "openai", "--cost-reading", "kept"}, "--cost-reading"},
-		{[]string{"--vendor-sim", "openai", "--sim-reading", "kept"}, "--sim-reading"},
-		{[]string{"--vendor-sim", "anthropic", "--sim-reading", "admission_kept"}, "does not apply to vendor anthropic"},
+		{[]string{"--vendor-sim", "openai", "--rules", "reading=kept"}, "Rules.Reading"},
+		{[]string{"--vendor-sim", "anthropic", "--rules", "vendor;reading=admission_kept"}, "does not apply to vendor anthropic"},
 		{[]string{"--vendor-sim", "anthropic", "--output-estimate", "mean"}, "--output-estimate"},
 		{[]string{"--vendor-sim", "anthropic", "--output-estimate", "learned:1.5"}, "--output-estimate"},
 	} {

@@ -79,7 +79,7 @@ func BenchmarkOTelSettled(b *testing.B) {
 // BenchmarkOTelReleased measures one release.
 func BenchmarkOTelReleased(b *testing.B) {
 	obs, ctx := benchObserver(b, false), context.Background()
-	e := sluice.ReleaseEvent{Lease: "l", Held: time.Second, Released: true}
+	e := sluice.ReleaseEvent{Lease: "l", Held: time.Second, Recorded: true, Released: true}
 	b.ReportAllocs()
 	for b.Loop() {
 		obs.Released(ctx, e)

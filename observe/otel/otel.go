@@ -31,7 +31,7 @@
 //	sluice.penalties                 counter    {penalty}     sluice.dimension, sluice.result (ok, error)
 //	sluice.cooldowns                 counter    {cooldown}    sluice.dimension, sluice.result (ok, error)
 //	sluice.syncs                     counter    {sync}        sluice.dimension, sluice.result (lowered, unchanged, error)
-//	sluice.releases                  counter    {release}     sluice.result (released, gone, error)
+//	sluice.releases                  counter    {release}     sluice.result (released, unrecorded, expired, error)
 //	sluice.lease.held                histogram  s             -
 //	sluice.leases_lost               counter    {lease}       sluice.cause (expired, unknown_lease, unavailable, other)
 //	sluice.reconcile.runs            counter    {run}         sluice.result (ok, error)

@@ -102,7 +102,7 @@ func feed(ctx context.Context, o *sluice.Observer) {
 	o.Synced(ctx, sluice.SyncEvent{Dimension: "openai#tpm", Remaining: 9, Before: 3000, After: 3000})
 	o.Synced(ctx, sluice.SyncEvent{Dimension: "openai#tpm", Remaining: 0, Before: -1000, After: -1000})
 	o.Synced(ctx, sluice.SyncEvent{Dimension: "openai#tpm", Remaining: 1, Err: sluice.ErrUnavailable})
-	o.Released(ctx, sluice.ReleaseEvent{Lease: "l1", Held: 2 * time.Second, Released: true})
+	o.Released(ctx, sluice.ReleaseEvent{Lease: "l1", Held: 2 * time.Second, Recorded: true, Released: true})
 	o.Released(ctx, sluice.ReleaseEvent{Lease: "l2", Held: 90 * time.Second})
 	o.LeaseLost(ctx, sluice.LeaseLostEvent{Lease: "l3", Cause: sluice.ErrLeaseExpired})
 	o.LeaseLost(ctx, sluice.LeaseLostEvent{Lease: "l4", Cause: errors.Join(errors.New("renew"), sluice.ErrUnavailable)})
@@ -143,7 +143,7 @@ func TestInstruments(t *testing.T) {
 		{"sluice.syncs{sluice.dimension=openai#tpm,sluice.result=unchanged}", "2"},
 		{"sluice.syncs{sluice.dimension=openai#tpm,sluice.result=error}", "1"},
 		{"sluice.releases{sluice.result=released}", "1"},
-		{"sluice.releases{sluice.result=gone}", "1"},
+		{"sluice.releases{sluice.result=unrecorded}", "1"},
 		{"sluice.lease.held{}:sum", "92"},
 		{"sluice.leases_lost{sluice.cause=expired}", "1"},
 		{"sluice.leases_lost{sluice.cause=unavailable}", "1"},
@@ -318,7 +318,7 @@ func TestConcurrentHooks(t *testing.T) {
 	tests := []struct{ point, want string }{
 		{"sluice.acquisitions{sluice.dimension=openai#rpm,sluice.outcome=granted}", fmt.Sprint(2 * goroutines * rounds)},
 		{"sluice.settlements{sluice.dimension=openai#tpm,sluice.result=error}", n},
-		{"sluice.releases{sluice.result=gone}", n},
+		{"sluice.releases{sluice.result=unrecorded}", n},
 	}
 	for _, tt := range tests {
 		if g := got[tt.point]; g != tt.want {

@@ -56,7 +56,7 @@ func BenchmarkPrometheusSettled(b *testing.B) {
 // BenchmarkPrometheusReleased measures one release.
 func BenchmarkPrometheusReleased(b *testing.B) {
 	obs, ctx := benchObserver(b), context.Background()
-	e := sluice.ReleaseEvent{Lease: "l", Held: time.Second, Released: true}
+	e := sluice.ReleaseEvent{Lease: "l", Held: time.Second, Recorded: true, Released: true}
 	b.ReportAllocs()
 	for b.Loop() {
 		obs.Released(ctx, e)

@@ -2,6 +2,7 @@ package prometheus_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -59,5 +60,65 @@ func TestScrapeClient(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("scrape:\n%v", sortedKeys(got))
+	}
+}
+
+// TestReleaseResults checks each result of sluice_releases_total against a
+// real Client: a lease without a record (requests and tokens only) is
+// "unrecorded", a concurrent lease released while its record exists is
+// "released", and one whose record the reconciler reclaimed first is
+// "expired", whether released through the Lease or by id.
+func TestReleaseResults(t *testing.T) {
+	obs, reg := newObserver(t)
+	now := time.Date(2026, 3, 4, 10, 0, 0, 0, time.UTC)
+	clock := sluice.ClockFunc(func() time.Time { return now })
+	ctx := context.Background()
+	client, err := sluice.New(memstore.New(), sluice.WithClock(clock), sluice.WithObserver(obs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []sluice.Bucket{
+		{Name: "v#rpm", Config: sluice.PerMinute(sluice.Requests, 100)},
+		{Name: "v#concurrent", Config: sluice.ConcurrentLimit(4)},
+	} {
+		if err := client.PutBucket(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	acquire := func(dim string) *sluice.Lease {
+		t.Helper()
+		res, err := client.Acquire(ctx, dim, sluice.WithTTL(time.Minute))
+		if err != nil || !res.Granted() {
+			t.Fatalf("Acquire(%s) = %v, %v", dim, res.Outcome, err)
+		}
+		return res.Lease
+	}
+	if err := acquire("v#rpm").Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := acquire("v#concurrent").Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stale, staleByID := acquire("v#concurrent"), acquire("v#concurrent")
+	now = now.Add(2 * time.Minute)
+	if _, err := client.Reconcile(ctx, sluice.ReconcileOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := stale.Release(ctx); !errors.Is(err, sluice.ErrLeaseExpired) {
+		t.Fatalf("releasing a reclaimed lease: %v, want ErrLeaseExpired", err)
+	}
+	if res, err := client.ReleaseLease(ctx, staleByID.ID()); err != nil || res.Released {
+		t.Fatalf("ReleaseLease of a reclaimed lease = %+v, %v", res, err)
+	}
+	got := series(scrape(t, reg))
+	for _, tt := range []struct{ series, want string }{
+		{`sluice_releases_total{result="unrecorded"}`, "1"},
+		{`sluice_releases_total{result="released"}`, "1"},
+		{`sluice_releases_total{result="expired"}`, "2"},
+		{`sluice_releases_total{result="error"}`, "0"},
+	} {
+		if g := got[tt.series]; g != tt.want {
+			t.Errorf("%s = %q, want %q", tt.series, g, tt.want)
+		}
 	}
 }

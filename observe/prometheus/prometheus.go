@@ -29,7 +29,7 @@
 //	sluice_syncs_total                    counter    dimension, result   Sync calls (lowered, unchanged, error)
 //	sluice_sync_drift_tokens              gauge      dimension           balance minus the vendor's remaining at the latest sync
 //	sluice_sync_drift_ahead_tokens_total  counter    dimension           positive drifts summed: what the bucket held that the vendor had counted
-//	sluice_releases_total                 counter    result              releases (released, gone, error)
+//	sluice_releases_total                 counter    result              releases (released, unrecorded, expired, error)
 //	sluice_lease_held_seconds             histogram  -                   how long released leases were held
 //	sluice_leases_lost_total              counter    cause               leases a SlotHandle gave up (expired, unknown_lease, unavailable, other)
 //	sluice_reconcile_runs_total           counter    result              reconcile batches (ok, error)

@@ -92,7 +92,7 @@ func feed(ctx context.Context, o *sluice.Observer) {
 	o.Synced(ctx, sluice.SyncEvent{Dimension: "openai#tpm", Remaining: 9, Before: 3000, After: 3000})
 	o.Synced(ctx, sluice.SyncEvent{Dimension: "openai#tpm", Remaining: 0, Before: -1000, After: -1000})
 	o.Synced(ctx, sluice.SyncEvent{Dimension: "openai#tpm", Remaining: 1, Err: sluice.ErrUnavailable})
-	o.Released(ctx, sluice.ReleaseEvent{Lease: "l1", Held: 2 * time.Second, Released: true})
+	o.Released(ctx, sluice.ReleaseEvent{Lease: "l1", Held: 2 * time.Second, Recorded: true, Released: true})
 	o.Released(ctx, sluice.ReleaseEvent{Lease: "l2", Held: 90 * time.Second})
 	o.LeaseLost(ctx, sluice.LeaseLostEvent{Lease: "l3", Cause: sluice.ErrLeaseExpired})
 	o.LeaseLost(ctx, sluice.LeaseLostEvent{Lease: "l4", Cause: errors.Join(errors.New("renew"), sluice.ErrUnavailable)})
@@ -149,7 +149,7 @@ func TestScrapeEvents(t *testing.T) {
 		{`sluice_sync_drift_tokens{dimension="openai#tpm"}`, "-1"},
 		{`sluice_sync_drift_ahead_tokens_total{dimension="openai#tpm"}`, "2"},
 		{`sluice_releases_total{result="released"}`, "1"},
-		{`sluice_releases_total{result="gone"}`, "1"},
+		{`sluice_releases_total{result="unrecorded"}`, "1"},
 		{`sluice_lease_held_seconds_sum`, "92"},
 		{`sluice_leases_lost_total{cause="expired"}`, "1"},
 		{`sluice_leases_lost_total{cause="unavailable"}`, "1"},
@@ -198,7 +198,7 @@ func TestMaxDimensions(t *testing.T) {
 
 func TestConstLabels(t *testing.T) {
 	obs, reg := newObserver(t, sluiceprom.WithConstLabels(prom.Labels{"service": "api"}))
-	obs.Released(context.Background(), sluice.ReleaseEvent{Released: true})
+	obs.Released(context.Background(), sluice.ReleaseEvent{Recorded: true, Released: true})
 	got := series(scrape(t, reg))
 	if g, want := got[`sluice_releases_total{result="released",service="api"}`], "1"; g != want {
 		t.Errorf("released with const label = %q, want %q", g, want)
@@ -237,7 +237,7 @@ func TestNewErrors(t *testing.T) {
 // as they were.
 func TestRegisterTwice(t *testing.T) {
 	obs, reg := newObserver(t)
-	obs.Released(context.Background(), sluice.ReleaseEvent{Released: true})
+	obs.Released(context.Background(), sluice.ReleaseEvent{Recorded: true, Released: true})
 	_, err := sluiceprom.New(reg)
 	var are prom.AlreadyRegisteredError
 	if !errors.As(err, &are) {
@@ -315,7 +315,7 @@ func TestConcurrentHooks(t *testing.T) {
 	tests := []struct{ series, want string }{
 		{`sluice_acquire_total{dimension="openai#rpm",outcome="granted"}`, fmt.Sprint(2 * goroutines * rounds)},
 		{`sluice_settlements_total{dimension="openai#tpm",result="error"}`, n},
-		{`sluice_releases_total{result="gone"}`, n},
+		{`sluice_releases_total{result="unrecorded"}`, n},
 		{`sluice_acquire_total{dimension="d0",outcome="granted"}`, fmt.Sprint(goroutines * rounds / 5)},
 	}
 	for _, tt := range tests {

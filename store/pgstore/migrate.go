@@ -68,8 +68,12 @@ func lockKey(schema string) int64 {
 // Migrate creates the store's schema or brings it up to SchemaVersion. It
 // runs in one transaction holding a transaction-level advisory lock on the
 // schema's name, so several processes may call it at once: one applies the
-// missing migrations, the others wait and then find nothing to do. It never
-// downgrades: a schema newer than this code is an error.
+// missing migrations, the others wait and then find nothing to do. The
+// migrations hold the schema changes; a Migrate that applied any then
+// creates or replaces the server-side functions from functions/, so the
+// schema ends with this code's definitions whatever version it came from.
+// A schema already at this code's version is left untouched: nothing is
+// written. It never downgrades: a schema newer than this code is an error.
 func (s *Store) Migrate(ctx context.Context) error {
 	_, _, err := s.MigrateReport(ctx)
 	return err
@@ -87,7 +91,7 @@ func (s *Store) MigrateReport(ctx context.Context) (from, to int, err error) {
 		return 0, 0, err
 	}
 	// New has checked the name already; checked again because it is spliced
-	// into every migration's text, function bodies included.
+	// into every migration's and function file's text.
 	if err := validSchema(s.schema); err != nil {
 		return 0, 0, err
 	}
@@ -131,6 +135,12 @@ func (s *Store) MigrateReport(ctx context.Context) (from, to int, err error) {
 			return current, current, fail("migrate", err)
 		}
 		to = m.version
+	}
+	if to == current {
+		return current, current, nil // up to date: nothing to write
+	}
+	if err := applyFunctions(ctx, tx, sch); err != nil {
+		return current, current, err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return current, current, fail("migrate", err)

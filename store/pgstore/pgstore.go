@@ -209,8 +209,8 @@ func fail(op string, err error) error {
 var schemaPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 
 // validSchema checks a schema name against schemaPattern. The name is
-// spliced (quoted) into SQL text, including the migrations' function
-// bodies, so nothing outside this plain alphabet is ever let through: no
+// spliced (quoted) into SQL text, including the function files' bodies,
+// so nothing outside this plain alphabet is ever let through: no
 // quotes, dollar signs, whitespace, comment markers or non-ASCII.
 func validSchema(name string) error {
 	if !schemaPattern.MatchString(name) {

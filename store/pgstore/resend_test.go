@@ -23,6 +23,7 @@ import (
 // contention, which rolled everything back, so the change is applied once
 // and the caller sees ErrUnavailable (the outcome is unknown to it).
 func TestLostReplyAppliedOnce(t *testing.T) {
+	pgtest.SkipShort(t)
 	u, err := url.Parse(pgtest.URL())
 	if err != nil {
 		t.Fatal(err)

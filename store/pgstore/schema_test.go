@@ -20,8 +20,8 @@ import (
 )
 
 // TestSchemaNameInjection: a schema name is spliced into SQL text (the
-// migrations' function bodies included), so New rejects anything but a
-// plain identifier before any SQL runs, and Migrate checks again.
+// function files' bodies included), so New rejects anything but a plain
+// identifier before any SQL runs, and Migrate checks again.
 func TestSchemaNameInjection(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.Pool(t, nil)
@@ -81,32 +81,12 @@ func TestSchemaNameInjection(t *testing.T) {
 	}
 }
 
-// createAtVersion creates schema with the embedded migrations up to
-// version n applied and recorded, as Migrate of an older build left it.
+// createAtVersion creates schema with the first n released migrations
+// applied and recorded, as Migrate of an older build left it (functions
+// of that version included).
 func createAtVersion(t *testing.T, pool *pgxpool.Pool, schema string, n int) {
 	t.Helper()
-	ctx := context.Background()
-	sch := pgx.Identifier{schema}.Sanitize()
-	ms, err := migrations()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, stmt := range []string{
-		"CREATE SCHEMA " + sch,
-		"CREATE TABLE " + sch + ".schema_migrations (version int PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())",
-	} {
-		if _, err := pool.Exec(ctx, stmt); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, m := range ms[:n] {
-		if _, err := pool.Exec(ctx, strings.ReplaceAll(m.sql, "__SCHEMA__", sch)); err != nil {
-			t.Fatal(m.name, err)
-		}
-		if _, err := pool.Exec(ctx, "INSERT INTO "+sch+".schema_migrations (version, name) VALUES ($1, $2)", m.version, m.name); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createFrom(t, pool, schema, releasedMigrations(t)[:n])
 }
 
 // TestMigrateFromVersion1 upgrades a schema at version 1 (the tables,

@@ -33,7 +33,7 @@ func readingLoad(t *testing.T, promptTokens int, maxTokens int64, opts ...vendor
 	if err != nil {
 		t.Fatal(err)
 	}
-	sim := vendorsim.Config{Vendor: vendorsim.OpenAI, Seed: 3, Reading: vendorsim.AdmissionKept,
+	sim := vendorsim.Config{Vendor: vendorsim.OpenAI, Seed: 3, Rules: vendorsim.Rules{Reading: vendorsim.AdmissionKept},
 		Limits:           vendorsim.Limits{RPM: 10_000, TPM: tpm},
 		TimeToFirstToken: vendorsim.Uniform(0.2, 0.6), PerOutputToken: vendorsim.Fixed(0.005)}
 	e := newEnvClock(t, sim, p, nil)
@@ -143,7 +143,7 @@ func TestDriftStats(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				e := newEnv(t, vendorsim.Config{Vendor: vendorsim.OpenAI, Reading: vendorsim.AdmissionKept,
+				e := newEnv(t, vendorsim.Config{Vendor: vendorsim.OpenAI, Rules: vendorsim.Rules{Reading: vendorsim.AdmissionKept},
 					Limits: vendorsim.Limits{RPM: 600, TPM: 100_000}}, p)
 				oc := openAIClient(e, 0)
 				for range 2 {

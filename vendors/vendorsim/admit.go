@@ -117,7 +117,7 @@ func (l *limiter) produce(now time.Time, g *grant, n int64) {
 }
 
 // settle adjusts the admission charges of a completed request to its
-// actual usage when the limiter adjusts (Config.Reading): OpenAI's TPM and
+// actual usage when the limiter adjusts (Rules.Reading): OpenAI's TPM and
 // TPD, or Azure's TPM, to prompt + output tokens (a refund never lifts a
 // bucket above its capacity, nor a fixed window's count below zero).
 // Otherwise the admission charge stays; Anthropic's ITPM estimate is

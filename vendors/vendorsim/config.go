@@ -120,12 +120,6 @@ type Config struct {
 	// the vendor's overloaded error (OpenAI 503, Anthropic 529) before it
 	// reaches the limits; such a request counts against nothing.
 	ErrorRate float64
-	// Reading is how OpenAI's or Azure's token limits count a completed
-	// call: adjusted to its usage, or the admission charge kept. The zero
-	// value is each vendor's as the Sim has always played it (see
-	// VendorReading); Anthropic publishes its reading, and any other value
-	// is refused for it.
-	Reading Reading
 	// QuotaExhausted starts the Sim with its quota exhausted: every request
 	// gets the vendor's quota error (see Sim.SetQuotaExhausted).
 	QuotaExhausted bool
@@ -198,11 +192,8 @@ func (c Config) validate() error {
 			return err
 		}
 	}
-	switch {
-	case c.Reading > AdmissionKept:
-		return &FieldError{"Reading", c.Reading, "must be VendorReading, AdjustedToUsage or AdmissionKept"}
-	case c.Reading != VendorReading && c.Vendor == Anthropic:
-		return &FieldError{"Reading", c.Reading, "does not apply to vendor anthropic, which adjusts input to usage and counts output as produced"}
+	if c.Rules.Reading != VendorReading && c.Vendor == Anthropic {
+		return &FieldError{"Rules.Reading", c.Rules.Reading, "does not apply to vendor anthropic, which adjusts input to usage and counts output as produced"}
 	}
 	if c.DefaultMaxTokens < 0 || c.DefaultMaxTokens > 10_000_000 {
 		return &FieldError{"DefaultMaxTokens", c.DefaultMaxTokens, "must be between 0 (default) and 10^7"}

@@ -205,7 +205,7 @@ type limiter struct {
 	changes []time.Time // pending instants at which the factor changes, sorted
 	factor  float64
 	now     time.Time // the latest instant applied
-	adjust  bool      // TPM and TPD are settled to the usage (Config.Reading)
+	adjust  bool      // TPM and TPD are settled to the usage (Rules.Reading)
 }
 
 func newLimiter(v Vendor, l Limits, r Rules, now time.Time) *limiter {

@@ -26,7 +26,7 @@ func TestReadings(t *testing.T) {
 		{"azure admission kept", Azure, AdmissionKept, 610, 390, http.StatusTooManyRequests},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s, _ := newSim(t, Config{Vendor: c.vendor, Limits: Limits{RPM: 6000, TPM: 1000}, Reading: c.reading})
+			s, _ := newSim(t, Config{Vendor: c.vendor, Limits: Limits{RPM: 6000, TPM: 1000}, Rules: Rules{Reading: c.reading}})
 			wantStatus(t, post(t, s, PathChatCompletions, chatBody(10, 600), HeaderOutputTokens, "50"), http.StatusOK)
 			got := metricStats(t, s, MetricTokens)
 			if got.Counted != c.counted || got.Remaining != c.remaining {
@@ -40,7 +40,7 @@ func TestReadings(t *testing.T) {
 // An Azure refund never takes a fixed window's count below zero: the
 // charge it refunds was counted in a window that has gone.
 func TestAzureAdjustedRefundAcrossWindows(t *testing.T) {
-	s, clk := newSim(t, Config{Vendor: Azure, Limits: Limits{RPM: 6000, TPM: 1000}, Reading: AdjustedToUsage,
+	s, clk := newSim(t, Config{Vendor: Azure, Limits: Limits{RPM: 6000, TPM: 1000}, Rules: Rules{Reading: AdjustedToUsage},
 		PerOutputToken: Fixed(0)})
 	m := s.lim.byName[MetricTokens]
 	m.take(600)
@@ -58,11 +58,11 @@ func TestReadingConfig(t *testing.T) {
 		cfg  Config
 		ok   bool
 	}{
-		{"openai kept", Config{Vendor: OpenAI, Reading: AdmissionKept}, true},
-		{"azure adjusted", Config{Vendor: Azure, Reading: AdjustedToUsage}, true},
+		{"openai kept", Config{Vendor: OpenAI, Rules: Rules{Reading: AdmissionKept}}, true},
+		{"azure adjusted", Config{Vendor: Azure, Rules: Rules{Reading: AdjustedToUsage}}, true},
 		{"anthropic default", Config{Vendor: Anthropic}, true},
-		{"anthropic kept", Config{Vendor: Anthropic, Reading: AdmissionKept}, false},
-		{"unknown", Config{Vendor: OpenAI, Reading: 9}, false},
+		{"anthropic kept", Config{Vendor: Anthropic, Rules: Rules{Reading: AdmissionKept}}, false},
+		{"unknown", Config{Vendor: OpenAI, Rules: Rules{Reading: 9}}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := New(c.cfg)
@@ -70,8 +70,8 @@ func TestReadingConfig(t *testing.T) {
 			if got := err == nil; got != c.ok {
 				t.Fatalf("New: %v, want ok=%v", err, c.ok)
 			}
-			if !c.ok && (!errors.As(err, &fe) || fe.Field != "Reading") {
-				t.Errorf("error %v, want a FieldError on Reading", err)
+			if !c.ok && (!errors.As(err, &fe) || fe.Field != "Rules.Reading") {
+				t.Errorf("error %v, want a FieldError on Rules.Reading", err)
 			}
 		})
 	}

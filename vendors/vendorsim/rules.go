@@ -91,6 +91,12 @@ type Rules struct {
 	// AbsurdRetryAfter makes every rate-limit 429 carry a retry-after of
 	// a day (AbsurdRetryAfter seconds), whatever the real wait.
 	AbsurdRetryAfter bool
+	// Reading is how OpenAI's or Azure's token limits count a completed
+	// call: adjusted to its usage, or the admission charge kept. The zero
+	// value is each vendor's as the Sim plays it (see VendorReading);
+	// Anthropic publishes its reading, and a Config refuses any other for
+	// it.
+	Reading Reading
 }
 
 // String returns r in the form ParseRules reads; the zero Rules is
@@ -109,6 +115,9 @@ func (r Rules) String() string {
 	if r.AbsurdRetryAfter {
 		parts = append(parts, "retry-after=absurd")
 	}
+	if r.Reading != VendorReading {
+		parts = append(parts, "reading="+r.Reading.String())
+	}
 	if len(parts) == 0 {
 		return "vendor"
 	}
@@ -117,8 +126,9 @@ func (r Rules) String() string {
 
 // ParseRules reads rules written as comma-separated key=value pairs:
 // window=vendor|bucket|fixed|sliding, requests=<duration from 1s to 1m>
-// (or "vendor"), headers=true|flap|absurd|double and
-// retry-after=true|absurd. "vendor" (or "") alone is the zero Rules.
+// (or "vendor"), headers=true|flap|absurd|double,
+// retry-after=true|absurd and reading=vendor|adjusted_to_usage|admission_kept.
+// "vendor" (or "") alone is the zero Rules.
 func ParseRules(s string) (Rules, error) {
 	var r Rules
 	s = strings.TrimSpace(s)
@@ -128,7 +138,7 @@ func ParseRules(s string) (Rules, error) {
 	for _, kv := range strings.Split(s, ",") {
 		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
 		if !ok {
-			return Rules{}, &FieldError{"Rules", kv, "must be key=value (window, requests, headers, retry-after)"}
+			return Rules{}, &FieldError{"Rules", kv, "must be key=value (window, requests, headers, retry-after, reading)"}
 		}
 		if err := r.set(k, v); err != nil {
 			return Rules{}, err
@@ -177,8 +187,16 @@ func (r *Rules) set(k, v string) error {
 			return &FieldError{"Rules.AbsurdRetryAfter", v, "retry-after must be true or absurd"}
 		}
 		return nil
+	case "reading":
+		for _, rd := range []Reading{VendorReading, AdjustedToUsage, AdmissionKept} {
+			if v == rd.String() {
+				r.Reading = rd
+				return nil
+			}
+		}
+		return &FieldError{"Rules.Reading", v, "must be vendor, adjusted_to_usage or admission_kept"}
 	}
-	return &FieldError{"Rules", k, "unknown key: must be window, requests, headers or retry-after"}
+	return &FieldError{"Rules", k, "unknown key: must be window, requests, headers, retry-after or reading"}
 }
 
 // validate checks r's fields.
@@ -191,6 +209,9 @@ func (r Rules) validate() error {
 	}
 	if _, ok := headerNames[r.Headers]; !ok {
 		return &FieldError{"Rules.Headers", r.Headers, "must be HeadersTrue, HeadersFlap, HeadersAbsurd or HeadersDouble"}
+	}
+	if r.Reading > AdmissionKept {
+		return &FieldError{"Rules.Reading", r.Reading, "must be VendorReading, AdjustedToUsage or AdmissionKept"}
 	}
 	return nil
 }

@@ -22,6 +22,9 @@ func TestParseRules(t *testing.T) {
 		{"requests=1m, headers=flap", Rules{RequestInterval: time.Minute, Headers: HeadersFlap}},
 		{"window=bucket,headers=absurd,retry-after=absurd", Rules{Window: WindowTokenBucket, Headers: HeadersAbsurd, AbsurdRetryAfter: true}},
 		{"headers=double,requests=vendor,retry-after=true", Rules{Headers: HeadersDouble}},
+		{"reading=admission_kept", Rules{Reading: AdmissionKept}},
+		{"window=fixed,reading=adjusted_to_usage", Rules{Window: WindowFixed, Reading: AdjustedToUsage}},
+		{"reading=vendor", Rules{}},
 	}
 	for _, tt := range tests {
 		got, err := ParseRules(tt.in)
@@ -48,6 +51,7 @@ func TestParseRulesErrors(t *testing.T) {
 		{"headers=lies", "Rules.Headers"},
 		{"retry-after=never", "Rules.AbsurdRetryAfter"},
 		{"tokens=fixed", "Rules"},
+		{"reading=kept", "Rules.Reading"},
 	}
 	for _, tt := range tests {
 		_, err := ParseRules(tt.in)

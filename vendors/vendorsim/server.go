@@ -69,7 +69,7 @@ func New(cfg Config) (*Sim, error) {
 	s := &Sim{cfg: cfg, clock: cfg.Clock, start: now, quota: cfg.QuotaExhausted,
 		lim: newLimiter(cfg.Vendor, cfg.Limits, cfg.Rules, now),
 		rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))}
-	s.lim.adjust = cfg.Reading == AdjustedToUsage || cfg.Reading == VendorReading && cfg.Vendor == OpenAI
+	s.lim.adjust = cfg.Rules.Reading == AdjustedToUsage || cfg.Rules.Reading == VendorReading && cfg.Vendor == OpenAI
 	s.st.init(s.lim)
 	for _, sc := range cfg.Schedule {
 		s.lim.scale(now.Add(sc.At), now.Add(sc.At+sc.For), sc.Factor)

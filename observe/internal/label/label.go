@@ -115,19 +115,26 @@ func Sync(e *sluice.SyncEvent) int {
 }
 
 // ReleaseResults lists the results of a release, indexed as Release numbers
-// them: "released" (the store deleted the record), "gone" (the reconciler
-// had reclaimed it, or there was none) or "error".
-var ReleaseResults = [...]string{"released", "gone", Error}
+// them: "released" (the store deleted the lease's record), "unrecorded" (the
+// lease had no record, so nothing was asked of the store: the usual release
+// of requests and tokens leases), "expired" (the record was gone: the
+// reconciler had reclaimed it after its TTL, or the store lost it) or
+// "error".
+var ReleaseResults = [...]string{"released", "unrecorded", "expired", Error}
 
 // Release returns the index in ReleaseResults of a release's result.
 func Release(e *sluice.ReleaseEvent) int {
 	switch {
-	case e.Err != nil:
+	case errors.Is(e.Err, sluice.ErrLeaseExpired):
 		return 2
+	case e.Err != nil:
+		return 3
+	case !e.Recorded:
+		return 1
 	case e.Released:
 		return 0
 	}
-	return 1
+	return 2
 }
 
 // LostCauses lists why a SlotHandle gave a lease up, indexed as LeaseLost

@@ -1,0 +1,6 @@
+-- wrap_charged is bucket.WrapCharged: c brought into [-2^51, 2^51) modulo
+-- 2^52.
+CREATE OR REPLACE FUNCTION __SCHEMA__.wrap_charged(c bigint) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+SELECT ((c + 2251799813685248) % 4503599627370496 + 4503599627370496) % 4503599627370496 - 2251799813685248
+$$;
