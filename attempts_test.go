@@ -39,7 +39,7 @@ func TestWithAttemptCountReportsTheWaitsAttempts(t *testing.T) {
 			if tc.polling {
 				opts = append(opts, sluice.WithPolling())
 			}
-			l, err := c.Wait(ctx, []sluice.Request{{Dimension: "openai#tpm", Cost: tc.cost}}, 2*time.Second, opts...)
+			l, err := c.Wait(within(ctx, t, 2*time.Second), []sluice.Request{{Dimension: "openai#tpm", Cost: tc.cost}}, opts...)
 			if (l != nil) != tc.granted {
 				t.Errorf("%s: Wait = %v, %v; want granted %v", tc.name, l, err, tc.granted)
 			}

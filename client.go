@@ -25,8 +25,7 @@ import (
 // attempt and answer GRANTED or RETRY_IN.
 //
 // A lease held by another process, or one that outlived its holder, is
-// released, renewed or settled by id with ReleaseLease, ExtendLease,
-// AdjustLease and SettleLease. Reconcile recovers expired leases. Buckets,
+// released by id with ReleaseLease. Reconcile recovers expired leases. Buckets,
 // GetBucket, Peek and Leases list state; PutBucket, DeleteBucket and
 // Penalize change buckets.
 //
@@ -34,10 +33,8 @@ import (
 // store call is bounded by Config.OpTimeout and retried on contention with
 // exponential backoff and jitter.
 type Client struct {
-	// st is the store behind the portable layer's checks (contract.Checked);
-	// raw is the store as given.
+	// st is the store behind the portable layer's checks (contract.Checked).
 	st    store.Store
-	raw   store.Store
 	cfg   Config
 	clock Clock
 	log   *slog.Logger
@@ -48,8 +45,6 @@ type Client struct {
 	// callerClock reports a store that decides at each request's Now
 	// (store.CallerClock): a reservation is valid at its Now plus its wait.
 	callerClock bool
-	// strategy is how Wait waits (WithWaitStrategy).
-	strategy WaitStrategy
 	// concurrent remembers the dimensions found to be concurrent (a
 	// string key, a bool true), so that Wait queues for them at once
 	// rather than trying a reservation first.
@@ -100,15 +95,12 @@ func New(st store.Store, opts ...Option) (*Client, error) {
 	if st == nil {
 		return nil, invalid("store", nil, "must not be nil")
 	}
-	c := &Client{st: contract.Checked(st), raw: st, cfg: DefaultConfig(), clock: SystemClock{}}
+	c := &Client{st: contract.Checked(st), cfg: DefaultConfig(), clock: SystemClock{}}
 	for _, o := range opts {
 		o(c)
 	}
 	if c.clock == nil {
 		return nil, invalid("clock", nil, "must not be nil")
-	}
-	if c.strategy > WaitPoll {
-		return nil, invalid("wait_strategy", c.strategy, "must be WaitReserve or WaitPoll")
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
@@ -129,7 +121,7 @@ func New(st store.Store, opts ...Option) (*Client, error) {
 }
 
 // detect finds the optional capabilities of raw, the store as given, once.
-// Without store.Queuer, Wait, Slot and WithSlot poll (as with WaitPoll):
+// Without store.Queuer, Wait, Slot and WithSlot poll (as with WithPolling):
 // no reservation, no ticket in a waiter queue. Without store.Cooler,
 // Cooldown and CooldownFor, and without store.Syncer, Sync, return an
 // error matching errors.ErrUnsupported and change nothing.
@@ -154,9 +146,6 @@ func (c *Client) Config() Config { return c.cfg }
 // packages built on the client that log alongside it.
 func (c *Client) Logger() *slog.Logger { return c.log }
 
-// Store returns the store the client uses.
-func (c *Client) Store() store.Store { return c.raw }
-
 // Acquire asks for one slot on dimension at its cost per call, or at the
 // cost given with WithCost. A denial is not an error: it is a Result with
 // Outcome RetryIn and the exact wait.
@@ -169,7 +158,7 @@ func (c *Client) Acquire(ctx context.Context, dimension string, opts ...AcquireO
 	if o.cost < 0 || (o.cost == 0 && o.costGiven) {
 		return Result{}, invalid("cost["+dimension+"]", o.cost, "must be at least 1 token")
 	}
-	a.items[0] = store.Item{Dimension: dimension, Cost: o.cost}
+	a.items[0] = Request{Dimension: dimension, Cost: o.cost}
 	return c.acquire(ctx, a, a.items[:1], o)
 }
 
@@ -182,20 +171,10 @@ func (c *Client) AcquireMany(ctx context.Context, reqs []Request, opts ...Acquir
 	for _, f := range opts {
 		f(o)
 	}
-	if len(reqs) == 0 {
-		return Result{}, invalid("requests", 0, "an acquisition needs at least one dimension")
+	if err := checkRequests(reqs); err != nil {
+		return Result{}, err
 	}
-	if len(reqs) > store.MaxItems {
-		return Result{}, invalid("requests", len(reqs), "at most 16 dimensions per acquisition")
-	}
-	items := a.items[:0]
-	for _, r := range reqs {
-		if r.Cost < 1 {
-			return Result{}, invalid("cost["+r.Dimension+"]", r.Cost, "must be at least 1 token")
-		}
-		items = append(items, store.Item{Dimension: r.Dimension, Cost: r.Cost})
-	}
-	return c.acquire(ctx, a, items, o)
+	return c.acquire(ctx, a, append(a.items[:0], reqs...), o)
 }
 
 // acquisition holds everything one acquisition needs in a single
@@ -217,7 +196,7 @@ func (c *Client) acquire(ctx context.Context, a *acquisition, items []store.Item
 	start := time.Now()
 	res, err := c.decide(ctx, a, items, o)
 	c.obs.Acquired(ctx, AcquireEvent{
-		Dimensions: requests(items), Outcome: res.Outcome, RetryIn: res.RetryIn, Results: res.Dimensions,
+		Dimensions: items, Outcome: res.Outcome, RetryIn: res.RetryIn, Results: res.Dimensions,
 		Degraded: res.Degraded, Duration: time.Since(start), Err: err,
 	})
 	return res, err

@@ -44,11 +44,11 @@ func TestAcquireExactRetryIn(t *testing.T) {
 func TestAcquireManyAllOrNothing(t *testing.T) {
 	ctx := context.Background()
 	c, _, _ := newClient(t)
-	res, err := c.AcquireMany(ctx, []sluice.Request{{"openai#rpm", 1}, {"openai#tpm", 9_000}})
+	res, err := c.AcquireMany(ctx, []sluice.Request{{Dimension: "openai#rpm", Cost: 1}, {Dimension: "openai#tpm", Cost: 9_000}})
 	if err != nil || !res.Granted() {
 		t.Fatalf("first AcquireMany = %v, %v", res.Outcome, err)
 	}
-	res, err = c.AcquireMany(ctx, []sluice.Request{{"openai#rpm", 1}, {"openai#tpm", 2_000}})
+	res, err = c.AcquireMany(ctx, []sluice.Request{{Dimension: "openai#rpm", Cost: 1}, {Dimension: "openai#tpm", Cost: 2_000}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestAcquireErrors(t *testing.T) {
 		{"zero cost", func() error { _, err := c.Acquire(ctx, "openai#rpm", sluice.WithCost(0)); return err }, sluice.ErrInvalid},
 		{"negative cost", func() error { _, err := c.Acquire(ctx, "openai#rpm", sluice.WithCost(-1)); return err }, sluice.ErrInvalid},
 		{"zero cost in AcquireMany", func() error {
-			_, err := c.AcquireMany(ctx, []sluice.Request{{"openai#rpm", 0}})
+			_, err := c.AcquireMany(ctx, []sluice.Request{{Dimension: "openai#rpm", Cost: 0}})
 			return err
 		}, sluice.ErrInvalid},
 		{"no requests", func() error { _, err := c.AcquireMany(ctx, nil); return err }, sluice.ErrInvalid},
@@ -109,7 +109,7 @@ func TestAcquireErrors(t *testing.T) {
 
 func TestConcurrentReleaseAndReclaim(t *testing.T) {
 	ctx := context.Background()
-	c, clk, st := newClient(t, sluice.WithLeaseTTL(10*time.Second))
+	c, clk, st := newClient(t, config(leaseTTL(10*time.Second)))
 	var leases []*sluice.Lease
 	for i := 0; i < 2; i++ {
 		res, err := c.Acquire(ctx, "elevenlabs#concurrent")
@@ -207,7 +207,7 @@ func TestFailurePolicy(t *testing.T) {
 	} {
 		t.Run(tt.policy.String(), func(t *testing.T) {
 			fs := &faultStore{Forward: contract.Forward{Store: memstore.New()}, err: down, n: 1}
-			c, err := sluice.New(fs, sluice.WithFailurePolicy(tt.policy))
+			c, err := sluice.New(fs, config(func(c *sluice.Config) { c.FailurePolicy = tt.policy }))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -265,7 +265,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	if _, err := sluice.New(nil); !errors.Is(err, sluice.ErrInvalid) {
 		t.Errorf("New(nil) = %v, want ErrInvalid", err)
 	}
-	if _, err := sluice.New(memstore.New(), sluice.WithLeaseTTL(0)); !errors.Is(err, sluice.ErrInvalid) {
+	if _, err := sluice.New(memstore.New(), config(leaseTTL(0))); !errors.Is(err, sluice.ErrInvalid) {
 		t.Errorf("New with zero lease TTL = %v, want ErrInvalid", err)
 	}
 }

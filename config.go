@@ -50,8 +50,10 @@ type Config struct {
 	// MaxRetries bounds contention retries before answering RETRY_IN
 	// (SLUICE_MAX_RETRIES). Default 3.
 	MaxRetries int
-	// DefaultSlotTimeout is how long WithSlot waits when given no timeout
-	// (SLUICE_DEFAULT_SLOT_TIMEOUT, seconds or a Go duration). Default 30 s.
+	// DefaultSlotTimeout is how long Wait, Slot and WithSlot (and their
+	// Many forms) wait when the context has no deadline, by the client's
+	// Clock (SLUICE_DEFAULT_SLOT_TIMEOUT, seconds or a Go duration).
+	// Default 30 s.
 	DefaultSlotTimeout time.Duration
 	// LogLevel is the minimum level of the logger the CLI builds
 	// (SLUICE_LOG_LEVEL: debug, info, warn, error). Default info.

@@ -72,8 +72,10 @@ type ConflictError = store.ConflictError
 // ErrCostExceedsCapacity.
 type CostError = store.CostError
 
-// SlotTimeoutError reports that a slot was not granted within the timeout
-// (the SDKs' SlotTimeout). It matches ErrSlotTimeout.
+// SlotTimeoutError reports that a slot was not granted before the wait's
+// bound: the context's deadline, or Config.DefaultSlotTimeout (the SDKs'
+// SlotTimeout). It matches ErrSlotTimeout and, when the context's deadline
+// passed during the wait, the context's error too.
 type SlotTimeoutError struct {
 	// Dimensions are the dimensions that were asked for.
 	Dimensions []string
@@ -87,6 +89,9 @@ type SlotTimeoutError struct {
 	// the timeout from the store's answer to an earlier wait on the same
 	// dimensions, less than 100 ms before, without asking the store.
 	Attempts int
+	// err is how a wait bounded by the context's deadline ended when the
+	// deadline passed; nil otherwise.
+	err error
 }
 
 // Error implements error.
@@ -97,6 +102,11 @@ func (e *SlotTimeoutError) Error() string {
 
 // Is makes errors.Is(err, ErrSlotTimeout) true.
 func (e *SlotTimeoutError) Is(target error) bool { return target == ErrSlotTimeout }
+
+// Unwrap returns how a wait bounded by the context's deadline ended when
+// the deadline passed (an error matching context.DeadlineExceeded), else
+// nil.
+func (e *SlotTimeoutError) Unwrap() error { return e.err }
 
 func invalid(field string, v any, why string) error {
 	return &FieldError{Field: field, Value: v, Reason: why}

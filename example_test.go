@@ -39,7 +39,7 @@ func ExampleClient_AcquireMany() {
 	_ = client.PutBucket(ctx, sluice.Bucket{Name: "openai#tpm", Config: sluice.PerMinute(sluice.Tokens, 30_000)})
 
 	// Reserve an estimate on both dimensions at once, all-or-nothing.
-	res, _ := client.AcquireMany(ctx, []sluice.Request{{"openai#rpm", 1}, {"openai#tpm", 2_000}})
+	res, _ := client.AcquireMany(ctx, []sluice.Request{{Dimension: "openai#rpm", Cost: 1}, {Dimension: "openai#tpm", Cost: 2_000}})
 	fmt.Println(res.Outcome)
 
 	// The response reported 2600 tokens: settle the estimate.
@@ -58,7 +58,10 @@ func ExampleClient_WithSlot() {
 	client, _ := sluice.New(memstore.New())
 	_ = client.PutBucket(ctx, sluice.Bucket{Name: "elevenlabs#concurrent", Config: sluice.ConcurrentLimit(5)})
 
-	err := client.WithSlot(ctx, "elevenlabs#concurrent", 10*time.Second, func(ctx context.Context, l *sluice.Lease) error {
+	// The wait for a slot, and the call, end at the context's deadline.
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	err := client.WithSlot(ctx, "elevenlabs#concurrent", func(ctx context.Context, l *sluice.Lease) error {
 		fmt.Println("holding one of 5 slots")
 		return nil // call the vendor here
 	})

@@ -91,3 +91,38 @@ func (f *faultStore) Acquire(ctx context.Context, req *store.AcquireRequest, res
 	f.mu.Unlock()
 	return f.Store.Acquire(ctx, req, res)
 }
+
+// config returns WithConfig of DefaultConfig changed by edits.
+func config(edits ...func(*sluice.Config)) sluice.Option {
+	cfg := sluice.DefaultConfig()
+	for _, e := range edits {
+		e(&cfg)
+	}
+	return sluice.WithConfig(cfg)
+}
+
+// leaseTTL sets Config.LeaseTTL to d (see config).
+func leaseTTL(d time.Duration) func(*sluice.Config) {
+	return func(c *sluice.Config) { c.LeaseTTL = d }
+}
+
+// slotTimeout sets Config.DefaultSlotTimeout to d (see config).
+func slotTimeout(d time.Duration) func(*sluice.Config) {
+	return func(c *sluice.Config) { c.DefaultSlotTimeout = d }
+}
+
+// opTimeout sets Config.OpTimeout to d (see config).
+func opTimeout(d time.Duration) func(*sluice.Config) {
+	return func(c *sluice.Config) { c.OpTimeout = d }
+}
+
+// failOpen sets Config.FailurePolicy to FailOpen (see config).
+func failOpen(c *sluice.Config) { c.FailurePolicy = sluice.FailOpen }
+
+// within returns ctx with a deadline d from now, cancelled when the test
+// ends: a wait under it ends after d.
+func within(ctx context.Context, t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	t.Cleanup(cancel)
+	return ctx
+}

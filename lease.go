@@ -176,7 +176,7 @@ func (l *Lease) Release(ctx context.Context) error {
 		return err
 	}
 	l.released = true
-	l.c.freedRequests(l.items)
+	l.c.releasedItems(l.items) // released: the items no longer change
 	if !res.Released {
 		err := &leaseError{id: l.id, op: "release", err: store.ErrLeaseExpired, why: whyGone + "; nothing was restored"}
 		l.c.released(ctx, l, false, err)

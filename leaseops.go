@@ -2,17 +2,14 @@ package sluice
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"time"
 
-	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/store"
 )
 
-// The operations below act on a recorded lease by its id, so that another
-// process than the holder (an admin tool, a worker that settles usage
-// reported later) can end, renew or settle it. A lease that was never
+// ReleaseLease acts on a recorded lease by its id, so that another process
+// than the holder (an admin tool) can end it. A lease that was never
 // recorded (see WithRecord) has no id the store knows.
 
 // ReleaseLease releases the recorded lease id (see Lease.Release). A lease
@@ -39,67 +36,6 @@ func (c *Client) ReleaseLease(ctx context.Context, id string) (ReleaseResult, er
 		c.log.LogAttrs(ctx, slog.LevelDebug, "release.ok", slog.String("lease", id))
 	}
 	return ReleaseResult{Released: res.Released, Restored: res.Restored}, nil
-}
-
-// ExtendLease moves the recorded lease id's expiry to ttl from now and
-// returns the new expiry (see Lease.Extend). It fails with
-// ErrLeaseExpired when the lease has expired or was reclaimed.
-func (c *Client) ExtendLease(ctx context.Context, id string, ttl time.Duration) (time.Time, error) {
-	lid, err := store.ParseLeaseID(id)
-	if err != nil {
-		return time.Time{}, err
-	}
-	if err := contract.TTL(ttl); err != nil {
-		return time.Time{}, err
-	}
-	req := store.ExtendRequest{Now: c.clock.Now(), ID: lid, TTL: ttl}
-	exp, err := storeCall(ctx, c, "extend", func(ctx context.Context) (time.Time, error) {
-		return c.st.Extend(ctx, req)
-	})
-	if errors.Is(err, store.ErrUnknownLease) {
-		return time.Time{}, &leaseError{id: lid, op: "extend", err: store.ErrLeaseExpired, why: "is unknown: released, reclaimed by the reconciler after it expired, or lost by the store (a restart without persistence or a failover)"}
-	}
-	return exp, err
-}
-
-// AdjustLease charges (delta > 0) or refunds (delta < 0) delta tokens on
-// one dimension of the recorded lease id (see Lease.Adjust). A refund is
-// bounded by the lease's recorded cost and refused once it has expired.
-func (c *Client) AdjustLease(ctx context.Context, id, dimension string, delta int64) (Settlement, error) {
-	lid, err := store.ParseLeaseID(id)
-	if err != nil {
-		return Settlement{}, err
-	}
-	req := store.AdjustRequest{Now: c.clock.Now(), ID: lid, Recorded: true, Dimension: dimension, Delta: delta, Op: store.NewLeaseID()}
-	res, err := c.storeAdjust(ctx, req)
-	if errors.Is(err, store.ErrUnknownLease) {
-		err = &leaseError{id: lid, op: "adjust", err: store.ErrLeaseExpired, why: "is unknown: released, reclaimed by the reconciler after it expired, or lost by the store (a restart without persistence or a failover)"}
-	}
-	before := res.Held - delta // the cost the record held before
-	if delta > 0 {
-		before = res.Held - res.Applied/1000
-	}
-	c.settled(ctx, dimension, before, res, false, err)
-	if err != nil {
-		return Settlement{}, err
-	}
-	return settlement(res), nil
-}
-
-// SettleLease settles the recorded lease id's estimate on dimension: the
-// holder reserved estimate tokens and the vendor reported actual, so the
-// difference is charged or refunded (see Lease.Settle).
-func (c *Client) SettleLease(ctx context.Context, id, dimension string, estimate, actual int64) (Settlement, error) {
-	if actual < 0 {
-		return Settlement{}, invalid("actual["+dimension+"]", actual, "must not be negative")
-	}
-	if estimate < 0 {
-		return Settlement{}, invalid("estimate["+dimension+"]", estimate, "must not be negative")
-	}
-	if actual == estimate {
-		return Settlement{Held: actual}, nil
-	}
-	return c.AdjustLease(ctx, id, dimension, actual-estimate)
 }
 
 // Reconcile runs one reconcile batch: it returns the cost of up to

@@ -79,7 +79,7 @@ func TestLogEvents(t *testing.T) {
 		if _, err := c.CooldownFor(ctx, "openai#tpm", time.Second); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.WithSlot(ctx, "openai#rpm", 100*time.Millisecond, func(context.Context, *sluice.Lease) error { return nil }); err == nil {
+		if err := c.WithSlot(within(ctx, t, 100*time.Millisecond), "openai#rpm", func(context.Context, *sluice.Lease) error { return nil }); err == nil {
 			t.Fatal("WithSlot on an empty bucket did not time out")
 		}
 		got := out.events(t)

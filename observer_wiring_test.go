@@ -59,7 +59,7 @@ func TestObserverAcquireAndWait(t *testing.T) {
 			time.Sleep(time.Second)
 			clk.Advance(time.Minute)
 		}()
-		l, err := c.Wait(ctx, []sluice.Request{{Dimension: "openai#rpm", Cost: 1}}, 10*time.Minute, sluice.WithPolling())
+		l, err := c.Wait(within(ctx, t, 10*time.Minute), []sluice.Request{{Dimension: "openai#rpm", Cost: 1}}, sluice.WithPolling())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -132,12 +132,12 @@ func TestObserverStoreErrorAndLeaseLost(t *testing.T) {
 		ctx := context.Background()
 		var rec recorder
 		fs := &faultStore{Forward: contract.Forward{Store: memstore.New()}, err: store.ErrContention, n: 1}
-		c, err := sluice.New(fs, sluice.WithObserver(rec.observer()))
+		c, err := sluice.New(fs, config(slotTimeout(time.Second)), sluice.WithObserver(rec.observer()))
 		if err != nil {
 			t.Fatal(err)
 		}
 		putSeedBuckets(t, c)
-		h, err := c.Slot(ctx, "elevenlabs#concurrent", time.Second, sluice.WithTTL(3*time.Second))
+		h, err := c.Slot(ctx, "elevenlabs#concurrent", sluice.WithTTL(3*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -169,7 +169,7 @@ func mustParse(t *testing.T, id string) store.LeaseID {
 // TestAcquireAllocs pins the cost of Client.Acquire on an in-process store
 // with no observer: one allocation (the acquisition), no timeout context.
 func TestAcquireAllocs(t *testing.T) {
-	c, _, _ := newClient(t, sluice.WithLeaseTTL(time.Millisecond))
+	c, _, _ := newClient(t, config(leaseTTL(time.Millisecond)))
 	ctx := context.Background()
 	if err := c.PutBucket(ctx, sluice.Bucket{Name: "big#rpm", Config: sluice.PerMinute(sluice.Requests, 1_000_000_000)}); err != nil {
 		t.Fatal(err)

@@ -130,7 +130,7 @@ func newBlockClient(t *testing.T, opts ...sluice.Option) (*sluice.Client, *block
 func TestOpTimeoutBoundsEveryStoreCall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		c, bs := newBlockClient(t, sluice.WithOpTimeout(500*time.Millisecond))
+		c, bs := newBlockClient(t, config(opTimeout(500*time.Millisecond)))
 		defer c.Close() // ends the releases of the acquisitions whose answers the hung store kept
 		rec, err := c.Acquire(ctx, "elevenlabs#concurrent")
 		if err != nil {
@@ -188,7 +188,7 @@ func TestOpTimeoutKeepsCallerDeadline(t *testing.T) {
 	for _, policy := range []sluice.FailurePolicy{sluice.FailClosed, sluice.FailOpen} {
 		t.Run(policy.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				c, bs := newBlockClient(t, sluice.WithOpTimeout(2*time.Second), sluice.WithFailurePolicy(policy))
+				c, bs := newBlockClient(t, config(opTimeout(2*time.Second), func(c *sluice.Config) { c.FailurePolicy = policy }))
 				bs.blocked.Store(true)
 				ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 				defer cancel()
@@ -208,7 +208,7 @@ func TestOpTimeoutKeepsCallerDeadline(t *testing.T) {
 // the store did not answer.
 func TestOpTimeoutFailsOpen(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c, bs := newBlockClient(t, sluice.WithFailurePolicy(sluice.FailOpen))
+		c, bs := newBlockClient(t, config(failOpen))
 		bs.blocked.Store(true)
 		start := time.Now()
 		res, err := c.Acquire(context.Background(), "openai#rpm")
@@ -254,7 +254,7 @@ func TestOpTimeoutConfig(t *testing.T) {
 			}
 		})
 	}
-	if _, err := sluice.New(memstore.New(), sluice.WithOpTimeout(-time.Second)); !errors.Is(err, sluice.ErrInvalid) {
+	if _, err := sluice.New(memstore.New(), config(opTimeout(-time.Second))); !errors.Is(err, sluice.ErrInvalid) {
 		t.Errorf("New with a negative OpTimeout = %v, want ErrInvalid", err)
 	}
 }

@@ -44,7 +44,9 @@ func TestCoreOnlyStoreWaitsByPolling(t *testing.T) {
 
 		drain(t, c, "openai#rpm", 100)
 		before := st.acquires.Load()
-		l, err := c.Wait(ctx, []sluice.Request{{Dimension: "openai#rpm", Cost: 1}}, 5*time.Second)
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		l, err := c.Wait(wctx, []sluice.Request{{Dimension: "openai#rpm", Cost: 1}})
 		if err != nil {
 			t.Fatalf("Wait on a drained requests bucket: %v", err)
 		}
@@ -71,7 +73,7 @@ func TestCoreOnlyStoreWaitsByPolling(t *testing.T) {
 			}
 		}()
 		ran := false
-		err = c.WithSlot(ctx, "elevenlabs#concurrent", 5*time.Second, func(context.Context, *sluice.Lease) error {
+		err = c.WithSlot(wctx, "elevenlabs#concurrent", func(context.Context, *sluice.Lease) error {
 			ran = true
 			return nil
 		})

@@ -11,7 +11,7 @@ import (
 type Option func(*Client)
 
 // WithConfig replaces the client's Config (default: DefaultConfig()).
-// Options after it override its fields.
+// Start from DefaultConfig or ConfigFromEnv and change what differs.
 func WithConfig(c Config) Option { return func(cl *Client) { cl.cfg = c } }
 
 // WithClock sets the clock used for every decision (default: SystemClock).
@@ -30,24 +30,6 @@ func WithClock(c Clock) Option { return func(cl *Client) { cl.clock = c } }
 // (the balance change in tokens, negative for a refund) and late.
 // Default: discard.
 func WithLogger(l *slog.Logger) Option { return func(cl *Client) { cl.log = l } }
-
-// WithFailurePolicy sets what happens when the store is unreachable.
-func WithFailurePolicy(p FailurePolicy) Option {
-	return func(cl *Client) { cl.cfg.FailurePolicy = p }
-}
-
-// WithLeaseTTL sets the default lease lifetime.
-func WithLeaseTTL(d time.Duration) Option { return func(cl *Client) { cl.cfg.LeaseTTL = d } }
-
-// WithMaxRetries sets how many times a contended acquisition is retried.
-func WithMaxRetries(n int) Option { return func(cl *Client) { cl.cfg.MaxRetries = n } }
-
-// WithOpTimeout bounds every store call the client makes (see
-// Config.OpTimeout; 0 disables it).
-func WithOpTimeout(d time.Duration) Option { return func(cl *Client) { cl.cfg.OpTimeout = d } }
-
-// WithDefaultCaller sets the caller name recorded on leases.
-func WithDefaultCaller(name string) Option { return func(cl *Client) { cl.cfg.Caller = name } }
 
 // AcquireOption configures one acquisition.
 type AcquireOption func(*acquireOptions)
@@ -83,13 +65,17 @@ func WithCaller(name string) AcquireOption { return func(o *acquireOptions) { o.
 func WithTTL(d time.Duration) AcquireOption { return func(o *acquireOptions) { o.ttl = d } }
 
 // WithRecord asks the store to write a lease record even when no dimension
-// is concurrent, so that the lease shows in listings and can be settled or
-// extended from another process. Concurrent acquisitions are always recorded.
+// is concurrent, so that the lease shows in listings (Client.Leases) and can
+// be released by id from another process (Client.ReleaseLease). Concurrent
+// acquisitions are always recorded.
 func WithRecord() AcquireOption { return func(o *acquireOptions) { o.record = true } }
 
-// WithPolling makes this Wait, Slot or WithSlot poll: ask, sleep the
-// RETRY_IN answer plus jitter, ask again, as WaitPoll does for every call
-// of a client. Acquire and AcquireMany ignore it.
+// WithPolling makes this Wait, Slot or WithSlot poll instead of waiting in
+// line: ask, sleep the RETRY_IN answer plus jitter, and ask again until
+// granted or the wait's bound passes. Whoever asks first after a refill
+// wins, so a large request can be overtaken by small ones for as long as
+// they keep coming; a polling wait never fails fast. Acquire and
+// AcquireMany ignore it.
 func WithPolling() AcquireOption { return func(o *acquireOptions) { o.polling = true } }
 
 // WithAttemptCount makes Wait, Slot, SlotMany, WithSlot and WithSlotMany

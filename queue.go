@@ -57,7 +57,7 @@ func (h *horizon) covers(items []store.Item) bool {
 // instant that lies beyond w's deadline. It sets w.retryIn to the wait
 // left. It never predicts for a polling wait, which does not fail fast.
 func (c *Client) predictTimeout(ctx context.Context, w *waitCall) bool {
-	if c.strategy == WaitPoll || w.o.polling {
+	if w.o.polling {
 		return false
 	}
 	key := horizonKey(w.items)
@@ -327,15 +327,6 @@ func nearFront(res Result) bool {
 // freedRestored is releasedItems for the concurrent items a release
 // restored.
 func (c *Client) freedRestored(rs []store.Restored) {
-	items := make([]store.Item, len(rs))
-	for i, r := range rs {
-		items[i] = store.Item{Dimension: r.Dimension, Cost: r.Cost}
-	}
-	c.releasedItems(items)
-}
-
-// freedRequests is releasedItems for a released lease's items.
-func (c *Client) freedRequests(rs []Request) {
 	items := make([]store.Item, len(rs))
 	for i, r := range rs {
 		items[i] = store.Item{Dimension: r.Dimension, Cost: r.Cost}

@@ -74,7 +74,7 @@ func TestFailFastLoopSparesTheStore(t *testing.T) {
 		before := st.calls()
 		timeouts := 0
 		for start := time.Now(); time.Since(start) < time.Second; {
-			_, err := c.Wait(ctx, []sluice.Request{{Dimension: "openai#tpm", Cost: 5_000}}, 100*time.Millisecond)
+			_, err := c.Wait(within(ctx, t, 100*time.Millisecond), []sluice.Request{{Dimension: "openai#tpm", Cost: 5_000}})
 			if !errors.Is(err, sluice.ErrSlotTimeout) {
 				t.Fatalf("Wait = %v, want a slot timeout", err)
 			}
@@ -112,7 +112,7 @@ func TestFailFastLoopNoticesARefundElsewhere(t *testing.T) {
 			}
 		}()
 		for {
-			l, err := c.Wait(ctx, []sluice.Request{{Dimension: "openai#tpm", Cost: 5_000}}, 100*time.Millisecond)
+			l, err := c.Wait(within(ctx, t, 100*time.Millisecond), []sluice.Request{{Dimension: "openai#tpm", Cost: 5_000}})
 			if err == nil {
 				_ = l.Release(ctx)
 				break
@@ -157,7 +157,7 @@ func TestDeadTicketHoldsBackOnlyItsCost(t *testing.T) {
 			}
 		}
 		start := time.Now()
-		l, err := c.Wait(ctx, []sluice.Request{{Dimension: "load#concurrent", Cost: 1}}, time.Minute)
+		l, err := c.Wait(within(ctx, t, time.Minute), []sluice.Request{{Dimension: "load#concurrent", Cost: 1}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -210,7 +210,7 @@ func TestQueueRecoversAfterAnOutage(t *testing.T) {
 		errs := make(chan error, 2)
 		for range 2 {
 			go func() {
-				_, err := c.Wait(ctx, []sluice.Request{{Dimension: "load#concurrent", Cost: 1}}, time.Minute)
+				_, err := c.Wait(within(ctx, t, time.Minute), []sluice.Request{{Dimension: "load#concurrent", Cost: 1}})
 				errs <- err
 			}()
 			time.Sleep(time.Millisecond)
@@ -227,7 +227,7 @@ func TestQueueRecoversAfterAnOutage(t *testing.T) {
 			t.Fatal(err)
 		}
 		start := time.Now()
-		l, err := c.Wait(ctx, []sluice.Request{{Dimension: "load#concurrent", Cost: 1}}, time.Minute)
+		l, err := c.Wait(within(ctx, t, time.Minute), []sluice.Request{{Dimension: "load#concurrent", Cost: 1}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -254,11 +254,11 @@ func TestFailFastPredictionByCost(t *testing.T) {
 				ctx := context.Background()
 				c, st := newCountingClient(t)
 				drain(t, c, "openai#tpm", 10_000)
-				if _, err := c.Wait(ctx, []sluice.Request{{Dimension: "openai#tpm", Cost: 5_000}}, 100*time.Millisecond); !errors.Is(err, sluice.ErrSlotTimeout) {
+				if _, err := c.Wait(within(ctx, t, 100*time.Millisecond), []sluice.Request{{Dimension: "openai#tpm", Cost: 5_000}}); !errors.Is(err, sluice.ErrSlotTimeout) {
 					t.Fatalf("first Wait = %v, want a slot timeout", err)
 				}
 				before := st.calls()
-				_, err := c.Wait(ctx, []sluice.Request{{Dimension: "openai#tpm", Cost: tc.cost}}, 100*time.Millisecond)
+				_, err := c.Wait(within(ctx, t, 100*time.Millisecond), []sluice.Request{{Dimension: "openai#tpm", Cost: tc.cost}})
 				if !errors.Is(err, sluice.ErrSlotTimeout) {
 					t.Fatalf("Wait = %v, want a slot timeout", err)
 				}

@@ -54,7 +54,7 @@ func TestDeclaredBucketsAreRecreated(t *testing.T) {
 			return err
 		}, nil, []string{"o#rpm", "o#tpm", "o#concurrent"}},
 		{"wait (a reservation)", []string{"o#tpm"}, func(ctx context.Context, c *sluice.Client) error {
-			l, err := c.Wait(ctx, []sluice.Request{{Dimension: "o#tpm", Cost: 10}}, time.Second)
+			l, err := c.Wait(within(ctx, t, time.Second), []sluice.Request{{Dimension: "o#tpm", Cost: 10}})
 			if err == nil {
 				err = l.Release(ctx)
 			}

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/store"
 )
 
 // LimitType is a bucket's limit type: Requests, Tokens or Concurrent.
@@ -37,13 +38,11 @@ func (o Outcome) String() string {
 	return "UNKNOWN"
 }
 
-// Request is one dimension of an acquisition.
-type Request struct {
-	// Dimension names the bucket, e.g. "openai#tpm".
-	Dimension string
-	// Cost in tokens, at least 1.
-	Cost int64
-}
+// Request is one dimension of an acquisition: a Dimension naming the
+// bucket, e.g. "openai#tpm", and a Cost in tokens. AcquireMany, Wait,
+// SlotMany and WithSlotMany take a Cost of at least 1; the store's own
+// calls read a Cost of 0 as the bucket's cost per call.
+type Request = store.Item
 
 // Result is the answer to Acquire or AcquireMany.
 type Result struct {

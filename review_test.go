@@ -20,7 +20,7 @@ func TestSettleDegradedLeaseChargesActual(t *testing.T) {
 	ctx := context.Background()
 	fs := &faultStore{Forward: contract.Forward{Store: memstore.New()}, err: store.Unavailable("acquire", errors.New("down")), n: 1}
 	clk := &manualClock{t: t0} // a fixed clock: no refill between the steps
-	c, err := sluice.New(fs, sluice.WithFailurePolicy(sluice.FailOpen), sluice.WithClock(clk))
+	c, err := sluice.New(fs, config(failOpen), sluice.WithClock(clk))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func (s cancelStore) Acquire(ctx context.Context, req *store.AcquireRequest, res
 // grant, even under FailOpen.
 func TestFailOpenDoesNotGrantOnCallerCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	c, err := sluice.New(cancelStore{contract.Forward{Store: memstore.New()}, cancel}, sluice.WithFailurePolicy(sluice.FailOpen))
+	c, err := sluice.New(cancelStore{contract.Forward{Store: memstore.New()}, cancel}, config(failOpen))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,12 +98,12 @@ func (s *skewStore) Extend(ctx context.Context, req store.ExtendRequest) (time.T
 func TestRenewalIgnoresStoreClockSkew(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ss := &skewStore{Forward: contract.Forward{Store: memstore.New()}}
-		c, err := sluice.New(ss, sluice.WithLeaseTTL(3*time.Second))
+		c, err := sluice.New(ss, config(leaseTTL(3*time.Second)))
 		if err != nil {
 			t.Fatal(err)
 		}
 		putSeedBuckets(t, c)
-		err = c.WithSlot(context.Background(), "elevenlabs#concurrent", 0, func(ctx context.Context, l *sluice.Lease) error {
+		err = c.WithSlot(context.Background(), "elevenlabs#concurrent", func(ctx context.Context, l *sluice.Lease) error {
 			time.Sleep(10*time.Second + 500*time.Millisecond)
 			return nil
 		})
@@ -134,13 +134,13 @@ func (hangStore) Extend(ctx context.Context, req store.ExtendRequest) (time.Time
 // A renewal stuck in the store never keeps WithSlot from returning.
 func TestReleaseDoesNotWaitForStuckRenewal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c, err := sluice.New(hangStore{contract.Forward{Store: memstore.New()}}, sluice.WithLeaseTTL(30*time.Second))
+		c, err := sluice.New(hangStore{contract.Forward{Store: memstore.New()}}, config(leaseTTL(30*time.Second)))
 		if err != nil {
 			t.Fatal(err)
 		}
 		putSeedBuckets(t, c)
 		start := time.Now()
-		err = c.WithSlot(context.Background(), "elevenlabs#concurrent", 0, func(ctx context.Context, l *sluice.Lease) error {
+		err = c.WithSlot(context.Background(), "elevenlabs#concurrent", func(ctx context.Context, l *sluice.Lease) error {
 			time.Sleep(10*time.Second + time.Second) // the renewal at +10s is now stuck
 			return nil
 		})

@@ -165,7 +165,7 @@ func runSettleQueue(t *testing.T, n int, overshootPct int64) settleQueueRun {
 			for time.Since(start) < sqRun {
 				before := time.Now()
 				var seq int64
-				l, err := c.Wait(context.WithValue(ctx, seqKey{}, &seq), []sluice.Request{{Dimension: dim, Cost: sqEstimate}}, time.Minute)
+				l, err := c.Wait(within(context.WithValue(ctx, seqKey{}, &seq), t, time.Minute), []sluice.Request{{Dimension: dim, Cost: sqEstimate}})
 				if err != nil {
 					mu.Lock()
 					run.failures++

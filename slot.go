@@ -16,43 +16,58 @@ import (
 const releaseTimeout = 10 * time.Second
 
 // Wait acquires reqs, all-or-nothing, waiting until they are granted or
-// timeout passes (0 means Config.DefaultSlotTimeout), and returns the
-// lease; the caller releases it.
+// the wait's bound passes, and returns the lease; the caller releases it.
+// The bound is ctx's deadline; when ctx has none, it is
+// Config.DefaultSlotTimeout from now, by the client's Clock. A Request's
+// Cost must be at least 1.
 //
-// By default (WaitReserve) it waits in line, first come, first served:
-// requests and tokens dimensions are reserved in one store call and Wait
-// sleeps until the reservation is valid, with no further round trip;
-// concurrent dimensions are waited for with a ticket in the store's waiter
-// queue. When the store answers that the wait is longer than the timeout
-// or the context's deadline, Wait returns a *SlotTimeoutError at once and
-// reserves nothing. If ctx ends while Wait sleeps, the reservation is
-// cancelled (its tokens go back to the bucket, less what later
-// reservations relied on) and the ticket removed. With WithPolling, or a
-// client built WithWaitStrategy(WaitPoll), it waits out RETRY_IN answers
-// (plus jitter) instead, and times out only when the timeout has passed.
+// Wait waits in line, first come, first served: requests and tokens
+// dimensions are reserved in one store call and Wait sleeps until the
+// reservation is valid, with no further round trip; concurrent dimensions
+// are waited for with a ticket in the store's waiter queue. When the store
+// answers that the wait ends past the bound, Wait returns a
+// *SlotTimeoutError at once and reserves nothing. If ctx is cancelled
+// while Wait sleeps, the reservation is cancelled (its tokens go back to
+// the bucket, less what later reservations relied on) and the ticket
+// removed. With WithPolling it waits out RETRY_IN answers (plus jitter)
+// instead, and times out only when the bound has passed. A wait that
+// reaches its bound without a slot returns a *SlotTimeoutError, which
+// also matches the context's error when the bound was ctx's deadline.
 // Errors other than a denial end the wait at once.
-func (c *Client) Wait(ctx context.Context, reqs []Request, timeout time.Duration, opts ...AcquireOption) (*Lease, error) {
-	w := &waitCall{timeout: timeout}
+func (c *Client) Wait(ctx context.Context, reqs []Request, opts ...AcquireOption) (*Lease, error) {
+	w := new(waitCall)
 	for _, f := range opts {
 		f(&w.o)
 	}
-	if len(reqs) == 0 {
-		return nil, invalid("requests", 0, "an acquisition needs at least one dimension")
+	if err := checkRequests(reqs); err != nil {
+		return nil, err
 	}
-	if len(reqs) > store.MaxItems {
-		return nil, invalid("requests", len(reqs), "at most 16 dimensions per acquisition")
-	}
-	w.dims, w.items = make([]string, len(reqs)), make([]store.Item, len(reqs))
-	for i, r := range reqs {
-		if r.Cost < 1 {
-			return nil, invalid("cost["+r.Dimension+"]", r.Cost, "must be at least 1 token")
-		}
-		w.dims[i], w.items[i] = r.Dimension, store.Item{Dimension: r.Dimension, Cost: r.Cost}
-	}
+	w.items = append([]Request(nil), reqs...)
 	return c.wait(ctx, w)
 }
 
+// checkRequests validates the requests of AcquireMany and Wait: 1 to
+// store.MaxItems of them, each costing at least 1 token.
+func checkRequests(reqs []Request) error {
+	if len(reqs) == 0 {
+		return invalid("requests", 0, "an acquisition needs at least one dimension")
+	}
+	if len(reqs) > store.MaxItems {
+		return invalid("requests", len(reqs), "at most 16 dimensions per acquisition")
+	}
+	for _, r := range reqs {
+		if r.Cost < 1 {
+			return invalid("cost["+r.Dimension+"]", r.Cost, "must be at least 1 token")
+		}
+	}
+	return nil
+}
+
 func (c *Client) wait(ctx context.Context, w *waitCall) (*Lease, error) {
+	w.dims = make([]string, len(w.items))
+	for i, it := range w.items {
+		w.dims[i] = it.Dimension
+	}
 	if n := w.o.attempts; n != nil {
 		defer func() { *n = w.attempts }()
 	}
@@ -75,16 +90,24 @@ func (c *Client) wait(ctx context.Context, w *waitCall) (*Lease, error) {
 	return l, err
 }
 
-// waitLoop checks the timeout and runs the client's wait strategy.
+// waitLoop sets the wait's bound and runs the wait. A wait bounded by
+// ctx's deadline that ends because the deadline passed (its timer fired,
+// or a store call reported it first) ends with a *SlotTimeoutError, as
+// one bounded by Config.DefaultSlotTimeout does; a cancelled one ends with
+// the error the cancellation caused.
 func (c *Client) waitLoop(ctx context.Context, w *waitCall) (*Lease, error) {
-	if w.timeout == 0 {
+	d, bounded := ctx.Deadline()
+	if bounded {
+		w.timeout = time.Until(d)
+	} else {
 		w.timeout = c.cfg.DefaultSlotTimeout
+		w.deadline = c.clock.Now().Add(w.timeout)
 	}
-	if w.timeout < 0 {
-		return nil, invalid("timeout", w.timeout, "must not be negative")
+	l, err := c.strategyLoop(ctx, w)
+	if err != nil && bounded && callerDone(ctx) && ctx.Err() != context.Canceled && !errors.Is(err, ErrSlotTimeout) {
+		return nil, c.expired(ctx, w, err)
 	}
-	w.deadline = c.clock.Now().Add(w.timeout)
-	return c.strategyLoop(ctx, w)
+	return l, err
 }
 
 // jitter spreads retries of callers denied at the same moment: it adds up to
@@ -96,7 +119,8 @@ func jitter(d time.Duration) time.Duration {
 }
 
 // SlotHandle is a held slot whose lease is renewed in the background until
-// Release. Get one from Slot or SlotMany; WithSlot manages one for you.
+// Release. Get one from Slot or SlotMany; WithSlot manages one for you, and
+// vendors/transport holds each call's lease with one.
 //
 // If renewals keep failing, whatever the error, the handle's context is
 // cancelled with cause ErrLeaseLost before the lease expires (see
@@ -113,22 +137,38 @@ type SlotHandle struct {
 	err    error
 }
 
-// Slot waits for one slot on dimension (see Wait) and returns a handle that
-// renews the lease while held. The caller must call Release.
-func (c *Client) Slot(ctx context.Context, dimension string, timeout time.Duration, opts ...AcquireOption) (*SlotHandle, error) {
-	var o acquireOptions
+// Slot waits for one slot on dimension (see Wait) at its cost per call, or
+// at the cost given with WithCost, and returns a handle that renews the
+// lease while held. The caller must call Release.
+func (c *Client) Slot(ctx context.Context, dimension string, opts ...AcquireOption) (*SlotHandle, error) {
+	w := new(waitCall)
 	for _, f := range opts {
-		f(&o)
+		f(&w.o)
 	}
-	if o.costGiven && o.cost < 1 {
-		return nil, invalid("cost["+dimension+"]", o.cost, "must be at least 1 token")
+	if w.o.costGiven && w.o.cost < 1 {
+		return nil, invalid("cost["+dimension+"]", w.o.cost, "must be at least 1 token")
 	}
-	return c.SlotMany(ctx, []Request{{Dimension: dimension, Cost: o.cost}}, timeout, opts...)
+	w.items = []Request{{Dimension: dimension, Cost: w.o.cost}}
+	return c.hold(ctx, w)
 }
 
-// SlotMany is Slot over several dimensions, all-or-nothing.
-func (c *Client) SlotMany(ctx context.Context, reqs []Request, timeout time.Duration, opts ...AcquireOption) (*SlotHandle, error) {
-	l, err := c.waitDefaultCost(ctx, reqs, timeout, opts...)
+// SlotMany is Slot over several dimensions, all-or-nothing; each Request
+// carries its own cost (at least 1).
+func (c *Client) SlotMany(ctx context.Context, reqs []Request, opts ...AcquireOption) (*SlotHandle, error) {
+	w := new(waitCall)
+	for _, f := range opts {
+		f(&w.o)
+	}
+	if err := checkRequests(reqs); err != nil {
+		return nil, err
+	}
+	w.items = append([]Request(nil), reqs...)
+	return c.hold(ctx, w)
+}
+
+// hold runs w and returns a handle renewing its lease.
+func (c *Client) hold(ctx context.Context, w *waitCall) (*SlotHandle, error) {
+	l, err := c.wait(ctx, w)
 	if err != nil {
 		return nil, err
 	}
@@ -136,21 +176,6 @@ func (c *Client) SlotMany(ctx context.Context, reqs []Request, timeout time.Dura
 	h := &SlotHandle{c: c, lease: l, ctx: hctx, cancel: cancel, stop: make(chan struct{}), done: make(chan struct{})}
 	go h.renew(c)
 	return h, nil
-}
-
-// waitDefaultCost is Wait, letting a zero Cost mean the bucket's cost per
-// call (Slot's single dimension without WithCost).
-func (c *Client) waitDefaultCost(ctx context.Context, reqs []Request, timeout time.Duration, opts ...AcquireOption) (*Lease, error) {
-	if len(reqs) == 1 && reqs[0].Cost == 0 {
-		w := &waitCall{timeout: timeout}
-		for _, f := range opts {
-			f(&w.o)
-		}
-		d := reqs[0].Dimension
-		w.dims, w.items = []string{d}, []store.Item{{Dimension: d, Cost: w.o.cost}}
-		return c.wait(ctx, w)
-	}
-	return c.Wait(ctx, reqs, timeout, opts...)
 }
 
 // Lease returns the held lease (for Adjust or Settle).
@@ -324,8 +349,12 @@ func (h *SlotHandle) retryRelease(ctx context.Context, cancel context.CancelFunc
 // lease was reclaimed while fn ran, and ErrUnavailable if the store could
 // not be reached: the release is then retried in the background, see
 // SlotHandle.Release).
-func (c *Client) WithSlot(ctx context.Context, dimension string, timeout time.Duration, fn func(context.Context, *Lease) error, opts ...AcquireOption) error {
-	h, err := c.Slot(ctx, dimension, timeout, opts...)
+//
+// fn's context derives from ctx: a deadline given to bound the wait bounds
+// fn too. To bound the wait alone, leave ctx without a deadline and set
+// Config.DefaultSlotTimeout.
+func (c *Client) WithSlot(ctx context.Context, dimension string, fn func(context.Context, *Lease) error, opts ...AcquireOption) error {
+	h, err := c.Slot(ctx, dimension, opts...)
 	if err != nil {
 		return err
 	}
@@ -333,8 +362,8 @@ func (c *Client) WithSlot(ctx context.Context, dimension string, timeout time.Du
 }
 
 // WithSlotMany is WithSlot over several dimensions, all-or-nothing.
-func (c *Client) WithSlotMany(ctx context.Context, reqs []Request, timeout time.Duration, fn func(context.Context, *Lease) error, opts ...AcquireOption) error {
-	h, err := c.SlotMany(ctx, reqs, timeout, opts...)
+func (c *Client) WithSlotMany(ctx context.Context, reqs []Request, fn func(context.Context, *Lease) error, opts ...AcquireOption) error {
+	h, err := c.SlotMany(ctx, reqs, opts...)
 	if err != nil {
 		return err
 	}

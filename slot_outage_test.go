@@ -90,11 +90,11 @@ func TestWithSlotCancelsBeforeExpiryWhenRenewalsFail(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.ttl.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				c, ps := newPartitionClient(t, sluice.WithLeaseTTL(tt.ttl))
+				c, ps := newPartitionClient(t, config(leaseTTL(tt.ttl)))
 				ps.setDown(true)
 				var got time.Duration
 				var reclaimed int
-				err := c.WithSlot(context.Background(), "elevenlabs#concurrent", 0, func(ctx context.Context, l *sluice.Lease) error {
+				err := c.WithSlot(context.Background(), "elevenlabs#concurrent", func(ctx context.Context, l *sluice.Lease) error {
 					start := l.CreatedAt()
 					select {
 					case <-ctx.Done():
@@ -131,8 +131,8 @@ func TestWithSlotCancelsBeforeExpiryWhenRenewalsFail(t *testing.T) {
 // error alone does not cancel the callback.
 func TestWithSlotSurvivesOneFailedRenewal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c, ps := newPartitionClient(t, sluice.WithLeaseTTL(3*time.Second))
-		err := c.WithSlot(context.Background(), "elevenlabs#concurrent", 0, func(ctx context.Context, l *sluice.Lease) error {
+		c, ps := newPartitionClient(t, config(leaseTTL(3*time.Second)))
+		err := c.WithSlot(context.Background(), "elevenlabs#concurrent", func(ctx context.Context, l *sluice.Lease) error {
 			ps.setDown(true)
 			time.Sleep(1500 * time.Millisecond) // the renewal at 1s fails
 			ps.setDown(false)
@@ -149,9 +149,9 @@ func TestWithSlotSurvivesOneFailedRenewal(t *testing.T) {
 // the slot comes back as soon as the store does, not after TTL + reconcile.
 func TestWithSlotRetriesFailedRelease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c, ps := newPartitionClient(t, sluice.WithLeaseTTL(time.Minute))
+		c, ps := newPartitionClient(t, config(leaseTTL(time.Minute)))
 		var granted time.Time
-		err := c.WithSlot(context.Background(), "elevenlabs#concurrent", 0, func(ctx context.Context, l *sluice.Lease) error {
+		err := c.WithSlot(context.Background(), "elevenlabs#concurrent", func(ctx context.Context, l *sluice.Lease) error {
 			granted = l.CreatedAt()
 			ps.setDown(true)
 			return nil
@@ -189,9 +189,9 @@ func TestWithSlotRetriesFailedRelease(t *testing.T) {
 // on a goroutine that did).
 func TestWithSlotReleaseRetriesStopAtExpiry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c, ps := newPartitionClient(t, sluice.WithLeaseTTL(30*time.Second))
+		c, ps := newPartitionClient(t, config(leaseTTL(30*time.Second)))
 		var expiry time.Time
-		err := c.WithSlot(context.Background(), "elevenlabs#concurrent", 0, func(ctx context.Context, l *sluice.Lease) error {
+		err := c.WithSlot(context.Background(), "elevenlabs#concurrent", func(ctx context.Context, l *sluice.Lease) error {
 			expiry = l.CreatedAt().Add(l.TTL())
 			ps.setDown(true)
 			return nil
@@ -214,8 +214,8 @@ func TestWithSlotReleaseRetriesStopAtExpiry(t *testing.T) {
 // final: it is not retried.
 func TestSlotReleaseOfReclaimedLeaseNotRetried(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c, ps := newPartitionClient(t, sluice.WithLeaseTTL(time.Minute))
-		h, err := c.Slot(context.Background(), "elevenlabs#concurrent", 0)
+		c, ps := newPartitionClient(t, config(leaseTTL(time.Minute)))
+		h, err := c.Slot(context.Background(), "elevenlabs#concurrent")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -251,12 +251,12 @@ func (s *stuckAdjustStore) Adjust(ctx context.Context, req store.AdjustRequest) 
 // a bubble's clock advance. Nothing is asserted about durations.)
 func TestWithSlotLossNotDelayedByStuckOperation(t *testing.T) {
 	ss := &stuckAdjustStore{Forward: contract.Forward{Store: memstore.New()}, entered: make(chan struct{}), release: make(chan struct{})}
-	c, err := sluice.New(ss, sluice.WithLeaseTTL(60*time.Millisecond), sluice.WithOpTimeout(0))
+	c, err := sluice.New(ss, config(leaseTTL(60*time.Millisecond), opTimeout(0)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	putSeedBuckets(t, c)
-	err = c.WithSlot(context.Background(), "openai#tpm", 0, func(ctx context.Context, l *sluice.Lease) error {
+	err = c.WithSlot(context.Background(), "openai#tpm", func(ctx context.Context, l *sluice.Lease) error {
 		go func() { _, _ = l.Adjust(context.Background(), "openai#tpm", 1) }()
 		<-ss.entered
 		defer close(ss.release)

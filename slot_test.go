@@ -34,7 +34,7 @@ func TestWithSlotWaitsOutRetryIn(t *testing.T) {
 		}
 		start := time.Now()
 		ran := false
-		err := c.WithSlot(ctx, "openai#rpm", 5*time.Second, func(ctx context.Context, l *sluice.Lease) error {
+		err := c.WithSlot(within(ctx, t, 5*time.Second), "openai#rpm", func(ctx context.Context, l *sluice.Lease) error {
 			ran = true
 			return nil
 		})
@@ -55,7 +55,7 @@ func TestWithSlotTimeout(t *testing.T) {
 		if _, err := c.Acquire(ctx, "openai#tpm", sluice.WithCost(10_000)); err != nil {
 			t.Fatal(err)
 		}
-		err := c.WithSlot(ctx, "openai#tpm", 2*time.Second, func(context.Context, *sluice.Lease) error {
+		err := c.WithSlot(within(ctx, t, 2*time.Second), "openai#tpm", func(context.Context, *sluice.Lease) error {
 			t.Error("fn ran without a slot")
 			return nil
 		}, sluice.WithCost(5_000))
@@ -72,8 +72,8 @@ func TestWithSlotTimeout(t *testing.T) {
 func TestWithSlotRenewsAndReleases(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		c, st := newBubbleClient(t, sluice.WithLeaseTTL(3*time.Second))
-		err := c.WithSlot(ctx, "elevenlabs#concurrent", 0, func(ctx context.Context, l *sluice.Lease) error {
+		c, st := newBubbleClient(t, config(leaseTTL(3*time.Second)))
+		err := c.WithSlot(ctx, "elevenlabs#concurrent", func(ctx context.Context, l *sluice.Lease) error {
 			// Hold for 10 TTLs; renewal must keep the lease alive through reconciles.
 			for i := 0; i < 10; i++ {
 				time.Sleep(3 * time.Second)
@@ -98,9 +98,9 @@ func TestWithSlotRenewsAndReleases(t *testing.T) {
 func TestWithSlotLeaseLost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		c, st := newBubbleClient(t, sluice.WithLeaseTTL(3*time.Second))
+		c, st := newBubbleClient(t, config(leaseTTL(3*time.Second)))
 		var cause atomic.Value
-		err := c.WithSlot(ctx, "elevenlabs#concurrent", 0, func(fctx context.Context, l *sluice.Lease) error {
+		err := c.WithSlot(ctx, "elevenlabs#concurrent", func(fctx context.Context, l *sluice.Lease) error {
 			// Someone deletes every lease record (as a reconciler with a
 			// skewed clock would): the next renewal must notice.
 			if _, err := st.Reconcile(ctx, store.ReconcileRequest{Now: time.Now().Add(time.Hour), Limit: store.DefaultReconcileLimit}); err != nil {
@@ -127,7 +127,7 @@ func TestWithSlotReleasesOnPanic(t *testing.T) {
 	c, _, _ := newClient(t)
 	func() {
 		defer func() { _ = recover() }()
-		_ = c.WithSlot(ctx, "elevenlabs#concurrent", 0, func(context.Context, *sluice.Lease) error { panic("boom") })
+		_ = c.WithSlot(ctx, "elevenlabs#concurrent", func(context.Context, *sluice.Lease) error { panic("boom") })
 	}()
 	if got, want := tokens(t, c, "elevenlabs#concurrent"), int64(2000); got != want {
 		t.Errorf("after a panicking fn: %d millitokens, want %d", got, want)
@@ -138,7 +138,7 @@ func TestContentionRetriesThenRetryIn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		fs := &faultStore{Forward: contract.Forward{Store: memstore.New()}, err: store.ErrContention, n: 2}
-		c, err := sluice.New(fs, sluice.WithMaxRetries(3))
+		c, err := sluice.New(fs, config(func(c *sluice.Config) { c.MaxRetries = 3 }))
 		if err != nil {
 			t.Fatal(err)
 		}

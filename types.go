@@ -178,17 +178,5 @@ func bucketStates(ss []store.BucketState) []BucketState {
 }
 
 func leaseRecord(l store.LeaseRecord) LeaseRecord {
-	dims := make([]Request, len(l.Items))
-	for i, it := range l.Items {
-		dims[i] = Request(it)
-	}
-	return LeaseRecord{ID: l.ID.String(), Dimensions: dims, Caller: l.Caller, CreatedAt: l.CreatedAt, ExpiresAt: l.ExpiresAt}
-}
-
-func requests(items []store.Item) []Request {
-	out := make([]Request, len(items))
-	for i, it := range items {
-		out[i] = Request(it)
-	}
-	return out
+	return LeaseRecord{ID: l.ID.String(), Dimensions: l.Items, Caller: l.Caller, CreatedAt: l.CreatedAt, ExpiresAt: l.ExpiresAt}
 }

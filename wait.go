@@ -4,55 +4,21 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/ontopix/sluice/store"
 )
 
-// WaitStrategy is how Wait, Slot, SlotMany, WithSlot and WithSlotMany wait
-// for a slot. The zero value is WaitReserve.
-type WaitStrategy uint8
-
-const (
-	// WaitReserve, the default, waits in line. Requests and tokens
-	// dimensions are reserved in one store call: the store debits them now
-	// and answers the instant the reservation becomes valid, the client
-	// sleeps until then and returns the lease without asking again, and a
-	// wait longer than the timeout (or the context's deadline) fails at once
-	// with a *SlotTimeoutError, reserving nothing. Concurrent dimensions are
-	// waited for with a ticket in the store's waiter queue, served first
-	// come, first served, and renewed while the caller waits.
-	WaitReserve WaitStrategy = iota
-	// WaitPoll asks, sleeps the RETRY_IN answer plus jitter, and asks again
-	// until granted or the timeout passes: whoever asks first after a
-	// refill wins, and a large request can be overtaken by small ones for
-	// as long as they keep coming.
-	WaitPoll
-)
-
-// String returns "reserve" or "poll".
-func (s WaitStrategy) String() string {
-	switch s {
-	case WaitReserve:
-		return "reserve"
-	case WaitPoll:
-		return "poll"
-	}
-	return "WaitStrategy(" + strconv.Itoa(int(s)) + ")"
-}
-
-// WithWaitStrategy sets how the client's waits wait (default WaitReserve);
-// WithPolling overrides it for one call.
-func WithWaitStrategy(s WaitStrategy) Option { return func(cl *Client) { cl.strategy = s } }
-
 // waitCall is one Wait: what it asks for and how it went.
 type waitCall struct {
-	dims    []string
-	items   []store.Item // costs in tokens; 0 means the cost per call
-	o       acquireOptions
+	dims  []string
+	items []Request // costs in tokens; 0 means the cost per call
+	o     acquireOptions
+	// timeout is how long the wait may last: until ctx's deadline, else
+	// Config.DefaultSlotTimeout.
 	timeout time.Duration
-	// deadline is the end of the timeout by the client's clock.
+	// deadline is the end of Config.DefaultSlotTimeout by the client's
+	// clock, for a context without a deadline.
 	deadline time.Time
 	attempts int
 	// retryIn is the last wait the store answered.
@@ -72,13 +38,13 @@ func (c *Client) queueTTL() time.Duration {
 	return min(max(min(3*c.cfg.PollInterval, c.cfg.LeaseTTL), 30*time.Millisecond), store.MaxQueueTTL)
 }
 
-// strategyLoop runs w with the client's strategy, or polling when the call
-// asked for it.
+// strategyLoop runs w waiting in line, or polling when the call asked for
+// it (WithPolling) or the store cannot reserve.
 func (c *Client) strategyLoop(ctx context.Context, w *waitCall) (*Lease, error) {
 	if c.predictTimeout(ctx, w) {
 		return nil, c.timeoutError(ctx, w)
 	}
-	if c.strategy == WaitPoll || w.o.polling || c.noReserve.Load() {
+	if w.o.polling || c.noReserve.Load() {
 		return c.pollLoop(ctx, w)
 	}
 	return c.reserveLoop(ctx, w)
@@ -104,7 +70,7 @@ func (c *Client) pollLoop(ctx context.Context, w *waitCall) (*Lease, error) {
 			return res.Lease, nil
 		}
 		w.retryIn = res.RetryIn
-		left := w.deadline.Sub(c.clock.Now())
+		left := c.left(ctx, w)
 		if left <= 0 {
 			return nil, c.timeoutError(ctx, w)
 		}
@@ -114,14 +80,14 @@ func (c *Client) pollLoop(ctx context.Context, w *waitCall) (*Lease, error) {
 	}
 }
 
-// left returns how long w may still wait: until its deadline or the
-// context's, whichever comes first.
+// left returns how long w may still wait: until the context's deadline,
+// by the runtime's clock, or when it has none until w.deadline, by the
+// client's.
 func (c *Client) left(ctx context.Context, w *waitCall) time.Duration {
-	left := w.deadline.Sub(c.clock.Now())
 	if d, ok := ctx.Deadline(); ok {
-		left = min(left, time.Until(d))
+		return time.Until(d)
 	}
-	return left
+	return w.deadline.Sub(c.clock.Now())
 }
 
 // reserveLoop reserves w's items, or queues for them when one is
@@ -251,7 +217,7 @@ func (c *Client) reserve(ctx context.Context, w *waitCall, maxWait time.Duration
 // reserved reports a reservation decision to the observer and the log.
 func (c *Client) reserved(ctx context.Context, req *store.ReserveRequest, res *store.ReserveResult, degraded bool, start time.Time, err error) {
 	if o := c.obs; o != nil && o.Acquired != nil {
-		ev := AcquireEvent{Dimensions: requests(req.Items), Degraded: degraded, Duration: time.Since(start), Err: err}
+		ev := AcquireEvent{Dimensions: req.Items, Degraded: degraded, Duration: time.Since(start), Err: err}
 		switch {
 		case err != nil:
 		case degraded || res.Granted:
@@ -432,11 +398,22 @@ func (c *Client) learn(dims []DimensionResult) {
 // timeoutError logs and returns w's *SlotTimeoutError.
 func (c *Client) timeoutError(ctx context.Context, w *waitCall) error {
 	c.rememberTimeout(ctx, w)
+	return c.expired(ctx, w, nil)
+}
+
+// expired logs and returns w's *SlotTimeoutError; err, when not nil, is
+// how the wait ended at its bound (the context's deadline), and the
+// error matches it too. A wait that reached the context's deadline
+// without such an error matches the context's cause.
+func (c *Client) expired(ctx context.Context, w *waitCall, err error) error {
+	if _, ok := ctx.Deadline(); ok && err == nil && callerDone(ctx) && ctx.Err() != context.Canceled {
+		err = callerCause(ctx)
+	}
 	if c.log.Enabled(ctx, slog.LevelWarn) {
 		c.log.LogAttrs(ctx, slog.LevelWarn, "slot.timeout", slog.Any("dimensions", w.dims),
 			slog.Duration("timeout", w.timeout), slog.Int("attempts", w.attempts), slog.Duration("retry_in", w.retryIn))
 	}
-	return &SlotTimeoutError{Dimensions: w.dims, Timeout: w.timeout, RetryIn: w.retryIn, Attempts: w.attempts}
+	return &SlotTimeoutError{Dimensions: w.dims, Timeout: w.timeout, RetryIn: w.retryIn, Attempts: w.attempts, err: err}
 }
 
 // callerOf returns the caller name o gives, else the client's.

@@ -57,7 +57,7 @@ func TestWaitOnCallerClockStartsAtTheValidInstant(t *testing.T) {
 					t.Fatal(err)
 				}
 				start := time.Now()
-				l, err := c.Wait(ctx, []sluice.Request{{Dimension: "c#tpm", Cost: 250}}, time.Second)
+				l, err := c.Wait(within(ctx, t, time.Second), []sluice.Request{{Dimension: "c#tpm", Cost: 250}})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -57,7 +57,7 @@ func confirmSetup(t *testing.T, opts ...sluice.Option) (*sluice.Client, *confirm
 	if err := c.PutBucket(ctx, sluice.Bucket{Name: "c#tpm", Config: sluice.PerPeriod(sluice.Tokens, 5000, time.Second)}); err != nil {
 		t.Fatal(err)
 	}
-	l, err := c.Wait(ctx, []sluice.Request{{Dimension: "c#tpm", Cost: 5000}}, time.Second)
+	l, err := c.Wait(within(ctx, t, time.Second), []sluice.Request{{Dimension: "c#tpm", Cost: 5000}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestWaitConfirmsOnceWhenNothingWasSettled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, st, _ := confirmSetup(t)
 		start := time.Now()
-		if _, err := c.Wait(context.Background(), []sluice.Request{{Dimension: "c#tpm", Cost: 250}}, time.Second); err != nil {
+		if _, err := c.Wait(within(context.Background(), t, time.Second), []sluice.Request{{Dimension: "c#tpm", Cost: 250}}); err != nil {
 			t.Fatal(err)
 		}
 		if got, want := time.Since(start), 50*time.Millisecond; got != want {
@@ -87,7 +87,7 @@ func TestWaitWaitsOutDebtSettledWhileItWaits(t *testing.T) {
 		done := make(chan time.Duration)
 		start := time.Now()
 		go func() {
-			if _, err := c.Wait(ctx, []sluice.Request{{Dimension: "c#tpm", Cost: 250}}, time.Second); err != nil {
+			if _, err := c.Wait(within(ctx, t, time.Second), []sluice.Request{{Dimension: "c#tpm", Cost: 250}}); err != nil {
 				t.Error(err)
 			}
 			done <- time.Since(start)
@@ -113,7 +113,7 @@ func TestWaitTimesOutWhenSettledDebtMovesItPastTheTimeout(t *testing.T) {
 		errc := make(chan error)
 		start := time.Now()
 		go func() {
-			_, err := c.Wait(ctx, []sluice.Request{{Dimension: "c#tpm", Cost: 250}}, 100*time.Millisecond)
+			_, err := c.Wait(within(ctx, t, 100*time.Millisecond), []sluice.Request{{Dimension: "c#tpm", Cost: 250}})
 			errc <- err
 		}()
 		synctest.Wait()
@@ -148,9 +148,9 @@ func TestWaitConfirmationDuringAnOutage(t *testing.T) {
 	} {
 		t.Run(fmt.Sprint(tt.policy), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				c, st, _ := confirmSetup(t, sluice.WithFailurePolicy(tt.policy))
+				c, st, _ := confirmSetup(t, config(func(c *sluice.Config) { c.FailurePolicy = tt.policy }))
 				st.failPeeks.Store(true)
-				l, err := c.Wait(context.Background(), []sluice.Request{{Dimension: "c#tpm", Cost: 250}}, time.Minute)
+				l, err := c.Wait(within(context.Background(), t, time.Minute), []sluice.Request{{Dimension: "c#tpm", Cost: 250}})
 				if got := err != nil; got != tt.wantErr {
 					t.Fatalf("Wait error = %v, want an error: %v", err, tt.wantErr)
 				}

@@ -85,7 +85,7 @@ func TestWaitFailsFastWhenTheWaitExceedsTheTimeout(t *testing.T) {
 		drain(t, c, "openai#tpm", 10_000)
 		before := st.calls()
 		start := time.Now()
-		_, err := c.Wait(ctx, []sluice.Request{{Dimension: "openai#tpm", Cost: 5_000}}, 2*time.Second)
+		_, err := c.Wait(within(ctx, t, 2*time.Second), []sluice.Request{{Dimension: "openai#tpm", Cost: 5_000}})
 		var te *sluice.SlotTimeoutError
 		if !errors.As(err, &te) {
 			t.Fatalf("Wait = %v, want a *SlotTimeoutError", err)
@@ -110,7 +110,7 @@ func TestWaitFailsFastOnTheContextDeadline(t *testing.T) {
 		defer cancel()
 		start := time.Now()
 		// Two requests take 1.2 s at 100/min: longer than the context allows.
-		_, err := c.Wait(ctx, []sluice.Request{{Dimension: "openai#rpm", Cost: 2}}, time.Minute)
+		_, err := c.Wait(ctx, []sluice.Request{{Dimension: "openai#rpm", Cost: 2}})
 		if !errors.Is(err, sluice.ErrSlotTimeout) || time.Since(start) != 0 {
 			t.Fatalf("Wait = %v after %v; want a slot timeout at once", err, time.Since(start))
 		}
@@ -120,11 +120,11 @@ func TestWaitFailsFastOnTheContextDeadline(t *testing.T) {
 func TestWaitSleepsUntilTheValidInstantWithOneStoreCall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		c, st := newCountingClient(t, sluice.WithLeaseTTL(10*time.Second))
+		c, st := newCountingClient(t, config(leaseTTL(10*time.Second)))
 		drain(t, c, "openai#rpm", 100)
 		before := st.calls()
 		start := time.Now()
-		l, err := c.Wait(ctx, []sluice.Request{{Dimension: "openai#rpm", Cost: 1}}, 5*time.Second)
+		l, err := c.Wait(within(ctx, t, 5*time.Second), []sluice.Request{{Dimension: "openai#rpm", Cost: 1}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -155,7 +155,7 @@ func TestWaitServesALargeRequestBeforeLaterSmallOnes(t *testing.T) {
 		var order []int64
 		var wg sync.WaitGroup
 		wait := func(cost int64) {
-			l, err := c.Wait(ctx, []sluice.Request{{Dimension: "bench#tpm", Cost: cost}}, 30*time.Second)
+			l, err := c.Wait(within(ctx, t, 30*time.Second), []sluice.Request{{Dimension: "bench#tpm", Cost: cost}})
 			if err != nil {
 				t.Error(err)
 				return
@@ -188,7 +188,7 @@ func TestWaitCancelsTheReservationWhenTheContextEnds(t *testing.T) {
 			time.Sleep(time.Second)
 			cancel()
 		}()
-		_, err := c.Wait(ctx, []sluice.Request{{Dimension: "bench#tpm", Cost: 5000}}, 30*time.Second)
+		_, err := c.Wait(within(ctx, t, 30*time.Second), []sluice.Request{{Dimension: "bench#tpm", Cost: 5000}})
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("Wait = %v, want context.Canceled", err)
 		}
@@ -211,27 +211,46 @@ func TestWaitWithPollingKeepsPolling(t *testing.T) {
 			call []sluice.AcquireOption
 		}{
 			{name: "WithPolling", call: []sluice.AcquireOption{sluice.WithPolling()}},
-			{name: "WaitPoll", opts: []sluice.Option{sluice.WithWaitStrategy(sluice.WaitPoll)}},
 		} {
 			c, st := newCountingClient(t, tc.opts...)
 			drain(t, c, "openai#tpm", 10_000)
 			start := time.Now()
-			_, err := c.Wait(ctx, []sluice.Request{{Dimension: "openai#tpm", Cost: 5_000}}, 2*time.Second, tc.call...)
+			_, err := c.Wait(within(ctx, t, 2*time.Second), []sluice.Request{{Dimension: "openai#tpm", Cost: 5_000}}, tc.call...)
 			var te *sluice.SlotTimeoutError
 			if !errors.As(err, &te) || te.Attempts != 2 || time.Since(start) != 2*time.Second || st.reserves.Load() != 0 {
 				t.Errorf("%s: Wait = %v after %v, %d reservations; want a timeout after 2 attempts, 2s, no reservation",
 					tc.name, err, time.Since(start), st.reserves.Load())
 			}
+			// The context's deadline ended the wait: the error says so too.
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("%s: Wait = %v, want an error matching context.DeadlineExceeded as well", tc.name, err)
+			}
 		}
 	})
 }
 
-func TestNewRejectsAnUnknownWaitStrategy(t *testing.T) {
-	_, err := sluice.New(memstore.New(), sluice.WithWaitStrategy(7))
-	var fe *sluice.FieldError
-	if !errors.As(err, &fe) || fe.Field != "wait_strategy" {
-		t.Fatalf("New = %v, want a FieldError naming wait_strategy", err)
-	}
+// Without a deadline on the context, Config.DefaultSlotTimeout bounds the
+// wait, by the client's clock: a wait longer than it fails at once, and a
+// polling wait ends once the client's clock has passed it.
+func TestWaitWithoutADeadlineEndsAtTheDefaultSlotTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		c, _ := newCountingClient(t, config(slotTimeout(2*time.Second)))
+		drain(t, c, "openai#tpm", 10_000)
+		start := time.Now()
+		_, err := c.Wait(ctx, []sluice.Request{{Dimension: "openai#tpm", Cost: 5_000}})
+		var te *sluice.SlotTimeoutError
+		if !errors.As(err, &te) || te.Timeout != 2*time.Second || te.Attempts != 1 || time.Since(start) != 0 {
+			t.Errorf("Wait = %v after %v; want a timeout of 2s after 1 attempt, at once", err, time.Since(start))
+		}
+		if errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Wait = %v matches context.DeadlineExceeded; the context has no deadline", err)
+		}
+		_, err = c.Wait(ctx, []sluice.Request{{Dimension: "openai#tpm", Cost: 5_000}}, sluice.WithPolling())
+		if !errors.As(err, &te) || te.Timeout != 2*time.Second || time.Since(start) != 2*time.Second {
+			t.Errorf("polling Wait = %v after %v; want a timeout of 2s after 2s", err, time.Since(start))
+		}
+	})
 }
 
 // A waiter in the queue of a concurrent dimension is served before a
@@ -252,7 +271,7 @@ func TestWaitQueuesForAConcurrentSlotFirstComeFirstServed(t *testing.T) {
 		}
 		got := make(chan *sluice.Lease, 1)
 		go func() {
-			l, err := c.Wait(ctx, []sluice.Request{{Dimension: dim, Cost: 1}}, time.Minute)
+			l, err := c.Wait(within(ctx, t, time.Minute), []sluice.Request{{Dimension: dim, Cost: 1}})
 			if err != nil {
 				t.Error(err)
 			}
@@ -299,7 +318,7 @@ func TestWaitRemovesItsTicketWhenItGivesUp(t *testing.T) {
 		ctx, cancel := context.WithCancel(bg)
 		done := make(chan error)
 		go func() {
-			_, err := c.Wait(ctx, []sluice.Request{{Dimension: dim, Cost: 1}}, time.Minute)
+			_, err := c.Wait(within(ctx, t, time.Minute), []sluice.Request{{Dimension: dim, Cost: 1}})
 			done <- err
 		}()
 		synctest.Wait()
@@ -328,7 +347,7 @@ func TestWaitMixedFailsFastAtTheHead(t *testing.T) {
 		c, _ := newCountingClient(t)
 		drain(t, c, "openai#tpm", 10_000)
 		start := time.Now()
-		_, err := c.Wait(ctx, []sluice.Request{{Dimension: "elevenlabs#concurrent", Cost: 1}, {Dimension: "openai#tpm", Cost: 5_000}}, 2*time.Second)
+		_, err := c.Wait(within(ctx, t, 2*time.Second), []sluice.Request{{Dimension: "elevenlabs#concurrent", Cost: 1}, {Dimension: "openai#tpm", Cost: 5_000}})
 		var te *sluice.SlotTimeoutError
 		if !errors.As(err, &te) || te.Attempts != 1 || time.Since(start) != 0 {
 			t.Fatalf("Wait = %v after %v; want a slot timeout at once", err, time.Since(start))
@@ -348,7 +367,7 @@ func TestWaitMixedTakesEverythingOnceTheTokensRefill(t *testing.T) {
 		c, _ := newCountingClient(t)
 		drain(t, c, "openai#rpm", 100)
 		start := time.Now()
-		l, err := c.Wait(ctx, []sluice.Request{{Dimension: "elevenlabs#concurrent", Cost: 1}, {Dimension: "openai#rpm", Cost: 1}}, 5*time.Second)
+		l, err := c.Wait(within(ctx, t, 5*time.Second), []sluice.Request{{Dimension: "elevenlabs#concurrent", Cost: 1}, {Dimension: "openai#rpm", Cost: 1}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -381,7 +400,7 @@ func TestWaitPollsOnAStoreWithoutReservations(t *testing.T) {
 		putSeedBuckets(t, c)
 		drain(t, c, "openai#rpm", 100)
 		for range 2 {
-			l, err := c.Wait(ctx, []sluice.Request{{Dimension: "openai#rpm", Cost: 1}}, 5*time.Second)
+			l, err := c.Wait(within(ctx, t, 5*time.Second), []sluice.Request{{Dimension: "openai#rpm", Cost: 1}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -395,11 +414,11 @@ func TestWaitPollsOnAStoreWithoutReservations(t *testing.T) {
 func TestWithSlotRenewsAReservationFromItsValidInstant(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		c, _ := newCountingClient(t, sluice.WithLeaseTTL(3*time.Second))
+		c, _ := newCountingClient(t, config(leaseTTL(3*time.Second)))
 		drain(t, c, "openai#rpm", 100)
 		start := time.Now()
 		valid := start.Add(600 * time.Millisecond)
-		err := c.WithSlot(ctx, "openai#rpm", 5*time.Second, func(ctx context.Context, l *sluice.Lease) error {
+		err := c.WithSlot(within(ctx, t, 5*time.Second), "openai#rpm", func(ctx context.Context, l *sluice.Lease) error {
 			if got, want := l.ExpiresAt(), valid.Add(3*time.Second); !got.Equal(want) {
 				t.Errorf("ExpiresAt = %v, want %v", got, want)
 			}
@@ -421,7 +440,7 @@ func TestWithSlotRenewsAReservationFromItsValidInstant(t *testing.T) {
 // the same way keeps its slot.
 func TestWaitTicketLivesNoLongerThanALease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c, st := newCountingClient(t, sluice.WithLeaseTTL(2*time.Second)) // poll interval 1 s: three of them is 3 s
+		c, st := newCountingClient(t, config(leaseTTL(2*time.Second))) // poll interval 1 s: three of them is 3 s
 		ctx := context.Background()
 		const dim = "elevenlabs#concurrent"
 		var held []*sluice.Lease
@@ -437,7 +456,7 @@ func TestWaitTicketLivesNoLongerThanALease(t *testing.T) {
 		}
 		wctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
 		defer cancel()
-		if _, err := c.Wait(wctx, []sluice.Request{{Dimension: dim, Cost: 1}}, time.Minute); err == nil {
+		if _, err := c.Wait(wctx, []sluice.Request{{Dimension: dim, Cost: 1}}); err == nil {
 			t.Fatal("the waiter got a slot; every slot is held")
 		}
 		if got, want := time.Duration(st.queue.Load()), 2*time.Second; got <= 0 || got > want {

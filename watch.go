@@ -31,7 +31,7 @@ type freedWatch struct {
 }
 
 // Close stops the client's background work: the watch for slots freed by
-// other processes that waiting in line starts (see WaitStrategy), and the
+// other processes that waiting in line starts (see Wait), and the
 // background releases of acquisitions whose answer a store failure lost
 // (their leases then expire as any lost lease does; a test under
 // testing/synctest whose store fails must close its clients). Waits still running, and those started later,

@@ -80,7 +80,7 @@ func testFreedNoticeWakesAWaiter(t *testing.T, stop string) {
 		if err := holder.PutBucket(ctx, sluice.Bucket{Name: "v#concurrent", Config: sluice.ConcurrentLimit(1)}); err != nil {
 			t.Fatal(err)
 		}
-		held, err := holder.Wait(ctx, []sluice.Request{{Dimension: "v#concurrent", Cost: 1}}, time.Minute)
+		held, err := holder.Wait(within(ctx, t, time.Minute), []sluice.Request{{Dimension: "v#concurrent", Cost: 1}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -90,7 +90,7 @@ func testFreedNoticeWakesAWaiter(t *testing.T, stop string) {
 		}
 		got := make(chan error, 1)
 		go func() {
-			l, err := waiter.Wait(ctx, []sluice.Request{{Dimension: "v#concurrent", Cost: 1}}, time.Minute)
+			l, err := waiter.Wait(within(ctx, t, time.Minute), []sluice.Request{{Dimension: "v#concurrent", Cost: 1}})
 			if err == nil {
 				err = l.Release(ctx)
 			}
@@ -159,7 +159,7 @@ func TestFreedNoticeWakesTheFrontOnly(t *testing.T) {
 		if err := holder.PutBucket(ctx, sluice.Bucket{Name: "v#concurrent", Config: sluice.ConcurrentLimit(1)}); err != nil {
 			t.Fatal(err)
 		}
-		held, err := holder.Wait(ctx, []sluice.Request{{Dimension: "v#concurrent", Cost: 1}}, time.Minute)
+		held, err := holder.Wait(within(ctx, t, time.Minute), []sluice.Request{{Dimension: "v#concurrent", Cost: 1}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -174,7 +174,7 @@ func TestFreedNoticeWakesTheFrontOnly(t *testing.T) {
 			defer c.Close()
 			stores = append(stores, ns)
 			go func() {
-				l, err := c.Wait(ctx, []sluice.Request{{Dimension: "v#concurrent", Cost: 1}}, time.Minute)
+				l, err := c.Wait(within(ctx, t, time.Minute), []sluice.Request{{Dimension: "v#concurrent", Cost: 1}})
 				if err != nil {
 					t.Error(err)
 				}

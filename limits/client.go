@@ -18,7 +18,7 @@ import (
 // re-created first; and f is applied (Apply) before NewClient returns.
 //
 // When the store cannot be reached (sluice.ErrUnavailable) and the client
-// fails open (sluice.WithFailurePolicy(sluice.FailOpen)), NewClient returns
+// fails open (Config.FailurePolicy sluice.FailOpen), NewClient returns
 // the client anyway, so that a replica starts while the store is down, and
 // applies f in the background, retrying with backoff (1 s doubling to 30 s,
 // jittered; logged as limits.apply_retry and limits.applied on the

@@ -17,7 +17,9 @@
 // lost (a store restarted empty) and, failing open, starts while the store
 // is down:
 //
-//	client, err := limits.NewClient(ctx, st, f, sluice.WithFailurePolicy(sluice.FailOpen))
+//	cfg := sluice.DefaultConfig()
+//	cfg.FailurePolicy = sluice.FailOpen
+//	client, err := limits.NewClient(ctx, st, f, sluice.WithConfig(cfg))
 //
 // Do not call Client.PutBucket with sluice.ResetTokens (or Apply WithReset)
 // at start-up: each process starting, restarting or scaling out would refill

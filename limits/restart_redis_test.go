@@ -64,9 +64,11 @@ func TestRedisRestartedEmpty(t *testing.T) {
 			var recreated atomic.Int64
 			obs := &sluice.Observer{Recreated: func(context.Context, sluice.RecreateEvent) { recreated.Add(1) }}
 			var replicas []*sluice.Client
+			cfg := sluice.DefaultConfig()
+			cfg.OpTimeout = 10 * time.Second
 			for range 4 {
 				c, err := limits.NewClient(ctx, redisHandle(t, srv), f, sluice.WithClock(fixedClock{at}),
-					sluice.WithObserver(obs), sluice.WithOpTimeout(10*time.Second))
+					sluice.WithObserver(obs), sluice.WithConfig(cfg))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -139,7 +141,9 @@ func TestStartWhileRedisDown(t *testing.T) {
 	t.Run("fail closed", func(t *testing.T) {
 		srv := redistest.New(t)
 		_ = srv.Kill()
-		_, err := limits.NewClient(context.Background(), redisHandle(t, srv), f, sluice.WithOpTimeout(time.Second))
+		cfg := sluice.DefaultConfig()
+		cfg.OpTimeout = time.Second
+		_, err := limits.NewClient(context.Background(), redisHandle(t, srv), f, sluice.WithConfig(cfg))
 		if !errors.Is(err, sluice.ErrUnavailable) {
 			t.Fatalf("NewClient = %v, want ErrUnavailable", err)
 		}
@@ -150,7 +154,9 @@ func TestStartWhileRedisDown(t *testing.T) {
 		srv := redistest.New(t)
 		st := redisHandle(t, srv)
 		_ = srv.Kill()
-		c, err := limits.NewClient(ctx, st, f, sluice.WithFailurePolicy(sluice.FailOpen), sluice.WithOpTimeout(time.Second))
+		cfg := sluice.DefaultConfig()
+		cfg.FailurePolicy, cfg.OpTimeout = sluice.FailOpen, time.Second
+		c, err := limits.NewClient(ctx, st, f, sluice.WithConfig(cfg))
 		if err != nil {
 			t.Fatalf("NewClient with the store down: %v", err)
 		}

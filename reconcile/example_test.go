@@ -17,7 +17,9 @@ func Example() {
 	ctx := context.Background()
 	now := time.Date(2026, 3, 4, 10, 0, 0, 0, time.UTC)
 	clock := sluice.ClockFunc(func() time.Time { return now })
-	client, _ := sluice.New(memstore.New(), sluice.WithClock(clock), sluice.WithLeaseTTL(time.Minute))
+	cfg := sluice.DefaultConfig()
+	cfg.LeaseTTL = time.Minute
+	client, _ := sluice.New(memstore.New(), sluice.WithConfig(cfg), sluice.WithClock(clock))
 	_ = client.PutBucket(ctx, sluice.Bucket{Name: "elevenlabs#concurrent", Config: sluice.ConcurrentLimit(2)})
 
 	// A holder takes a slot and dies without releasing it.

@@ -106,7 +106,9 @@ func New(st store.Store, opts ...Option) (*Reconciler, error) {
 	if st == nil {
 		return nil, &sluice.FieldError{Field: "store", Value: nil, Reason: "must not be nil"}
 	}
-	r.c, err = sluice.New(st, sluice.WithClock(r.clock), sluice.WithOpTimeout(0))
+	cfg := sluice.DefaultConfig()
+	cfg.OpTimeout = 0
+	r.c, err = sluice.New(st, sluice.WithConfig(cfg), sluice.WithClock(r.clock))
 	if err != nil {
 		return nil, err
 	}

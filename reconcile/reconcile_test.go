@@ -41,7 +41,9 @@ func setup(t *testing.T) (*sluice.Client, *memstore.Store, *clock) {
 	t.Helper()
 	clk := newClock(t0)
 	st := memstore.New()
-	c, err := sluice.New(st, sluice.WithClock(clk), sluice.WithLeaseTTL(time.Minute))
+	cfg := sluice.DefaultConfig()
+	cfg.LeaseTTL = time.Minute
+	c, err := sluice.New(st, sluice.WithConfig(cfg), sluice.WithClock(clk))
 	if err != nil {
 		t.Fatal(err)
 	}

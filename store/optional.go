@@ -11,7 +11,7 @@ import "context"
 //
 //   - Queuer (Reserve, Cancel, Dequeue and the waiter queues of
 //     AcquireRequest.Queue): without it, the client's waiters poll, as with
-//     sluice.WaitPoll: they acquire, sleep the RETRY_IN the store answered
+//     sluice.WithPolling: they acquire, sleep the RETRY_IN the store answered
 //     (plus jitter) and try again, and are served in no particular order.
 //   - Cooler (Cooldown): without it, sluice.Client.Cooldown and
 //     CooldownFor return an error matching errors.ErrUnsupported and change

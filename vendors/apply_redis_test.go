@@ -42,7 +42,9 @@ func newRedisFleet(t *testing.T) *redisFleet {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = st.Close() })
-		if f.clients[i], err = sluice.New(st, sluice.WithClock(f.clock), sluice.WithOpTimeout(30*time.Second)); err != nil {
+		cfg := sluice.DefaultConfig()
+		cfg.OpTimeout = 30 * time.Second
+		if f.clients[i], err = sluice.New(st, sluice.WithConfig(cfg), sluice.WithClock(f.clock)); err != nil {
 			t.Fatal(err)
 		}
 	}

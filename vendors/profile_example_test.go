@@ -56,7 +56,9 @@ func ExampleProfile_Admission() {
 		fmt.Printf("acquire %s %d\n", c.Dimension, c.Amount)
 		reqs = append(reqs, sluice.Request{Dimension: c.Dimension, Cost: c.Amount})
 	}
-	err = client.WithSlotMany(ctx, reqs, 10*time.Second, func(ctx context.Context, l *sluice.Lease) error {
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second) // wait at most 10 s
+	defer cancel()
+	err = client.WithSlotMany(wctx, reqs, func(ctx context.Context, l *sluice.Lease) error {
 		usage := vendors.Usage{Input: 1_900, CacheCreation: 150, CacheRead: 4_000, Output: 812} // from the response
 		settle, err := p.Settle(charges, usage)
 		if err != nil {

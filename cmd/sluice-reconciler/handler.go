@@ -76,7 +76,8 @@ func HandlerFromEnv(ctx context.Context, lookup func(string) (string, bool), out
 	// The Client reads the same SLUICE_* configuration and logs store
 	// errors; a batch is bounded by the store's own timeouts, not by the
 	// per-acquisition OpTimeout.
-	c, err := sluice.New(st, sluice.WithConfig(cfg), sluice.WithLogger(log), sluice.WithOpTimeout(0))
+	cfg.OpTimeout = 0
+	c, err := sluice.New(st, sluice.WithConfig(cfg), sluice.WithLogger(log))
 	if err != nil {
 		return nil, err
 	}

@@ -35,7 +35,9 @@ func newClients(ctx context.Context, storeURL, limitsFile string, opts ...transp
 	// Applies the file (every replica may: a bucket in use is never
 	// refilled) and re-creates a bucket the store lost, as a store
 	// restarted empty loses them all.
-	client, err := limits.NewClient(ctx, st, f, sluice.WithDefaultCaller("summarizer"), sluice.WithObserver(obs))
+	cfg := sluice.DefaultConfig()
+	cfg.Caller = "summarizer"
+	client, err := limits.NewClient(ctx, st, f, sluice.WithConfig(cfg), sluice.WithObserver(obs))
 	if err != nil {
 		return openai.Client{}, anthropic.Client{}, err
 	}

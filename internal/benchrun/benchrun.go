@@ -50,8 +50,8 @@ type Config struct {
 	// acquire the same dimensions as Items, in the same order, at the
 	// class's own costs.
 	Classes []Class `json:"classes,omitempty"`
-	// Wait is how workers wait: "poll" (the default) or "reserve" (see
-	// sluice.WaitStrategy).
+	// Wait is how workers wait: "poll" (the default, sluice.WithPolling)
+	// or "reserve" (in line, the Client's default).
 	Wait string `json:"wait,omitempty"`
 	// Timeout bounds each wait; 0 means DefaultTimeout.
 	Timeout time.Duration `json:"timeout,omitempty"`
@@ -91,15 +91,15 @@ func (cfg Config) TotalWorkers() int {
 	return n
 }
 
-// strategy returns the wait strategy cfg.Wait names.
-func (cfg Config) strategy() (sluice.WaitStrategy, error) {
+// polling reports whether cfg.Wait names polling.
+func (cfg Config) polling() (bool, error) {
 	switch cfg.Wait {
 	case "", "poll":
-		return sluice.WaitPoll, nil
+		return true, nil
 	case "reserve":
-		return sluice.WaitReserve, nil
+		return false, nil
 	}
-	return 0, fmt.Errorf("benchrun: wait %q: must be poll or reserve", cfg.Wait)
+	return false, fmt.Errorf("benchrun: wait %q: must be poll or reserve", cfg.Wait)
 }
 
 // Event is a compact verify.Event: Unix ms, item index, kind, millitokens.
@@ -152,11 +152,13 @@ type ClassPart struct {
 
 // Run runs cfg's workers through c until cfg.Duration passes or ctx is
 // done, and returns their merged log. Each worker waits for its class's
-// items with c.Wait, with the strategy cfg.Wait names and a timeout of
-// cfg.Timeout, cut to what is left of the run.
+// items with c.Wait, with the strategy cfg.Wait names, under a context
+// whose deadline is cfg.Timeout away, cut to the run's end.
 //
-// The end of the run stops the workers from starting new waits; it does
-// not cut the calls in flight, which finish (within the store's own
+// The end of the run stops the workers from starting new waits and ends
+// the waits under way (a store call of a wait in flight then is cut, and
+// not counted as an error); it does not cut the other calls in flight,
+// which finish (within the store's own
 // timeout) and are counted as they come out: a store error then is a store
 // error, and a grant is logged. A wait that the run's end cut short is not
 // a timeout. Only ctx, the caller's, cuts calls, or EndGrace after the
@@ -166,7 +168,7 @@ func Run(ctx context.Context, c *sluice.Client, cfg Config, live *Counters) (*Pa
 	if err := cfg.check(classes); err != nil {
 		return nil, err
 	}
-	strat, err := cfg.strategy()
+	polling, err := cfg.polling()
 	if err != nil {
 		return nil, err
 	}
@@ -176,9 +178,8 @@ func Run(ctx context.Context, c *sluice.Client, cfg Config, live *Counters) (*Pa
 	calls0, denied0, lat0 := live.Calls.Load(), live.Denied.Load(), live.latencies()
 	end, cancel := context.WithTimeout(ctx, cfg.Duration)
 	defer cancel()
-	// A wait's timeout is cut to the run's end on the client's clock; a
-	// clock that stands still (a test's) would never end it, so the
-	// workers' calls are cut EndGrace after the end, and not counted.
+	// A wait ends at the run's end (its context's deadline); the workers'
+	// other calls are cut EndGrace after the end, and not counted.
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	grace := time.AfterFunc(cfg.Duration+EndGrace, stop)
@@ -192,7 +193,7 @@ func Run(ctx context.Context, c *sluice.Client, cfg Config, live *Counters) (*Pa
 		for range cl.Workers {
 			p := &Part{Classes: []ClassPart{{PerWorker: []int64{0}}}}
 			parts = append(parts, p)
-			wg.Go(func() { worker(wctx, end, c, cfg, strat, cl, p, live) })
+			wg.Go(func() { worker(wctx, end, c, cfg, polling, cl, p, live) })
 		}
 	}
 	wg.Wait()
@@ -250,19 +251,17 @@ func (cfg Config) check(classes []Class) error {
 	return nil
 }
 
-// worker waits for cl's items in a loop until end is done. Its store
-// calls run under ctx, which the run's end does not cut. p holds one
-// ClassPart, the worker's own.
-func worker(ctx, end context.Context, c *sluice.Client, cfg Config, strat sluice.WaitStrategy, cl Class, p *Part, live *Counters) {
-	reqs := make([]sluice.Request, len(cl.Items))
-	for i, it := range cl.Items {
-		reqs[i] = sluice.Request{Dimension: it.Dimension, Cost: it.Cost}
-	}
+// worker waits for cl's items in a loop until end is done. Its waits run
+// under ctx bounded by the run's end; its other store calls run under
+// ctx, which the run's end does not cut. p holds one ClassPart, the
+// worker's own.
+func worker(ctx, end context.Context, c *sluice.Client, cfg Config, polling bool, cl Class, p *Part, live *Counters) {
+	reqs := cl.Items
 	opts := []sluice.AcquireOption{sluice.WithCaller("sluice-bench"), sluice.WithTTL(cfg.TTL)}
 	if cfg.Concurrent {
 		opts = append(opts, sluice.WithRecord())
 	}
-	if strat == sluice.WaitPoll {
+	if polling {
 		opts = append(opts, sluice.WithPolling())
 	}
 	timeout := cfg.Timeout
@@ -282,15 +281,22 @@ func worker(ctx, end context.Context, c *sluice.Client, cfg Config, strat sluice
 			return
 		}
 		c0 := time.Now()
-		l, err := c.Wait(ctx, reqs, to, opts...)
+		wctx, wcancel := context.WithTimeout(ctx, to)
+		l, err := c.Wait(wctx, reqs, opts...)
+		wcancel()
 		c1 := time.Now()
+		// An error matching context.DeadlineExceeded is the wait's bound
+		// (wctx's deadline: the Client reports its own OpTimeout as
+		// ErrUnavailable), even when the store read the deadline and
+		// reported it before the context's timer fired.
+		timedOut := errors.Is(err, sluice.ErrSlotTimeout) || errors.Is(err, context.DeadlineExceeded)
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return
-		case errors.Is(err, sluice.ErrSlotTimeout) && cut:
+		case timedOut && cut:
 			cp.Cut++
 			return // the run ends before a slot would come
-		case errors.Is(err, sluice.ErrSlotTimeout):
+		case timedOut:
 			cp.Timeouts++
 			continue
 		case err != nil:

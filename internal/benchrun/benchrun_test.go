@@ -15,17 +15,21 @@ import (
 	"github.com/ontopix/sluice/store/memstore"
 )
 
-// deadlineStore is a store that derives its own timeout from the context's
-// deadline, as network clients do (a socket deadline, a server-side
-// statement timeout), and so reports the deadline a moment before the
-// context's own timer fires: the call fails while ctx.Err() is still nil.
+// deadlineStore is a store whose calls take deadlineLatency and that
+// derives its own timeout from the context's deadline, as network clients
+// do (a socket deadline, a server-side statement timeout): a call that
+// would outlast the deadline reports it a moment before the context's own
+// timer fires, while ctx.Err() is still nil.
 type deadlineStore struct{ contract.Forward }
 
+const deadlineLatency = 10 * time.Millisecond
+
 func (s deadlineStore) Acquire(ctx context.Context, req *store.AcquireRequest, res *store.AcquireResult) error {
-	if d, ok := ctx.Deadline(); ok {
+	if d, ok := ctx.Deadline(); ok && time.Until(d) < deadlineLatency {
 		time.Sleep(time.Until(d) - time.Millisecond)
 		return store.Unavailable("acquire", context.DeadlineExceeded)
 	}
+	time.Sleep(deadlineLatency)
 	return s.Store.Acquire(ctx, req, res)
 }
 
@@ -46,12 +50,19 @@ func newMem(t *testing.T) store.Store {
 	return st
 }
 
+// noOpTimeout returns the default Config without an OpTimeout.
+func noOpTimeout() sluice.Config {
+	cfg := sluice.DefaultConfig()
+	cfg.OpTimeout = 0
+	return cfg
+}
+
 // client returns a Client over st without an OpTimeout, so that the only
 // deadline a call can carry is the caller's. It is closed when the test
 // ends, which ends the releases its failed calls left in the background.
 func client(t *testing.T, st store.Store) *sluice.Client {
 	t.Helper()
-	c, err := sluice.New(st, sluice.WithOpTimeout(0))
+	c, err := sluice.New(st, sluice.WithConfig(noOpTimeout()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,9 +72,10 @@ func client(t *testing.T, st store.Store) *sluice.Client {
 
 var cfg = Config{Items: []store.Item{{Dimension: "v#rpm", Cost: 1}}, Workers: 3, Duration: 500 * time.Millisecond, TTL: time.Minute}
 
-// The end of a run is not a store error: calls in flight when the duration
-// ends are not cut by the run's deadline, so they are not counted as
-// errors; a store that fails is still counted.
+// The end of a run is not a store error: a wait's calls in flight when the
+// duration ends, which the wait's deadline (the run's end) cuts, are not
+// counted as errors, even when the store reports the deadline before the
+// context does; a store that fails is still counted.
 func TestRunEndIsNotAStoreError(t *testing.T) {
 	tests := []struct {
 		name       string
@@ -131,7 +143,7 @@ func TestRunEndsOnAStoppedClock(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				st := newMem(t)
 				fixed := time.Now()
-				c, err := sluice.New(st, sluice.WithOpTimeout(0), sluice.WithClock(sluice.ClockFunc(func() time.Time { return fixed })))
+				c, err := sluice.New(st, sluice.WithConfig(noOpTimeout()), sluice.WithClock(sluice.ClockFunc(func() time.Time { return fixed })))
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -166,7 +166,7 @@ func requestsOf(ctx context.Context, c *sluice.Client, its []store.Item) ([]slui
 	reqs := make([]sluice.Request, len(its))
 	var unset []string
 	for i, it := range its {
-		reqs[i] = sluice.Request{Dimension: it.Dimension, Cost: it.Cost}
+		reqs[i] = it
 		if it.Cost == 0 {
 			unset = append(unset, it.Dimension)
 		}

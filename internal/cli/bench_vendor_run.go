@@ -60,7 +60,7 @@ func runVendorBench(cmd *cobra.Command, g *globals, o vendorBenchOptions) error 
 		}
 		bo.processes = 1
 	}
-	c, err := g.client(op.Store, log)
+	c, err := g.client(op.Store, log, waitRun(bo.duration))
 	if err != nil {
 		return err
 	}
@@ -398,7 +398,7 @@ func runVendorChild(cmd *cobra.Command, g *globals, run vbRun, out string) error
 			return err
 		}
 		defer op.Close()
-		if c, err = g.client(op.Store, log); err != nil {
+		if c, err = g.client(op.Store, log, waitRun(run.Duration)); err != nil {
 			return err
 		}
 	}
@@ -422,4 +422,11 @@ func runVendorChild(cmd *cobra.Command, g *globals, run vbRun, out string) error
 		return fmt.Errorf("bench-vendor-child: %w", err)
 	}
 	return nil
+}
+
+// waitRun lets a wait without a deadline (the transport's calls: the
+// run's end cancels them) last the run, a run of duration d: the run's
+// end, not a bound on the wait, ends a call's wait.
+func waitRun(d time.Duration) func(*sluice.Config) {
+	return func(cfg *sluice.Config) { cfg.DefaultSlotTimeout = d + time.Minute }
 }

@@ -88,8 +88,6 @@ func newVBTransport(p *vbProcess, c *sluice.Client) (*vbTransport, error) {
 	}
 	t, err := transport.New(c, []vendors.Profile{prof}, est,
 		transport.WithBase(timedRoundTripper{p.http.Transport}),
-		// The run's end, not a bound on the wait, ends a call's wait.
-		transport.WithMaxWait(p.run.Duration+time.Minute),
 		transport.WithRoute(transport.Route{Host: u.Host, Vendor: vendors.Vendor(p.run.Vendor)}),
 		transport.WithReactorOptions(ropts...),
 		transport.WithEvents(func(ctx context.Context, ev transport.Event) {

@@ -430,9 +430,8 @@ func (p *vbProcess) sluiceCall(rctx context.Context, c genCall) {
 	for {
 		t0 := time.Now()
 		dl, _ := rctx.Deadline()
-		// The run's end, not Wait's timeout, ends the wait (a timeout
-		// would log a warning for every worker still waiting).
-		lease, err := p.client.Wait(rctx, reqs, time.Until(dl)+time.Minute)
+		// The run's end (the context's deadline) ends the wait.
+		lease, err := p.client.Wait(rctx, reqs)
 		if err != nil {
 			// The run ended while waiting (a store call may report the
 			// deadline before the context's timer fires).

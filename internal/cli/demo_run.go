@@ -201,7 +201,7 @@ func chatWorker(ctx context.Context, c *sluice.Client, rng *rand.Rand, ws *worke
 		// instants already promised to reservations waiting in line, so
 		// waiting in line would let such debt exceed a window's limit (see
 		// docs/architecture.md); polling only delays later grants.
-		err := c.WithSlotMany(ctx, reqs, 0, func(_ context.Context, l *sluice.Lease) error {
+		err := c.WithSlotMany(ctx, reqs, func(_ context.Context, l *sluice.Lease) error {
 			ws.chat.Add(1)
 			time.Sleep(latency) // the vendor call runs to completion even at the end of the run
 			switch {
@@ -231,7 +231,7 @@ func chatWorker(ctx context.Context, c *sluice.Client, rng *rand.Rand, ws *worke
 func speechWorker(ctx context.Context, c *sluice.Client, rng *rand.Rand, ws *workerStats, fail func(error)) {
 	for ctx.Err() == nil {
 		hold := time.Duration(50+rng.IntN(251)) * time.Millisecond
-		err := c.WithSlot(ctx, dimConc, 0, func(context.Context, *sluice.Lease) error {
+		err := c.WithSlot(ctx, dimConc, func(context.Context, *sluice.Lease) error {
 			ws.speech.Add(1)
 			n := ws.inFlight.Add(1)
 			for p := ws.peak.Load(); n > p && !ws.peak.CompareAndSwap(p, n); p = ws.peak.Load() {

@@ -55,7 +55,7 @@ sidecar); a failed pass is logged as reconciler.error and retried.`,
 			defer op.Close()
 			// A batch is bounded by the store's own timeouts, not by the
 			// Client's per-acquisition OpTimeout.
-			c, err := g.client(op.Store, log, sluice.WithOpTimeout(0))
+			c, err := g.client(op.Store, log, func(cfg *sluice.Config) { cfg.OpTimeout = 0 })
 			if err != nil {
 				return err
 			}

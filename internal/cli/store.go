@@ -109,9 +109,9 @@ func (g *globals) withClient(cmd *cobra.Command, stateful bool, f func(c *sluice
 	return err
 }
 
-// client returns a Client over st configured as withClient describes, then
-// by extra.
-func (g *globals) client(st store.Store, log *slog.Logger, extra ...sluice.Option) (*sluice.Client, error) {
+// client returns a Client over st configured as withClient describes, its
+// Config then changed by edits.
+func (g *globals) client(st store.Store, log *slog.Logger, edits ...func(*sluice.Config)) (*sluice.Client, error) {
 	cfg, err := g.config()
 	if err != nil {
 		return nil, &UsageError{Err: err}
@@ -119,9 +119,11 @@ func (g *globals) client(st store.Store, log *slog.Logger, extra ...sluice.Optio
 	if d, ok := g.urlTimeout(); ok {
 		cfg.OpTimeout = d
 	}
-	opts := []sluice.Option{sluice.WithConfig(cfg), sluice.WithClock(g.clock()), sluice.WithLogger(log),
-		sluice.WithFailurePolicy(sluice.FailClosed)}
-	return sluice.New(st, append(opts, extra...)...)
+	cfg.FailurePolicy = sluice.FailClosed
+	for _, e := range edits {
+		e(&cfg)
+	}
+	return sluice.New(st, sluice.WithConfig(cfg), sluice.WithClock(g.clock()), sluice.WithLogger(log))
 }
 
 // urlTimeout returns the store URL's timeout= when SLUICE_OP_TIMEOUT is

@@ -55,10 +55,10 @@ func TestLostReply(t *testing.T) {
 			if ok, err := m.Acquire(context.Background(), "v#tpm", 1000); !ok || err != nil {
 				t.Fatalf("drain: %v %v", ok, err)
 			}
-			ctx, cancel := context.WithCancel(context.Background())
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			done := make(chan error, 1)
 			go func() {
-				_, err := m.Client.Wait(ctx, []sluice.Request{{Dimension: "v#tpm", Cost: 400}}, time.Minute)
+				_, err := m.Client.Wait(ctx, []sluice.Request{{Dimension: "v#tpm", Cost: 400}})
 				done <- err
 			}()
 			time.Sleep(300 * time.Millisecond) // reserved, sleeping
@@ -72,7 +72,7 @@ func TestLostReply(t *testing.T) {
 			t.Run(tt.name+"/"+kind, func(t *testing.T) {
 				f := newFleet(t, kind)
 				f.bucket("v#tpm", perPeriod(1000, time.Minute))
-				a, b := f.join(Clock{}, sluice.WithOpTimeout(shortTimeout)), f.join(Clock{})
+				a, b := f.join(Clock{}, withOpTimeout(shortTimeout)), f.join(Clock{})
 				tt.run(t, a)
 				time.Sleep(700 * time.Millisecond) // let resends and stalled replies land
 				for cost := int64(100); cost >= 1; cost /= 10 {
@@ -102,14 +102,14 @@ func TestLostAcquireReply(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			f := newFleet(t, kind)
 			f.bucket("v#concurrent", sluice.ConcurrentLimit(1))
-			a, b := f.join(Clock{}, sluice.WithOpTimeout(shortTimeout)), f.join(Clock{})
+			a, b := f.join(Clock{}, withOpTimeout(shortTimeout)), f.join(Clock{})
 			stallAcquisition(t, f, a)
 			// The slot must come back long before the lease's expiry: the
 			// background release backs off to at most 5 s between attempts.
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			from := time.Now()
-			h, err := b.Slot(ctx, "v#concurrent", 20*time.Second, sluice.WithPolling())
+			h, err := b.Slot(ctx, "v#concurrent", sluice.WithPolling())
 			if err != nil {
 				t.Fatalf("the slot did not come back: %v", err)
 			}

@@ -56,9 +56,10 @@ func (m *Member) Ended(at time.Time, l *sluice.Lease) {
 
 // Wait waits for reqs and records the grant (time-based dimensions only
 // count; concurrent ones are recorded as holds that the caller ends).
-func (m *Member) Wait(ctx context.Context, reqs []sluice.Request, timeout time.Duration) (*sluice.Lease, error) {
+// The wait ends at ctx's deadline (see sluice.Client.Wait).
+func (m *Member) Wait(ctx context.Context, reqs []sluice.Request) (*sluice.Lease, error) {
 	invoked := m.rec.Now()
-	l, err := m.Client.Wait(ctx, reqs, timeout, sluice.WithRecord())
+	l, err := m.Client.Wait(ctx, reqs, sluice.WithRecord())
 	if err != nil {
 		return nil, err
 	}

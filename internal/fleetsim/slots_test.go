@@ -17,7 +17,9 @@ import (
 // abandons the lease unreleased (the store reclaims it when it expires).
 func holdSlot(ctx context.Context, m *Member, dim string, hold time.Duration, die bool, opts ...sluice.AcquireOption) error {
 	from := time.Now()
-	h, err := m.Slot(ctx, dim, 30*time.Second, append([]sluice.AcquireOption{sluice.WithTTL(time.Second)}, opts...)...)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	h, err := m.Slot(ctx, dim, append([]sluice.AcquireOption{sluice.WithTTL(time.Second)}, opts...)...)
 	if err != nil {
 		m.rec.Waited(dim, from, time.Now())
 		return err

@@ -135,7 +135,7 @@ func (f *fleet) join(c Clock, opts ...sluice.Option) *Member {
 		f.t.Cleanup(func() { p.Close() })
 		m.Proxy, addr = p, p.Addr
 	}
-	opts = append(append([]sluice.Option{sluice.WithClock(m.Clock), sluice.WithOpTimeout(opTimeout)}, f.opts...), opts...)
+	opts = append(append([]sluice.Option{sluice.WithClock(m.Clock), withOpTimeout(opTimeout)}, f.opts...), opts...)
 	cl, err := sluice.New(f.open(addr), opts...)
 	if err != nil {
 		f.t.Fatal(err)
@@ -143,6 +143,14 @@ func (f *fleet) join(c Clock, opts ...sluice.Option) *Member {
 	m.Client = cl
 	f.members = append(f.members, m)
 	return m
+}
+
+// withOpTimeout configures a client with the default Config but for its
+// OpTimeout, d.
+func withOpTimeout(d time.Duration) sluice.Option {
+	cfg := sluice.DefaultConfig()
+	cfg.OpTimeout = d
+	return sluice.WithConfig(cfg)
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -145,8 +145,9 @@ func TestDebtBehindQueue(t *testing.T) {
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
-						ctx := context.Background()
-						l, err := mem.Wait(ctx, []sluice.Request{{Dimension: "v#tpm", Cost: 250}}, 2*time.Minute)
+						ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+						defer cancel()
+						l, err := mem.Wait(ctx, []sluice.Request{{Dimension: "v#tpm", Cost: 250}})
 						if err != nil {
 							t.Error(err)
 							return
@@ -221,7 +222,10 @@ func saturate(t *testing.T, f *fleet, n int, d time.Duration, setup func(*Member
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
-				if _, err := m.Wait(ctx, []sluice.Request{{Dimension: "v#tpm", Cost: 5}}, 5*time.Second); err != nil && ctx.Err() == nil {
+				wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+				_, err := m.Wait(wctx, []sluice.Request{{Dimension: "v#tpm", Cost: 5}})
+				wcancel()
+				if err != nil && ctx.Err() == nil {
 					time.Sleep(10 * time.Millisecond)
 				}
 			}

@@ -38,7 +38,9 @@ func warmDynamoDB(ctx context.Context) error {
 		return fmt.Errorf("warming DynamoDB Local: %w", err)
 	}
 	for range warmRounds {
-		l, err := c.Wait(ctx, []sluice.Request{{Dimension: "warm#tpm", Cost: 1}}, time.Second, sluice.WithRecord())
+		wctx, cancel := context.WithTimeout(ctx, time.Second)
+		l, err := c.Wait(wctx, []sluice.Request{{Dimension: "warm#tpm", Cost: 1}}, sluice.WithRecord())
+		cancel()
 		if err != nil {
 			return fmt.Errorf("warming DynamoDB Local: %w", err)
 		}

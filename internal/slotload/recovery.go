@@ -37,7 +37,8 @@ func RunFault(ctx context.Context, cfg Config, fault func() error) (Recovery, er
 		c := cfg.Clients[i%len(cfg.Clients)]
 		wg.Go(func() {
 			for wctx.Err() == nil {
-				err := c.WithSlot(wctx, cfg.Dimension, time.Minute, func(fctx context.Context, _ *sluice.Lease) error {
+				sctx, scancel := context.WithTimeout(wctx, time.Minute)
+				err := c.WithSlot(sctx, cfg.Dimension, func(fctx context.Context, _ *sluice.Lease) error {
 					n := held.Add(1)
 					defer held.Add(-1)
 					grants.Add(1)
@@ -52,6 +53,7 @@ func RunFault(ctx context.Context, cfg Config, fault func() error) (Recovery, er
 					}
 					return nil
 				})
+				scancel()
 				if err != nil && wctx.Err() == nil {
 					time.Sleep(10 * time.Millisecond)
 				}

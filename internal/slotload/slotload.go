@@ -68,10 +68,10 @@ func Run(ctx context.Context, cfg Config) Result {
 		c := cfg.Clients[i%len(cfg.Clients)]
 		wg.Go(func() {
 			for wctx.Err() == nil {
-				l, err := c.Wait(wctx, []sluice.Request{{Dimension: cfg.Dimension, Cost: 1}}, time.Hour, opts...)
+				l, err := c.Wait(wctx, []sluice.Request{{Dimension: cfg.Dimension, Cost: 1}}, opts...)
 				if err != nil {
-					// A wait of an hour times out only on the window's
-					// end (the context's deadline).
+					// The wait times out only on the window's end (the
+					// context's deadline).
 					if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, sluice.ErrSlotTimeout) {
 						mu.Lock()
 						res.Errors++

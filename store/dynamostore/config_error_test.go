@@ -51,7 +51,7 @@ func TestBadEndpointIsAConfigurationError(t *testing.T) {
 			if err == nil {
 				// The old behaviour: the first operation fails as an
 				// outage, and fail open grants degraded leases.
-				c, cerr := sluice.New(s, sluice.WithFailurePolicy(sluice.FailOpen))
+				c, cerr := sluice.New(s, sluice.WithConfig(failOpen()))
 				if cerr != nil {
 					t.Fatal(cerr)
 				}
@@ -89,7 +89,7 @@ func TestMissingCredentialsIsAConfigurationError(t *testing.T) {
 	if _, err := s.Reconcile(context.Background(), store.ReconcileRequest{Now: t0, Limit: store.DefaultReconcileLimit}); !errors.Is(err, ErrCredentials) || errors.Is(err, store.ErrUnavailable) {
 		t.Errorf("Reconcile = %v; want ErrCredentials, not ErrUnavailable", err)
 	}
-	open, err := sluice.New(s, sluice.WithFailurePolicy(sluice.FailOpen))
+	open, err := sluice.New(s, sluice.WithConfig(failOpen()))
 	if err != nil {
 		t.Fatal(err)
 	}

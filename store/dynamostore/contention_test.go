@@ -93,7 +93,7 @@ func TestLeaseLimit(t *testing.T) {
 				errors.Is(err, store.ErrUnavailable) || errors.Is(err, store.ErrContention) {
 				t.Fatalf("acquire beyond the limit = %v; want a LeaseLimitError on v#concurrent, limit 3", err)
 			}
-			open, err := sluice.New(s, sluice.WithFailurePolicy(sluice.FailOpen))
+			open, err := sluice.New(s, sluice.WithConfig(failOpen()))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -116,7 +116,7 @@ func TestFailurePolicy(t *testing.T) {
 	if _, err := closed.Acquire(context.Background(), "v#rpm"); !errors.Is(err, sluice.ErrUnavailable) {
 		t.Errorf("fail closed: %v, want ErrUnavailable", err)
 	}
-	open, err := sluice.New(s, sluice.WithFailurePolicy(sluice.FailOpen))
+	open, err := sluice.New(s, sluice.WithConfig(failOpen()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,4 +124,11 @@ func TestFailurePolicy(t *testing.T) {
 	if err != nil || !r.Granted() || !r.Degraded {
 		t.Errorf("fail open: %+v, %v; want granted, degraded", r, err)
 	}
+}
+
+// failOpen returns the default Config failing open.
+func failOpen() sluice.Config {
+	cfg := sluice.DefaultConfig()
+	cfg.FailurePolicy = sluice.FailOpen
+	return cfg
 }

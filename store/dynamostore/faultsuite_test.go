@@ -46,7 +46,7 @@ func (r *faultRun) start(workers int) {
 					return
 				default:
 				}
-				err := c.WithSlotMany(context.Background(), reqs, 200*time.Millisecond, func(ctx context.Context, _ *sluice.Lease) error {
+				err := c.WithSlotMany(context.Background(), reqs, func(ctx context.Context, _ *sluice.Lease) error {
 					n := r.inside.Add(1)
 					for m := r.maxInside.Load(); n > m && !r.maxInside.CompareAndSwap(m, n); m = r.maxInside.Load() {
 					}
@@ -139,7 +139,11 @@ func TestFaultSuite(t *testing.T) {
 	for range 2 {
 		s := openStore(t, mk(), table, WithTimeout(opTimeout))
 		stores = append(stores, s)
-		c, err := sluice.New(s, sluice.WithLeaseTTL(ttl), sluice.WithOpTimeout(opTimeout))
+		cfg := sluice.DefaultConfig()
+		cfg.LeaseTTL = ttl
+		cfg.OpTimeout = opTimeout
+		cfg.DefaultSlotTimeout = 200 * time.Millisecond // a wait ends after 200 ms
+		c, err := sluice.New(s, sluice.WithConfig(cfg))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -78,9 +78,11 @@ func TestClockSkewShare(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for ctx.Err() == nil {
-					if _, err := c.Wait(ctx, []sluice.Request{{Dimension: "skew#rps", Cost: 1}}, time.Second); err == nil {
+					wctx, cancel := context.WithTimeout(ctx, time.Second)
+					if _, err := c.Wait(wctx, []sluice.Request{{Dimension: "skew#rps", Cost: 1}}); err == nil {
 						counts[h].Add(1)
 					}
+					cancel()
 				}
 			}()
 		}

@@ -57,7 +57,11 @@ func newFaultRig(t *testing.T, opTimeout time.Duration, urls ...string) *faultRi
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, err := sluice.New(s, sluice.WithLeaseTTL(faultTTL), sluice.WithOpTimeout(opTimeout), sluice.WithLogger(slog.New(slog.DiscardHandler)))
+		cfg := sluice.DefaultConfig()
+		cfg.LeaseTTL = faultTTL
+		cfg.OpTimeout = opTimeout
+		cfg.DefaultSlotTimeout = time.Second // a wait ends after 1 s
+		c, err := sluice.New(s, sluice.WithConfig(cfg), sluice.WithLogger(slog.New(slog.DiscardHandler)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -103,7 +107,7 @@ func (r *faultRig) work(ctx context.Context, p int) {
 	c := r.clients[p]
 	reqs := []sluice.Request{{Dimension: faultSlots, Cost: 1}, {Dimension: faultTPM, Cost: 10}}
 	for ctx.Err() == nil {
-		err := c.WithSlotMany(ctx, reqs, time.Second, func(fctx context.Context, l *sluice.Lease) error {
+		err := c.WithSlotMany(ctx, reqs, func(fctx context.Context, l *sluice.Lease) error {
 			n := r.holders.Add(1)
 			defer r.holders.Add(-1)
 			for m := r.maxHeld.Load(); n > m && !r.maxHeld.CompareAndSwap(m, n); m = r.maxHeld.Load() {
@@ -313,7 +317,7 @@ func TestPartitionedClient(t *testing.T) {
 	r := newFaultRig(t, faultOpTO, proxy.URL, srv.URL)
 	// A slot the cut-off process holds across the partition, renewed in the
 	// background until the partition makes renewals fail.
-	h, err := r.clients[0].Slot(context.Background(), faultSlots, time.Second)
+	h, err := r.clients[0].Slot(context.Background(), faultSlots)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,13 +367,15 @@ func TestCrashedHolder(t *testing.T) {
 	c := r.clients[0]
 	dead, die := context.WithCancel(context.Background())
 	for range faultCap {
-		if _, err := c.Slot(dead, faultSlots, time.Second); err != nil {
+		if _, err := c.Slot(dead, faultSlots); err != nil {
 			t.Fatal(err)
 		}
 	}
 	die() // the process is gone: no renewal, no release
 	crashed := time.Now()
-	err = c.WithSlot(context.Background(), faultSlots, 4*faultTTL, func(context.Context, *sluice.Lease) error { return nil })
+	wctx, cancel := context.WithTimeout(context.Background(), 4*faultTTL)
+	defer cancel()
+	err = c.WithSlot(wctx, faultSlots, func(context.Context, *sluice.Lease) error { return nil })
 	took := time.Since(crashed)
 	if err != nil {
 		t.Fatalf("no slot after the holder crashed: %v", err)

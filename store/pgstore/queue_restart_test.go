@@ -29,7 +29,10 @@ func TestWaitersRecoverAfterRestart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, err := sluice.New(s, sluice.WithLeaseTTL(faultTTL), sluice.WithOpTimeout(faultOpTO))
+		cfg := sluice.DefaultConfig()
+		cfg.LeaseTTL = faultTTL
+		cfg.OpTimeout = faultOpTO
+		c, err := sluice.New(s, sluice.WithConfig(cfg))
 		if err != nil {
 			t.Fatal(err)
 		}

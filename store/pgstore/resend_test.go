@@ -40,7 +40,9 @@ func TestLostReplyAppliedOnce(t *testing.T) {
 		c.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
 	})
 	s := newStoreOn(t, pool)
-	c, err := sluice.New(s, sluice.WithMaxRetries(3))
+	cfg := sluice.DefaultConfig()
+	cfg.MaxRetries = 3
+	c, err := sluice.New(s, sluice.WithConfig(cfg))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,9 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer st.Close()
-	client, err := sluice.New(st, sluice.WithDefaultCaller("audit-service"))
+	cfg := sluice.DefaultConfig()
+	cfg.Caller = "audit-service"
+	client, err := sluice.New(st, sluice.WithConfig(cfg))
 	if err != nil {
 		log.Fatal(err)
 	}

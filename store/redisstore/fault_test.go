@@ -50,7 +50,7 @@ func (f *faultRun) worker(t *testing.T, c *sluice.Client, stop <-chan struct{}) 
 			return
 		default:
 		}
-		err := c.WithSlotMany(context.Background(), reqs, 300*time.Millisecond, func(ctx context.Context, _ *sluice.Lease) error {
+		err := c.WithSlotMany(context.Background(), reqs, func(ctx context.Context, _ *sluice.Lease) error {
 			f.granted.Add(1)
 			f.hold(ctx, 2*time.Millisecond)
 			return nil
@@ -82,7 +82,7 @@ func (f *faultRun) holder(c *sluice.Client, stop <-chan struct{}) {
 			return
 		default:
 		}
-		h, err := c.Slot(context.Background(), "fault#concurrent", 300*time.Millisecond, sluice.WithCost(1))
+		h, err := c.Slot(context.Background(), "fault#concurrent", sluice.WithCost(1))
 		if err != nil {
 			time.Sleep(10 * time.Millisecond)
 			continue
@@ -122,7 +122,11 @@ func TestFaults(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { s.Close() })
-		c, err := sluice.New(s, sluice.WithLeaseTTL(ttl), sluice.WithOpTimeout(timeout))
+		cfg := sluice.DefaultConfig()
+		cfg.LeaseTTL = ttl
+		cfg.OpTimeout = timeout
+		cfg.DefaultSlotTimeout = 300 * time.Millisecond // a wait ends after 300 ms
+		c, err := sluice.New(s, sluice.WithConfig(cfg))
 		if err != nil {
 			t.Fatal(err)
 		}

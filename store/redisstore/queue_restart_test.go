@@ -39,7 +39,10 @@ func TestWaitersRecoverAfterRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { s.Close() })
-		c, err := sluice.New(s, sluice.WithLeaseTTL(2*time.Second), sluice.WithOpTimeout(300*time.Millisecond))
+		cfg := sluice.DefaultConfig()
+		cfg.LeaseTTL = 2 * time.Second
+		cfg.OpTimeout = 300 * time.Millisecond
+		c, err := sluice.New(s, sluice.WithConfig(cfg))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -26,7 +26,8 @@ type call struct {
 	e        *entry
 	ctx      context.Context // the request's
 	ev       Event
-	lease    *sluice.Lease
+	h        *sluice.SlotHandle // renews the lease until finish releases it
+	lease    *sluice.Lease      // h's
 	once     sync.Once
 	done     atomic.Bool
 	period   time.Duration
@@ -39,12 +40,12 @@ type call struct {
 	capped   atomic.Bool
 }
 
-// keep starts renewing the lease every period until the call finishes,
-// and, once a body is attached, finishing it when it has gone unread for
-// the body timeout.
-func (c *call) keep() {
-	ttl := c.lease.TTL()
-	c.period = max(time.Millisecond, min(ttl/3, c.t.idle/4))
+// hold takes h, which renews the lease until the call finishes, and starts
+// the timer that, once a body is attached, finishes the call when the body
+// has gone unread for the body timeout.
+func (c *call) hold(h *sluice.SlotHandle) {
+	c.h, c.lease = h, h.Lease()
+	c.period = max(time.Millisecond, c.t.idle/4)
 	c.mu.Lock()
 	c.timer = time.AfterFunc(c.period, c.tick)
 	c.mu.Unlock()
@@ -64,12 +65,6 @@ func (c *call) tick() {
 	if b := c.body.Load(); b != nil && b.idleFor() >= c.t.idle {
 		b.finish(ErrBodyTimeout)
 		return
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), c.period)
-	err := c.lease.Extend(ctx, c.lease.TTL())
-	cancel()
-	if err != nil && !errors.Is(err, sluice.ErrLeaseReleased) {
-		c.addErr(fmt.Errorf("transport: renewing the lease: %w", err))
 	}
 	c.mu.Lock()
 	if !c.done.Load() {
@@ -117,7 +112,12 @@ func (c *call) finish(o Outcome, u vendors.Usage, complete func() []vendors.Char
 				errs = append(errs, fmt.Errorf("transport: settling %s to %d: %w", ch.Dimension, ch.Amount, err))
 			}
 		}
-		if err := c.lease.Release(ctx); err != nil {
+		if context.Cause(c.h.Context()) == sluice.ErrLeaseLost {
+			// The handle gave the lease up: it expired or was reclaimed,
+			// or could not be renewed in time.
+			errs = append(errs, fmt.Errorf("transport: renewing the lease: %w", sluice.ErrLeaseLost))
+		}
+		if err := c.h.Release(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("transport: releasing the lease: %w", err))
 		}
 		c.mu.Lock()

@@ -74,13 +74,16 @@ func ExampleEstimateFor() {
 	// {8 11 100 0 1}
 }
 
-// A request without a deadline waits at most WithMaxWait for its slot.
+// A request without a deadline waits at most the Client's
+// DefaultSlotTimeout for its slot.
 // Here the bucket is empty and the tokens come back in 10 s: the call
 // fails at once, reserving nothing, and is never sent.
-func ExampleWithMaxWait() {
+func ExampleTransport_RoundTrip_defaultSlotTimeout() {
 	ctx := context.Background()
 	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	client, _ := sluice.New(memstore.New(), sluice.WithClock(sluice.ClockFunc(func() time.Time { return at })))
+	cfg := sluice.DefaultConfig()
+	cfg.DefaultSlotTimeout = 5 * time.Second
+	client, _ := sluice.New(memstore.New(), sluice.WithConfig(cfg), sluice.WithClock(sluice.ClockFunc(func() time.Time { return at })))
 	profile, _ := vendors.OpenAIProfile(vendors.OpenAILimits{Model: "gpt-4o", TPM: 6000}, vendors.WithHeadroom(0))
 	for _, b := range profile.Buckets() {
 		_ = client.PutBucket(ctx, b)
@@ -89,7 +92,7 @@ func ExampleWithMaxWait() {
 	never := transport.WithBase(roundTripFunc(func(*http.Request) (*http.Response, error) {
 		panic("the request is not sent")
 	}))
-	t, _ := transport.New(client, []vendors.Profile{profile}, never, transport.WithMaxWait(5*time.Second))
+	t, _ := transport.New(client, []vendors.Profile{profile}, never)
 
 	req, _ := http.NewRequest(http.MethodPost, "https://api.openai.com/v1/chat/completions",
 		strings.NewReader(`{"model":"gpt-4o","max_tokens":1000,"messages":[{"role":"user","content":"hello"}]}`))

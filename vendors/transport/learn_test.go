@@ -41,7 +41,7 @@ func otpmLoadStream(t *testing.T, workers int, run time.Duration, median float64
 		Limits:           vendorsim.Limits{RPM: 4000, ITPM: 10_000_000, OTPM: otpm},
 		OutputTokens:     vendorsim.LogNormal(median, otpmSigma),
 		TimeToFirstToken: vendorsim.Uniform(0.2, 0.6), PerOutputToken: vendorsim.Fixed(0.01)}
-	e := newEnvClock(t, sim, p, nil, append([]transport.Option{transport.WithMaxWait(10 * time.Minute)}, opts...)...)
+	e := newEnvClock(t, sim, p, nil, opts...)
 	ac := anthropicClient(e, 0)
 	params := anthropic.MessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 1024,
 		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hello there"))}}

@@ -28,7 +28,7 @@ const maxErrorBody = 1 << 20
 // settle the call. It does not send the request, and returns an error,
 // when the call gets no slot: one matching sluice.ErrSlotTimeout, at once,
 // when the store answers that the slot comes later than the request's
-// deadline (or WithMaxWait); the context's error when the request is
+// deadline (or, without one, the Client's DefaultSlotTimeout); the context's error when the request is
 // cancelled while it waits (its reservation is cancelled); a store error,
 // matching sluice.ErrUnavailable when the store cannot be reached (unless
 // the Client fails open).
@@ -95,7 +95,7 @@ func (t *Transport) do(req *http.Request, next sender) (*http.Response, error) {
 	for i, ch := range charges {
 		reqs[i] = sluice.Request{Dimension: ch.Dimension, Cost: ch.Amount}
 	}
-	lease, waited, attempts, err := t.acquire(req.Context(), reqs)
+	h, waited, attempts, err := t.acquire(req.Context(), reqs)
 	if err != nil && probeable(e.p, reqs, err) {
 		// The bucket was lowered below what the profile publishes (a
 		// followed limit, or an operator's change): the call takes the
@@ -103,15 +103,14 @@ func (t *Transport) do(req *http.Request, next sender) (*http.Response, error) {
 		// again; its usage settles as any call's does.
 		var more time.Duration
 		var n int
-		lease, more, n, err = t.acquire(req.Context(), reqs)
+		h, more, n, err = t.acquire(req.Context(), reqs)
 		waited, attempts = waited+more, attempts+n
 	}
 	c.ev.Waited, c.ev.Attempts = waited, attempts
 	if err != nil {
 		return nil, t.denied(c, fmt.Errorf("transport: acquiring %s for %s: %w", describe(reqs), est.API, err))
 	}
-	c.lease = lease
-	c.keep()
+	c.hold(h)
 	return t.send(c, next, req, raw, est.Stream)
 }
 
@@ -181,12 +180,12 @@ func (t *Transport) other(req *http.Request, next sender, v vendors.Vendor, raw 
 		req = withBody(req.WithContext(req.Context()), raw)
 	}
 	c := &call{t: t, e: e, ctx: req.Context(), ev: Event{Vendor: v, Admitted: []vendors.Charge{{Metric: vendors.Requests, Dimension: e.requests, Amount: 1}}}}
-	lease, waited, attempts, err := t.acquire(req.Context(), []sluice.Request{{Dimension: e.requests, Cost: 1}})
+	h, waited, attempts, err := t.acquire(req.Context(), []sluice.Request{{Dimension: e.requests, Cost: 1}})
 	c.ev.Waited, c.ev.Attempts = waited, attempts
 	if err != nil {
 		return nil, t.denied(c, fmt.Errorf("transport: acquiring a request on %s: %w", e.requests, err))
 	}
-	c.lease = lease
+	c.h, c.lease = h, h.Lease()
 	resp, err := next(req)
 	if err == nil {
 		c.ev.Status = resp.StatusCode

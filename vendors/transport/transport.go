@@ -21,10 +21,11 @@ import (
 // For every request to a known endpoint (see ParseEndpoint) of a routed
 // host, it reads the request body, estimates the call (see Estimator),
 // acquires the profile's admission charges on every dimension at once,
-// waiting in line within the request's deadline (Client.Wait: the tokens
-// are reserved first come, first served, and a wait longer than the
-// deadline fails at once), sends the request through the
-// base transport, and holds the lease while the response body is read.
+// waiting in line within the request's deadline (Client.SlotMany: the
+// tokens are reserved first come, first served, and a wait longer than the
+// deadline fails at once), sends the request through the base transport,
+// and holds the lease, renewed by its sluice.SlotHandle, while the
+// response body is read.
 // When the body is read to its end or closed, whichever comes first, it
 // settles every token dimension to the usage the response reported (from
 // the JSON body, or the stream's final usage event; never below the
@@ -45,7 +46,6 @@ type Transport struct {
 	unknown   UnknownPolicy
 	inject    bool
 	idle      time.Duration
-	maxWait   time.Duration
 	polling   bool
 	outEst    func(Estimate) int64
 	learnCfg  OutputLearning
@@ -116,23 +116,14 @@ func WithoutUsageInjection() Option { return func(t *Transport) { t.inject = fal
 // Client's lease TTL. The request's context ending does the same at once.
 func WithBodyTimeout(d time.Duration) Option { return func(t *Transport) { t.idle = d } }
 
-// WithMaxWait bounds how long a request whose context has no deadline
-// waits for its charges (default the Client's DefaultSlotTimeout, 30 s
-// unless configured). A request with a deadline waits until it, whatever
-// this bound. Either way a wait the store answers that would end past the
-// bound fails at once with a *sluice.SlotTimeoutError, reserving nothing
-// (with WithPolling, the Transport polls until the bound has passed).
-func WithMaxWait(d time.Duration) Option { return func(t *Transport) { t.maxWait = d } }
-
 // WithPolling makes the Transport wait for its charges as the Client's
 // sluice.WithPolling does: ask, sleep the RETRY_IN answer plus jitter, ask
-// again, until granted or the request's deadline (or WithMaxWait) has
-// passed. It holds no place in line: while other callers reserve the
-// same dimensions, a polling call is granted only what is left after
-// their reservations. Without it the Transport waits in line (the
+// again, until granted or the request's deadline (or, without one, the
+// Client's DefaultSlotTimeout) has passed. It holds no place in line:
+// while other callers reserve the same dimensions, a polling call is
+// granted only what is left after their reservations. Without it the Transport waits in line (the
 // Client's Wait: tokens reserved first come, first served, concurrent
-// slots queued for), unless the Client was built with
-// sluice.WithWaitStrategy(sluice.WaitPoll).
+// slots queued for).
 func WithPolling() Option { return func(t *Transport) { t.polling = true } }
 
 // WithOutputEstimate sets the output a call is expected to produce, for
@@ -194,9 +185,6 @@ func New(c *sluice.Client, profiles []vendors.Profile, opts ...Option) (*Transpo
 	}
 	if t.idle <= 0 {
 		t.idle = c.Config().LeaseTTL
-	}
-	if t.maxWait <= 0 {
-		t.maxWait = c.Config().DefaultSlotTimeout
 	}
 	ropts := append([]vendors.ReactorOption{vendors.WithReactorClock(t.clock)}, t.reactOpts...)
 	for _, p := range profiles {

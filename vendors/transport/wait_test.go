@@ -69,21 +69,24 @@ func chat(maxTokens int64) openai.ChatCompletionNewParams {
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello there")}}
 }
 
-// A call whose wait is longer than its deadline, or than WithMaxWait when
-// it has none, fails at once with a *sluice.SlotTimeoutError after one
-// store call, and leaves every balance as it found it.
+// A call whose wait is longer than its deadline, or than the Client's
+// DefaultSlotTimeout when it has none, fails at once with a
+// *sluice.SlotTimeoutError after one store call, and leaves every balance
+// as it found it.
 func TestWaitPastTheBoundFailsAtOnceReservingNothing(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		deadline bool
-		opts     []transport.Option
+		cost     int64         // the call's max_tokens: its tokens charge
+		timeout  time.Duration // the wait's bound
+		wait     time.Duration // cost at 100 tokens a second
 	}{
-		{name: "deadline", deadline: true},
-		{name: "no deadline, WithMaxWait", opts: []transport.Option{transport.WithMaxWait(5 * time.Second)}},
+		{name: "deadline", deadline: true, cost: 1000, timeout: 5 * time.Second, wait: 10 * time.Second},
+		{name: "no deadline, DefaultSlotTimeout", cost: 4000, timeout: sluice.DefaultConfig().DefaultSlotTimeout, wait: 40 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				e := waitEnv(t, 600, 6000, nil, tc.opts...)
+				e := waitEnv(t, 600, 6000, nil)
 				drainTPM(t, e, 6000)
 				ctx := context.Background()
 				if tc.deadline {
@@ -93,9 +96,8 @@ func TestWaitPastTheBoundFailsAtOnceReservingNothing(t *testing.T) {
 				}
 				before := millis(t, e)
 				start := time.Now()
-				// 1000 tokens at 100 a second: a 10 s wait.
 				oc := openAIClient(e, 0)
-				_, err := oc.Chat.Completions.New(ctx, chat(1000))
+				_, err := oc.Chat.Completions.New(ctx, chat(tc.cost))
 				var te *sluice.SlotTimeoutError
 				if !errors.As(err, &te) {
 					t.Fatalf("error %v, want a *sluice.SlotTimeoutError", err)
@@ -103,8 +105,8 @@ func TestWaitPastTheBoundFailsAtOnceReservingNothing(t *testing.T) {
 				if waited := time.Since(start); waited != 0 {
 					t.Errorf("failed after %v, want at once", waited)
 				}
-				if te.Timeout != 5*time.Second || te.RetryIn != 10*time.Second || te.Attempts != 1 {
-					t.Errorf("timeout error %+v, want timeout 5s, retry_in 10s, 1 attempt", te)
+				if te.Timeout != tc.timeout || te.RetryIn != tc.wait || te.Attempts != 1 {
+					t.Errorf("timeout error %+v, want timeout %s, retry_in %s, 1 attempt", te, tc.timeout, tc.wait)
 				}
 				if got := millis(t, e); got[waitRPM] != before[waitRPM] || got[waitTPM] != before[waitTPM] {
 					t.Errorf("balances %v after the timeout, want %v: nothing reserved", got, before)
