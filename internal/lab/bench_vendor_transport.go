@@ -1,4 +1,4 @@
-package cli
+package lab
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/internal/clikit"
 	"github.com/ontopix/sluice/vendors"
 	"github.com/ontopix/sluice/vendors/transport"
 	"github.com/ontopix/sluice/vendors/vendorsim"
@@ -349,10 +350,10 @@ func parseClients(s string) ([]string, error) {
 	for _, c := range strings.Split(s, ",") {
 		c = strings.TrimSpace(c)
 		if c != clientTransport && c != clientManual {
-			return nil, usagef("--client %q: %q is not a client; use transport, manual, or both comma-separated", s, c)
+			return nil, clikit.Usagef("--client %q: %q is not a client; use transport, manual, or both comma-separated", s, c)
 		}
 		if slices.Contains(out, c) {
-			return nil, usagef("--client %q: %s is listed twice", s, c)
+			return nil, clikit.Usagef("--client %q: %s is listed twice", s, c)
 		}
 		out = append(out, c)
 	}

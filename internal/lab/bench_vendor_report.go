@@ -1,4 +1,4 @@
-package cli
+package lab
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/ontopix/sluice/internal/clikit"
 	"github.com/ontopix/sluice/vendors"
 	"github.com/ontopix/sluice/vendors/vendorsim"
 )
@@ -90,7 +91,7 @@ type vbClientCounts struct {
 
 func newVBReport(run vbRun, cfg vendorBenchConfig, store string, st vendorsim.Stats, p *vbPart) *vbReport {
 	r := &vbReport{Mode: run.Mode, Vendor: string(run.Vendor), Processes: run.Processes, Workers: run.Workers,
-		Duration: dur(run.Duration), Load: run.Load, Sync: run.Sync, FollowLimits: run.Follow, Headroom: run.Headroom,
+		Duration: clikit.Dur(run.Duration), Load: run.Load, Sync: run.Sync, FollowLimits: run.Follow, Headroom: run.Headroom,
 		EstimateError: run.EstimateError, Rules: cfg.sim.Rules.String(), Calls: st.Requests, Admitted: st.Admitted,
 		Vendor429ByKind: map[string]int64{"rate_limited": st.RateLimited, "too_large": st.TooLarge, "quota": st.QuotaExceeded},
 		Dimensions:      []vbDimension{},
@@ -123,7 +124,7 @@ func newVBReport(run vbRun, cfg vendorBenchConfig, store string, st vendorsim.St
 	}
 	if len(cfg.schedule) > 0 {
 		s := cfg.schedule[0]
-		r.Outage = fmt.Sprintf("%g@%s+%s", s.Factor, dur(s.At), dur(s.For))
+		r.Outage = fmt.Sprintf("%g@%s+%s", s.Factor, clikit.Dur(s.At), clikit.Dur(s.For))
 		n := rateLimitedBy(st.Series, s.At+s.For) - rateLimitedBy(st.Series, s.At)
 		r.Outage429 = &n
 	}

@@ -1,4 +1,4 @@
-package cli
+package clikit
 
 import (
 	"context"
@@ -22,104 +22,126 @@ import (
 	"github.com/ontopix/sluice/store/storeurl"
 )
 
-// open opens the store named by --store. A malformed URL is a usage error.
-func (g *globals) open(ctx context.Context) (*storeurl.Opened, error) {
-	return g.openWith(ctx, storeurl.Options{})
+// Globals holds the persistent flags every command shares, and the Env the
+// commands run in.
+type Globals struct {
+	Env Env
+	// Store is the --store URL; PasswordFile is --password-file.
+	Store        string
+	PasswordFile string
 }
 
-// openWith is open with o's Table and NoMigrate.
-func (g *globals) openWith(ctx context.Context, o storeurl.Options) (*storeurl.Opened, error) {
-	o.LookupEnv, o.PasswordFile, o.Memory = g.env.LookupEnv, g.passwordFile, g.env.Memory
+// AddStoreFlags adds --store (default SLUICE_STORE, else memory://) and
+// --password-file to cmd's persistent flags, set into g.
+func (g *Globals) AddStoreFlags(cmd *cobra.Command) {
+	def := g.Env.Lookup("SLUICE_STORE")
+	if def == "" {
+		def = "memory://"
+	}
+	cmd.PersistentFlags().StringVar(&g.Store, "store", def,
+		"store URL (env SLUICE_STORE): memory://, redis://, rediss://, redis+cluster://, postgres://, dynamodb://")
+	cmd.PersistentFlags().StringVar(&g.PasswordFile, "password-file", "",
+		"read the store password from this file (else SLUICE_REDIS_PASSWORD or PGPASSWORD)")
+}
+
+// Open opens the store named by --store. A malformed URL is a usage error.
+func (g *Globals) Open(ctx context.Context) (*storeurl.Opened, error) {
+	return g.OpenWith(ctx, storeurl.Options{})
+}
+
+// OpenWith is Open with o's Table and NoMigrate.
+func (g *Globals) OpenWith(ctx context.Context, o storeurl.Options) (*storeurl.Opened, error) {
+	o.LookupEnv, o.PasswordFile, o.Memory = g.Env.LookupEnv, g.PasswordFile, g.Env.Memory
 	if o.LookupEnv == nil { // an Env without one has no variables set
 		o.LookupEnv = func(string) (string, bool) { return "", false }
 	}
-	op, err := storeurl.OpenDetailed(ctx, g.store, o)
+	op, err := storeurl.OpenDetailed(ctx, g.Store, o)
 	if errors.Is(err, storeurl.ErrBadURL) {
 		return nil, &UsageError{Err: err}
 	}
 	if err == nil {
-		if log, lerr := g.logger(g.env.Stderr); lerr == nil {
+		if log, lerr := g.Logger(g.Env.Stderr); lerr == nil {
 			log.LogAttrs(ctx, slog.LevelDebug, "cli.store.opened", slog.String("store", op.Redacted), slog.String("kind", op.Kind))
 		}
 	}
 	return op, err
 }
 
-// now returns the Env's time.
-func (g *globals) now() time.Time {
-	if g.env.Clock != nil {
-		return g.env.Clock.Now()
+// Now returns the Env's time.
+func (g *Globals) Now() time.Time {
+	if g.Env.Clock != nil {
+		return g.Env.Clock.Now()
 	}
 	return time.Now()
 }
 
-// clock returns the Env's clock.
-func (g *globals) clock() sluice.Clock {
-	if g.env.Clock != nil {
-		return g.env.Clock
+// Clock returns the Env's clock.
+func (g *Globals) Clock() sluice.Clock {
+	if g.Env.Clock != nil {
+		return g.Env.Clock
 	}
 	return sluice.SystemClock{}
 }
 
-// config reads the SLUICE_* variables of the Env.
-func (g *globals) config() (sluice.Config, error) {
-	lookup := g.env.LookupEnv
+// Config reads the SLUICE_* variables of the Env.
+func (g *Globals) Config() (sluice.Config, error) {
+	lookup := g.Env.LookupEnv
 	if lookup == nil {
 		lookup = func(string) (string, bool) { return "", false }
 	}
 	return sluice.ConfigFromLookup(lookup)
 }
 
-// logger writes JSON lines to stderr at SLUICE_LOG_LEVEL (default info).
-func (g *globals) logger(w io.Writer) (*slog.Logger, error) {
-	cfg, err := g.config()
+// Logger writes JSON lines to stderr at SLUICE_LOG_LEVEL (default info).
+func (g *Globals) Logger(w io.Writer) (*slog.Logger, error) {
+	cfg, err := g.Config()
 	if err != nil {
 		return nil, err
 	}
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: cfg.LogLevel})), nil
 }
 
-// withClient opens the store, runs f with a Client over it and closes the
+// WithClient opens the store, runs f with a Client over it and closes the
 // store. The Client reads the SLUICE_* variables, tells time by the Env's
 // clock, logs at SLUICE_LOG_LEVEL to stderr and fails closed: a command
 // never grants without the store. A stateful command (one that changes the
 // store) warns, after it ran (unless the command line was wrong), when the
 // store lives only in this process: a change is lost, and a bucket put by
 // an earlier command is not there.
-func (g *globals) withClient(cmd *cobra.Command, stateful bool, f func(c *sluice.Client) error) error {
+func (g *Globals) WithClient(cmd *cobra.Command, stateful bool, f func(c *sluice.Client) error) error {
 	ctx := cmd.Context()
-	log, err := g.logger(cmd.ErrOrStderr())
+	log, err := g.Logger(cmd.ErrOrStderr())
 	if err != nil {
 		return &UsageError{Err: err}
 	}
-	op, err := g.open(ctx)
+	op, err := g.Open(ctx)
 	if err != nil {
 		return err
 	}
 	defer op.Close()
-	c, err := g.client(op.Store, log)
+	c, err := g.Client(op.Store, log)
 	if err != nil {
 		return err
 	}
 	err = f(c)
 	var u *UsageError
 	if stateful && !errors.As(err, &u) {
-		g.warnEphemeral(cmd, op)
+		g.WarnEphemeral(cmd, op)
 	}
 	return err
 }
 
-// client returns a Client over st configured as withClient describes, then
+// Client returns a Client over st configured as WithClient describes, then
 // by extra.
-func (g *globals) client(st store.Store, log *slog.Logger, extra ...sluice.Option) (*sluice.Client, error) {
-	cfg, err := g.config()
+func (g *Globals) Client(st store.Store, log *slog.Logger, extra ...sluice.Option) (*sluice.Client, error) {
+	cfg, err := g.Config()
 	if err != nil {
 		return nil, &UsageError{Err: err}
 	}
 	if d, ok := g.urlTimeout(); ok {
 		cfg.OpTimeout = d
 	}
-	opts := []sluice.Option{sluice.WithConfig(cfg), sluice.WithClock(g.clock()), sluice.WithLogger(log),
+	opts := []sluice.Option{sluice.WithConfig(cfg), sluice.WithClock(g.Clock()), sluice.WithLogger(log),
 		sluice.WithFailurePolicy(sluice.FailClosed)}
 	return sluice.New(st, append(opts, extra...)...)
 }
@@ -129,13 +151,13 @@ func (g *globals) client(st store.Store, log *slog.Logger, extra ...sluice.Optio
 // (see package store), and every call of the Client has one, from
 // OpTimeout: the URL's timeout becomes that bound, so that it bounds each
 // store call of a command as it says.
-func (g *globals) urlTimeout() (time.Duration, bool) {
-	if g.env.LookupEnv != nil {
-		if _, set := g.env.LookupEnv("SLUICE_OP_TIMEOUT"); set {
+func (g *Globals) urlTimeout() (time.Duration, bool) {
+	if g.Env.LookupEnv != nil {
+		if _, set := g.Env.LookupEnv("SLUICE_OP_TIMEOUT"); set {
 			return 0, false
 		}
 	}
-	u, err := url.Parse(g.store)
+	u, err := url.Parse(g.Store)
 	if err != nil || !u.Query().Has("timeout") {
 		return 0, false
 	}
@@ -143,27 +165,27 @@ func (g *globals) urlTimeout() (time.Duration, bool) {
 	return d, err == nil && d >= 0
 }
 
-// warnEphemeral warns on stderr that a change to a store living only in
+// WarnEphemeral warns on stderr that a change to a store living only in
 // this process (memory:// without a store shared by the Env) is lost when
 // the command exits. It warns rather than refuses: trying a command out on
 // memory:// is how the CLI is learnt.
-func (g *globals) warnEphemeral(cmd *cobra.Command, op *storeurl.Opened) {
-	if op.Kind != "memory" || g.env.Memory != nil {
+func (g *Globals) WarnEphemeral(cmd *cobra.Command, op *storeurl.Opened) {
+	if op.Kind != "memory" || g.Env.Memory != nil {
 		return
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "sluice: warning: %s ran on memory://, which lives in this process only: "+
 		"nothing persists after it exits, and nothing an earlier command did is here (set --store or SLUICE_STORE to a shared store)\n", cmd.CommandPath())
 }
 
-// writeJSON prints v indented.
-func writeJSON(w io.Writer, v any) error {
+// WriteJSON prints v indented.
+func WriteJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
 
-// isTerminal reports whether w is a character device.
-func isTerminal(w io.Writer) bool {
+// IsTerminal reports whether w is a character device.
+func IsTerminal(w io.Writer) bool {
 	if f, ok := w.(*os.File); ok {
 		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
 			return true
@@ -172,17 +194,17 @@ func isTerminal(w io.Writer) bool {
 	return false
 }
 
-// milli formats millitokens as tokens, with decimals only when needed.
-func milli(m int64) string {
+// Milli formats millitokens as tokens, with decimals only when needed.
+func Milli(m int64) string {
 	if m%1000 == 0 {
-		return itoa(m / 1000)
+		return Itoa(m / 1000)
 	}
-	s := strings.TrimRight(strings.TrimRight(formatFloat(float64(m)/1000, 3), "0"), ".")
+	s := strings.TrimRight(strings.TrimRight(FormatFloat(float64(m)/1000, 3), "0"), ".")
 	return s
 }
 
-// dur formats a duration for tables: rounded to the millisecond.
-func dur(d time.Duration) string {
+// Dur formats a duration for tables: rounded to the millisecond.
+func Dur(d time.Duration) string {
 	if d <= 0 {
 		return "0s"
 	}

@@ -1,4 +1,4 @@
-package cli
+package lab
 
 import (
 	"context"
@@ -13,10 +13,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ontopix/sluice/internal/clikit"
 	"github.com/ontopix/sluice/vendors/vendorsim"
 )
 
-// vendorsimOptions are the flags of 'sluice vendorsim'.
+// vendorsimOptions are the flags of 'sluice-lab vendorsim'.
 type vendorsimOptions struct {
 	vendor, listen             string
 	allowRemote                bool
@@ -62,10 +63,10 @@ uniform:LO,HI or lognormal:MEDIAN,SIGMA, with durations for the latencies
 with the header X-Vendorsim-Output-Tokens.
 
 It listens on loopback only unless --allow-remote.`,
-		Example: `  sluice vendorsim --vendor openai --rpm 60 --tpm 10000
-  sluice vendorsim --vendor anthropic --listen 127.0.0.1:8080 --ttft 300ms --per-token 10ms
-  sluice vendorsim --vendor openai --duration 30s --output json`,
-		Args: noArgs,
+		Example: `  sluice-lab vendorsim --vendor openai --rpm 60 --tpm 10000
+  sluice-lab vendorsim --vendor anthropic --listen 127.0.0.1:8080 --ttft 300ms --per-token 10ms
+  sluice-lab vendorsim --vendor openai --duration 30s --output json`,
+		Args: clikit.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := o.config(cmd)
 			if err != nil {
@@ -96,19 +97,19 @@ It listens on loopback only unless --allow-remote.`,
 
 // config validates the flags into a simulator configuration.
 func (o vendorsimOptions) config(cmd *cobra.Command) (vendorsim.Config, error) {
-	if err := outputFlag(o.output); err != nil {
+	if err := clikit.OutputFlag(o.output); err != nil {
 		return vendorsim.Config{}, err
 	}
 	v := vendorsim.Vendor(o.vendor)
 	lim, ok := vendorDefaults[v]
 	if !ok {
-		return vendorsim.Config{}, usagef("--vendor %q: must be openai, anthropic or azure", o.vendor)
+		return vendorsim.Config{}, clikit.Usagef("--vendor %q: must be openai, anthropic or azure", o.vendor)
 	}
 	if err := checkListen(o.listen, o.allowRemote); err != nil {
 		return vendorsim.Config{}, err
 	}
 	if o.duration < 0 {
-		return vendorsim.Config{}, usagef("--duration %v: must not be negative", o.duration)
+		return vendorsim.Config{}, clikit.Usagef("--duration %v: must not be negative", o.duration)
 	}
 	for _, f := range []struct {
 		name string
@@ -123,20 +124,20 @@ func (o vendorsimOptions) config(cmd *cobra.Command) (vendorsim.Config, error) {
 	cfg := vendorsim.Config{Vendor: v, Limits: lim, ErrorRate: o.errorRate, Seed: o.seed}
 	var err error
 	if cfg.TimeToFirstToken, err = vendorsim.ParseLatency(o.ttft); err != nil {
-		return cfg, usagef("--ttft: %v", err)
+		return cfg, clikit.Usagef("--ttft: %v", err)
 	}
 	if cfg.PerOutputToken, err = vendorsim.ParseLatency(o.perToken); err != nil {
-		return cfg, usagef("--per-token: %v", err)
+		return cfg, clikit.Usagef("--per-token: %v", err)
 	}
 	if cfg.OutputTokens, err = vendorsim.ParseDist(o.outputToks); err != nil {
-		return cfg, usagef("--output-tokens: %v", err)
+		return cfg, clikit.Usagef("--output-tokens: %v", err)
 	}
 	if _, err := vendorsim.New(cfg); err != nil {
 		var fe *vendorsim.FieldError
 		if errors.As(err, &fe) {
-			return cfg, usagef("--%s %v: %s", flagOf(fe.Field), fe.Value, fe.Reason)
+			return cfg, clikit.Usagef("--%s %v: %s", flagOf(fe.Field), fe.Value, fe.Reason)
 		}
-		return cfg, usagef("%v", err)
+		return cfg, clikit.Usagef("%v", err)
 	}
 	return cfg, nil
 }
@@ -156,7 +157,7 @@ func flagOf(field string) string {
 func checkListen(addr string, allowRemote bool) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return usagef("--listen %q: %v", addr, err)
+		return clikit.Usagef("--listen %q: %v", addr, err)
 	}
 	if allowRemote {
 		return nil
@@ -165,7 +166,7 @@ func checkListen(addr string, allowRemote bool) error {
 	if host == "localhost" || (ip != nil && ip.IsLoopback()) {
 		return nil
 	}
-	return usagef("--listen %q: not a loopback address; the simulator accepts any API key, so pass --allow-remote to serve other hosts", addr)
+	return clikit.Usagef("--listen %q: not a loopback address; the simulator accepts any API key, so pass --allow-remote to serve other hosts", addr)
 }
 
 // runVendorsim serves until ctx is done or the duration has passed, then
@@ -198,7 +199,7 @@ func runVendorsim(ctx context.Context, cfg vendorsim.Config, o vendorsimOptions,
 	_ = srv.Shutdown(shut)
 	st := sim.Stats()
 	if o.output == "json" {
-		return writeJSON(out, vendorsimView(st))
+		return clikit.WriteJSON(out, vendorsimView(st))
 	}
 	return writeVendorsimTable(out, st)
 }
@@ -244,7 +245,7 @@ type vendorsimStats struct {
 }
 
 func vendorsimView(st vendorsim.Stats) vendorsimStats {
-	v := vendorsimStats{Vendor: string(st.Vendor), Elapsed: dur(st.Elapsed.Round(time.Millisecond)),
+	v := vendorsimStats{Vendor: string(st.Vendor), Elapsed: clikit.Dur(st.Elapsed.Round(time.Millisecond)),
 		Requests: st.Requests, Admitted: st.Admitted, RateLimited: st.RateLimited, TooLarge: st.TooLarge,
 		QuotaExceeded: st.QuotaExceeded, Overloaded: st.Overloaded, BadRequests: st.BadRequests, Metrics: []vendorsimMetric{}}
 	for _, m := range st.Metrics {

@@ -1,4 +1,4 @@
-package cli
+package lab
 
 import (
 	"bufio"
@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ontopix/sluice/internal/clikit"
 	"github.com/ontopix/sluice/store/memstore"
 )
 
@@ -179,7 +180,7 @@ func TestBenchVendorSimUsage(t *testing.T) {
 		{[]string{"--vendor-sim", "anthropic", "--output-estimate", "learned:1.5"}, "--output-estimate"},
 	} {
 		out, errs, code := e.run(append([]string{"bench"}, tc.args...)...)
-		if code != ExitUsage || !strings.Contains(errs, tc.want) {
+		if code != clikit.ExitUsage || !strings.Contains(errs, tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want exit 2 and %q (stdout %q)", tc.args, code, errs, tc.want, out)
 		}
 	}

@@ -1,10 +1,11 @@
-package cli
+package lab
 
 import (
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/ontopix/sluice/internal/clikit"
 	"github.com/ontopix/sluice/store/memstore"
 )
 
@@ -111,11 +112,11 @@ func TestVBEstimatesMerge(t *testing.T) {
 func TestBenchVendorSimClientUsage(t *testing.T) {
 	e := &testEnv{t: t, url: "memory://", mem: memstore.New()}
 	out, errs, code := e.run("bench", "--vendor-sim", "openai", "--client", "sdk")
-	if code != ExitUsage || !strings.Contains(errs, `--client "sdk"`) {
+	if code != clikit.ExitUsage || !strings.Contains(errs, `--client "sdk"`) {
 		t.Errorf("exit %d, stderr %q; want exit 2 naming --client (stdout %q)", code, errs, out)
 	}
 	out, errs, code = e.run("bench", "--dimension", "x", "--client", "manual")
-	if code != ExitUsage || !strings.Contains(errs, "--client applies to 'bench --vendor-sim' only") {
+	if code != clikit.ExitUsage || !strings.Contains(errs, "--client applies to 'bench --vendor-sim' only") {
 		t.Errorf("exit %d, stderr %q; want exit 2: --client applies to --vendor-sim only (stdout %q)", code, errs, out)
 	}
 }

@@ -1,4 +1,4 @@
-package cli
+package lab
 
 import (
 	"bytes"
@@ -14,12 +14,13 @@ import (
 	"time"
 
 	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/internal/clikit"
 	"github.com/ontopix/sluice/vendors"
 	"github.com/ontopix/sluice/vendors/transport"
 	"github.com/ontopix/sluice/vendors/vendorsim"
 )
 
-// The modes of 'sluice bench --vendor-sim'.
+// The modes of 'sluice-lab bench --vendor-sim'.
 const (
 	modeSluice = "sluice"
 	modeNaive  = "naive"
@@ -79,7 +80,7 @@ func outputOption(s string) (transport.Option, error) {
 			return transport.WithOutputLearning(l), nil
 		}
 	}
-	return nil, usagef("--output-estimate %q: must be learned, learned:Q (0 < Q ≤ 1) or fixed", s)
+	return nil, clikit.Usagef("--output-estimate %q: must be learned, learned:Q (0 < Q ≤ 1) or fixed", s)
 }
 
 // benchScope scopes the benchmark's dimensions (openai#bench#tpm), so that
@@ -96,7 +97,7 @@ func (r vbRun) profile() (vendors.Profile, error) {
 	if r.CostReading != "" {
 		rd, ok := vendors.ParseReading(r.CostReading)
 		if !ok {
-			return vendors.Profile{}, usagef("--cost-reading %q: must be adjusted_to_usage or admission_kept", r.CostReading)
+			return vendors.Profile{}, clikit.Usagef("--cost-reading %q: must be adjusted_to_usage or admission_kept", r.CostReading)
 		}
 		cr = vendors.WithCostReading(rd)
 	}
@@ -107,7 +108,7 @@ func (r vbRun) profile() (vendors.Profile, error) {
 		return vendors.AnthropicProfile(vendors.AnthropicLimits{Model: benchScope, RPM: r.Limits.RPM,
 			InputTPM: r.Limits.ITPM, OutputTPM: r.Limits.OTPM}, h, m, cr)
 	}
-	return vendors.Profile{}, usagef("--vendor-sim %q: must be openai or anthropic", r.Vendor)
+	return vendors.Profile{}, clikit.Usagef("--vendor-sim %q: must be openai or anthropic", r.Vendor)
 }
 
 // vbPart is one process's account of a run. Durations are in microseconds.
@@ -206,7 +207,7 @@ func newVBProcess(run vbRun, c *sluice.Client) (*vbProcess, error) {
 		}
 	case modeNaive:
 	default:
-		return nil, usagef("--modes: %q: must be sluice, naive or local", run.Mode)
+		return nil, clikit.Usagef("--modes: %q: must be sluice, naive or local", run.Mode)
 	}
 	return p, nil
 }
@@ -250,7 +251,7 @@ func (p *vbProcess) worker(rctx context.Context, start time.Time, plan workerPla
 			if wait < 0 {
 				return nil
 			}
-			_ = sleepCtx(rctx, wait)
+			_ = clikit.SleepCtx(rctx, wait)
 			continue
 		}
 		c, err := gen.next()
@@ -405,7 +406,7 @@ func (p *vbProcess) naiveCall(rctx context.Context, c genCall) {
 			return
 		}
 		waited = retryDelay(cl)
-		if sleepCtx(rctx, waited) != nil {
+		if clikit.SleepCtx(rctx, waited) != nil {
 			p.abandoned()
 			return
 		}

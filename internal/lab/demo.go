@@ -1,4 +1,4 @@
-package cli
+package lab
 
 import (
 	"encoding/json"
@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/internal/clikit"
 	"github.com/ontopix/sluice/internal/verify"
 )
 
@@ -36,21 +37,21 @@ the log of every grant, settlement and release the store applied: for the
 token buckets, no window held more than capacity + refill, and for the
 concurrent one, no instant held more slots than the limit. The command exits
 1 if a limit was exceeded.`,
-		Example: `  sluice demo
-  sluice demo --workers 50 --duration 30s --rpm 1200 --concurrent 10
-  sluice demo --duration 3s --progress none --output json`,
-		Args: noArgs,
+		Example: `  sluice-lab demo
+  sluice-lab demo --workers 50 --duration 30s --rpm 1200 --concurrent 10
+  sluice-lab demo --duration 3s --progress none --output json`,
+		Args: clikit.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.validate(); err != nil {
 				return err
 			}
-			op, err := g.open(cmd.Context())
+			op, err := g.Open(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer op.Close()
 			if op.Kind != "memory" {
-				return usagef("demo runs on the memory store only, not %s (use 'sluice bench' on a shared store)", op.Redacted)
+				return clikit.Usagef("demo runs on the memory store only, not %s (use 'sluice-lab bench' on a shared store)", op.Redacted)
 			}
 			st := op.Store
 			out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
@@ -60,7 +61,7 @@ concurrent one, no instant held more slots than the limit. The command exits
 				p = progressPrinter(errw, mode == "tty", o.duration, o.concurrent)
 			}
 			if o.output == "table" {
-				fmt.Fprintf(errw, "sluice demo: %d workers share %s (%d/min), %s (%d/min) and %s (%d slots) for %s on the memory store\n",
+				fmt.Fprintf(errw, "sluice-lab demo: %d workers share %s (%d/min), %s (%d/min) and %s (%d slots) for %s on the memory store\n",
 					o.workers, dimRPM, o.rpm, dimTPM, o.tpm, dimConc, o.concurrent, o.duration)
 			}
 			run, err := runDemo(cmd.Context(), o, st, p)
@@ -139,6 +140,9 @@ func writeDemoTable(w io.Writer, run *demoRun) error {
 	for _, d := range run.Report.Dimensions {
 		unit := unitOf(d.Config.Type)
 		used := fmt.Sprintf("%d %s", d.Consumed/bucket.Milli, unit)
+		if d.Config.Type != bucket.Concurrent && d.Allowed > 0 {
+			used += " " + allowed(d, run.Report.End.Sub(run.Report.Start))
+		}
 		peak, window := "-", "-"
 		if d.Config.Type == bucket.Concurrent {
 			peak = fmt.Sprint(d.PeakInFlight / bucket.Milli)
@@ -198,6 +202,18 @@ func exceeded(r *verify.Report) string {
 		return "the workers saw more slots in flight than the limit"
 	}
 	return strings.Join(parts, "; ")
+}
+
+// allowed describes the bound a time-based bucket's use over the run is
+// held to, from its configuration and the run's span: "≤ 1201 allowed
+// (capacity 600 + 600/min × 60.1 s)".
+func allowed(d verify.Dimension, span time.Duration) string {
+	rel := "≤"
+	if d.Consumed > d.Allowed {
+		rel = ">"
+	}
+	return fmt.Sprintf("%s %d allowed (capacity %d + %d/%s × %.1f s)", rel, d.Allowed/bucket.Milli,
+		d.Config.Capacity, d.Config.RefillAmount, periodName(d.Config.RefillPeriod), span.Seconds())
 }
 
 // margin formats -excess millitokens as tokens.

@@ -1,4 +1,4 @@
-package cli
+package lab
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ontopix/sluice/internal/benchrun"
+	"github.com/ontopix/sluice/internal/clikit"
 	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/memstore"
@@ -70,13 +71,13 @@ func TestBenchMixBothWaits(t *testing.T) {
 	if r := reps["reserve"]; r.Calls > r.Granted+5 {
 		t.Errorf("reserve: %d store calls for %d grants, want at most one each and 5 more", r.Calls, r.Granted)
 	}
-	if _, errs, code := e.run("bench", "--dimension", "bench#tpm", "--dimension", "bench#rpm", "--mix", "1x1"); code != ExitUsage || !strings.Contains(errs, "--mix") {
+	if _, errs, code := e.run("bench", "--dimension", "bench#tpm", "--dimension", "bench#rpm", "--mix", "1x1"); code != clikit.ExitUsage || !strings.Contains(errs, "--mix") {
 		t.Errorf("mix with two dimensions: %d %s", code, errs)
 	}
-	if _, errs, code := e.run("bench", "--dimension", "bench#tpm", "--mix", "1y1"); code != ExitUsage || !strings.Contains(errs, "COSTxWORKERS") {
+	if _, errs, code := e.run("bench", "--dimension", "bench#tpm", "--mix", "1y1"); code != clikit.ExitUsage || !strings.Contains(errs, "COSTxWORKERS") {
 		t.Errorf("bad mix: %d %s", code, errs)
 	}
-	if _, errs, code := e.run("bench", "--dimension", "bench#tpm", "--wait", "sometimes"); code != ExitUsage || !strings.Contains(errs, "--wait") {
+	if _, errs, code := e.run("bench", "--dimension", "bench#tpm", "--wait", "sometimes"); code != clikit.ExitUsage || !strings.Contains(errs, "--wait") {
 		t.Errorf("bad wait: %d %s", code, errs)
 	}
 }
@@ -96,7 +97,7 @@ func TestBenchCatchesOverReservation(t *testing.T) {
 	broken := &overReserving{Forward: contract.Forward{Store: memstore.New()}}
 	out, errs, code := runWith(t, e, broken, "bench", "--limits", p, "--processes", "1", "--workers", "8",
 		"--duration", "300ms", "--wait", "reserve", "--dimension", "bench#rpm")
-	if code != ExitError || !strings.Contains(out, "EXCEEDED") || !strings.Contains(errs, "limit exceeded: bench#rpm by") {
+	if code != clikit.ExitError || !strings.Contains(out, "EXCEEDED") || !strings.Contains(errs, "limit exceeded: bench#rpm by") {
 		t.Errorf("exit %d\n%s\n%s", code, out, errs)
 	}
 }

@@ -1,4 +1,4 @@
-package cli
+package lab
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/ontopix/sluice/bucket"
 	"github.com/ontopix/sluice/internal/benchrun"
+	"github.com/ontopix/sluice/internal/clikit"
 )
 
 // writeBench prints the bench report.
@@ -35,16 +36,16 @@ func writeBench(w io.Writer, r *benchrun.Report, where string) error {
 		if d.Config.Type == bucket.Concurrent {
 			window = fmt.Sprintf("%d %s at once", d.PeakInFlight/bucket.Milli, unit)
 		} else {
-			allowed = fmt.Sprintf("%s %s", milli(d.Allowed), unit)
-			window = fmt.Sprintf("%s %s / %s", milli(d.MaxWindow), unit, periodString(d.Config.RefillPeriod))
+			allowed = fmt.Sprintf("%s %s", clikit.Milli(d.Allowed), unit)
+			window = fmt.Sprintf("%s %s / %s", clikit.Milli(d.MaxWindow), unit, clikit.PeriodString(d.Config.RefillPeriod))
 		}
 		over := max(0, d.WorstExcess)
 		verdict := "ok"
 		if !d.OK() {
 			verdict = "EXCEEDED"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s %s\t%s\t%.1f%%\t%s\t%s %s\t%s\n", d.Name, rateString(d.Config), d.Grants,
-			milli(d.Consumed), unit, allowed, 100*d.Utilisation, window, milli(over), unit, verdict)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s %s\t%s\t%.1f%%\t%s\t%s %s\t%s\n", d.Name, clikit.RateString(d.Config), d.Grants,
+			clikit.Milli(d.Consumed), unit, allowed, 100*d.Utilisation, window, clikit.Milli(over), unit, verdict)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

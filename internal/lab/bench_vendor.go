@@ -1,4 +1,4 @@
-package cli
+package lab
 
 import (
 	"fmt"
@@ -10,11 +10,12 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/ontopix/sluice/internal/clikit"
 	"github.com/ontopix/sluice/vendors"
 	"github.com/ontopix/sluice/vendors/vendorsim"
 )
 
-// vendorBenchOptions are the flags of 'sluice bench --vendor-sim'.
+// vendorBenchOptions are the flags of 'sluice-lab bench --vendor-sim'.
 type vendorBenchOptions struct {
 	vendor           string
 	modes            string
@@ -57,8 +58,8 @@ func addVendorBench(cmd *cobra.Command, g *globals) {
 	var o vendorBenchOptions
 	cmd.Long += vendorBenchHelp
 	cmd.Example += `
-  sluice bench --vendor-sim openai --store redis://127.0.0.1:6390/0 --processes 4 --workers 8 --duration 60s
-  sluice bench --vendor-sim anthropic --modes sluice --duration 60s --outage 0.5@20s+30s --sync=false -o json`
+  sluice-lab bench --vendor-sim openai --store redis://127.0.0.1:6390/0 --processes 4 --workers 8 --duration 60s
+  sluice-lab bench --vendor-sim anthropic --modes sluice --duration 60s --outage 0.5@20s+30s --sync=false -o json`
 	f := cmd.Flags()
 	f.StringVar(&o.vendor, "vendor-sim", "", "measure 429s and utilisation at a simulated vendor: openai or anthropic")
 	f.StringVar(&o.modes, "modes", "sluice,naive,local", "with --vendor-sim: the modes to run, one after the other")
@@ -89,7 +90,7 @@ func addVendorBench(cmd *cobra.Command, g *globals) {
 		if o.vendor == "" {
 			for _, name := range vendorBenchFlags {
 				if c.Flags().Changed(name) {
-					return usagef("--%s applies to 'bench --vendor-sim' only", name)
+					return clikit.Usagef("--%s applies to 'bench --vendor-sim' only", name)
 				}
 			}
 			return run(c, args)
@@ -168,13 +169,13 @@ func (o vendorBenchOptions) config(flags *pflag.FlagSet) (vendorBenchConfig, err
 	var c vendorBenchConfig
 	for _, name := range []string{"dimension", "limits", "reset", "hold", "slack"} {
 		if flags.Changed(name) {
-			return c, usagef("--%s does not apply to 'bench --vendor-sim'", name)
+			return c, clikit.Usagef("--%s does not apply to 'bench --vendor-sim'", name)
 		}
 	}
 	v := vendorsim.Vendor(o.vendor)
 	lim, ok := vendorBenchLimits[v]
 	if !ok {
-		return c, usagef("--vendor-sim %q: must be openai or anthropic", o.vendor)
+		return c, clikit.Usagef("--vendor-sim %q: must be openai or anthropic", o.vendor)
 	}
 	for _, f := range []struct {
 		name string
@@ -187,10 +188,10 @@ func (o vendorBenchOptions) config(flags *pflag.FlagSet) (vendorBenchConfig, err
 			continue
 		}
 		if !f.ok {
-			return c, usagef("--%s does not apply to --vendor-sim %s", f.name, v)
+			return c, clikit.Usagef("--%s does not apply to --vendor-sim %s", f.name, v)
 		}
 		if f.val < 1 || f.val > 1_000_000_000_000 {
-			return c, usagef("--%s %d: must be between 1 and 10^12", f.name, f.val)
+			return c, clikit.Usagef("--%s %d: must be between 1 and 10^12", f.name, f.val)
 		}
 		*f.into = f.val
 	}
@@ -203,16 +204,16 @@ func (o vendorBenchOptions) config(flags *pflag.FlagSet) (vendorBenchConfig, err
 		return c, err
 	}
 	if o.load != loadUneven && o.load != loadUniform {
-		return c, usagef("--load %q: must be uneven or uniform", o.load)
+		return c, clikit.Usagef("--load %q: must be uneven or uniform", o.load)
 	}
 	if !(o.estimateError >= 0 && o.estimateError < 1) {
-		return c, usagef("--estimate-error %v: must be at least 0 and below 1", o.estimateError)
+		return c, clikit.Usagef("--estimate-error %v: must be at least 0 and below 1", o.estimateError)
 	}
 	if !(o.headroom >= 0 && o.headroom <= vendors.MaxHeadroom) {
-		return c, usagef("--headroom %v: must be between 0 and 0.5", o.headroom)
+		return c, clikit.Usagef("--headroom %v: must be between 0 and 0.5", o.headroom)
 	}
 	if o.margin < 0 || o.margin > vendors.MaxRequestMargin {
-		return c, usagef("--request-margin %v: must be between 0 and 10s", o.margin)
+		return c, clikit.Usagef("--request-margin %v: must be between 0 and 10s", o.margin)
 	}
 	if o.outage != "" {
 		s, err := parseOutage(o.outage)
@@ -230,20 +231,20 @@ func (o vendorBenchOptions) config(flags *pflag.FlagSet) (vendorBenchConfig, err
 	ms := o.margin.Milliseconds()
 	c.run.RequestMargin = &ms
 	if _, err := c.run.profile(); err != nil {
-		return c, &UsageError{Err: err}
+		return c, &clikit.UsageError{Err: err}
 	}
 	if _, err := newReqGen(v, c.run.Dists, o.estimateError, o.seed, 0); err != nil {
 		return c, err
 	}
 	c.sim = vendorsim.Config{Vendor: v, Limits: lim, Seed: o.seed, Schedule: c.schedule, SeriesInterval: 100 * time.Millisecond}
 	if c.sim.TimeToFirstToken, err = vendorsim.ParseLatency(o.ttft); err != nil {
-		return c, usagef("--sim-ttft %q: %v", o.ttft, err)
+		return c, clikit.Usagef("--sim-ttft %q: %v", o.ttft, err)
 	}
 	if c.sim.PerOutputToken, err = vendorsim.ParseLatency(o.perToken); err != nil {
-		return c, usagef("--sim-per-token %q: %v", o.perToken, err)
+		return c, clikit.Usagef("--sim-per-token %q: %v", o.perToken, err)
 	}
 	if c.sim.ArrivalJitter, err = vendorsim.ParseLatency(o.arrival); err != nil {
-		return c, usagef("--sim-arrival %q: %v", o.arrival, err)
+		return c, clikit.Usagef("--sim-arrival %q: %v", o.arrival, err)
 	}
 	if c.rules, err = parseRulesList(o.rules); err != nil {
 		return c, err
@@ -252,7 +253,7 @@ func (o vendorBenchOptions) config(flags *pflag.FlagSet) (vendorBenchConfig, err
 		sim := c.sim
 		sim.Rules = r
 		if _, err := vendorsim.New(sim); err != nil {
-			return c, usagef("--rules %q: %v", r, err)
+			return c, clikit.Usagef("--rules %q: %v", r, err)
 		}
 	}
 	return c, nil
@@ -265,10 +266,10 @@ func parseRulesList(s string) ([]vendorsim.Rules, error) {
 	for _, part := range strings.Split(s, ";") {
 		r, err := vendorsim.ParseRules(part)
 		if err != nil {
-			return nil, usagef("--rules %q: %v", s, err)
+			return nil, clikit.Usagef("--rules %q: %v", s, err)
 		}
 		if slices.Contains(out, r) {
-			return nil, usagef("--rules %q: %s is listed twice", s, r)
+			return nil, clikit.Usagef("--rules %q: %s is listed twice", s, r)
 		}
 		out = append(out, r)
 	}
@@ -285,10 +286,10 @@ func parseModes(s string) ([]string, error) {
 		switch m {
 		case modeSluice, modeNaive, modeLocal:
 		default:
-			return nil, usagef("--modes %q: %q is not a mode; use sluice, naive and local, comma-separated", s, m)
+			return nil, clikit.Usagef("--modes %q: %q is not a mode; use sluice, naive and local, comma-separated", s, m)
 		}
 		if seen[m] {
-			return nil, usagef("--modes %q: %s is listed twice", s, m)
+			return nil, clikit.Usagef("--modes %q: %s is listed twice", s, m)
 		}
 		seen[m] = true
 		out = append(out, m)
@@ -299,7 +300,7 @@ func parseModes(s string) ([]string, error) {
 // parseOutage reads FACTOR@START+DURATION, e.g. 0.5@20s+30s.
 func parseOutage(s string) (vendorsim.Scale, error) {
 	bad := func(why string) (vendorsim.Scale, error) {
-		return vendorsim.Scale{}, usagef("--outage %q: %s (e.g. 0.5@20s+30s: limits halved from 20 s for 30 s)", s, why)
+		return vendorsim.Scale{}, clikit.Usagef("--outage %q: %s (e.g. 0.5@20s+30s: limits halved from 20 s for 30 s)", s, why)
 	}
 	f, rest, ok := strings.Cut(s, "@")
 	if !ok {

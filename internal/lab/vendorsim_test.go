@@ -1,4 +1,4 @@
-package cli
+package lab
 
 import (
 	"bufio"
@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ontopix/sluice/internal/clikit"
 )
 
 func TestVendorsimServesAndReports(t *testing.T) {
@@ -19,7 +21,7 @@ func TestVendorsimServesAndReports(t *testing.T) {
 	code := make(chan int, 1)
 	go func() {
 		code <- Main(ctx, []string{"vendorsim", "--vendor", "anthropic", "--rpm", "60", "--otpm", "0"},
-			Env{Stdout: pw, Stderr: &errb})
+			clikit.Env{Stdout: pw, Stderr: &errb})
 		pw.Close()
 	}()
 	lines := bufio.NewScanner(pr)
@@ -48,7 +50,7 @@ func TestVendorsimServesAndReports(t *testing.T) {
 	for lines.Scan() {
 		rest.WriteString(lines.Text() + "\n")
 	}
-	if got := <-code; got != ExitOK {
+	if got := <-code; got != clikit.ExitOK {
 		t.Fatalf("exit %d, stderr %s", got, errb.String())
 	}
 	for _, want := range []string{"2 requests, 1 admitted, 1 rate limited", "METRIC", "requests      60", "input_tokens  30000  1"} {
@@ -76,7 +78,7 @@ func TestVendorsimUsageErrors(t *testing.T) {
 		{[]string{"--output", "yaml"}, `--output "yaml"`},
 	} {
 		_, errs, code := run(t, nil, append([]string{"vendorsim"}, tc.args...)...)
-		if code != ExitUsage || !strings.Contains(errs, tc.want) {
+		if code != clikit.ExitUsage || !strings.Contains(errs, tc.want) {
 			t.Errorf("vendorsim %v: exit %d, stderr %q; want 2 and %q", tc.args, code, errs, tc.want)
 		}
 	}

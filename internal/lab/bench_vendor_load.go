@@ -1,4 +1,4 @@
-package cli
+package lab
 
 import (
 	"encoding/json"
@@ -8,10 +8,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ontopix/sluice/internal/clikit"
 	"github.com/ontopix/sluice/vendors/vendorsim"
 )
 
-// The load shapes of 'sluice bench --vendor-sim'.
+// The load shapes of 'sluice-lab bench --vendor-sim'.
 const (
 	loadUniform = "uniform"
 	loadUneven  = "uneven"
@@ -76,7 +77,7 @@ func heavyProcesses(processes int) int {
 // reproducible.
 func planLoad(shape string, process, processes, workers int, d time.Duration, seed uint64) ([]workerPlan, error) {
 	if shape != loadUniform && shape != loadUneven {
-		return nil, usagef("--load %q: must be uneven or uniform", shape)
+		return nil, clikit.Usagef("--load %q: must be uneven or uniform", shape)
 	}
 	plans := make([]workerPlan, workers)
 	if shape == loadUniform || process < heavyProcesses(processes) {
@@ -160,12 +161,12 @@ func newReqGen(v vendorsim.Vendor, d dists, estErr float64, seed, stream uint64)
 	}{{"input-tokens", d.Input, &g.input}, {"max-tokens", d.MaxTokens, &g.maxTok}, {"output-tokens", d.Output, &g.output}} {
 		dd, err := vendorsim.ParseDist(f.v)
 		if err != nil {
-			return nil, usagef("--%s %q: %v", f.flag, f.v, err)
+			return nil, clikit.Usagef("--%s %q: %v", f.flag, f.v, err)
 		}
 		*f.into = dd
 	}
 	if !(estErr >= 0 && estErr < 1) {
-		return nil, usagef("--estimate-error %v: must be at least 0 and below 1", estErr)
+		return nil, clikit.Usagef("--estimate-error %v: must be at least 0 and below 1", estErr)
 	}
 	switch v {
 	case vendorsim.OpenAI:
@@ -173,7 +174,7 @@ func newReqGen(v vendorsim.Vendor, d dists, estErr float64, seed, stream uint64)
 	case vendorsim.Anthropic:
 		g.model, g.path = "claude-sonnet-4-5", vendorsim.PathMessages
 	default:
-		return nil, usagef("--vendor-sim %q: must be openai or anthropic", v)
+		return nil, clikit.Usagef("--vendor-sim %q: must be openai or anthropic", v)
 	}
 	return g, nil
 }

@@ -1,4 +1,4 @@
-package cli
+package lab
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/internal/clikit"
 	"github.com/ontopix/sluice/internal/jsonout"
 	"github.com/ontopix/sluice/internal/recorder"
 	"github.com/ontopix/sluice/internal/verify"
@@ -36,24 +37,24 @@ type demoOptions struct {
 func (o *demoOptions) validate() error {
 	switch {
 	case o.workers < 2 || o.workers > 10_000:
-		return usagef("--workers %d: must be between 2 and 10000", o.workers)
+		return clikit.Usagef("--workers %d: must be between 2 and 10000", o.workers)
 	case o.duration < 100*time.Millisecond || o.duration > 24*time.Hour:
-		return usagef("--duration %s: must be between 100ms and 24h", o.duration)
+		return clikit.Usagef("--duration %s: must be between 100ms and 24h", o.duration)
 	case o.rpm < 1 || o.rpm > 1_000_000_000:
-		return usagef("--rpm %d: must be between 1 and 1e9", o.rpm)
+		return clikit.Usagef("--rpm %d: must be between 1 and 1e9", o.rpm)
 	case o.tpm < 1_000 || o.tpm > 1_000_000_000:
-		return usagef("--tpm %d: must be between 1000 and 1e9 (a call estimates up to 160 tokens)", o.tpm)
+		return clikit.Usagef("--tpm %d: must be between 1000 and 1e9 (a call estimates up to 160 tokens)", o.tpm)
 	case o.concurrent < 1 || o.concurrent > 1_000_000:
-		return usagef("--concurrent %d: must be between 1 and 1e6", o.concurrent)
+		return clikit.Usagef("--concurrent %d: must be between 1 and 1e6", o.concurrent)
 	}
-	if err := outputFlag(o.output); err != nil {
+	if err := clikit.OutputFlag(o.output); err != nil {
 		return err
 	}
 	switch o.progress {
 	case "auto", "tty", "plain", "none":
 		return nil
 	}
-	return usagef("--progress %q: must be auto, tty, plain or none", o.progress)
+	return clikit.Usagef("--progress %q: must be auto, tty, plain or none", o.progress)
 }
 
 func (o *demoOptions) buckets() []store.Bucket {

@@ -1,4 +1,4 @@
-package cli
+package lab
 
 import (
 	"bufio"
@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/internal/clikit"
 	"github.com/ontopix/sluice/vendors/vendorsim"
 )
 
@@ -42,25 +43,25 @@ func runVendorBench(cmd *cobra.Command, g *globals, o vendorBenchOptions) error 
 		return err
 	}
 	if s := cfg.schedule; len(s) > 0 && s[0].At >= bo.duration {
-		return usagef("--outage %q: starts after the run's %s", o.outage, bo.duration)
+		return clikit.Usagef("--outage %q: starts after the run's %s", o.outage, bo.duration)
 	}
 	ctx, errw := cmd.Context(), cmd.ErrOrStderr()
-	log, err := g.logger(errw)
+	log, err := g.Logger(errw)
 	if err != nil {
-		return &UsageError{Err: err}
+		return &clikit.UsageError{Err: err}
 	}
-	op, err := g.open(ctx)
+	op, err := g.Open(ctx)
 	if err != nil {
 		return err
 	}
 	defer op.Close()
 	if op.Kind == "memory" {
 		if flags.Changed("processes") && bo.processes != 1 {
-			return usagef("--processes %d: memory:// lives in one process: run bench on it with --processes 1 (the default there), or use a shared store", bo.processes)
+			return clikit.Usagef("--processes %d: memory:// lives in one process: run bench on it with --processes 1 (the default there), or use a shared store", bo.processes)
 		}
 		bo.processes = 1
 	}
-	c, err := g.client(op.Store, log)
+	c, err := g.Client(op.Store, log)
 	if err != nil {
 		return err
 	}
@@ -72,7 +73,7 @@ func runVendorBench(cmd *cobra.Command, g *globals, o vendorBenchOptions) error 
 		for _, mc := range cfg.runs() {
 			mode := mc.mode
 			if env.table {
-				fmt.Fprintf(errw, "sluice bench: %s mode: %d process(es) × %d workers for %s against a simulated %s (%s; rules %s)\n",
+				fmt.Fprintf(errw, "sluice-lab bench: %s mode: %d process(es) × %d workers for %s against a simulated %s (%s; rules %s)\n",
 					mc, bo.processes, bo.workers, bo.duration, cfg.run.Vendor, describeLoad(cfg.run.Load, bo.processes), rules)
 			}
 			cfg.run.Client = mc.client
@@ -232,7 +233,7 @@ const childReady = "ready"
 // startChildren starts run.Processes bench-vendor-child processes and
 // waits until each has printed that it is ready.
 func (e vbEnv) startChildren(ctx context.Context, run vbRun) (vbProcs, error) {
-	exe := e.g.env.Executable
+	exe := e.g.Env.Executable
 	if exe == nil {
 		exe = os.Executable
 	}
@@ -278,9 +279,9 @@ func (ch *children) spawn(ctx context.Context, g *globals, path string, r vbRun)
 		return err
 	}
 	out := filepath.Join(ch.dir, "part-"+strconv.Itoa(r.Process)+".json")
-	args := []string{"bench-vendor-child", "--store", g.store, "--config", string(cj), "--out", out}
-	if g.passwordFile != "" {
-		args = append(args, "--password-file", g.passwordFile)
+	args := []string{"bench-vendor-child", "--store", g.Store, "--config", string(cj), "--out", out}
+	if g.PasswordFile != "" {
+		args = append(args, "--password-file", g.PasswordFile)
 	}
 	c := exec.CommandContext(ctx, path, args...)
 	stdout, err := c.StdoutPipe()
@@ -369,13 +370,13 @@ func newBenchVendorChildCmd(g *globals) *cobra.Command {
 	var cfgJSON, out string
 	cmd := &cobra.Command{
 		Use:    "bench-vendor-child",
-		Short:  "One process of sluice bench --vendor-sim (internal)",
+		Short:  "One process of sluice-lab bench --vendor-sim (internal)",
 		Hidden: true,
-		Args:   noArgs,
+		Args:   clikit.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var run vbRun
 			if err := json.Unmarshal([]byte(cfgJSON), &run); err != nil {
-				return usagef("--config: %v", err)
+				return clikit.Usagef("--config: %v", err)
 			}
 			return runVendorChild(cmd, g, run, out)
 		},
@@ -389,16 +390,16 @@ func runVendorChild(cmd *cobra.Command, g *globals, run vbRun, out string) error
 	ctx := cmd.Context()
 	var c *sluice.Client
 	if run.Mode == modeSluice {
-		log, err := g.logger(cmd.ErrOrStderr())
+		log, err := g.Logger(cmd.ErrOrStderr())
 		if err != nil {
-			return &UsageError{Err: err}
+			return &clikit.UsageError{Err: err}
 		}
-		op, err := g.open(ctx)
+		op, err := g.Open(ctx)
 		if err != nil {
 			return err
 		}
 		defer op.Close()
-		if c, err = g.client(op.Store, log); err != nil {
+		if c, err = g.Client(op.Store, log); err != nil {
 			return err
 		}
 	}

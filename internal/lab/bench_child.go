@@ -1,4 +1,4 @@
-package cli
+package lab
 
 import (
 	"encoding/json"
@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ontopix/sluice/internal/benchrun"
+	"github.com/ontopix/sluice/internal/clikit"
 )
 
 // progressLine is what a bench child prints on stdout every 250 ms.
@@ -25,25 +26,25 @@ func newBenchChildCmd(g *globals) *cobra.Command {
 	var cfgJSON, out string
 	cmd := &cobra.Command{
 		Use:    "bench-child",
-		Short:  "One process of sluice bench (internal)",
+		Short:  "One process of sluice-lab bench (internal)",
 		Hidden: true,
-		Args:   noArgs,
+		Args:   clikit.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var cfg benchrun.Config
 			if err := json.Unmarshal([]byte(cfgJSON), &cfg); err != nil {
-				return usagef("--config: %v", err)
+				return clikit.Usagef("--config: %v", err)
 			}
-			log, err := g.logger(cmd.ErrOrStderr())
+			log, err := g.Logger(cmd.ErrOrStderr())
 			if err != nil {
-				return &UsageError{Err: err}
+				return &clikit.UsageError{Err: err}
 			}
-			op, err := g.open(cmd.Context())
+			op, err := g.Open(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer op.Close()
 			var live benchrun.Counters
-			c, err := g.client(live.Wrap(op.Store), log)
+			c, err := g.Client(live.Wrap(op.Store), log)
 			if err != nil {
 				return err
 			}

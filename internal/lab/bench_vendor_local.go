@@ -1,4 +1,4 @@
-package cli
+package lab
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/ontopix/sluice/internal/clikit"
 	"github.com/ontopix/sluice/vendors"
 )
 
@@ -113,7 +114,7 @@ func (p *vbProcess) localCall(rctx context.Context, c genCall) {
 			return
 		}
 		retryWait = retryDelay(cl)
-		if sleepCtx(rctx, retryWait) != nil {
+		if clikit.SleepCtx(rctx, retryWait) != nil {
 			p.abandoned()
 			return
 		}

@@ -1,4 +1,4 @@
-package cli
+package lab
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/bucket"
 	"github.com/ontopix/sluice/internal/benchrun"
+	"github.com/ontopix/sluice/internal/clikit"
 	"github.com/ontopix/sluice/store"
 )
 
@@ -98,7 +99,7 @@ func writeComparison(w io.Writer, reps []*benchrun.Report) error {
 				over = max(over, x.WorstExcess)
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.2f\t%s\t%s\n", r.Wait, r.Granted, r.Timeouts, r.Calls, r.CallsPerGrant, util, milli(over))
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.2f\t%s\t%s\n", r.Wait, r.Granted, r.Timeouts, r.Calls, r.CallsPerGrant, util, clikit.Milli(over))
 	}
 	return tw.Flush()
 }

@@ -1,4 +1,4 @@
-package cli
+package lab
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ontopix/sluice/internal/benchrun"
+	"github.com/ontopix/sluice/internal/clikit"
 	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/memstore"
@@ -66,7 +67,7 @@ func TestBenchMemory(t *testing.T) {
 	if !strings.Contains(out, "verdict: no limit exceeded") || !strings.Contains(out, "elevenlabs#concurrent") {
 		t.Errorf("concurrent:\n%s", out)
 	}
-	if _, errs, code := e.run("bench", "--processes", "2", "--dimension", "openai#rpm"); code != ExitUsage || !strings.Contains(errs, "--processes 1") {
+	if _, errs, code := e.run("bench", "--processes", "2", "--dimension", "openai#rpm"); code != clikit.ExitUsage || !strings.Contains(errs, "--processes 1") {
 		t.Errorf("memory with 2 processes: %d %s", code, errs)
 	}
 }
@@ -87,7 +88,7 @@ func TestBenchCatchesOverAdmission(t *testing.T) {
 		broken := &overAdmitting{Forward: contract.Forward{Store: memstore.New()}}
 		out, errs, code := runWith(t, e, broken, append([]string{"bench", "--limits", lim, "--processes", "1", "--workers", "8",
 			"--duration", "300ms"}, c.dims...)...)
-		if code != ExitError || !strings.Contains(out, "EXCEEDED") || !strings.Contains(errs, "limit exceeded: "+c.want) {
+		if code != clikit.ExitError || !strings.Contains(out, "EXCEEDED") || !strings.Contains(errs, "limit exceeded: "+c.want) {
 			t.Errorf("%v: exit %d\n%s\n%s", c.dims, code, out, errs)
 		}
 	}

@@ -1,4 +1,4 @@
-package cli
+package lab
 
 import (
 	"bufio"
@@ -22,6 +22,7 @@ import (
 	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/bucket"
 	"github.com/ontopix/sluice/internal/benchrun"
+	"github.com/ontopix/sluice/internal/clikit"
 	"github.com/ontopix/sluice/internal/recorder"
 	limitsfile "github.com/ontopix/sluice/limits"
 	"github.com/ontopix/sluice/store"
@@ -71,10 +72,10 @@ queue.
 named buckets before the run (and before each run of --wait both). On memory:// the workers run in this process
 (--processes must be 1). With Redis's own clock every process shares one
 clock; with caller_clock=true, --slack widens the windows (default 10ms).`,
-		Example: `  sluice bench --store redis://127.0.0.1:6379/0 --limits docs/examples/limits.yaml \
+		Example: `  sluice-lab bench --store redis://127.0.0.1:6379/0 --limits docs/examples/limits.yaml \
       --dimension openai#gpt-4o#rpm --dimension openai#gpt-4o#tpm:50 --processes 4 --workers 8 --duration 10s
-  sluice bench --store memory:// --limits limits.yaml --dimension elevenlabs#concurrent --hold 20ms --processes 1`,
-		Args: noArgs,
+  sluice-lab bench --store memory:// --limits limits.yaml --dimension elevenlabs#concurrent --hold 20ms --processes 1`,
+		Args: clikit.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runBench(cmd, g, o) },
 	}
 	f := cmd.Flags()
@@ -103,27 +104,27 @@ func runBench(cmd *cobra.Command, g *globals, o benchOptions) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
-	items, err := parseItems(o.dims)
+	items, err := clikit.ParseItems(o.dims)
 	if err != nil {
 		return err
 	}
 	ctx, errw := cmd.Context(), cmd.ErrOrStderr()
-	log, err := g.logger(errw)
+	log, err := g.Logger(errw)
 	if err != nil {
-		return &UsageError{Err: err}
+		return &clikit.UsageError{Err: err}
 	}
-	op, err := g.open(ctx)
+	op, err := g.Open(ctx)
 	if err != nil {
 		return err
 	}
 	defer op.Close()
 	if op.Kind == "memory" {
 		if cmd.Flags().Changed("processes") && o.processes != 1 {
-			return usagef("--processes %d: memory:// lives in one process: run bench on it with --processes 1 (the default there), or use a shared store", o.processes)
+			return clikit.Usagef("--processes %d: memory:// lives in one process: run bench on it with --processes 1 (the default there), or use a shared store", o.processes)
 		}
 		o.processes = 1
 	}
-	c, err := g.client(op.Store, log)
+	c, err := g.Client(op.Store, log)
 	if err != nil {
 		return err
 	}
@@ -132,7 +133,7 @@ func runBench(cmd *cobra.Command, g *globals, o benchOptions) error {
 		return err
 	}
 	cfg.StoreClock = op.Kind != "memory" && op.SharedClock
-	if op.Kind != "memory" || g.env.Memory != nil {
+	if op.Kind != "memory" || g.Env.Memory != nil {
 		warnShared(errw, states)
 	}
 	buckets := make([]store.Bucket, len(states))
@@ -147,7 +148,7 @@ func runBench(cmd *cobra.Command, g *globals, o benchOptions) error {
 		}
 	}
 	if o.output == "table" {
-		fmt.Fprintf(errw, "sluice bench: %d process(es) × %d workers for %s on %s, acquiring %v\n",
+		fmt.Fprintf(errw, "sluice-lab bench: %d process(es) × %d workers for %s on %s, acquiring %v\n",
 			o.processes, cfg.TotalWorkers(), o.duration, op.Redacted, o.dims)
 	}
 	run := func(cfg benchrun.Config) ([]*benchrun.Part, error) {
@@ -167,23 +168,23 @@ func runBench(cmd *cobra.Command, g *globals, o benchOptions) error {
 func (o *benchOptions) validate() error {
 	switch {
 	case o.workers < 1 || o.workers > 10_000:
-		return usagef("--workers %d: must be between 1 and 10000", o.workers)
+		return clikit.Usagef("--workers %d: must be between 1 and 10000", o.workers)
 	case o.processes < 1 || o.processes > 256:
-		return usagef("--processes %d: must be between 1 and 256", o.processes)
+		return clikit.Usagef("--processes %d: must be between 1 and 256", o.processes)
 	case o.duration < 100*time.Millisecond || o.duration > 24*time.Hour:
-		return usagef("--duration %s: must be between 100ms and 24h", o.duration)
+		return clikit.Usagef("--duration %s: must be between 100ms and 24h", o.duration)
 	case len(o.dims) == 0:
-		return usagef("name what to acquire with --dimension DIM[:COST]")
+		return clikit.Usagef("name what to acquire with --dimension DIM[:COST]")
 	case o.hold < 0:
-		return usagef("--hold %s: must not be negative", o.hold)
+		return clikit.Usagef("--hold %s: must not be negative", o.hold)
 	case o.wait != "poll" && o.wait != "reserve" && o.wait != "both":
-		return usagef("--wait %q: must be poll, reserve or both", o.wait)
+		return clikit.Usagef("--wait %q: must be poll, reserve or both", o.wait)
 	case o.timeout < time.Millisecond || o.timeout > store.MaxReserveWait:
-		return usagef("--timeout %s: must be between 1ms and %s", o.timeout, store.MaxReserveWait)
+		return clikit.Usagef("--timeout %s: must be between 1ms and %s", o.timeout, store.MaxReserveWait)
 	case o.mix != "" && len(o.dims) != 1:
-		return usagef("--mix: name exactly one --dimension (its costs come from the mix), not %d", len(o.dims))
+		return clikit.Usagef("--mix: name exactly one --dimension (its costs come from the mix), not %d", len(o.dims))
 	}
-	return outputFlag(o.output)
+	return clikit.OutputFlag(o.output)
 }
 
 // prepareBench applies --limits or --reset and returns the run's
@@ -195,7 +196,7 @@ func prepareBench(ctx context.Context, c *sluice.Client, o benchOptions, items [
 	if o.mix != "" {
 		classes, err := benchrun.ParseMix(o.mix, items[0].Dimension)
 		if err != nil {
-			return cfg, nil, usagef("%v", err)
+			return cfg, nil, clikit.Usagef("%v", err)
 		}
 		cfg.Classes = classes
 	}
@@ -236,7 +237,7 @@ func prepareBench(ctx context.Context, c *sluice.Client, o benchOptions, items [
 // serialises the store so that decision order and decision time agree.
 func benchInProcess(ctx context.Context, g *globals, st store.Store, log *slog.Logger, o benchOptions, cfg benchrun.Config, errw io.Writer) ([]*benchrun.Part, error) {
 	var live benchrun.Counters
-	c, err := g.client(live.Wrap(recorder.New(st)), log)
+	c, err := g.Client(live.Wrap(recorder.New(st)), log)
 	if err != nil {
 		return nil, err
 	}
@@ -257,13 +258,13 @@ func reportBench(cmd *cobra.Command, o benchOptions, reps []*benchrun.Report, wh
 	var err error
 	switch {
 	case o.output == "json" && len(reps) == 1:
-		err = writeJSON(cmd.OutOrStdout(), reps[0])
+		err = clikit.WriteJSON(cmd.OutOrStdout(), reps[0])
 	case o.output == "json":
 		both := map[string]*benchrun.Report{}
 		for _, r := range reps {
 			both[r.Wait] = r
 		}
-		err = writeJSON(cmd.OutOrStdout(), both)
+		err = clikit.WriteJSON(cmd.OutOrStdout(), both)
 	default:
 		for _, r := range reps {
 			if err = writeBench(cmd.OutOrStdout(), r, where); err != nil {
@@ -302,7 +303,7 @@ func progress(ctx context.Context, w io.Writer, o benchOptions, read func() prog
 	if o.output != "table" {
 		return func() {}
 	}
-	tty := isTerminal(w)
+	tty := clikit.IsTerminal(w)
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -363,11 +364,11 @@ func warnShared(w io.Writer, states []sluice.BucketState) {
 		}
 	}
 	if len(named) > 0 {
-		fmt.Fprintf(w, "sluice: warning: bench drains %s, not named as a benchmark bucket (no %q in the name): callers sharing "+
+		fmt.Fprintf(w, "sluice-lab: warning: bench drains %s, not named as a benchmark bucket (no %q in the name): callers sharing "+
 			"this store are denied while it runs (use buckets such as openai#%s#rpm)\n", strings.Join(named, ", "), benchMark, benchMark)
 	}
 	if len(leased) > 0 {
-		fmt.Fprintf(w, "sluice: warning: bench drains buckets that hold leases before it starts: %s; "+
+		fmt.Fprintf(w, "sluice-lab: warning: bench drains buckets that hold leases before it starts: %s; "+
 			"their holders compete with it, and the verdict counts only the bench's own grants\n", strings.Join(leased, ", "))
 	}
 }
@@ -375,7 +376,7 @@ func warnShared(w io.Writer, states []sluice.BucketState) {
 // runChildren re-runs this binary as o.processes bench-child processes and
 // collects their parts.
 func runChildren(ctx context.Context, g *globals, o benchOptions, cfg benchrun.Config, errw io.Writer) ([]*benchrun.Part, error) {
-	exe := g.env.Executable
+	exe := g.Env.Executable
 	if exe == nil {
 		exe = os.Executable
 	}
@@ -409,9 +410,9 @@ func runChildren(ctx context.Context, g *globals, o benchOptions, cfg benchrun.C
 	var wg sync.WaitGroup
 	for i := range o.processes {
 		out := filepath.Join(dir, "part-"+strconv.Itoa(i)+".json")
-		args := []string{"bench-child", "--store", g.store, "--config", string(cj), "--out", out}
-		if g.passwordFile != "" {
-			args = append(args, "--password-file", g.passwordFile)
+		args := []string{"bench-child", "--store", g.Store, "--config", string(cj), "--out", out}
+		if g.PasswordFile != "" {
+			args = append(args, "--password-file", g.PasswordFile)
 		}
 		c := exec.CommandContext(ctx, path, args...)
 		stdout, err := c.StdoutPipe()

@@ -1,4 +1,4 @@
-package cli
+package clikit
 
 import (
 	"testing"
@@ -24,7 +24,7 @@ func TestURLTimeoutBoundsTheClient(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			g := &globals{env: env(tt.vars), store: tt.store}
+			g := &Globals{Env: env(tt.vars), Store: tt.store}
 			got, ok := g.urlTimeout()
 			if got != tt.want || ok != tt.wantOK {
 				t.Errorf("urlTimeout() = %v, %t; want %v, %t", got, ok, tt.want, tt.wantOK)
