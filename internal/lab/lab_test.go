@@ -143,7 +143,7 @@ func TestUsageErrors(t *testing.T) {
 		{nil, []string{"demo", "--duration", "soon"}, "invalid argument"},
 		{nil, []string{"demo", "--store", "redis://127.0.0.1:6379"}, `demo runs on the memory store only`},
 		{map[string]string{"SLUICE_STORE": "ftp://db"}, []string{"demo"}, `scheme "ftp" is not supported`},
-		{nil, []string{"bench", "--store", "redis://u:secret@127.0.0.1:6379"}, "the URL contains a password"},
+		{nil, []string{"bench", "--dimension", "a#b", "--store", "redis://u:secret@127.0.0.1:6379"}, "the URL contains a password"},
 		{nil, []string{"vendorsim", "extra"}, "takes no arguments"},
 	} {
 		out, errs, code := run(t, c.env, c.args...)
