@@ -93,11 +93,12 @@ and UpdateTimeToLive on the table (see docs/stores/dynamodb.md).`,
 				return err
 			}
 			defer op.Close()
-			if op.DynamoDB == nil {
+			db, ok := op.Admin.(*dynamodb.Client)
+			if !ok {
 				return usagef("%s needs a DynamoDB store (--store dynamodb://TABLE?region=R or SLUICE_STORE), not %s",
 					cmd.CommandPath(), op.Redacted)
 			}
-			v, err := createTable(cmd.Context(), op.DynamoDB, op.Table, ifNotExists)
+			v, err := createTable(cmd.Context(), db, op.Table, ifNotExists)
 			if err != nil {
 				return err
 			}

@@ -151,8 +151,9 @@ func withPostgres(ctx context.Context, g *globals, f func(st *pgstore.Store) err
 		return err
 	}
 	defer op.Close()
-	if op.Postgres == nil {
+	pg, ok := op.Admin.(*pgstore.Store)
+	if !ok {
 		return usagef("this command needs a PostgreSQL store (--store postgres://… or SLUICE_STORE), not %s", op.Redacted)
 	}
-	return f(op.Postgres)
+	return f(pg)
 }

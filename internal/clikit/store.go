@@ -19,6 +19,7 @@ import (
 
 	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/store"
+	"github.com/ontopix/sluice/store/allstores"
 	"github.com/ontopix/sluice/store/storeurl"
 )
 
@@ -55,7 +56,7 @@ func (g *Globals) OpenWith(ctx context.Context, o storeurl.Options) (*storeurl.O
 	if o.LookupEnv == nil { // an Env without one has no variables set
 		o.LookupEnv = func(string) (string, bool) { return "", false }
 	}
-	op, err := storeurl.OpenDetailed(ctx, g.Store, o)
+	op, err := allstores.OpenDetailed(ctx, g.Store, o)
 	if errors.Is(err, storeurl.ErrBadURL) {
 		return nil, &UsageError{Err: err}
 	}
