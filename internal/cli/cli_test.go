@@ -53,6 +53,9 @@ func TestUsageErrors(t *testing.T) {
 		want string
 	}{
 		{nil, []string{"frobnicate"}, `unknown command "frobnicate"`},
+		{nil, []string{"demo"}, `unknown command "demo"`}, // sluice-lab's
+		{nil, []string{"bench"}, `unknown command "bench"`},
+		{nil, []string{"vendorsim"}, `unknown command "vendorsim"`},
 		{nil, []string{"version", "-o", "yaml"}, `--output "yaml"`},
 		{nil, []string{"version", "extra"}, "takes no arguments"},
 		{nil, []string{"status", "--store", "redis://u:secret@127.0.0.1:6379"}, "the URL contains a password"},

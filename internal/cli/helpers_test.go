@@ -235,12 +235,6 @@ func (e *testEnv) runCtx(ctx context.Context, args ...string) (string, string, i
 	return e.exec(ctx, nil, args...)
 }
 
-// runWith runs args with mem as the memory:// store.
-func runWith(t *testing.T, e *testEnv, mem store.Store, args ...string) (string, string, int) {
-	t.Helper()
-	return e.exec(context.Background(), mem, args...)
-}
-
 func (e *testEnv) exec(ctx context.Context, mem store.Store, args ...string) (string, string, int) {
 	var out, errb bytes.Buffer
 	env := Env{Stdout: &out, Stderr: &errb, LookupEnv: func(k string) (string, bool) {
