@@ -13,6 +13,8 @@ import (
 	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/limits"
 	sluiceprom "github.com/ontopix/sluice/observe/prometheus"
+	"github.com/ontopix/sluice/store/memstore"
+	"github.com/ontopix/sluice/store/redisstore"
 	"github.com/ontopix/sluice/store/storeurl"
 	"github.com/ontopix/sluice/vendors/transport"
 )
@@ -20,7 +22,11 @@ import (
 // newClients returns the OpenAI and Anthropic clients of one replica of the
 // fleet: every call goes through Sluice's transport, on the shared store.
 func newClients(ctx context.Context, storeURL, limitsFile string, opts ...transport.Option) (openai.Client, anthropic.Client, error) {
-	st, err := storeurl.Open(ctx, storeURL) // memory://, redis://…, postgres://…, dynamodb://TABLE?region=…
+	// The stores this service opens: redis://… and memory:// (offline). Only
+	// these stores' drivers are linked; add pgstore.URLOpener() for
+	// postgres://…, dynamostore.URLOpener() for dynamodb://….
+	openers := storeurl.Openers{redisstore.URLOpener(), memstore.URLOpener()}
+	st, err := openers.Open(ctx, storeURL)
 	if err != nil {
 		return openai.Client{}, anthropic.Client{}, err
 	}

@@ -1,4 +1,4 @@
-// Package benchrun is the load generator behind `sluice bench`: workers
+// Package benchrun is the load generator behind `sluice-lab bench`: workers
 // that acquire the same dimensions all-or-nothing as fast as the limits
 // allow, each keeping a log of the grants and releases the store applied,
 // stamped with the store's own decision time; and the merge of those logs,

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -11,8 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ontopix/sluice"
-	"github.com/ontopix/sluice/bucket"
-	"github.com/ontopix/sluice/internal/contract"
+	"github.com/ontopix/sluice/internal/clikit"
 	"github.com/ontopix/sluice/internal/jsonout"
 	"github.com/ontopix/sluice/store"
 )
@@ -32,44 +30,6 @@ type acquireItemView struct {
 	Capacity  int64            `json:"capacity"`
 	Remaining float64          `json:"remaining"`
 	RetryIn   jsonout.Duration `json:"retry_in,omitempty"`
-}
-
-// parseItems parses DIM[:COST] arguments; the cost is after the last
-// colon, so a dimension whose name has a colon needs an explicit cost.
-func parseItems(args []string) ([]store.Item, error) {
-	its := make([]store.Item, 0, len(args))
-	for _, a := range args {
-		it := store.Item{Dimension: a}
-		if i := strings.LastIndexByte(a, ':'); i >= 0 {
-			n, err := strconv.ParseInt(a[i+1:], 10, 64)
-			if !digits(a[i+1:]) || err != nil || n < 1 {
-				return nil, usagef("%q: the cost after ':' must be a whole number of tokens, at least 1 (DIMENSION[:COST])", a)
-			}
-			if n > bucket.MaxCapacity {
-				return nil, usagef("%q: cost %q: must be between 1 and 10^12 tokens (DIMENSION[:COST])", a, a[i+1:])
-			}
-			it = store.Item{Dimension: a[:i], Cost: n}
-		}
-		if err := contract.Name(it.Dimension); err != nil {
-			return nil, &UsageError{Err: err}
-		}
-		its = append(its, it)
-	}
-	return its, nil
-}
-
-// digits reports whether s is a non-empty run of ASCII digits or starts
-// with a sign (so that "x:-5" is rejected as a cost, not taken as a name).
-func digits(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i, r := range s {
-		if (r < '0' || r > '9') && !(i == 0 && (r == '-' || r == '+')) {
-			return false
-		}
-	}
-	return true
 }
 
 func newAcquireCmd(g *globals) *cobra.Command {
@@ -95,16 +55,16 @@ Exit code 4 means RETRY_IN.`,
   sluice acquire openai#rpm --wait 30s --output json`,
 		Args: minArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := outputFlag(output); err != nil {
+			if err := clikit.OutputFlag(output); err != nil {
 				return err
 			}
-			its, err := parseItems(args)
+			its, err := clikit.ParseItems(args)
 			if err != nil {
 				return err
 			}
-			cfg, err := g.config()
+			cfg, err := g.Config()
 			if err != nil {
-				return &UsageError{Err: err}
+				return &clikit.UsageError{Err: err}
 			}
 			if hold == 0 {
 				hold = cfg.LeaseTTL
@@ -118,7 +78,7 @@ Exit code 4 means RETRY_IN.`,
 			if caller == "" {
 				caller = "sluice-cli"
 			}
-			return g.withClient(cmd, true, func(c *sluice.Client) error {
+			return g.WithClient(cmd, true, func(c *sluice.Client) error {
 				opts := []sluice.AcquireOption{sluice.WithCaller(caller), sluice.WithTTL(hold), sluice.WithRecord()}
 				res, err := acquireWaiting(cmd.Context(), c, its, wait, opts)
 				if err != nil {
@@ -153,7 +113,7 @@ func acquireWaiting(ctx context.Context, c *sluice.Client, its []store.Item, wai
 		if left <= 0 {
 			return res, nil
 		}
-		if err := sleepCtx(ctx, min(left, res.RetryIn)); err != nil {
+		if err := clikit.SleepCtx(ctx, min(left, res.RetryIn)); err != nil {
 			return res, err
 		}
 	}
@@ -201,17 +161,6 @@ func acquireOnce(ctx context.Context, c *sluice.Client, reqs []sluice.Request, o
 	return c.Acquire(ctx, reqs[0].Dimension, opts...)
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	case <-t.C:
-		return nil
-	}
-}
-
 func printAcquire(cmd *cobra.Command, output string, res sluice.Result) error {
 	v := acquireView{Outcome: "GRANTED"}
 	for _, it := range res.Dimensions {
@@ -228,21 +177,21 @@ func printAcquire(cmd *cobra.Command, output string, res sluice.Result) error {
 	w := cmd.OutOrStdout()
 	var err error
 	if output == "json" {
-		err = writeJSON(w, v)
+		err = clikit.WriteJSON(w, v)
 	} else {
 		if v.Lease != nil {
 			fmt.Fprintf(w, "GRANTED lease %s expires %s\n", v.Lease.ID, v.Lease.ExpiresAt.Format(time.RFC3339Nano))
 		} else {
-			fmt.Fprintf(w, "RETRY_IN %s\n", dur(res.RetryIn))
+			fmt.Fprintf(w, "RETRY_IN %s\n", clikit.Dur(res.RetryIn))
 		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "DIMENSION\tTYPE\tCOST\tCAPACITY\tREMAINING\tRETRY_IN")
 		for _, it := range res.Dimensions {
 			ri := "-"
 			if it.RetryIn > 0 {
-				ri = dur(it.RetryIn)
+				ri = clikit.Dur(it.RetryIn)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\n", it.Dimension, it.Type, it.Cost, it.Capacity, milli(int64(it.Remaining)), ri)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\n", it.Dimension, it.Type, it.Cost, it.Capacity, clikit.Milli(int64(it.Remaining)), ri)
 		}
 		err = tw.Flush()
 	}
@@ -255,5 +204,5 @@ func printAcquire(cmd *cobra.Command, output string, res sluice.Result) error {
 			short = append(short, it.Dimension)
 		}
 	}
-	return &RetryError{Msg: fmt.Sprintf("RETRY_IN %s: %s short", dur(res.RetryIn), strings.Join(short, ", "))}
+	return &clikit.RetryError{Msg: fmt.Sprintf("RETRY_IN %s: %s short", clikit.Dur(res.RetryIn), strings.Join(short, ", "))}
 }

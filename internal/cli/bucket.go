@@ -3,7 +3,6 @@ package cli
 import (
 	"errors"
 	"fmt"
-	limitsfile "github.com/ontopix/sluice/limits"
 	"io"
 	"text/tabwriter"
 	"time"
@@ -12,7 +11,9 @@ import (
 
 	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/internal/clikit"
 	"github.com/ontopix/sluice/internal/contract"
+	limitsfile "github.com/ontopix/sluice/limits"
 )
 
 func newBucketCmd(g *globals) *cobra.Command {
@@ -28,7 +29,7 @@ declarative 'sluice limits apply -f limits.yaml'.`,
   sluice bucket put elevenlabs#concurrent --type concurrent --capacity 5
   sluice bucket reset openai#tpm
   sluice bucket delete openai#rpm`,
-		Args: noArgs,
+		Args: clikit.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	cmd.AddCommand(newBucketListCmd(g), newBucketGetCmd(g), newBucketPutCmd(g), newBucketDeleteCmd(g), newBucketResetCmd(g))
@@ -41,12 +42,12 @@ func newBucketListCmd(g *globals) *cobra.Command {
 		Use:     "list",
 		Short:   "List every bucket's configuration",
 		Example: "  sluice bucket list\n  sluice bucket list --output json",
-		Args:    noArgs,
+		Args:    clikit.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := outputFlag(output); err != nil {
+			if err := clikit.OutputFlag(output); err != nil {
 				return err
 			}
-			return g.withClient(cmd, false, func(c *sluice.Client) error {
+			return g.WithClient(cmd, false, func(c *sluice.Client) error {
 				states, err := c.Buckets(cmd.Context())
 				if err != nil {
 					return err
@@ -56,7 +57,7 @@ func newBucketListCmd(g *globals) *cobra.Command {
 					views[i] = viewOf(s)
 				}
 				if output == "json" {
-					return writeJSON(cmd.OutOrStdout(), views)
+					return clikit.WriteJSON(cmd.OutOrStdout(), views)
 				}
 				return bucketTable(cmd.OutOrStdout(), views)
 			})
@@ -72,10 +73,10 @@ func bucketTable(w io.Writer, views []bucketView) error {
 	for _, v := range views {
 		refill := "-"
 		if v.RefillAmount > 0 {
-			refill = itoa(v.RefillAmount)
+			refill = clikit.Itoa(v.RefillAmount)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%d\t%s\n", v.Dimension, v.Type, v.Capacity, refill, periodString(v.RefillPeriod.D()),
-			v.CostPerCall, v.MaxDebt, milli(v.TokensMilli))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%d\t%s\n", v.Dimension, v.Type, v.Capacity, refill, clikit.PeriodString(v.RefillPeriod.D()),
+			v.CostPerCall, v.MaxDebt, clikit.Milli(v.TokensMilli))
 	}
 	return tw.Flush()
 }
@@ -88,17 +89,17 @@ func newBucketGetCmd(g *globals) *cobra.Command {
 		Example: "  sluice bucket get openai#tpm\n  sluice bucket get openai#tpm -o json",
 		Args:    exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := outputFlag(output); err != nil {
+			if err := clikit.OutputFlag(output); err != nil {
 				return err
 			}
-			return g.withClient(cmd, false, func(c *sluice.Client) error {
+			return g.WithClient(cmd, false, func(c *sluice.Client) error {
 				s, err := c.GetBucket(cmd.Context(), args[0])
 				if err != nil {
 					return err
 				}
 				v := viewOf(s)
 				if output == "json" {
-					return writeJSON(cmd.OutOrStdout(), v)
+					return clikit.WriteJSON(cmd.OutOrStdout(), v)
 				}
 				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
 				next := "-"
@@ -106,9 +107,9 @@ func newBucketGetCmd(g *globals) *cobra.Command {
 					next = v.NextExpiry.Format(time.RFC3339Nano)
 				}
 				for _, kv := range [][2]string{
-					{"dimension", v.Dimension}, {"type", v.Type}, {"limit", rateOf(v)}, {"capacity", itoa(v.Capacity)},
-					{"refill", itoa(v.RefillAmount) + " per " + periodString(v.RefillPeriod.D())}, {"cost per call", itoa(v.CostPerCall)},
-					{"max debt", itoa(v.MaxDebt)}, {"tokens", milli(v.TokensMilli)}, {"fill", fmt.Sprintf("%.1f%%", v.FillPct)},
+					{"dimension", v.Dimension}, {"type", v.Type}, {"limit", rateOf(v)}, {"capacity", clikit.Itoa(v.Capacity)},
+					{"refill", clikit.Itoa(v.RefillAmount) + " per " + clikit.PeriodString(v.RefillPeriod.D())}, {"cost per call", clikit.Itoa(v.CostPerCall)},
+					{"max debt", clikit.Itoa(v.MaxDebt)}, {"tokens", clikit.Milli(v.TokensMilli)}, {"fill", fmt.Sprintf("%.1f%%", v.FillPct)},
 					{"active leases", fmt.Sprint(v.ActiveLeases)}, {"next expiry", next}, {"time to full", v.timeToFull()},
 				} {
 					fmt.Fprintf(tw, "%s:\t%s\n", kv[0], kv[1])
@@ -168,7 +169,7 @@ func (f *bucketFlags) config(set func(flag string) bool, base *bucket.Config) (b
 		return c, err
 	}
 	if err := c.Validate(); err != nil {
-		return c, &UsageError{Err: err}
+		return c, &clikit.UsageError{Err: err}
 	}
 	return c, nil
 }
@@ -214,9 +215,9 @@ keeps its type, refill, cost per call and max debt. It keeps its balance
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := contract.Name(args[0]); err != nil {
-				return &UsageError{Err: err}
+				return &clikit.UsageError{Err: err}
 			}
-			return g.withClient(cmd, true, func(c *sluice.Client) error {
+			return g.WithClient(cmd, true, func(c *sluice.Client) error {
 				return putBucket(cmd, c, args[0], &f)
 			})
 		},
@@ -249,7 +250,7 @@ func putBucket(cmd *cobra.Command, c *sluice.Client, name string, f *bucketFlags
 	}
 	b := sluice.Bucket{Name: name, Config: cfg}
 	if err := contract.Bucket(b); err != nil {
-		return &UsageError{Err: err}
+		return &clikit.UsageError{Err: err}
 	}
 	var opts []sluice.PutOption
 	if f.reset {
@@ -265,7 +266,7 @@ func putBucket(cmd *cobra.Command, c *sluice.Client, name string, f *bucketFlags
 	case base != nil:
 		how = "updated, keeping its balance"
 	}
-	_, err = fmt.Fprintf(cmd.OutOrStdout(), "put %s: %s (%s)\n", name, limitString(cfg), how)
+	_, err = fmt.Fprintf(cmd.OutOrStdout(), "put %s: %s (%s)\n", name, clikit.LimitString(cfg), how)
 	return err
 }
 
@@ -276,7 +277,7 @@ func newBucketDeleteCmd(g *globals) *cobra.Command {
 		Example: "  sluice bucket delete openai#rpm",
 		Args:    exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return g.withClient(cmd, true, func(c *sluice.Client) error {
+			return g.WithClient(cmd, true, func(c *sluice.Client) error {
 				if err := c.DeleteBucket(cmd.Context(), args[0]); err != nil {
 					return err
 				}
@@ -297,7 +298,7 @@ reclaim is capped at capacity (counted as already_capped).`,
 		Example: "  sluice bucket reset openai#rpm openai#tpm",
 		Args:    minArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return g.withClient(cmd, true, func(c *sluice.Client) error {
+			return g.WithClient(cmd, true, func(c *sluice.Client) error {
 				states, err := c.Peek(cmd.Context(), args...)
 				if err != nil {
 					return err
@@ -306,7 +307,7 @@ reclaim is capped at capacity (counted as already_capped).`,
 					if err := c.PutBucket(cmd.Context(), s.Bucket, sluice.ResetTokens()); err != nil {
 						return err
 					}
-					fmt.Fprintf(cmd.OutOrStdout(), "reset %s: %s -> %d tokens\n", s.Name, milli(int64(s.Tokens)), s.Capacity)
+					fmt.Fprintf(cmd.OutOrStdout(), "reset %s: %s -> %d tokens\n", s.Name, clikit.Milli(int64(s.Tokens)), s.Capacity)
 				}
 				return nil
 			})

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/internal/clikit"
 )
 
 // cooldownView is what cooldown prints.
@@ -33,7 +34,7 @@ a burst. A cooldown already running that ends later is kept. The cooldown is
 		Example: "  sluice cooldown openai#rpm --for 20s\n  sluice cooldown anthropic#rpm --until 2026-01-02T15:04:05Z -o json",
 		Args:    exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := outputFlag(output); err != nil {
+			if err := clikit.OutputFlag(output); err != nil {
 				return err
 			}
 			if (until == "") == (forDur == "") {
@@ -49,7 +50,7 @@ a burst. A cooldown already running that ends later is kept. The cooldown is
 			} else if d, err = time.ParseDuration(forDur); err != nil {
 				return usagef("--for %q: must be a duration, e.g. 20s or 1m30s", forDur)
 			}
-			return g.withClient(cmd, true, func(c *sluice.Client) error {
+			return g.WithClient(cmd, true, func(c *sluice.Client) error {
 				var res sluice.CooldownResult
 				var err error
 				if until != "" {
@@ -70,10 +71,10 @@ a burst. A cooldown already running that ends later is kept. The cooldown is
 				}
 				v := cooldownView{Dimension: args[0], Until: res.Until, Before: float64(res.Before) / 1000, After: float64(res.After) / 1000}
 				if output == "json" {
-					return writeJSON(cmd.OutOrStdout(), v)
+					return clikit.WriteJSON(cmd.OutOrStdout(), v)
 				}
 				_, err = fmt.Fprintf(cmd.OutOrStdout(), "cooled down %s until %s: %s -> %s tokens\n", v.Dimension,
-					v.Until.Format(time.RFC3339Nano), milli(int64(res.Before)), milli(int64(res.After)))
+					v.Until.Format(time.RFC3339Nano), clikit.Milli(int64(res.Before)), clikit.Milli(int64(res.After)))
 				return err
 			})
 		},
@@ -109,13 +110,13 @@ cooldown are kept.`,
 		Example: "  sluice sync openai#tpm --remaining 12000\n  sluice sync openai#rpm --remaining 0 -o json",
 		Args:    exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := outputFlag(output); err != nil {
+			if err := clikit.OutputFlag(output); err != nil {
 				return err
 			}
 			if !cmd.Flags().Changed("remaining") {
 				return usagef("--remaining is required")
 			}
-			return g.withClient(cmd, true, func(c *sluice.Client) error {
+			return g.WithClient(cmd, true, func(c *sluice.Client) error {
 				res, err := c.Sync(cmd.Context(), args[0], remaining)
 				if fe := (*sluice.FieldError)(nil); errors.As(err, &fe) && fe.Field == "remaining" {
 					return usagef("--remaining %d: %s", remaining, fe.Reason)
@@ -125,10 +126,10 @@ cooldown are kept.`,
 				}
 				v := syncView{Dimension: args[0], Remaining: remaining, Before: float64(res.Before) / 1000, After: float64(res.After) / 1000}
 				if output == "json" {
-					return writeJSON(cmd.OutOrStdout(), v)
+					return clikit.WriteJSON(cmd.OutOrStdout(), v)
 				}
 				_, err = fmt.Fprintf(cmd.OutOrStdout(), "synced %s to %d remaining: %s -> %s tokens\n", v.Dimension, remaining,
-					milli(int64(res.Before)), milli(int64(res.After)))
+					clikit.Milli(int64(res.Before)), clikit.Milli(int64(res.After)))
 				return err
 			})
 		},

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/smithy-go"
 	"github.com/spf13/cobra"
 
+	"github.com/ontopix/sluice/internal/clikit"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/dynamostore"
 	"github.com/ontopix/sluice/store/storeurl"
@@ -46,7 +47,7 @@ endpoint default to SLUICE_TABLE_NAME, SLUICE_AWS_REGION and
 SLUICE_ENDPOINT_URL; credentials come from the AWS SDK's default chain).`,
 		Example: `  sluice dynamodb create-table --store 'dynamodb://sluice-limits?region=eu-west-1'
   SLUICE_TABLE_NAME=sluice-limits SLUICE_AWS_REGION=eu-west-1 sluice dynamodb create-table --store dynamodb://`,
-		Args: noArgs,
+		Args: clikit.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	var (
@@ -80,28 +81,29 @@ and UpdateTimeToLive on the table (see docs/stores/dynamodb.md).`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := outputFlag(output); err != nil {
+			if err := clikit.OutputFlag(output); err != nil {
 				return err
 			}
 			var table string
 			if len(args) == 1 {
 				table = args[0]
 			}
-			op, err := g.openWith(cmd.Context(), storeurl.Options{Table: table})
+			op, err := g.OpenWith(cmd.Context(), storeurl.Options{Table: table})
 			if err != nil {
 				return err
 			}
 			defer op.Close()
-			if op.DynamoDB == nil {
+			db, ok := op.Admin.(*dynamodb.Client)
+			if !ok {
 				return usagef("%s needs a DynamoDB store (--store dynamodb://TABLE?region=R or SLUICE_STORE), not %s",
 					cmd.CommandPath(), op.Redacted)
 			}
-			v, err := createTable(cmd.Context(), op.DynamoDB, op.Table, ifNotExists)
+			v, err := createTable(cmd.Context(), db, op.Table, ifNotExists)
 			if err != nil {
 				return err
 			}
 			if output == "json" {
-				return writeJSON(cmd.OutOrStdout(), v)
+				return clikit.WriteJSON(cmd.OutOrStdout(), v)
 			}
 			what := "created table " + v.Table
 			if !v.Created {

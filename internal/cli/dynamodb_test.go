@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/ontopix/sluice/internal/clikit"
 )
 
 // TestDynamoDBCreateTable creates tables named by the argument, the URL and
@@ -16,7 +18,7 @@ func TestDynamoDBCreateTable(t *testing.T) {
 	// TABLE argument; before it exists, other commands say to create it.
 	name := srv.TableName("cli-create")
 	dropDDBTable(t, name)
-	if _, errs, code := e.run("status", "--store", ddbURL(t, name)); code != ExitError ||
+	if _, errs, code := e.run("status", "--store", ddbURL(t, name)); code != clikit.ExitError ||
 		!strings.Contains(errs, "the DynamoDB table does not exist: create it with 'sluice dynamodb create-table'") {
 		t.Errorf("status on a missing table: exit %d %s", code, errs)
 	}
@@ -25,7 +27,7 @@ func TestDynamoDBCreateTable(t *testing.T) {
 		t.Errorf("create-table:\n got %q\nwant %q", out, want)
 	}
 	out, errs, code := e.run("dynamodb", "create-table", name)
-	if code != ExitError || out != "" || errs != "sluice: table "+name+" already exists (--if-not-exists accepts it)\n" {
+	if code != clikit.ExitError || out != "" || errs != "sluice: table "+name+" already exists (--if-not-exists accepts it)\n" {
 		t.Errorf("existing table: exit %d %q %q", code, out, errs)
 	}
 	var v ddbTableView
@@ -59,11 +61,11 @@ func TestDynamoDBCreateTable(t *testing.T) {
 	// A table with another key is never accepted.
 	foreign := srv.TableName("cli-foreign")
 	createDDBTable(t, foreign, "id")
-	if _, errs, code := e.run("dynamodb", "create-table", foreign, "--if-not-exists"); code != ExitError ||
+	if _, errs, code := e.run("dynamodb", "create-table", foreign, "--if-not-exists"); code != clikit.ExitError ||
 		!strings.Contains(errs, "not a Sluice table: its key is id (S), not vendor_dimension (S)") {
 		t.Errorf("foreign table: exit %d %s", code, errs)
 	}
-	if _, errs, code := e.run("dynamodb", "create-table"); code != ExitUsage || !strings.Contains(errs, "name the table") {
+	if _, errs, code := e.run("dynamodb", "create-table"); code != clikit.ExitUsage || !strings.Contains(errs, "name the table") {
 		t.Errorf("no table: exit %d %s", code, errs)
 	}
 }
@@ -82,8 +84,8 @@ func TestDynamoDBNoCredentials(t *testing.T) {
 	e := &testEnv{t: t, url: ddbURL(t, srv.TableName("cli-nocreds"))}
 	for _, args := range [][]string{{"dynamodb", "create-table"}, {"status"}} {
 		_, errs, code := e.run(args...)
-		if code != ExitUsage || !strings.Contains(errs, "credentials") {
-			t.Errorf("%v without credentials: exit %d, %q; want exit %d naming the credentials", args, code, errs, ExitUsage)
+		if code != clikit.ExitUsage || !strings.Contains(errs, "credentials") {
+			t.Errorf("%v without credentials: exit %d, %q; want exit %d naming the credentials", args, code, errs, clikit.ExitUsage)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ontopix/sluice/internal/clikit"
 	"github.com/ontopix/sluice/store/memstore"
 )
 
@@ -62,8 +63,8 @@ func TestAcquireBadCost(t *testing.T) {
 	e := memEnv(t)
 	e.ok("bucket", "put", "dim", "--type", "requests", "--capacity", "5")
 	for _, arg := range []string{"dim:abc", "dim:0", "dim:-1", "dim:", "dim:1.5", "dim:+"} {
-		if _, errs, code := e.run("acquire", arg); code != ExitUsage || !strings.Contains(errs, "the cost after ':'") {
-			t.Errorf("acquire %q: exit %d, stderr %q; want exit %d naming the cost", arg, code, errs, ExitUsage)
+		if _, errs, code := e.run("acquire", arg); code != clikit.ExitUsage || !strings.Contains(errs, "the cost after ':'") {
+			t.Errorf("acquire %q: exit %d, stderr %q; want exit %d naming the cost", arg, code, errs, clikit.ExitUsage)
 		}
 	}
 	if out := e.ok("acquire", "dim:2", "-o", "json"); !strings.Contains(out, `"cost": 2`) {
@@ -103,10 +104,10 @@ func testBucketPutPartial(t *testing.T, e *testEnv) {
 	if out := e.ok("bucket", "put", "v#conc", "--type", "concurrent", "--capacity", "3"); out != "put v#conc: 3 concurrent (created, full)\n" {
 		t.Errorf("concurrent: %q", out)
 	}
-	if _, errs, code := e.run("bucket", "put", "v#new", "--capacity", "3"); code != ExitUsage || !strings.Contains(errs, "needs --type and --capacity") {
+	if _, errs, code := e.run("bucket", "put", "v#new", "--capacity", "3"); code != clikit.ExitUsage || !strings.Contains(errs, "needs --type and --capacity") {
 		t.Errorf("new bucket without --type: exit %d %q", code, errs)
 	}
-	if _, errs, code := e.run("bucket", "put", "v#conc", "--per", "1m"); code != ExitUsage || !strings.Contains(errs, "--per and --refill") {
+	if _, errs, code := e.run("bucket", "put", "v#conc", "--per", "1m"); code != clikit.ExitUsage || !strings.Contains(errs, "--per and --refill") {
 		t.Errorf("--per on a concurrent bucket: exit %d %q", code, errs)
 	}
 }
@@ -144,98 +145,18 @@ func TestLogLevelDebug(t *testing.T) {
 	lim := writeLimits(t)
 	for _, args := range [][]string{
 		{"status"}, {"bucket", "list"}, {"leases", "list"}, {"limits", "apply", "-f", lim}, {"acquire", "openai#rpm"},
-		{"penalize", "openai#rpm"}, {"cooldown", "openai#rpm", "--for", "1s"}, {"sync", "openai#rpm", "--remaining", "1"}, {"reconcile"}, {"bench", "--duration", "100ms", "--workers", "1", "--dimension", "openai#rpm"},
+		{"penalize", "openai#rpm"}, {"cooldown", "openai#rpm", "--for", "1s"}, {"sync", "openai#rpm", "--remaining", "1"}, {"reconcile"},
 	} {
 		e := memEnv(t)
 		e.env = map[string]string{"SLUICE_LOG_LEVEL": "debug"}
 		e.ok("limits", "apply", "-f", lim)
 		_, errs, code := e.run(args...)
-		if code != ExitOK || !strings.Contains(errs, `"level":"DEBUG","msg":"cli.store.opened"`) {
+		if code != clikit.ExitOK || !strings.Contains(errs, `"level":"DEBUG","msg":"cli.store.opened"`) {
 			t.Errorf("%v: exit %d, no debug log on stderr:\n%s", args, code, errs)
 		}
 	}
 	e := memEnv(t)
 	if _, errs, _ := e.run("status"); strings.Contains(errs, "DEBUG") {
 		t.Errorf("status at the default level logged debug:\n%s", errs)
-	}
-}
-
-// bench on memory:// runs in this process without --processes; naming more
-// processes is still a usage error.
-func TestBenchMemoryDefault(t *testing.T) {
-	e := &testEnv{t: t, url: "memory://"}
-	out, errs, code := e.run("bench", "--limits", writeLimits(t), "--workers", "2", "--duration", "200ms", "--dimension", "openai#rpm")
-	if code != ExitOK || !strings.Contains(errs, "1 process(es)") || !strings.Contains(out, "verdict: no limit exceeded") {
-		t.Errorf("exit %d\n%s\n%s", code, out, errs)
-	}
-}
-
-// bench warns before draining buckets other callers may use: names
-// without "bench" in them, and buckets that hold leases.
-func TestBenchWarnsOnSharedBuckets(t *testing.T) {
-	e := memEnv(t)
-	e.clock.Store(0) // bench runs on the wall clock
-	e.ok("bucket", "put", "openai#rpm", "--type", "requests", "--capacity", "100")
-	e.ok("bucket", "put", "bench#rpm", "--type", "requests", "--capacity", "100")
-	e.ok("bucket", "put", "bench#conc", "--type", "concurrent", "--capacity", "3")
-	bench := func(dim string) string {
-		_, errs, code := e.run("bench", "--workers", "1", "--duration", "100ms", "--dimension", dim, "--hold", "1ms")
-		if code != ExitOK {
-			t.Fatalf("bench %s: exit %d\n%s", dim, code, errs)
-		}
-		return errs
-	}
-	if errs := bench("openai#rpm"); !strings.Contains(errs, `warning: bench drains openai#rpm, not named as a benchmark bucket (no "bench" in the name)`) {
-		t.Errorf("non-bench name: no warning:\n%s", errs)
-	}
-	if errs := bench("bench#rpm"); strings.Contains(errs, "warning") {
-		t.Errorf("bench name: warned:\n%s", errs)
-	}
-	e.ok("bucket", "put", "openai#bench#rpm", "--type", "requests", "--capacity", "100")
-	if errs := bench("openai#bench#rpm"); strings.Contains(errs, "warning") {
-		t.Errorf("bench model name: warned:\n%s", errs)
-	}
-	e.ok("acquire", "bench#conc", "--hold", "1m")
-	if errs := bench("bench#conc"); !strings.Contains(errs, "hold leases before it starts: bench#conc (1)") {
-		t.Errorf("leased bucket: no warning:\n%s", errs)
-	}
-}
-
-// The progress line shows the rate over the last interval, not the
-// average since the start.
-func TestProgressRate(t *testing.T) {
-	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	r := rateMeter{start: start, last: start}
-	tests := []struct {
-		at      time.Duration
-		granted int64
-		want    string
-	}{
-		{time.Second, 100, "granted 100 (now 100/s)"},
-		{2 * time.Second, 150, "granted 150 (now 50/s)"},
-		{4 * time.Second, 150, "granted 150 (now 0/s)"},
-	}
-	for _, tt := range tests {
-		if got := r.line(start.Add(tt.at), progressLine{Granted: tt.granted}, 10*time.Second); !strings.Contains(got, tt.want) {
-			t.Errorf("at %s: got %q, want it to contain %q", tt.at, got, tt.want)
-		}
-	}
-}
-
-// bench -o json prints the verdict's configs and its durations in the
-// command line's JSON dialect.
-func TestBenchJSONDialect(t *testing.T) {
-	e := &testEnv{t: t, url: "memory://", mem: memstore.New()}
-	out := e.ok("bench", "--limits", writeLimits(t), "--workers", "2", "--duration", "200ms",
-		"--dimension", "openai#rpm", "-o", "json")
-	for _, want := range []string{`"type": "requests"`, `"refill_period": "1m"`, `"cost_per_call": 1`, `"elapsed": "`, `"p50": "`} {
-		if !strings.Contains(out, want) {
-			t.Errorf("missing %s in:\n%s", want, out)
-		}
-	}
-	for _, bad := range []string{`"Type"`, `"Capacity"`, `"RefillPeriod"`, `_ns"`} {
-		if strings.Contains(out, bad) {
-			t.Errorf("%s in:\n%s", bad, out)
-		}
 	}
 }

@@ -41,19 +41,12 @@ var (
 	ddbReady = make(chan struct{})
 )
 
-// childEnv makes this test binary act as the sluice binary, for bench's
-// child processes.
-const childEnv = "SLUICE_CLI_TEST_BENCH_CHILD"
-
 // TestMain starts the real stores once for the whole binary: redis-server,
 // DynamoDB Local and PostgreSQL (or SLUICE_TEST_POSTGRES_URL's server).
 // It fails, never skips, when one cannot be had: redis-server and
 // PostgreSQL before any test runs, DynamoDB Local (whose JVM starts while
 // the others do) in every test that uses it.
 func TestMain(m *testing.M) {
-	if os.Getenv(childEnv) == "1" && len(os.Args) > 1 && (os.Args[1] == "bench-child" || os.Args[1] == "bench-vendor-child") {
-		os.Exit(Main(context.Background(), os.Args[1:], OSEnv()))
-	}
 	flag.Parse()
 	os.Exit(testMain(m))
 }
@@ -242,12 +235,6 @@ func (e *testEnv) runCtx(ctx context.Context, args ...string) (string, string, i
 	return e.exec(ctx, nil, args...)
 }
 
-// runWith runs args with mem as the memory:// store.
-func runWith(t *testing.T, e *testEnv, mem store.Store, args ...string) (string, string, int) {
-	t.Helper()
-	return e.exec(context.Background(), mem, args...)
-}
-
 func (e *testEnv) exec(ctx context.Context, mem store.Store, args ...string) (string, string, int) {
 	var out, errb bytes.Buffer
 	env := Env{Stdout: &out, Stderr: &errb, LookupEnv: func(k string) (string, bool) {
@@ -310,5 +297,17 @@ func deadPort(t *testing.T) int {
 	}
 	p := l.Addr().(*net.TCPAddr).Port
 	l.Close()
+	return p
+}
+
+// cliLimits declares the buckets the tests apply: one of each type.
+const cliLimits = "dimensions:\n  openai#rpm:\n    type: requests\n    capacity: 600\n    per: 1m\n  openai#tpm:\n    type: tokens\n    capacity: 60000\n    per: 1m\n  elevenlabs#concurrent:\n    type: concurrent\n    capacity: 3\n"
+
+// writeLimits writes cliLimits to a file and returns its path.
+func writeLimits(t *testing.T) string {
+	p := t.TempDir() + "/limits.yaml"
+	if err := os.WriteFile(p, []byte(cliLimits), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	return p
 }

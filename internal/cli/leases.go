@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/internal/clikit"
 )
 
 // leaseView is a lease record as leases list and acquire print it.
@@ -47,7 +48,7 @@ func newLeasesCmd(g *globals) *cobra.Command {
 		Use:     "leases",
 		Short:   "Inspect lease records",
 		Example: "  sluice leases list\n  sluice leases list --expired --dimension elevenlabs#concurrent",
-		Args:    noArgs,
+		Args:    clikit.NoArgs,
 		RunE:    func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	var (
@@ -65,16 +66,16 @@ those past their expiry, which the reconciler has yet to reclaim.`,
 		Example: `  sluice leases list
   sluice leases list --expired
   sluice leases list --dimension elevenlabs#concurrent --output json`,
-		Args: noArgs,
+		Args: clikit.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := outputFlag(output); err != nil {
+			if err := clikit.OutputFlag(output); err != nil {
 				return err
 			}
 			if limit < 0 {
 				return usagef("--limit %d: must not be negative", limit)
 			}
-			return g.withClient(cmd, false, func(c *sluice.Client) error {
-				now := g.now()
+			return g.WithClient(cmd, false, func(c *sluice.Client) error {
+				now := g.Now()
 				ls, err := c.Leases(cmd.Context(), sluice.LeaseQuery{Dimension: dim, ExpiredOnly: expired, Limit: limit})
 				if err != nil {
 					return err
@@ -86,7 +87,7 @@ those past their expiry, which the reconciler has yet to reclaim.`,
 				}
 				w := cmd.OutOrStdout()
 				if output == "json" {
-					return writeJSON(w, views)
+					return clikit.WriteJSON(w, views)
 				}
 				if len(views) == 0 {
 					_, err := fmt.Fprintln(w, "no leases")
@@ -95,9 +96,9 @@ those past their expiry, which the reconciler has yet to reclaim.`,
 				tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 				fmt.Fprintln(tw, "LEASE\tCALLER\tDIMENSIONS\tCREATED\tEXPIRES")
 				for _, v := range views {
-					exp := "in " + dur(v.ExpiresAt.Sub(now))
+					exp := "in " + clikit.Dur(v.ExpiresAt.Sub(now))
 					if v.Expired {
-						exp = "expired " + dur(now.Sub(v.ExpiresAt)) + " ago"
+						exp = "expired " + clikit.Dur(now.Sub(v.ExpiresAt)) + " ago"
 					}
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", v.ID, v.Caller, itemsString(v.Dimensions),
 						v.CreatedAt.Format(time.RFC3339), exp)

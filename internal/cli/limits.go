@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/internal/clikit"
 	limitsfile "github.com/ontopix/sluice/limits"
 	"github.com/ontopix/sluice/store"
 )
@@ -42,7 +43,7 @@ refilled nor overwritten unseen.`,
   sluice limits diff -f limits.yaml --exit-code   # exit 1 on drift
   sluice limits apply -f limits.yaml
   sluice limits apply -f limits.yaml --reset --prune`,
-		Args: noArgs,
+		Args: clikit.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	cmd.AddCommand(limitsSub(g, "plan", "Show what apply would change"),
@@ -57,9 +58,9 @@ func limitsSub(g *globals, name, short string) *cobra.Command {
 		Use:     name + " -f FILE",
 		Short:   short,
 		Example: fmt.Sprintf("  sluice limits %s -f limits.yaml\n  sluice limits %s -f limits.yaml --output json", name, name),
-		Args:    noArgs,
+		Args:    clikit.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := outputFlag(f.output); err != nil {
+			if err := clikit.OutputFlag(f.output); err != nil {
 				return err
 			}
 			if f.file == "" {
@@ -74,7 +75,7 @@ func limitsSub(g *globals, name, short string) *cobra.Command {
 				}
 				return err
 			}
-			return g.withClient(cmd, name == "apply", func(c *sluice.Client) error {
+			return g.WithClient(cmd, name == "apply", func(c *sluice.Client) error {
 				cur, err := c.Buckets(cmd.Context())
 				if err != nil {
 					return err
@@ -135,7 +136,7 @@ func fieldsString(fs []limitsfile.FieldChange) string {
 
 func writePlan(w io.Writer, output string, plan []limitsfile.Change) error {
 	if output == "json" {
-		return writeJSON(w, map[string]any{"changes": nonNil(plan), "summary": limitsfile.Summary(plan)})
+		return clikit.WriteJSON(w, map[string]any{"changes": nonNil(plan), "summary": limitsfile.Summary(plan)})
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ACTION\tDIMENSION\tSOURCE\tCHANGES")
@@ -178,7 +179,7 @@ func writeDiff(w io.Writer, output string, plan []limitsfile.Change) error {
 		}
 	}
 	if output == "json" {
-		return writeJSON(w, nonNil(diffs))
+		return clikit.WriteJSON(w, nonNil(diffs))
 	}
 	if len(diffs) == 0 {
 		_, err := fmt.Fprintln(w, "no differences")
@@ -222,7 +223,7 @@ func applyPlan(cmd *cobra.Command, cl *sluice.Client, f limitsFlags, lf *limitsf
 			if s := fieldsString(c.Fields); s != "" && c.Action != limitsfile.Create {
 				line += ": " + s
 			} else if c.Action == limitsfile.Create {
-				line += ": " + limitString(c.Bucket.Config)
+				line += ": " + clikit.LimitString(c.Bucket.Config)
 			}
 			fmt.Fprintln(w, line)
 		}
@@ -231,7 +232,7 @@ func applyPlan(cmd *cobra.Command, cl *sluice.Client, f limitsFlags, lf *limitsf
 		return err
 	}
 	if f.output == "json" {
-		return writeJSON(w, map[string]any{"applied": nonNil(done), "summary": limitsfile.Summary(plan)})
+		return clikit.WriteJSON(w, map[string]any{"applied": nonNil(done), "summary": limitsfile.Summary(plan)})
 	}
 	if len(done) == 0 {
 		fmt.Fprintln(w, "nothing to change")

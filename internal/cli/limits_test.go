@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ontopix/sluice/internal/clikit"
 )
 
 const example = "../../docs/examples/limits.yaml"
@@ -40,7 +42,7 @@ func testLimits(t *testing.T, e *testEnv) {
 		t.Fatal(err)
 	}
 	out, _, code := e.run("limits", "diff", "-f", changed, "--exit-code")
-	if code != ExitError || !strings.Contains(out, "~ anthropic#input_tpm\n-     capacity: 39200\n+     capacity: 49000\n") || !strings.Contains(out, "- extra#rpm (in the store, not in the file)") {
+	if code != clikit.ExitError || !strings.Contains(out, "~ anthropic#input_tpm\n-     capacity: 39200\n+     capacity: 49000\n") || !strings.Contains(out, "- extra#rpm (in the store, not in the file)") {
 		t.Errorf("diff after change: exit %d\n%s", code, out)
 	}
 	out = e.ok("limits", "apply", "-f", changed)
@@ -68,7 +70,7 @@ func testLimits(t *testing.T, e *testEnv) {
 	if err := json.Unmarshal([]byte(e.ok("bucket", "get", "anthropic#input_tpm", "-o", "json")), &s); err != nil || s.Tokens != 49_000 {
 		t.Errorf("--reset did not refill: %v %+v", err, s)
 	}
-	if _, errs, code := e.run("bucket", "get", "extra#rpm"); code != ExitError || !strings.Contains(errs, "unknown dimension") {
+	if _, errs, code := e.run("bucket", "get", "extra#rpm"); code != clikit.ExitError || !strings.Contains(errs, "unknown dimension") {
 		t.Errorf("--prune kept extra#rpm: %d %s", code, errs)
 	}
 }
@@ -105,11 +107,11 @@ func TestLimitsInvalid(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, errs, code := memEnv(t).run("limits", "plan", "-f", bad)
-	if code != ExitError || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, bad+":4:15: dimensions[\"a#b\"].capacity: 0: must be between 1") ||
+	if code != clikit.ExitError || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, bad+":4:15: dimensions[\"a#b\"].capacity: 0: must be between 1") ||
 		!strings.Contains(errs, bad+":7:11: dimensions[\"c#d\"].type") {
 		t.Errorf("exit %d: %s", code, errs)
 	}
-	if _, errs, code := memEnv(t).run("limits", "apply"); code != ExitUsage || !strings.Contains(errs, "-f FILE") {
+	if _, errs, code := memEnv(t).run("limits", "apply"); code != clikit.ExitUsage || !strings.Contains(errs, "-f FILE") {
 		t.Errorf("no -f: exit %d %s", code, errs)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ontopix/sluice/internal/clikit"
 	"github.com/ontopix/sluice/internal/jsonout"
 )
 
@@ -29,12 +30,12 @@ func testOps(t *testing.T, e *testEnv) {
 		t.Fatalf("acquire:\n%s", out)
 	}
 	out, errs, code := e.run("acquire", "openai#rpm:2")
-	if code != ExitRetry || !strings.HasPrefix(out, "RETRY_IN ") || !strings.Contains(errs, "openai#rpm short") {
+	if code != clikit.ExitRetry || !strings.HasPrefix(out, "RETRY_IN ") || !strings.Contains(errs, "openai#rpm short") {
 		t.Fatalf("second acquire: exit %d\n%s\n%s", code, out, errs)
 	}
 	out, _, code = e.run("acquire", "openai#rpm:2", "-o", "json")
 	var retry acquireView
-	if err := json.Unmarshal([]byte(out), &retry); err != nil || code != ExitRetry || retry.Outcome != "RETRY_IN" || retry.RetryIn < jsonout.Duration(time.Millisecond) {
+	if err := json.Unmarshal([]byte(out), &retry); err != nil || code != clikit.ExitRetry || retry.Outcome != "RETRY_IN" || retry.RetryIn < jsonout.Duration(time.Millisecond) {
 		t.Fatalf("json RETRY_IN: exit %d %v\n%s", code, err, out)
 	}
 
@@ -65,7 +66,7 @@ func testOps(t *testing.T, e *testEnv) {
 	if out := e.ok("penalize", "openai#rpm", "--factor", "0.5"); !strings.Contains(out, "penalized openai#rpm ×0.5") {
 		t.Errorf("penalize:\n%s", out)
 	}
-	if _, errs, code := e.run("penalize", "elevenlabs#concurrent"); code != ExitError || errs == "" {
+	if _, errs, code := e.run("penalize", "elevenlabs#concurrent"); code != clikit.ExitError || errs == "" {
 		t.Errorf("penalize concurrent: exit %d %s", code, errs)
 	}
 
@@ -83,13 +84,13 @@ func testOps(t *testing.T, e *testEnv) {
 	if out := e.ok("status", "openai#tpm"); !regexp.MustCompile(`(?m)COOLDOWN UNTIL\n.*` + regexp.QuoteMeta(cv.Until.Format(time.RFC3339Nano)) + `\n`).MatchString(out) {
 		t.Errorf("status during a cooldown:\n%s", out)
 	}
-	if _, _, code := e.run("acquire", "openai#tpm:1"); code != ExitRetry {
-		t.Errorf("acquire during a cooldown: exit %d, want %d", code, ExitRetry)
+	if _, _, code := e.run("acquire", "openai#tpm:1"); code != clikit.ExitRetry {
+		t.Errorf("acquire during a cooldown: exit %d, want %d", code, clikit.ExitRetry)
 	}
-	if _, errs, code := e.run("cooldown", "elevenlabs#concurrent", "--for", "1s"); code != ExitError || !strings.Contains(errs, "elevenlabs#concurrent") {
+	if _, errs, code := e.run("cooldown", "elevenlabs#concurrent", "--for", "1s"); code != clikit.ExitError || !strings.Contains(errs, "elevenlabs#concurrent") {
 		t.Errorf("cooldown concurrent: exit %d %s", code, errs)
 	}
-	if _, errs, code := e.run("sync", "openai#nope", "--remaining", "1"); code != ExitError || !strings.Contains(errs, `unknown dimension "openai#nope"`) {
+	if _, errs, code := e.run("sync", "openai#nope", "--remaining", "1"); code != clikit.ExitError || !strings.Contains(errs, `unknown dimension "openai#nope"`) {
 		t.Errorf("sync unknown: exit %d %s", code, errs)
 	}
 	e.ok("bucket", "reset", "openai#tpm")
@@ -128,10 +129,10 @@ func testOps(t *testing.T, e *testEnv) {
 		t.Errorf("bucket reset:\n%s", out)
 	}
 	e.ok("bucket", "delete", "openai#rpm")
-	if _, errs, code := e.run("bucket", "get", "openai#rpm"); code != ExitError || !strings.Contains(errs, "unknown dimension") {
+	if _, errs, code := e.run("bucket", "get", "openai#rpm"); code != clikit.ExitError || !strings.Contains(errs, "unknown dimension") {
 		t.Errorf("get deleted: exit %d %s", code, errs)
 	}
-	if _, errs, code := e.run("acquire", "openai#rpm"); code != ExitError || !strings.Contains(errs, `unknown dimension "openai#rpm"`) {
+	if _, errs, code := e.run("acquire", "openai#rpm"); code != clikit.ExitError || !strings.Contains(errs, `unknown dimension "openai#rpm"`) {
 		t.Errorf("acquire deleted: exit %d %s", code, errs)
 	}
 }
@@ -140,7 +141,7 @@ func TestUnavailable(t *testing.T) {
 	e := &testEnv{t: t, url: fmt.Sprintf("redis://127.0.0.1:%d?timeout=2s&dial_timeout=200ms&max_retries=0", deadPort(t))}
 	for _, args := range [][]string{{"status"}, {"acquire", "openai#rpm"}, {"reconcile"}} {
 		_, errs, code := e.run(args...)
-		if code != ExitUnavailable || !strings.Contains(errs, "store unavailable") || strings.Count(errs, "\n") != 1 {
+		if code != clikit.ExitUnavailable || !strings.Contains(errs, "store unavailable") || strings.Count(errs, "\n") != 1 {
 			t.Errorf("%v: exit %d, stderr %q", args, code, errs)
 		}
 	}
@@ -151,13 +152,13 @@ func TestUnavailable(t *testing.T) {
 func TestUnavailableSQLAndDynamoDB(t *testing.T) {
 	pg := &testEnv{t: t, url: fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable&connect_timeout=2&timeout=2s", deadPort(t))}
 	for _, args := range [][]string{{"status"}, {"acquire", "openai#rpm"}, {"postgres", "version"}, {"postgres", "migrate"}} {
-		if _, errs, code := pg.run(args...); code != ExitUnavailable || !strings.Contains(errs, "store unavailable") || strings.Count(errs, "\n") != 1 {
+		if _, errs, code := pg.run(args...); code != clikit.ExitUnavailable || !strings.Contains(errs, "store unavailable") || strings.Count(errs, "\n") != 1 {
 			t.Errorf("postgres %v: exit %d, stderr %q", args, code, errs)
 		}
 	}
 	ddb := &testEnv{t: t, url: fmt.Sprintf("dynamodb://tbl1?region=us-east-1&endpoint=http://127.0.0.1:%d&timeout=2s", deadPort(t))}
 	for _, args := range [][]string{{"status"}, {"acquire", "openai#rpm"}, {"dynamodb", "create-table"}} {
-		if _, errs, code := ddb.run(args...); code != ExitUnavailable || !strings.Contains(errs, "store unavailable") || strings.Count(errs, "\n") != 1 {
+		if _, errs, code := ddb.run(args...); code != clikit.ExitUnavailable || !strings.Contains(errs, "store unavailable") || strings.Count(errs, "\n") != 1 {
 			t.Errorf("dynamodb %v: exit %d, stderr %q", args, code, errs)
 		}
 	}

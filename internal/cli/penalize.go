@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/internal/clikit"
 )
 
 // penalizeView is what penalize prints.
@@ -31,10 +32,10 @@ after the vendor answered 429 Too Many Requests.`,
 		Example: "  sluice penalize openai#tpm\n  sluice penalize openai#rpm --factor 0.5 -o json",
 		Args:    exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := outputFlag(output); err != nil {
+			if err := clikit.OutputFlag(output); err != nil {
 				return err
 			}
-			return g.withClient(cmd, true, func(c *sluice.Client) error {
+			return g.WithClient(cmd, true, func(c *sluice.Client) error {
 				res, err := c.Penalize(cmd.Context(), args[0], factor)
 				if fe := (*sluice.FieldError)(nil); errors.As(err, &fe) && fe.Field == "factor" {
 					return usagef("--factor %v: %s", factor, fe.Reason)
@@ -44,9 +45,9 @@ after the vendor answered 429 Too Many Requests.`,
 				}
 				v := penalizeView{Dimension: args[0], Factor: factor, Before: float64(res.Before) / 1000, After: float64(res.After) / 1000}
 				if output == "json" {
-					return writeJSON(cmd.OutOrStdout(), v)
+					return clikit.WriteJSON(cmd.OutOrStdout(), v)
 				}
-				_, err = fmt.Fprintf(cmd.OutOrStdout(), "penalized %s ×%g: %s -> %s tokens\n", v.Dimension, factor, milli(int64(res.Before)), milli(int64(res.After)))
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "penalized %s ×%g: %s -> %s tokens\n", v.Dimension, factor, clikit.Milli(int64(res.Before)), clikit.Milli(int64(res.After)))
 				return err
 			})
 		},

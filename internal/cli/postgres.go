@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ontopix/sluice/internal/clikit"
 	"github.com/ontopix/sluice/store/pgstore"
 	"github.com/ontopix/sluice/store/storeurl"
 )
@@ -46,7 +47,7 @@ database user may not run DDL.`,
 		Example: `  export SLUICE_STORE='postgres://sluice@db.internal:5432/app?sslmode=require&schema=sluice'
   sluice postgres version
   sluice postgres migrate`,
-		Args: noArgs,
+		Args: clikit.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	var output string
@@ -61,12 +62,12 @@ others then find nothing to do. It never downgrades: a schema newer than
 this binary is an error (exit 1).`,
 		Example: `  sluice postgres migrate --store 'postgres://sluice@127.0.0.1:5432/app?schema=sluice'
   PGPASSWORD=… sluice postgres migrate -o json`,
-		Args: noArgs,
+		Args: clikit.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := outputFlag(output); err != nil {
+			if err := clikit.OutputFlag(output); err != nil {
 				return err
 			}
-			return g.withPostgres(cmd.Context(), func(st *pgstore.Store) error {
+			return withPostgres(cmd.Context(), g, func(st *pgstore.Store) error {
 				// Both versions are read under the migration lock, so of
 				// several processes migrating at once only the one that
 				// applied the change reports it.
@@ -76,7 +77,7 @@ this binary is an error (exit 1).`,
 				}
 				v := pgMigrateView{Schema: st.Schema(), Before: before, After: after, Latest: pgstore.SchemaVersion(), Migrated: after != before}
 				if output == "json" {
-					return writeJSON(cmd.OutOrStdout(), v)
+					return clikit.WriteJSON(cmd.OutOrStdout(), v)
 				}
 				var msg string
 				switch {
@@ -102,12 +103,12 @@ changing anything, and the version this binary's code needs. It exits 0
 whatever it finds; the state tells what to do.`,
 		Example: `  sluice postgres version
   sluice postgres version -o json --store 'postgres://sluice@127.0.0.1:5432/app?schema=sluice'`,
-		Args: noArgs,
+		Args: clikit.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := outputFlag(vOutput); err != nil {
+			if err := clikit.OutputFlag(vOutput); err != nil {
 				return err
 			}
-			return g.withPostgres(cmd.Context(), func(st *pgstore.Store) error {
+			return withPostgres(cmd.Context(), g, func(st *pgstore.Store) error {
 				cur, err := st.Version(cmd.Context())
 				if err != nil {
 					return err
@@ -125,7 +126,7 @@ whatever it finds; the state tells what to do.`,
 					v.State = "up to date"
 				}
 				if vOutput == "json" {
-					return writeJSON(cmd.OutOrStdout(), v)
+					return clikit.WriteJSON(cmd.OutOrStdout(), v)
 				}
 				msg := fmt.Sprintf("schema %s: version %d, this sluice needs %d: %s", v.Schema, cur, v.Latest, v.State)
 				if hint != "" {
@@ -144,14 +145,15 @@ whatever it finds; the state tells what to do.`,
 // withPostgres opens the PostgreSQL store named by --store without
 // migrating it, runs f and closes the store. Any other store is a usage
 // error.
-func (g *globals) withPostgres(ctx context.Context, f func(st *pgstore.Store) error) error {
-	op, err := g.openWith(ctx, storeurl.Options{NoMigrate: true})
+func withPostgres(ctx context.Context, g *globals, f func(st *pgstore.Store) error) error {
+	op, err := g.OpenWith(ctx, storeurl.Options{NoMigrate: true})
 	if err != nil {
 		return err
 	}
 	defer op.Close()
-	if op.Postgres == nil {
+	pg, ok := op.Admin.(*pgstore.Store)
+	if !ok {
 		return usagef("this command needs a PostgreSQL store (--store postgres://… or SLUICE_STORE), not %s", op.Redacted)
 	}
-	return f(op.Postgres)
+	return f(pg)
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/ontopix/sluice/internal/clikit"
 	"github.com/ontopix/sluice/internal/pgtest"
 	"github.com/ontopix/sluice/store/pgstore"
 )
@@ -23,7 +24,7 @@ func TestPostgresMigrate(t *testing.T) {
 		t.Errorf("version before:\n got %q\nwant %q", out, want)
 	}
 	// migrate=false: other commands do not create the schema.
-	if _, errs, code := e.run("status"); code != ExitError || !strings.Contains(errs, "run 'sluice postgres migrate'") {
+	if _, errs, code := e.run("status"); code != clikit.ExitError || !strings.Contains(errs, "run 'sluice postgres migrate'") {
 		t.Errorf("status on an absent schema with migrate=false: exit %d %s", code, errs)
 	}
 	if out := e.ok("postgres", "migrate"); out != fmt.Sprintf("schema %s: created at version %d\n", schema, latest) {
@@ -97,7 +98,7 @@ func TestPostgresNewer(t *testing.T) {
 	if out := e.ok("postgres", "version"); !strings.Contains(out, "version 9999") || !strings.Contains(out, "newer (this sluice is older") {
 		t.Errorf("version:\n%s", out)
 	}
-	if _, errs, code := e.run("postgres", "migrate"); code != ExitError || !strings.Contains(errs, "newer than this code") {
+	if _, errs, code := e.run("postgres", "migrate"); code != clikit.ExitError || !strings.Contains(errs, "newer than this code") {
 		t.Errorf("migrate a newer schema: exit %d %s", code, errs)
 	}
 }

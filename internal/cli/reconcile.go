@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/internal/clikit"
 	"github.com/ontopix/sluice/reconcile"
 )
 
@@ -33,9 +34,9 @@ sidecar); a failed pass is logged as reconciler.error and retried.`,
 		Example: `  sluice reconcile
   sluice reconcile --output json
   sluice reconcile --every 5m          # sidecar loop`,
-		Args: noArgs,
+		Args: clikit.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := outputFlag(output); err != nil {
+			if err := clikit.OutputFlag(output); err != nil {
 				return err
 			}
 			if every < 0 || (every > 0 && every < 100*time.Millisecond) {
@@ -44,18 +45,18 @@ sidecar); a failed pass is logged as reconciler.error and retried.`,
 			if batch < 1 || batch > 100_000 {
 				return usagef("--batch-size %d: must be between 1 and 100000", batch)
 			}
-			log, err := g.logger(cmd.ErrOrStderr())
+			log, err := g.Logger(cmd.ErrOrStderr())
 			if err != nil {
-				return &UsageError{Err: err}
+				return &clikit.UsageError{Err: err}
 			}
-			op, err := g.open(cmd.Context())
+			op, err := g.Open(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer op.Close()
 			// A batch is bounded by the store's own timeouts, not by the
 			// Client's per-acquisition OpTimeout.
-			c, err := g.client(op.Store, log, func(cfg *sluice.Config) { cfg.OpTimeout = 0 })
+			c, err := g.Client(op.Store, log, func(cfg *sluice.Config) { cfg.OpTimeout = 0 })
 			if err != nil {
 				return err
 			}
@@ -70,9 +71,9 @@ sidecar); a failed pass is logged as reconciler.error and retried.`,
 			if err != nil {
 				return err
 			}
-			defer g.warnEphemeral(cmd, op)
+			defer g.WarnEphemeral(cmd, op)
 			if output == "json" {
-				return writeJSON(cmd.OutOrStdout(), rep)
+				return clikit.WriteJSON(cmd.OutOrStdout(), rep)
 			}
 			dims := strings.Join(rep.Dimensions, ", ")
 			if dims == "" {

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/internal/clikit"
 	"github.com/ontopix/sluice/store"
 )
 
@@ -35,14 +36,14 @@ persistence or a failover), is reported as not found and restores nothing.`,
 		Example: "  sluice release 3f2b8c1e-0a4d-4c8e-9b1a-2f6d7e8c9a0b",
 		Args:    exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := outputFlag(output); err != nil {
+			if err := clikit.OutputFlag(output); err != nil {
 				return err
 			}
 			id, err := store.ParseLeaseID(args[0])
 			if err != nil {
-				return &UsageError{Err: err}
+				return &clikit.UsageError{Err: err}
 			}
-			return g.withClient(cmd, true, func(c *sluice.Client) error {
+			return g.WithClient(cmd, true, func(c *sluice.Client) error {
 				res, err := c.ReleaseLease(cmd.Context(), id.String())
 				if err != nil {
 					return err
@@ -53,7 +54,7 @@ persistence or a failover), is reported as not found and restores nothing.`,
 				}
 				w := cmd.OutOrStdout()
 				if output == "json" {
-					return writeJSON(w, v)
+					return clikit.WriteJSON(w, v)
 				}
 				if !res.Released {
 					_, err := fmt.Fprintf(w, "lease %s not found: already released, reclaimed after it expired, or lost by the store (a restart without persistence or a failover); nothing restored\n", v.Lease)

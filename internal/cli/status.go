@@ -13,6 +13,7 @@ import (
 
 	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/internal/clikit"
 	"github.com/ontopix/sluice/internal/jsonout"
 )
 
@@ -74,7 +75,7 @@ func (v bucketView) timeToFull() string {
 	case *v.TimeToFull == 0:
 		return "full"
 	}
-	return dur(v.TimeToFull.D())
+	return clikit.Dur(v.TimeToFull.D())
 }
 
 func newStatusCmd(g *globals) *cobra.Command {
@@ -98,13 +99,13 @@ released or reclaimed ("on release").
   sluice status openai#rpm openai#tpm --output json
   sluice status --watch --interval 1s`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := outputFlag(output); err != nil {
+			if err := clikit.OutputFlag(output); err != nil {
 				return err
 			}
 			if interval < 100*time.Millisecond {
 				return usagef("--interval %s: must be at least 100ms", interval)
 			}
-			return g.withClient(cmd, false, func(c *sluice.Client) error {
+			return g.WithClient(cmd, false, func(c *sluice.Client) error {
 				w := cmd.OutOrStdout()
 				if !watch {
 					return printStatus(cmd.Context(), c, args, output, w)
@@ -146,7 +147,7 @@ func printStatus(ctx context.Context, c *sluice.Client, dims []string, output st
 		return err
 	}
 	if output == "json" {
-		return writeJSON(w, views)
+		return clikit.WriteJSON(w, views)
 	}
 	return statusTable(w, views)
 }
@@ -172,7 +173,7 @@ func statusTable(w io.Writer, views []bucketView) error {
 	fmt.Fprintln(tw)
 	for _, v := range views {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%.1f%%\t%d\t%s", v.Dimension, v.Type, rateOf(v), v.Capacity,
-			milli(v.TokensMilli), v.FillPct, v.ActiveLeases, v.timeToFull())
+			clikit.Milli(v.TokensMilli), v.FillPct, v.ActiveLeases, v.timeToFull())
 		if cooling {
 			fmt.Fprint(tw, "\t"+v.cooldownUntil())
 		}
@@ -202,11 +203,11 @@ func (v bucketView) cooldownUntil() string {
 
 func rateOf(v bucketView) string {
 	t, _ := bucket.ParseType(v.Type)
-	return rateString(bucket.Config{Type: t, Capacity: v.Capacity, RefillAmount: v.RefillAmount, RefillPeriod: v.RefillPeriod.D()})
+	return clikit.RateString(bucket.Config{Type: t, Capacity: v.Capacity, RefillAmount: v.RefillAmount, RefillPeriod: v.RefillPeriod.D()})
 }
 
 func watchStatus(ctx context.Context, g *globals, c *sluice.Client, dims []string, output string, w io.Writer, every time.Duration, count int) error {
-	tty := isTerminal(w) && output == "table"
+	tty := clikit.IsTerminal(w) && output == "table"
 	enc := json.NewEncoder(w)
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -243,7 +244,7 @@ func watchLine(ctx context.Context, g *globals, c *sluice.Client, dims []string,
 	if views == nil {
 		views = []bucketView{}
 	}
-	return enc.Encode(statusLine{At: g.now().UTC(), Buckets: views})
+	return enc.Encode(statusLine{At: g.Now().UTC(), Buckets: views})
 }
 
 // watchTable writes one refresh as a table, clearing a terminal first.
@@ -251,6 +252,6 @@ func watchTable(ctx context.Context, g *globals, c *sluice.Client, dims []string
 	if tty {
 		fmt.Fprint(w, "\x1b[H\x1b[2J")
 	}
-	fmt.Fprintf(w, "Every %s: sluice status  %s\n\n", every, g.now().UTC().Format(time.RFC3339))
+	fmt.Fprintf(w, "Every %s: sluice status  %s\n\n", every, g.Now().UTC().Format(time.RFC3339))
 	return printStatus(ctx, c, dims, "table", w)
 }

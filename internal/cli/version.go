@@ -7,6 +7,8 @@ import (
 	"runtime/debug"
 
 	"github.com/spf13/cobra"
+
+	"github.com/ontopix/sluice/internal/clikit"
 )
 
 // VersionInfo is what `sluice version` reports.
@@ -76,12 +78,12 @@ func newVersionCmd(g *globals) *cobra.Command {
 		Short: "Print the sluice version and the Go toolchain it was built with",
 		Example: `  sluice version
   sluice version --output json`,
-		Args: noArgs,
+		Args: clikit.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := outputFlag(output); err != nil {
+			if err := clikit.OutputFlag(output); err != nil {
 				return err
 			}
-			v := readVersion(g.env.BuildInfo)
+			v := readVersion(g.Env.BuildInfo)
 			w := cmd.OutOrStdout()
 			if output == "json" {
 				enc := json.NewEncoder(w)
@@ -94,12 +96,4 @@ func newVersionCmd(g *globals) *cobra.Command {
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
 	return cmd
-}
-
-// noArgs rejects positional arguments as a usage error.
-func noArgs(cmd *cobra.Command, args []string) error {
-	if len(args) > 0 {
-		return usagef("%s takes no arguments, got %q", cmd.CommandPath(), args)
-	}
-	return nil
 }

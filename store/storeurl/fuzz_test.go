@@ -1,4 +1,4 @@
-package storeurl
+package storeurl_test
 
 import (
 	"context"
@@ -7,6 +7,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/ontopix/sluice/store/allstores"
+	"github.com/ontopix/sluice/store/storeurl"
 )
 
 // FuzzParse checks the checks every store URL goes through, and opening
@@ -31,13 +34,13 @@ func FuzzParse(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
-		u, err := parse(raw)
+		u, err := storeurl.Parse(raw)
 		if err == nil {
 			if u == nil || u.Scheme == "" {
 				t.Fatalf("parse(%q) = %v with no error", raw, u)
 			}
 			if u.Scheme == "memory" {
-				op, err := OpenDetailed(context.Background(), raw, Options{})
+				op, err := allstores.OpenDetailed(context.Background(), raw, storeurl.Options{})
 				if err == nil {
 					op.Close()
 				}
@@ -54,7 +57,7 @@ func checkErr(t *testing.T, raw string, err error) {
 	if err == nil {
 		return
 	}
-	if !errors.Is(err, ErrBadURL) || !strings.HasPrefix(err.Error(), ErrBadURL.Error()+": ") || len(err.Error()) <= len(ErrBadURL.Error())+2 {
+	if !errors.Is(err, storeurl.ErrBadURL) || !strings.HasPrefix(err.Error(), storeurl.ErrBadURL.Error()+": ") || len(err.Error()) <= len(storeurl.ErrBadURL.Error())+2 {
 		t.Fatalf("parse(%q) = %v, want a bad-URL error that says what is wrong", raw, err)
 	}
 	for _, secret := range secrets(raw) {
@@ -76,7 +79,7 @@ func secrets(raw string) []string {
 		out = append(out, p)
 	}
 	for k, vs := range u.Query() {
-		if isSecret(k) {
+		if storeurl.IsSecret(k) {
 			out = append(out, vs...)
 		}
 	}
@@ -106,16 +109,16 @@ func FuzzSecretInQuery(f *testing.F) {
 		if strings.Count(raw, secret) != 1 || strings.Count(strconv.Quote(raw), secret) != 1 {
 			return // not distinctive, or errors quote raw and its escapes could spell it
 		}
-		_, err := parse(raw)
-		if !errors.Is(err, ErrBadURL) {
+		_, err := storeurl.Parse(raw)
+		if !errors.Is(err, storeurl.ErrBadURL) {
 			t.Fatalf("parse(%q) = %v; want a bad-URL error (the URL carries a password)", raw, err)
 		}
 		if strings.Contains(err.Error(), secret) {
 			t.Fatalf("parse(%q) = %v, which shows the password %q", raw, err, secret)
 		}
 		if u, perr := url.Parse(raw); perr == nil {
-			if got := redact(u); strings.Contains(got, secret) {
-				t.Fatalf("redact(%q) = %q, which shows the password %q", raw, got, secret)
+			if got := storeurl.Redact(u); strings.Contains(got, secret) {
+				t.Fatalf("storeurl.Redact(%q) = %q, which shows the password %q", raw, got, secret)
 			}
 		}
 	})

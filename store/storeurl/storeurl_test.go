@@ -1,21 +1,21 @@
-package storeurl
+package storeurl_test
 
 import (
 	"context"
 	"errors"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/ontopix/sluice/bucket"
-	"github.com/ontopix/sluice/internal/contract"
-	"github.com/ontopix/sluice/internal/redistest"
 	"github.com/ontopix/sluice/store"
-	"github.com/ontopix/sluice/store/memstore"
+	"github.com/ontopix/sluice/store/allstores"
+	"github.com/ontopix/sluice/store/redisstore"
+	"github.com/ontopix/sluice/store/storeurl"
 )
+
+// noEnv is an environment with nothing set.
+func noEnv(string) (string, bool) { return "", false }
 
 func TestOpenErrors(t *testing.T) {
 	for _, c := range []struct{ url, want string }{
@@ -61,9 +61,9 @@ func TestOpenErrors(t *testing.T) {
 		{"dynamodb://t1?region=eu-west-1&seeds_path=maybe", `seeds_path="maybe"`},
 		{"dynamodb://user@t1", "takes no user"},
 	} {
-		_, err := OpenDetailed(context.Background(), c.url, Options{})
-		if !errors.Is(err, ErrBadURL) || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%q: got %v, want ErrBadURL with %q", c.url, err, c.want)
+		_, err := allstores.OpenDetailed(context.Background(), c.url, storeurl.Options{})
+		if !errors.Is(err, storeurl.ErrBadURL) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: got %v, want storeurl.ErrBadURL with %q", c.url, err, c.want)
 		}
 		if err != nil && strings.Contains(err.Error(), "hunter2") {
 			t.Errorf("%q: the error leaks the password: %v", c.url, err)
@@ -86,7 +86,7 @@ func TestOpenKinds(t *testing.T) {
 		{"postgresql://127.0.0.1:1/db?migrate=false&caller_clock=true", "postgres", false},
 		{"dynamodb://sluice-table?region=eu-west-1&endpoint=http://127.0.0.1:1", "dynamodb", false},
 	} {
-		op, err := OpenDetailed(context.Background(), c.url, Options{})
+		op, err := allstores.OpenDetailed(context.Background(), c.url, storeurl.Options{})
 		if err != nil {
 			t.Errorf("%q: %v", c.url, err)
 			continue
@@ -100,49 +100,42 @@ func TestOpenKinds(t *testing.T) {
 	}
 }
 
-func TestMemoryShared(t *testing.T) {
-	mem := memstore.New()
-	op, err := OpenDetailed(context.Background(), "memory://", Options{Memory: mem})
-	if err != nil || contract.Unwrap(op.Store) != mem {
-		t.Fatalf("%v", err)
-	}
-	if err := op.Close(); err != nil {
+// TestOpenStore: a network store's Close also closes its client, and Open
+// applies the With options.
+func TestOpenStore(t *testing.T) {
+	ctx := context.Background()
+	st, err := allstores.Open(ctx, "redis://127.0.0.1:1/0?timeout=1s&max_retries=0", storeurl.WithLookupEnv(noEnv))
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := mem.ListBuckets(context.Background(), store.ListBucketsRequest{Now: time.Now()}); err != nil {
-		t.Errorf("Close closed the injected store: %v", err)
+	if err := st.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
 	}
-}
+	if _, err := st.ListBuckets(ctx, store.ListBucketsRequest{Now: time.Now()}); err == nil {
+		t.Error("ListBuckets after Close succeeded; want the closed client's error")
+	}
 
-// TestRedisPassword opens a password-protected server with the password
-// from the environment and from a file, and fails without it.
-func TestRedisPassword(t *testing.T) {
-	srv := redistest.New(t)
-	if _, err := srv.Do("CONFIG", "SET", "requirepass", "s3cret"); err != nil {
-		t.Fatal(err)
-	}
-	url := "redis://" + srv.Addr + "/0?timeout=2s&max_retries=0"
-	file := filepath.Join(t.TempDir(), "pw")
-	if err := os.WriteFile(file, []byte("s3cret\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	env := func(k string) (string, bool) {
-		return map[string]string{"SLUICE_REDIS_PASSWORD": "s3cret"}[k], k == "SLUICE_REDIS_PASSWORD"
+		v, ok := map[string]string{"SLUICE_TABLE_NAME": "from-env", "SLUICE_AWS_REGION": "eu-west-1"}[k]
+		return v, ok
 	}
-	b := store.Bucket{Name: "v#rpm", Config: bucket.PerPeriod(bucket.Requests, 5, time.Minute)}
-	for name, o := range map[string]Options{"env": {LookupEnv: env}, "file": {PasswordFile: file}, "none": {}} {
-		op, err := OpenDetailed(context.Background(), url, o)
+	for _, tc := range []struct {
+		name string
+		opts []storeurl.Option
+		want string
+	}{
+		{"environment", []storeurl.Option{storeurl.WithLookupEnv(env)}, "from-env"},
+		{"storeurl.WithTable", []storeurl.Option{storeurl.WithLookupEnv(env), storeurl.WithTable("from-option")}, "from-option"},
+		{"storeurl.Options value", []storeurl.Option{storeurl.Options{LookupEnv: env, Table: "from-struct"}}, "from-struct"},
+	} {
+		op, err := allstores.OpenDetailed(ctx, "dynamodb://", tc.opts...)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("%s: %v", tc.name, err)
 		}
-		err = op.Store.PutBucket(context.Background(), store.PutBucketRequest{Now: time.Now(), Bucket: b})
-		if (err == nil) != (name != "none") {
-			t.Errorf("%s: %v", name, err)
+		if op.Table != tc.want {
+			t.Errorf("%s: table %q, want %q", tc.name, op.Table, tc.want)
 		}
 		op.Close()
-	}
-	if _, err := OpenDetailed(context.Background(), url, Options{PasswordFile: file + ".missing"}); !errors.Is(err, ErrBadURL) {
-		t.Errorf("missing password file: %v", err)
 	}
 }
 
@@ -154,7 +147,7 @@ func TestRedactedURL(t *testing.T) {
 		{"redis://u@127.0.0.1:1/2?dial_timeout=1s", "redis://u@127.0.0.1:1/2?dial_timeout=1s"},
 		{"postgres://sluice@127.0.0.1:1/db?migrate=false&sslmode=disable&passfile=/run/pg", "postgres://sluice@127.0.0.1:1/db?migrate=false&sslmode=disable&passfile=/run/pg"},
 	} {
-		op, err := OpenDetailed(context.Background(), c.url, Options{NoMigrate: true})
+		op, err := allstores.OpenDetailed(context.Background(), c.url, storeurl.Options{NoMigrate: true})
 		if err != nil {
 			t.Fatalf("%q: %v", c.url, err)
 		}
@@ -170,8 +163,8 @@ func TestRedactedURL(t *testing.T) {
 		{"redis://h/0?timeout=2s;password=hunter2&x=%zz", "redis://h/0?timeout=2s;password=xxxxx&x=%zz"},
 		{"postgres://db/x?pass%77ord=hunter2;sslmode=disable", "postgres://db/x?pass%77ord=xxxxx;sslmode=disable"},
 	} {
-		if got := redact(mustParse(t, c.url)); got != c.want {
-			t.Errorf("redact(%q) = %q, want %q", c.url, got, c.want)
+		if got := storeurl.Redact(mustParse(t, c.url)); got != c.want {
+			t.Errorf("storeurl.Redact(%q) = %q, want %q", c.url, got, c.want)
 		}
 	}
 }
@@ -185,48 +178,27 @@ func mustParse(t *testing.T, raw string) *url.URL {
 	return u
 }
 
-// TestOpenAdminHandles: a postgres:// store exposes its *pgstore.Store, a
-// dynamodb:// store its client and table, which Options.Table overrides.
-func TestOpenAdminHandles(t *testing.T) {
+// TestOpenersSchemes: Openers open only their stores' schemes, and say
+// which those are; the password guard comes first, whatever the scheme.
+func TestOpenersSchemes(t *testing.T) {
 	ctx := context.Background()
-	op, err := OpenDetailed(ctx, "postgres://127.0.0.1:1/db?schema=s1&sslmode=disable", Options{NoMigrate: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if op.Postgres == nil || op.Postgres.Schema() != "s1" || op.DynamoDB != nil {
-		t.Errorf("postgres: %+v", op)
-	}
-	op.Close()
-	env := func(k string) (string, bool) {
-		v, ok := map[string]string{"SLUICE_TABLE_NAME": "from-env", "SLUICE_AWS_REGION": "eu-west-1"}[k]
-		return v, ok
-	}
-	for _, c := range []struct{ url, table, want string }{
-		{"dynamodb://from-url?region=eu-west-1", "", "from-url"},
-		{"dynamodb://from-url?region=eu-west-1", "from-arg", "from-arg"},
-		{"dynamodb://", "", "from-env"},
-		{"dynamodb://", "from-arg", "from-arg"},
+	redisOnly := storeurl.Openers{redisstore.URLOpener()}
+	for _, c := range []struct{ url, want string }{
+		{"postgres://127.0.0.1:1/db", `scheme "postgres" is not supported (supported: redis, rediss, redis+cluster, rediss+cluster)`},
+		{"memory://", `scheme "memory" is not supported`},
+		{"postgres://u:hunter2@127.0.0.1:1/db", "the URL contains a password; pass it in PGPASSWORD"},
 	} {
-		op, err := OpenDetailed(ctx, c.url, Options{LookupEnv: env, Table: c.table})
-		if err != nil {
-			t.Fatalf("%q: %v", c.url, err)
+		_, err := redisOnly.Open(ctx, c.url, storeurl.WithLookupEnv(noEnv))
+		if !errors.Is(err, storeurl.ErrBadURL) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: got %v, want ErrBadURL with %q", c.url, err, c.want)
 		}
-		if op.DynamoDB == nil || op.Table != c.want || op.Postgres != nil || op.DynamoDB.Options().Region != "eu-west-1" {
-			t.Errorf("%q table %q: got table %q", c.url, c.table, op.Table)
-		}
-		op.Close()
 	}
-}
-
-// TestOpenDynamoNoRegion: without a region anywhere, the URL is refused up
-// front instead of every request failing.
-func TestOpenDynamoNoRegion(t *testing.T) {
-	for _, k := range []string{"AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE", "AWS_DEFAULT_PROFILE"} {
-		t.Setenv(k, "")
+	if _, err := (storeurl.Openers{}).Open(ctx, "memory://"); !errors.Is(err, storeurl.ErrBadURL) {
+		t.Errorf("no openers: %v", err)
 	}
-	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
-	_, err := OpenDetailed(context.Background(), "dynamodb://tbl1", Options{})
-	if !errors.Is(err, ErrBadURL) || !strings.Contains(err.Error(), "no AWS region") {
-		t.Errorf("got %v", err)
+	// A store's OpenURL, called directly, refuses a password too.
+	u, _ := url.Parse("redis://:hunter2@127.0.0.1:1/0")
+	if _, err := redisstore.OpenURL(ctx, u, storeurl.Options{}); !errors.Is(err, storeurl.ErrBadURL) || strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("OpenURL with a password: %v", err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/ontopix/sluice/internal/redistest"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/memstore"
+	"github.com/ontopix/sluice/store/redisstore"
 	"github.com/ontopix/sluice/store/storeurl"
 	"github.com/ontopix/sluice/vendors"
 	"github.com/ontopix/sluice/vendors/transport"
@@ -139,7 +140,7 @@ func BenchmarkCall(b *testing.B) {
 	b.Run("memory", func(b *testing.B) { benchCalls(b, benchTransport(b, memstore.New(), cannedRT{})) })
 	b.Run("redis", func(b *testing.B) {
 		srv := redistest.New(b)
-		st, err := storeurl.Open(context.Background(), "redis://"+srv.Addr+"/0")
+		st, err := storeurl.Openers{redisstore.URLOpener()}.Open(context.Background(), "redis://"+srv.Addr+"/0")
 		if err != nil {
 			b.Fatal(err)
 		}
