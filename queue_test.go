@@ -11,7 +11,7 @@ import (
 
 	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/internal/contract"
-	"github.com/ontopix/sluice/internal/slotload"
+	"github.com/ontopix/sluice/internal/testing/slotload"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/memstore"
 )

@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ontopix/sluice"
-	"github.com/ontopix/sluice/internal/redistest"
+	"github.com/ontopix/sluice/internal/testing/redistest"
 	"github.com/ontopix/sluice/limits"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/redisstore"

@@ -16,8 +16,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ontopix/sluice/bucket"
-	"github.com/ontopix/sluice/internal/redistest"
-	"github.com/ontopix/sluice/internal/testproc"
+	"github.com/ontopix/sluice/internal/testing/redistest"
+	"github.com/ontopix/sluice/internal/testing/testproc"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/redisstore"
 )

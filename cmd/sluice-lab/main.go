@@ -10,8 +10,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ontopix/sluice/internal/clikit"
-	"github.com/ontopix/sluice/internal/lab"
+	"github.com/ontopix/sluice/internal/cmd/clikit"
+	"github.com/ontopix/sluice/internal/cmd/lab"
 )
 
 // quiet drops go-redis's own log lines (dial retries): the command reports

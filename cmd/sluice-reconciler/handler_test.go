@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/ontopix/sluice/bucket"
-	"github.com/ontopix/sluice/internal/ddbtest"
-	"github.com/ontopix/sluice/internal/testproc"
+	"github.com/ontopix/sluice/internal/testing/ddbtest"
+	"github.com/ontopix/sluice/internal/testing/testproc"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/dynamostore"
 )

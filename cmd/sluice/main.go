@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ontopix/sluice/internal/cli"
+	"github.com/ontopix/sluice/internal/cmd/cli"
 )
 
 // quiet drops go-redis's own log lines (dial retries): the command reports

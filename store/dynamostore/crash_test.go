@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ontopix/sluice/internal/crashtest"
-	"github.com/ontopix/sluice/internal/ddbtest"
+	"github.com/ontopix/sluice/internal/testing/crashtest"
+	"github.com/ontopix/sluice/internal/testing/ddbtest"
 	"github.com/ontopix/sluice/store"
 )
 

@@ -13,7 +13,7 @@ import (
 
 	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/bucket"
-	"github.com/ontopix/sluice/internal/ddbtest"
+	"github.com/ontopix/sluice/internal/testing/ddbtest"
 	"github.com/ontopix/sluice/store"
 )
 

@@ -17,7 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/ontopix/sluice/bucket"
-	"github.com/ontopix/sluice/internal/faultproxy"
+	"github.com/ontopix/sluice/internal/testing/faultproxy"
 	"github.com/ontopix/sluice/store"
 )
 

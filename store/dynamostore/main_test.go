@@ -11,9 +11,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/ontopix/sluice/internal/crashtest"
-	"github.com/ontopix/sluice/internal/ddbtest"
-	"github.com/ontopix/sluice/internal/testproc"
+	"github.com/ontopix/sluice/internal/testing/crashtest"
+	"github.com/ontopix/sluice/internal/testing/ddbtest"
+	"github.com/ontopix/sluice/internal/testing/testproc"
 	"github.com/ontopix/sluice/store"
 )
 

@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ontopix/sluice/bucket"
-	"github.com/ontopix/sluice/internal/pgtest"
+	"github.com/ontopix/sluice/internal/testing/pgtest"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/storetest"
 )

@@ -3,7 +3,7 @@ package pgstore
 import (
 	"testing"
 
-	"github.com/ontopix/sluice/internal/pgtest"
+	"github.com/ontopix/sluice/internal/testing/pgtest"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/storetest"
 )

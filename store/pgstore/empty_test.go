@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/ontopix/sluice/bucket"
-	"github.com/ontopix/sluice/internal/pgtest"
+	"github.com/ontopix/sluice/internal/testing/pgtest"
 	"github.com/ontopix/sluice/store"
 )
 

@@ -15,7 +15,7 @@ import (
 
 	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/bucket"
-	"github.com/ontopix/sluice/internal/pgtest"
+	"github.com/ontopix/sluice/internal/testing/pgtest"
 	"github.com/ontopix/sluice/reconcile"
 	"github.com/ontopix/sluice/store"
 )

@@ -17,7 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/ontopix/sluice/internal/pgtest"
+	"github.com/ontopix/sluice/internal/testing/pgtest"
 )
 
 // releasedMigrations returns the migrations as released up to version 11,

@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/ontopix/sluice/internal/pgtest"
+	"github.com/ontopix/sluice/internal/testing/pgtest"
 	"github.com/ontopix/sluice/store"
 )
 

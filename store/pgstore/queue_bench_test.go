@@ -3,8 +3,8 @@ package pgstore
 import (
 	"testing"
 
-	"github.com/ontopix/sluice/internal/pgtest"
-	"github.com/ontopix/sluice/internal/slotload"
+	"github.com/ontopix/sluice/internal/testing/pgtest"
+	"github.com/ontopix/sluice/internal/testing/slotload"
 	"github.com/ontopix/sluice/store"
 )
 

@@ -8,8 +8,8 @@ import (
 
 	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/bucket"
-	"github.com/ontopix/sluice/internal/pgtest"
-	"github.com/ontopix/sluice/internal/slotload"
+	"github.com/ontopix/sluice/internal/testing/pgtest"
+	"github.com/ontopix/sluice/internal/testing/slotload"
 	"github.com/ontopix/sluice/store"
 )
 

@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ontopix/sluice/bucket"
-	"github.com/ontopix/sluice/internal/pgtest"
+	"github.com/ontopix/sluice/internal/testing/pgtest"
 	"github.com/ontopix/sluice/store"
 )
 
@@ -150,7 +150,7 @@ func TestMigrateFromVersion1(t *testing.T) {
 // someone recorded their own) is never taken as up to date, whatever its
 // version number; Migrate says to drop it and changes nothing. (A version
 // above this code's with a name it does not know is a newer schema,
-// reported as such: internal/cli's TestPostgresNewer.)
+// reported as such: internal/cmd/cli's TestPostgresNewer.)
 func TestMigrateRefusesUnknownMigrations(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.Pool(t, nil)

@@ -6,7 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ontopix/sluice/internal/crashtest"
+	"github.com/ontopix/sluice/internal/testing/crashtest"
 	"github.com/ontopix/sluice/store"
 )
 

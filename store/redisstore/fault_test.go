@@ -13,7 +13,7 @@ import (
 
 	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/bucket"
-	"github.com/ontopix/sluice/internal/redistest"
+	"github.com/ontopix/sluice/internal/testing/redistest"
 	"github.com/ontopix/sluice/store"
 )
 

@@ -10,7 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ontopix/sluice/bucket"
-	"github.com/ontopix/sluice/internal/redistest"
+	"github.com/ontopix/sluice/internal/testing/redistest"
 	"github.com/ontopix/sluice/store"
 )
 

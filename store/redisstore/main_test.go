@@ -10,9 +10,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ontopix/sluice/internal/crashtest"
-	"github.com/ontopix/sluice/internal/redistest"
-	"github.com/ontopix/sluice/internal/testproc"
+	"github.com/ontopix/sluice/internal/testing/crashtest"
+	"github.com/ontopix/sluice/internal/testing/redistest"
+	"github.com/ontopix/sluice/internal/testing/testproc"
 	"github.com/ontopix/sluice/store"
 )
 

@@ -3,7 +3,7 @@ package redisstore
 import (
 	"testing"
 
-	"github.com/ontopix/sluice/internal/slotload"
+	"github.com/ontopix/sluice/internal/testing/slotload"
 	"github.com/ontopix/sluice/store"
 )
 

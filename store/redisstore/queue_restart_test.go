@@ -10,8 +10,8 @@ import (
 
 	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/bucket"
-	"github.com/ontopix/sluice/internal/redistest"
-	"github.com/ontopix/sluice/internal/slotload"
+	"github.com/ontopix/sluice/internal/testing/redistest"
+	"github.com/ontopix/sluice/internal/testing/slotload"
 	"github.com/ontopix/sluice/store"
 )
 

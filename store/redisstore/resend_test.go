@@ -9,7 +9,7 @@ import (
 
 	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/bucket"
-	"github.com/ontopix/sluice/internal/faultproxy"
+	"github.com/ontopix/sluice/internal/testing/faultproxy"
 	"github.com/ontopix/sluice/store"
 )
 

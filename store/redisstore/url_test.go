@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/ontopix/sluice/bucket"
-	"github.com/ontopix/sluice/internal/redistest"
+	"github.com/ontopix/sluice/internal/testing/redistest"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/redisstore"
 	"github.com/ontopix/sluice/store/storeurl"

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/ontopix/sluice"
-	"github.com/ontopix/sluice/internal/redistest"
+	"github.com/ontopix/sluice/internal/testing/redistest"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/memstore"
 	"github.com/ontopix/sluice/store/redisstore"
