@@ -72,7 +72,11 @@ func buildCommands(t *testing.T, root string) string {
 		t.Fatal(err)
 	}
 	for _, c := range cmds {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(bin, filepath.Base(c)), "./"+rel(root, c))
+		args := []string{"build", "-o", filepath.Join(bin, filepath.Base(c))}
+		if raceEnabled {
+			args = append(args, "-race")
+		}
+		cmd := exec.Command("go", append(args, "./"+rel(root, c))...)
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("go build %s: %v\n%s", c, err, out)
@@ -93,9 +97,11 @@ func runBlock(t *testing.T, root, bins string, b docBlock) {
 			}
 		}
 	}
+	// `go run ./cmd/NAME` is the command just built, without compiling it again.
+	text := goRunCmd.ReplaceAllString(strings.Join(script, "\n"), "$1")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", "-e", "-o", "pipefail", "-c", strings.Join(script, "\n"))
+	cmd := exec.CommandContext(ctx, "bash", "-e", "-o", "pipefail", "-c", text)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "PATH="+bins+string(os.PathListSeparator)+os.Getenv("PATH"))
 	var out bytes.Buffer
@@ -114,6 +120,8 @@ func runBlock(t *testing.T, root, bins string, b docBlock) {
 		t.Errorf("the output does not show %q (expected lines are matched in order, … matches any text)\noutput:\n%s", missing, out.String())
 	}
 }
+
+var goRunCmd = regexp.MustCompile(`\bgo run \./cmd/([a-z-]+)`)
 
 // unmatched returns the first expected line not found, in order, among the
 // output's lines, or "" when all are.
