@@ -41,8 +41,13 @@ func newClients(ctx context.Context, storeURL, limitsFile string, opts ...transp
 	// Applies the file (every replica may: a bucket in use is never
 	// refilled) and re-creates a bucket the store lost, as a store
 	// restarted empty loses them all.
-	cfg := sluice.DefaultConfig()
-	cfg.Caller = "summarizer"
+	cfg, err := sluice.ConfigFromEnv() // SLUICE_LEASE_TTL, SLUICE_OP_TIMEOUT, SLUICE_CALLER, …
+	if err != nil {
+		return openai.Client{}, anthropic.Client{}, err
+	}
+	if cfg.Caller == "" {
+		cfg.Caller = "summarizer"
+	}
 	client, err := limits.NewClient(ctx, st, f, sluice.WithConfig(cfg), sluice.WithObserver(obs))
 	if err != nil {
 		return openai.Client{}, anthropic.Client{}, err
