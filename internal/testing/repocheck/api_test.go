@@ -187,14 +187,15 @@ func publicPackages(t *testing.T, root string) []string {
 // when it has none.
 func packageName(t *testing.T, dir string) string {
 	t.Helper()
-	for _, f := range goFiles(t, dir) {
-		af, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.PackageClauseOnly)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return af.Name.Name
+	files := goFiles(t, dir)
+	if len(files) == 0 {
+		return ""
 	}
-	return ""
+	af, err := parser.ParseFile(token.NewFileSet(), files[0], nil, parser.PackageClauseOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return af.Name.Name
 }
 
 func goFiles(t *testing.T, dir string) []string {
