@@ -32,14 +32,14 @@ func TestVersion(t *testing.T) {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
 	out, _, code = run(t, nil, "version", "--output", "json")
-	var v VersionInfo
+	var v clikit.VersionInfo
 	if err := json.Unmarshal([]byte(out), &v); err != nil || code != 0 {
 		t.Fatalf("exit %d, %v:\n%s", code, err, out)
 	}
 	if v.Version != "v1.2.3" || v.Go != "go1.26.0" || v.Module != "github.com/ontopix/sluice" || v.Revision != "abc123" {
 		t.Errorf("%+v", v)
 	}
-	if got := readVersion(func() (*debug.BuildInfo, bool) {
+	if got := clikit.ReadVersion(func() (*debug.BuildInfo, bool) {
 		return &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}}, true
 	}); got.Version != "devel" {
 		t.Errorf("devel build reports %q", got.Version)

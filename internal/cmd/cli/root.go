@@ -53,7 +53,7 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 store unavailable, 4 RETRY_IN (acquire).`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	// --version prints the first line of 'sluice version'.
-	root.Version = readVersion(env.BuildInfo).short()
+	root.Version = clikit.ReadVersion(env.BuildInfo).Short()
 	root.SetVersionTemplate("sluice {{.Version}}\n")
 	clikit.Configure(root, env)
 	g.AddStoreFlags(root)

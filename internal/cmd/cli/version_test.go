@@ -3,6 +3,8 @@ package cli
 import (
 	"runtime/debug"
 	"testing"
+
+	"github.com/ontopix/sluice/internal/cmd/clikit"
 )
 
 // TestVersionFlag: `sluice --version` prints the same first line as
@@ -21,20 +23,20 @@ func TestReadVersion(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		bi   *debug.BuildInfo
-		want VersionInfo
+		want clikit.VersionInfo
 	}{
 		{"go install @version", &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Path: "github.com/ontopix/sluice", Version: "v0.3.0"}},
-			VersionInfo{Version: "v0.3.0", Module: "github.com/ontopix/sluice", Go: "go1.26.0"}},
+			clikit.VersionInfo{Version: "v0.3.0", Module: "github.com/ontopix/sluice", Go: "go1.26.0"}},
 		{"clone, modified", &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Path: "github.com/ontopix/sluice", Version: "v0.3.1-0.20261123120000-abcdef012345+dirty"},
 			Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "abcdef0123456789"}, {Key: "vcs.modified", Value: "true"}}},
-			VersionInfo{Version: "v0.3.1-0.20261123120000-abcdef012345+dirty", Module: "github.com/ontopix/sluice", Go: "go1.26.0", Revision: "abcdef0123456789", Modified: true}},
+			clikit.VersionInfo{Version: "v0.3.1-0.20261123120000-abcdef012345+dirty", Module: "github.com/ontopix/sluice", Go: "go1.26.0", Revision: "abcdef0123456789", Modified: true}},
 		{"no VCS stamp", &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Path: "github.com/ontopix/sluice", Version: "(devel)"}},
-			VersionInfo{Version: "devel", Module: "github.com/ontopix/sluice", Go: "go1.26.0"}},
+			clikit.VersionInfo{Version: "devel", Module: "github.com/ontopix/sluice", Go: "go1.26.0"}},
 		{"no build information", nil,
-			VersionInfo{Version: "devel", Module: "github.com/ontopix/sluice"}},
+			clikit.VersionInfo{Version: "devel", Module: "github.com/ontopix/sluice"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := readVersion(func() (*debug.BuildInfo, bool) { return tc.bi, tc.bi != nil })
+			got := clikit.ReadVersion(func() (*debug.BuildInfo, bool) { return tc.bi, tc.bi != nil })
 			got.Platform = ""
 			if tc.bi == nil {
 				got.Go = "" // the running toolchain's

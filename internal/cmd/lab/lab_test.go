@@ -153,6 +153,15 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
+// TestVersionFlag: sluice-lab --version prints one line, the version the
+// build information gives ("devel" without any).
+func TestVersionFlag(t *testing.T) {
+	out, errs, code := run(t, nil, "--version")
+	if want := "sluice-lab devel\n"; code != 0 || out != want {
+		t.Fatalf("sluice-lab --version: exit %d, stdout %q, stderr %q; want exit 0, %q", code, out, errs, want)
+	}
+}
+
 func TestHelp(t *testing.T) {
 	for _, args := range [][]string{{"--help"}, {}, {"demo", "--help"}, {"bench", "--help"}, {"vendorsim", "--help"}} {
 		out, _, code := run(t, nil, args...)

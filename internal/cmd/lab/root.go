@@ -43,6 +43,8 @@ Exit codes: 0 ok, 1 error (or a limit exceeded), 2 usage, 3 store unavailable.`,
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
+	root.Version = clikit.ReadVersion(env.BuildInfo).Short()
+	root.SetVersionTemplate("sluice-lab {{.Version}}\n")
 	clikit.Configure(root, env)
 	g.AddStoreFlags(root)
 	root.AddCommand(newDemoCmd(g), newBenchCmd(g), newBenchChildCmd(g), newBenchVendorChildCmd(g), newVendorsimCmd(g))
