@@ -9,13 +9,12 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/internal/cmd/clikit"
+	"github.com/ontopix/sluice/internal/testing/clitest"
 	"github.com/ontopix/sluice/internal/testing/pgtest"
 	"github.com/ontopix/sluice/internal/testing/redistest"
 	"github.com/ontopix/sluice/internal/testing/testproc"
@@ -129,25 +128,14 @@ func runWith(t *testing.T, e *testEnv, mem store.Store, args ...string) (string,
 }
 
 func (e *testEnv) exec(ctx context.Context, mem store.Store, args ...string) (string, string, int) {
-	var out, errb bytes.Buffer
-	env := clikit.Env{Stdout: &out, Stderr: &errb, LookupEnv: func(k string) (string, bool) {
-		if k == "SLUICE_STORE" {
-			return e.url, true
-		}
-		v, ok := e.env[k]
-		return v, ok
-	}}
+	r := clitest.Run{URL: e.url, Vars: e.env, ClockMs: e.clock.Load}
 	if e.mem != nil {
-		env.Memory = e.mem
-	}
-	if e.clock.Load() != 0 {
-		env.Clock = sluice.ClockFunc(func() time.Time { return time.UnixMilli(e.clock.Load()).UTC() })
+		r.Memory = e.mem
 	}
 	if mem != nil {
-		env.Memory = mem
+		r.Memory = mem
 	}
-	code := Main(ctx, args, env)
-	return out.String(), errb.String(), code
+	return r.Exec(ctx, Main, args...)
 }
 
 // ok runs args and fails the test unless the exit code is 0.
