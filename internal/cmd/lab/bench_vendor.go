@@ -40,10 +40,12 @@ type vendorBenchOptions struct {
 
 // The published limits a benchmark run uses unless flags say otherwise:
 // large enough that a 60 s run makes thousands of calls, with a token
-// limit as the binding one for the default request sizes.
+// limit as the binding one for the default request sizes. Azure's RPM is
+// the one Azure derives from its TPM (6 per 1000).
 var vendorBenchLimits = map[vendorsim.Vendor]vendorsim.Limits{
 	vendorsim.OpenAI:    {RPM: 3000, TPM: 1_000_000},
 	vendorsim.Anthropic: {RPM: 2000, ITPM: 800_000, OTPM: 160_000},
+	vendorsim.Azure:     {RPM: 6000, TPM: 1_000_000},
 }
 
 // vendorBenchFlags are the flags only 'bench --vendor-sim' reads.
@@ -59,9 +61,10 @@ func addVendorBench(cmd *cobra.Command, g *globals) {
 	cmd.Long += vendorBenchHelp
 	cmd.Example += `
   sluice-lab bench --vendor-sim openai --store redis://127.0.0.1:6390/0 --processes 4 --workers 8 --duration 60s
-  sluice-lab bench --vendor-sim anthropic --modes sluice --duration 60s --outage 0.5@20s+30s --sync=false -o json`
+  sluice-lab bench --vendor-sim anthropic --modes sluice --duration 60s --outage 0.5@20s+30s --sync=false -o json
+  sluice-lab bench --vendor-sim azure --tpm 500000 --modes sluice,naive --duration 20s`
 	f := cmd.Flags()
-	f.StringVar(&o.vendor, "vendor-sim", "", "measure 429s and utilisation at a simulated vendor: openai or anthropic")
+	f.StringVar(&o.vendor, "vendor-sim", "", "measure 429s and utilisation at a simulated vendor: openai, anthropic or azure")
 	f.StringVar(&o.modes, "modes", "sluice,naive,local", "with --vendor-sim: the modes to run, one after the other")
 	f.StringVar(&o.load, "load", loadUneven, "with --vendor-sim: uneven or uniform (see above)")
 	f.BoolVar(&o.sync, "sync", true, "with --vendor-sim: lower Sluice's balances to the vendor's remaining headers")
@@ -70,8 +73,8 @@ func addVendorBench(cmd *cobra.Command, g *globals) {
 	f.Float64Var(&o.estimateError, "estimate-error", 0.5, "with --vendor-sim: estimates are the actual counts × U(1−e, 1+e)")
 	f.Float64Var(&o.headroom, "headroom", vendors.DefaultHeadroom, "with --vendor-sim: the profile's headroom below the vendor's rule (0 to 0.5)")
 	f.DurationVar(&o.margin, "request-margin", vendors.DefaultRequestMargin, "with --vendor-sim: the arrival jitter the profile's requests buckets absorb (0 to 10s)")
-	f.Int64Var(&o.rpm, "rpm", 0, "with --vendor-sim: requests per minute (default openai 3000, anthropic 2000)")
-	f.Int64Var(&o.tpm, "tpm", 0, "with --vendor-sim openai: tokens per minute (default 1000000)")
+	f.Int64Var(&o.rpm, "rpm", 0, "with --vendor-sim: requests per minute (default openai 3000, anthropic 2000, azure 6 per 1000 TPM)")
+	f.Int64Var(&o.tpm, "tpm", 0, "with --vendor-sim openai or azure: tokens per minute (default 1000000)")
 	f.Int64Var(&o.itpm, "itpm", 0, "with --vendor-sim anthropic: input tokens per minute (default 800000)")
 	f.Int64Var(&o.otpm, "otpm", 0, "with --vendor-sim anthropic: output tokens per minute (default 160000)")
 	f.StringVar(&o.input, "input-tokens", "lognormal:1000,0.5", "with --vendor-sim: prompt size in tokens (distribution)")
@@ -101,18 +104,22 @@ func addVendorBench(cmd *cobra.Command, g *globals) {
 
 const vendorBenchHelp = `
 
-With --vendor-sim openai|anthropic, bench measures instead what a fleet's
-calls do at a vendor: for each of --modes it starts a fresh simulated vendor
-(vendors/vendorsim) on 127.0.0.1 with the published limits of --rpm, --tpm,
---itpm, --otpm (openai: RPM 3000, TPM 1000000; anthropic: RPM 2000, ITPM
-800000, OTPM 160000), runs --processes × --workers callers against it for
---duration, and reports, from the simulator's own accounting, the calls, the
-vendor's 429s by kind, and per limit what was counted against what the rule
+With --vendor-sim openai|anthropic|azure, bench measures instead what a
+fleet's calls do at a vendor: for each of --modes it starts a fresh
+simulated vendor (vendors/vendorsim) on 127.0.0.1 with the published limits
+of --rpm, --tpm, --itpm, --otpm (openai: RPM 3000, TPM 1000000; anthropic:
+RPM 2000, ITPM 800000, OTPM 160000; azure: TPM 1000000 and the RPM Azure
+derives from the TPM, 6 per 1000, unless --rpm is given; azure's calls go
+to a deployment's path, /openai/deployments/NAME/chat/completions), runs
+--processes × --workers callers against it for --duration, and reports,
+from the simulator's own accounting, the calls, the vendor's 429s by kind,
+and per limit what was counted against what the rule
 allowed over the run (utilisation). The modes:
 
   sluice  --client transport (the default): every call is made with the
           vendor's official Go SDK, whose HTTP client's transport is
-          vendors/transport: it estimates the request body, acquires the
+          vendors/transport (azure: openai-go's Azure options, metered by
+          the transport's Middleware): it estimates the request body, acquires the
           profile's dimensions all-or-nothing at the cost model's admission
           charge (waiting in line), settles them to the usage the response
           reports, and passes the response to vendors.Reactor (cooldown on
@@ -139,8 +146,10 @@ the whole run; every other process is idle, then bursts: it waits 4-12 s
 
 --rules plays what the vendors do not publish: a list of readings
 separated by ';', every mode running once under each. A reading is
-"vendor" (the simulator's default model: token buckets, requests over 1 s)
-or comma-separated switches: window=bucket|fixed|sliding (how per-minute
+"vendor" (the simulator's default model: token buckets, requests over 1 s;
+for azure, Azure's published rule: tokens counted per calendar minute,
+requests per calendar second) or comma-separated switches:
+window=bucket|fixed|sliding (how per-minute
 limits are counted: a continuous refill, calendar windows, or the last
 period's usage), requests=1s|10s|1m (the interval the request limit is
 enforced over), headers=flap|absurd|double (limit headers that alternate
@@ -175,14 +184,15 @@ func (o vendorBenchOptions) config(flags *pflag.FlagSet) (vendorBenchConfig, err
 	v := vendorsim.Vendor(o.vendor)
 	lim, ok := vendorBenchLimits[v]
 	if !ok {
-		return c, clikit.Usagef("--vendor-sim %q: must be openai or anthropic", o.vendor)
+		return c, clikit.Usagef("--vendor-sim %q: must be openai, anthropic or azure", o.vendor)
 	}
+	tokens := v == vendorsim.OpenAI || v == vendorsim.Azure
 	for _, f := range []struct {
 		name string
 		val  int64
 		into *int64
 		ok   bool
-	}{{"rpm", o.rpm, &lim.RPM, true}, {"tpm", o.tpm, &lim.TPM, v == vendorsim.OpenAI},
+	}{{"rpm", o.rpm, &lim.RPM, true}, {"tpm", o.tpm, &lim.TPM, tokens},
 		{"itpm", o.itpm, &lim.ITPM, v == vendorsim.Anthropic}, {"otpm", o.otpm, &lim.OTPM, v == vendorsim.Anthropic}} {
 		if !flags.Changed(f.name) {
 			continue
@@ -194,6 +204,12 @@ func (o vendorBenchOptions) config(flags *pflag.FlagSet) (vendorBenchConfig, err
 			return c, clikit.Usagef("--%s %d: must be between 1 and 10^12", f.name, f.val)
 		}
 		*f.into = f.val
+	}
+	if v == vendorsim.Azure && flags.Changed("tpm") && !flags.Changed("rpm") {
+		// Azure derives a deployment's RPM from its TPM.
+		if lim.RPM = lim.TPM * vendors.AzureRPMPerThousandTPM / 1000; lim.RPM < 1 {
+			return c, clikit.Usagef("--tpm %d: Azure grants 6 RPM per 1000 TPM, none for this TPM; set --rpm", lim.TPM)
+		}
 	}
 	modes, err := parseModes(o.modes)
 	if err != nil {

@@ -168,15 +168,44 @@ func newReqGen(v vendorsim.Vendor, d dists, estErr float64, seed, stream uint64)
 	if !(estErr >= 0 && estErr < 1) {
 		return nil, clikit.Usagef("--estimate-error %v: must be at least 0 and below 1", estErr)
 	}
+	if g.path = vendorPath(v); g.path == "" {
+		return nil, clikit.Usagef("--vendor-sim %q: must be openai, anthropic or azure", v)
+	}
+	g.model = vendorModel(v)
+	return g, nil
+}
+
+// The models the benchmark's requests name. Its Azure deployment is named
+// after the OpenAI model it serves.
+const (
+	benchOpenAIModel    = "gpt-4o-mini"
+	benchAnthropicModel = "claude-sonnet-4-5"
+)
+
+// azureAPIVersion is the api-version of the benchmark's Azure requests.
+const azureAPIVersion = "2024-10-21"
+
+// vendorModel returns the model (Azure: the deployment) the benchmark's
+// requests to v name.
+func vendorModel(v vendorsim.Vendor) string {
+	if v == vendorsim.Anthropic {
+		return benchAnthropicModel
+	}
+	return benchOpenAIModel
+}
+
+// vendorPath returns the path the benchmark's requests to v are sent to,
+// without a query; "" for an unknown vendor.
+func vendorPath(v vendorsim.Vendor) string {
 	switch v {
 	case vendorsim.OpenAI:
-		g.model, g.path = "gpt-4o-mini", vendorsim.PathChatCompletions
+		return vendorsim.PathChatCompletions
 	case vendorsim.Anthropic:
-		g.model, g.path = "claude-sonnet-4-5", vendorsim.PathMessages
-	default:
-		return nil, clikit.Usagef("--vendor-sim %q: must be openai or anthropic", v)
+		return vendorsim.PathMessages
+	case vendorsim.Azure:
+		return "/openai/deployments/" + benchOpenAIModel + "/chat/completions"
 	}
-	return g, nil
+	return ""
 }
 
 // draw samples d, rounded to a whole number in [lo, hi].

@@ -65,7 +65,8 @@ func checkVendorReport(t *testing.T, r map[string]any, vendor string) {
 		t.Errorf("%s: admitted %v + 429s %v > calls %v", r["mode"], admitted, n429, calls)
 	}
 	dims, _ := r["dimensions"].([]any)
-	wantMetrics := map[string][]string{"openai": {"requests", "tokens"}, "anthropic": {"requests", "input_tokens", "output_tokens"}}[vendor]
+	wantMetrics := map[string][]string{"openai": {"requests", "tokens"}, "anthropic": {"requests", "input_tokens", "output_tokens"},
+		"azure": {"requests", "tokens"}}[vendor]
 	if len(dims) != len(wantMetrics) {
 		t.Fatalf("%s: dimensions %v, want %v", r["mode"], dims, wantMetrics)
 	}
@@ -102,10 +103,10 @@ func checkVendorReport(t *testing.T, r map[string]any, vendor string) {
 	}
 }
 
-// TestBenchVendorSimMemory runs every mode against both simulated vendors
+// TestBenchVendorSimMemory runs every mode against each simulated vendor
 // for a short while on memory:// and checks the reports' shape.
 func TestBenchVendorSimMemory(t *testing.T) {
-	for _, vendor := range []string{"openai", "anthropic"} {
+	for _, vendor := range []string{"openai", "anthropic", "azure"} {
 		t.Run(vendor, func(t *testing.T) {
 			e := &testEnv{t: t, url: "memory://", mem: memstore.New()}
 			out := e.ok("bench", "--vendor-sim", vendor, "--workers", "4", "--duration", "1s", "--sim-ttft", "5ms",
@@ -159,7 +160,10 @@ func TestBenchVendorSimUsage(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--vendor-sim", "azure"}, "must be openai or anthropic"},
+		{[]string{"--vendor-sim", "gemini"}, `--vendor-sim "gemini": must be openai, anthropic or azure`},
+		{[]string{"--vendor-sim", "azure", "--itpm", "5"}, "--itpm does not apply to --vendor-sim azure"},
+		{[]string{"--vendor-sim", "azure", "--tpm", "100"}, "--tpm 100: Azure grants 6 RPM per 1000 TPM"},
+		{[]string{"--vendor-sim", "azure", "--rules", "window=calendar"}, "Rules.Window: calendar"},
 		{[]string{"--vendor-sim", "openai", "--itpm", "5"}, "--itpm does not apply"},
 		{[]string{"--vendor-sim", "openai", "--modes", "fast"}, "is not a mode"},
 		{[]string{"--vendor-sim", "openai", "--load", "spiky"}, "--load"},
@@ -206,5 +210,56 @@ func TestBenchVendorSimRules(t *testing.T) {
 			t.Errorf("report %d: rules %v, mode %v; want %s, %s", i, got["rules"], got["mode"], w.rules, w.mode)
 		}
 		checkVendorReport(t, reps[i], "openai")
+	}
+}
+
+// TestBenchVendorSimAzure runs the modes against the simulated Azure
+// OpenAI: --tpm sets the tokens limit and, without --rpm, the requests
+// limit Azure derives from it; the calls reach the deployment's path,
+// where the transport meters them.
+func TestBenchVendorSimAzure(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		args      []string
+		rules     string
+		rpm, tpm  float64
+		estimates bool // the sluice mode's transport metered its calls
+	}{
+		{"derived rpm", []string{"--tpm", "200000"}, "vendor", 1200, 200000, true},
+		{"rpm", []string{"--tpm", "200000", "--rpm", "600", "--client", "manual"}, "vendor", 600, 200000, false},
+		{"rules", []string{"--rules", "window=sliding,reading=adjusted_to_usage"}, "window=sliding,reading=adjusted_to_usage", 6000, 1_000_000, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := &testEnv{t: t, url: "memory://", mem: memstore.New()}
+			args := append([]string{"bench", "--vendor-sim", "azure", "--workers", "4", "--duration", "500ms", "--sim-ttft", "5ms",
+				"--sim-per-token", "0s", "-o", "json"}, tc.args...)
+			reps := vendorBenchJSON(t, e.ok(args...))
+			if len(reps) != 3 {
+				t.Fatalf("%d reports, want one per mode", len(reps))
+			}
+			for i, mode := range []string{"sluice", "naive", "local"} {
+				r := reps[i]
+				if r["mode"] != mode || r["rules"] != tc.rules {
+					t.Errorf("report %d: mode %v, rules %v; want %s, %s", i, r["mode"], r["rules"], mode, tc.rules)
+				}
+				checkVendorReport(t, r, "azure")
+				dims, _ := r["dimensions"].([]any)
+				for j, want := range []struct {
+					limit float64
+					dim   string
+				}{{tc.rpm, "azure#bench#rpm"}, {tc.tpm, "azure#bench#tpm"}} {
+					d := dims[j].(map[string]any)
+					if d["limit"] != want.limit || d["dimension"] != want.dim {
+						t.Errorf("%s: %s: limit %v, dimension %v; want %v, %s", mode, d["metric"], d["limit"], d["dimension"], want.limit, want.dim)
+					}
+				}
+				if c, _ := r["client"].(map[string]any); c["other"] != 0.0 || c["first_error"] != nil {
+					t.Errorf("%s: %v calls failed: %v", mode, c["other"], c["first_error"])
+				}
+				if got := r["estimates"] != nil; mode == "sluice" && got != tc.estimates {
+					t.Errorf("%s: estimates %v, want them: %v", mode, r["estimates"], tc.estimates)
+				}
+			}
+		})
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go"
 	aoption "github.com/anthropics/anthropic-sdk-go/option"
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/azure"
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/ontopix/sluice"
@@ -70,10 +71,7 @@ func newVBTransport(p *vbProcess, c *sluice.Client) (*vbTransport, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bench: the simulator's URL %q: %w", p.run.URL, err)
 	}
-	x := &vbTransport{p: p, model: "gpt-4o-mini"}
-	if p.run.Vendor == vendorsim.Anthropic {
-		x.model = "claude-sonnet-4-5"
-	}
+	x := &vbTransport{p: p, model: vendorModel(p.run.Vendor)}
 	prof := p.prof
 	prof.Scope = x.model
 	var ropts []vendors.ReactorOption
@@ -106,6 +104,15 @@ func newVBTransport(p *vbProcess, c *sluice.Client) (*vbTransport, error) {
 	case vendorsim.OpenAI:
 		x.openai = openai.NewClient(option.WithBaseURL(p.run.URL+"/v1/"), option.WithAPIKey("sk-bench"),
 			option.WithHTTPClient(hc), option.WithMaxRetries(0))
+	case vendorsim.Azure:
+		// The SDK's Azure options send plain HTTP to a loopback address
+		// with a transport of their own, past the HTTP client's: the
+		// Transport meters as the SDK's middleware instead, after the
+		// Azure options have put the deployment in the path, and the
+		// vendor's round trip is timed by the middleware after it.
+		x.openai = openai.NewClient(azure.WithEndpoint(p.run.URL, azureAPIVersion), azure.WithUnsafeAllowHTTP(),
+			azure.WithAPIKey("azure-bench"), option.WithHTTPClient(p.http), option.WithMaxRetries(0),
+			option.WithMiddleware(t.Middleware), option.WithMiddleware(timedMiddleware))
 	case vendorsim.Anthropic:
 		x.claude = anthropic.NewClient(aoption.WithBaseURL(p.run.URL+"/"), aoption.WithAPIKey("sk-ant-bench"),
 			aoption.WithHTTPClient(hc), aoption.WithMaxRetries(0))
@@ -312,6 +319,16 @@ func (t timedRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) 
 	resp.Body = &timedBody{ReadCloser: resp.Body, rec: rec}
 	return resp, nil
 }
+
+// timedMiddleware is timedRoundTripper as an SDK middleware.
+func timedMiddleware(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+	return timedRoundTripper{roundTripFunc(next)}.RoundTrip(req)
+}
+
+// roundTripFunc is a function as an http.RoundTripper.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 // done records the end of the vendor's part of the call.
 func (r *vbCallRec) done() {

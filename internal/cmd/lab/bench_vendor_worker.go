@@ -107,8 +107,10 @@ func (r vbRun) profile() (vendors.Profile, error) {
 	case vendorsim.Anthropic:
 		return vendors.AnthropicProfile(vendors.AnthropicLimits{Model: benchScope, RPM: r.Limits.RPM,
 			InputTPM: r.Limits.ITPM, OutputTPM: r.Limits.OTPM}, h, m, cr)
+	case vendorsim.Azure:
+		return vendors.AzureProfile(vendors.AzureLimits{Deployment: benchScope, TPM: r.Limits.TPM, RPM: r.Limits.RPM}, h, m, cr)
 	}
-	return vendors.Profile{}, clikit.Usagef("--vendor-sim %q: must be openai or anthropic", r.Vendor)
+	return vendors.Profile{}, clikit.Usagef("--vendor-sim %q: must be openai, anthropic or azure", r.Vendor)
 }
 
 // vbPart is one process's account of a run. Durations are in microseconds.
@@ -288,9 +290,9 @@ type response struct {
 func (p *vbProcess) send(ctx context.Context, c genCall) response {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
-	path := vendorsim.PathChatCompletions
-	if p.run.Vendor == vendorsim.Anthropic {
-		path = vendorsim.PathMessages
+	path := vendorPath(p.run.Vendor)
+	if p.run.Vendor == vendorsim.Azure {
+		path += "?api-version=" + azureAPIVersion
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.run.URL+path, bytes.NewReader(c.Body))
 	if err != nil {
