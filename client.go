@@ -66,6 +66,10 @@ type Client struct {
 	// waiters are the waits in this process queued for concurrent
 	// dimensions, woken by a release here (see Client.freed).
 	waiters waitList
+	// reserving are the reservations in this process waiting for their
+	// valid instant, woken to look again by a refund here (see
+	// awaitReservation).
+	reserving reservingList
 	// orphans are the tickets whose removal failed (see removeOrphans).
 	orphans orphanList
 	// horizons remembers, per set of items (a string key, a horizon),

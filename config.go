@@ -63,8 +63,10 @@ type Config struct {
 	FailurePolicy FailurePolicy
 	// Caller names this service in lease records and logs (SLUICE_CALLER).
 	Caller string
-	// PollInterval caps the RETRY_IN hint of a denied concurrent dimension
-	// (SLUICE_POLL_INTERVAL). Default 1 s.
+	// PollInterval caps the RETRY_IN hint of a denied concurrent dimension,
+	// and is how often a reservation that waits longer reads its buckets
+	// for settlements that move it (see Wait) (SLUICE_POLL_INTERVAL).
+	// Default 1 s.
 	PollInterval time.Duration
 	// OpTimeout bounds every store call the Client makes (SLUICE_OP_TIMEOUT,
 	// seconds or a Go duration): a call still unanswered after it fails with

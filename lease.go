@@ -308,7 +308,8 @@ func (c *Client) storeAdjust(ctx context.Context, req store.AdjustRequest) (stor
 		return c.st.Adjust(ctx, req)
 	})
 	if err == nil && req.Delta < 0 {
-		c.freed(nil) // a refund: forget the predicted timeouts
+		c.freed(nil)                    // a refund: forget the predicted timeouts
+		c.reserving.wake(req.Dimension) // and look again
 	}
 	return res, err
 }

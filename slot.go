@@ -23,7 +23,10 @@ const releaseTimeout = 10 * time.Second
 //
 // Wait waits in line, first come, first served: requests and tokens
 // dimensions are reserved in one store call and Wait sleeps until the
-// reservation is valid, with no further round trip; concurrent dimensions
+// reservation is valid, reading the buckets again at that instant (and
+// every Config.PollInterval before it) so that leases settled meanwhile
+// move it: later for usage above their estimates, sooner for refunds
+// (see docs/architecture.md, "Waiting in line"); concurrent dimensions
 // are waited for with a ticket in the store's waiter queue. When the store
 // answers that the wait ends past the bound, Wait returns a
 // *SlotTimeoutError at once and reserves nothing. If ctx is cancelled

@@ -195,7 +195,9 @@ func (c *Client) reserve(ctx context.Context, w *waitCall, maxWait time.Duration
 		if proceed, degraded, err = c.awaitReservation(ctx, w, req, res, proceed); err != nil {
 			return nil, 0, err
 		}
-		delayed = proceed.Sub(first)
+		// A refund can move the instant before the call (never before it:
+		// the lease counts from the call's stamp at the earliest).
+		delayed = max(proceed.Sub(first), -res.Wait)
 	}
 	// The lease counts from the earliest instant the store can have made
 	// it valid, by this client's clock: the call's stamp plus the wait

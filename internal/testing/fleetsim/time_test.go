@@ -236,3 +236,55 @@ func saturate(t *testing.T, f *fleet, n int, d time.Duration, setup func(*Member
 	}
 	wg.Wait()
 }
+
+// TestRefundsBehindQueue keeps 32 waiters in line on a 5 000-token bucket
+// for 8 s, each call using 10–110 % of its 250-token estimate and
+// settling it: refunds must let the reservations behind them proceed
+// sooner (use ≥ 95 % of capacity + refill), and nothing a refund moves
+// earlier may go over the limit (excess 0, a grant settled below its
+// estimate counted at its usage, one settled above as a charge).
+func TestRefundsBehindQueue(t *testing.T) {
+	for _, kind := range stores {
+		t.Run(kind, func(t *testing.T) {
+			f := newFleet(t, kind)
+			f.bucket("v#tpm", perPeriod(5000, 3*time.Second))
+			for range 4 {
+				f.join(Clock{})
+			}
+			run, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+			defer cancel()
+			var wg sync.WaitGroup
+			for i := range 32 {
+				m := f.members[i%4]
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for run.Err() == nil {
+						ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+						actual := 25 + rand.Int64N(251) // 10–110 % of 250
+						invoked := m.rec.Now()
+						l, err := m.Client.Wait(ctx, []sluice.Request{{Dimension: "v#tpm", Cost: 250}}, sluice.WithRecord())
+						if err == nil {
+							// A refund counts in the grant's cost; usage above the
+							// estimate as a charge when it is settled.
+							m.Granted(invoked, l, map[string]int64{"v#tpm": min(actual, 250)})
+							switch {
+							case actual > 250:
+								err = m.Adjust(ctx, l, "v#tpm", actual-250)
+							case actual < 250:
+								_, err = l.Adjust(ctx, "v#tpm", actual-250)
+							}
+						}
+						cancel()
+						if err != nil {
+							t.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			f.verify("v#tpm", useTarget(t, kind, nil))
+		})
+	}
+}
