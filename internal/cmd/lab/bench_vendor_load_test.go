@@ -206,7 +206,7 @@ func TestReqGenRefusesBadInput(t *testing.T) {
 		{"bad dist", dists{Input: "normal:3", MaxTokens: "1", Output: "1"}, 0.5, vendorsim.OpenAI},
 		{"error 1", testDists, 1, vendorsim.OpenAI},
 		{"negative error", testDists, -0.1, vendorsim.OpenAI},
-		{"azure", testDists, 0.5, vendorsim.Azure},
+		{"a vendor the simulator does not play", testDists, 0.5, vendorsim.Vendor("gemini")},
 	}
 	for _, tt := range tests {
 		if _, err := newReqGen(tt.v, tt.d, tt.e, 1, 1); err == nil {
