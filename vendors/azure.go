@@ -26,7 +26,8 @@ const AzureRPMPerThousandTPM = 6
 // AzureProfile returns the profile for an Azure OpenAI deployment. Azure
 // publishes its rules: TPM is a running count reset each calendar minute,
 // so the bucket keeps capacity + refill per minute within TPM (by default
-// a sixth of it as capacity, ten seconds' worth, and the rest as refill);
+// a second's worth as capacity, at least 8,192 tokens and at most ten
+// seconds' worth, and the rest as refill);
 // RPM is evaluated over one-second windows, at most ceil(RPM/60) requests
 // in a calendar second, so the bucket holds one request and refills RPM
 // per (stretched) minute. Dimensions: <prefix>#rpm, #tpm.

@@ -101,9 +101,13 @@ func (b *builder) requestMargin(cfg *bucket.Config, n int64, window time.Duratio
 // fixed adds a dimension for a vendor that counts at most n per calendar
 // window and resets the count at each boundary. A bucket admits at most
 // capacity + refill within one refill period, so the profile keeps
-// capacity + refill ≤ floor(n·(1 − headroom)): by default a sixth of it as
-// capacity and the rest as refill. period is the bucket's refill period:
-// the window, or the longest calendar day for a daily limit.
+// capacity + refill ≤ floor(n·(1 − headroom)), and the capacity is what
+// the steady rate gives up: by default, for a window of a minute, a
+// sixtieth of it (a second's worth), and, for tokens, at least
+// fixedTokenBurst (a large call's charge must fit) but never more than a
+// sixth; for a longer window (a day) a sixth. period is the bucket's
+// refill period: the window, or the longest calendar day for a daily
+// limit.
 func (b *builder) fixed(m Metric, typ bucket.LimitType, n int64, window, period time.Duration) {
 	if !b.limit(m, n) {
 		return
@@ -114,6 +118,12 @@ func (b *builder) fixed(m Metric, typ bucket.LimitType, n int64, window, period 
 		return
 	}
 	c := max(1, total/6)
+	if window <= time.Minute {
+		c = max(1, total/60)
+		if typ == bucket.Tokens {
+			c = max(c, min(total/6, fixedTokenBurst))
+		}
+	}
 	if v, ok := b.burst(m); ok {
 		if v < 1 || v > total-1 {
 			b.fail("burst["+Suffix(m)+"]", v, fmt.Sprintf("must be between 1 and %d: capacity plus refill may not exceed %d of the %d per calendar %s", total-1, total, n, windowName(window)))
@@ -124,6 +134,12 @@ func (b *builder) fixed(m Metric, typ bucket.LimitType, n int64, window, period 
 	cfg := bucket.Config{Type: typ, Capacity: c, RefillAmount: total - c, RefillPeriod: period}
 	b.add(m, cfg, n, window, Rule{Kind: FixedWindow, Limit: n, Window: window})
 }
+
+// fixedTokenBurst is the least default capacity, in tokens, of a tokens
+// bucket under a calendar-window rule (at most a sixth of the window's
+// limit): a call whose charge exceeds the capacity is never granted, and
+// a prompt of a few thousand tokens with a max_tokens of 4096 must fit.
+const fixedTokenBurst = 8192
 
 // azureRequests adds Azure's requests dimension: rpm requests per minute,
 // enforced as at most k = ceil(rpm/60) per calendar second. Requests are

@@ -238,7 +238,7 @@ func saturate(t *testing.T, f *fleet, n int, d time.Duration, setup func(*Member
 }
 
 // TestRefundsBehindQueue keeps 32 waiters in line on a 5 000-token bucket
-// for 8 s, each call using 10–110 % of its 250-token estimate and
+// for 6 s, each call using 10–110 % of its 250-token estimate and
 // settling it: refunds must let the reservations behind them proceed
 // sooner (use ≥ 95 % of capacity + refill), and nothing a refund moves
 // earlier may go over the limit (excess 0, a grant settled below its
@@ -251,7 +251,7 @@ func TestRefundsBehindQueue(t *testing.T) {
 			for range 4 {
 				f.join(Clock{})
 			}
-			run, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+			run, cancel := context.WithTimeout(context.Background(), 6*time.Second)
 			defer cancel()
 			var wg sync.WaitGroup
 			for i := range 32 {
