@@ -128,15 +128,7 @@ func advanceRun(c advanceCase) advanceResult {
 	for {
 		w := slices.MinFunc(ws, func(a, b *advanceWaiter) int { return int(a.next - b.next) })
 		if vendorAt < w.next {
-			at := vendorAt
-			switch rng.IntN(3) {
-			case 0:
-				charge(at, Step{AtMs: at, Op: "sync", Dimension: dim, Remaining: rng.Int64N(capacity)})
-			case 1:
-				charge(at, Step{AtMs: at, Op: "penalize", Dimension: dim, FactorMilli: 500 + rng.Int64N(501)})
-			default:
-				charge(at, Step{AtMs: at, Op: "cooldown", Dimension: dim, CooldownMs: 10 + rng.Int64N(200)})
-			}
+			charge(vendorAt, vendorReport(rng, dim, capacity, vendorAt))
 			vendorAt += int64(100 + rng.IntN(400))
 			continue
 		}

@@ -65,15 +65,7 @@ func confirmRun(seed uint64) string {
 	for {
 		w := slices.MinFunc(ws, func(a, b *confirmWaiter) int { return int(a.next - b.next) })
 		if vendorAt < w.next {
-			at := vendorAt
-			switch rng.IntN(3) {
-			case 0:
-				settle(at, Step{AtMs: at, Op: "sync", Dimension: dim, Remaining: rng.Int64N(capacity)})
-			case 1:
-				settle(at, Step{AtMs: at, Op: "penalize", Dimension: dim, FactorMilli: 500 + rng.Int64N(501)})
-			default:
-				settle(at, Step{AtMs: at, Op: "cooldown", Dimension: dim, CooldownMs: 10 + rng.Int64N(200)})
-			}
+			settle(vendorAt, vendorReport(rng, dim, capacity, vendorAt))
 			vendorAt += int64(100 + rng.IntN(400))
 			continue
 		}
@@ -129,4 +121,18 @@ func confirmRun(seed uint64) string {
 		return fmt.Sprintf("a window ending with a grant admitted %d millitokens more than capacity + refill (%d waiters)", x, len(ws))
 	}
 	return ""
+}
+
+// vendorReport returns what a vendor's response at at does to a bucket
+// of capacity tokens, chosen at random: a sync to a lower remaining, a
+// penalty, or a short cooldown.
+func vendorReport(rng *rand.Rand, dim string, capacity, at int64) Step {
+	switch rng.IntN(3) {
+	case 0:
+		return Step{AtMs: at, Op: "sync", Dimension: dim, Remaining: rng.Int64N(capacity)}
+	case 1:
+		return Step{AtMs: at, Op: "penalize", Dimension: dim, FactorMilli: 500 + rng.Int64N(501)}
+	default:
+		return Step{AtMs: at, Op: "cooldown", Dimension: dim, CooldownMs: 10 + rng.Int64N(200)}
+	}
 }
