@@ -75,29 +75,39 @@ func TTL(ttl time.Duration) error {
 	return nil
 }
 
-// Acquire checks everything about req that does not need the buckets
-// (time, names, costs, duplicates, TTL, caller, id, poll) and fills in the
-// default poll interval.
-func Acquire(req *store.AcquireRequest) error {
-	if err := Now(req.Now); err != nil {
+// grant checks what an acquisition and a reservation share: the time, the
+// items' names and costs (no duplicates), the TTL, the caller and the
+// lease id.
+func grant(now time.Time, its []store.Item, ttl time.Duration, caller string, id store.LeaseID) error {
+	if err := Now(now); err != nil {
 		return err
 	}
-	for _, it := range req.Items {
+	for _, it := range its {
 		if err := Name(it.Dimension); err != nil {
 			return err
 		}
 	}
-	if err := items(req.Items); err != nil {
+	if err := items(its); err != nil {
 		return err
 	}
-	if err := TTL(req.TTL); err != nil {
+	if err := TTL(ttl); err != nil {
 		return err
 	}
-	if len(req.Caller) > store.MaxCallerLen || !utf8.ValidString(req.Caller) {
-		return invalid("caller", req.Caller, fmt.Sprintf("must be valid UTF-8 of at most %d bytes", store.MaxCallerLen))
+	if len(caller) > store.MaxCallerLen || !utf8.ValidString(caller) {
+		return invalid("caller", caller, fmt.Sprintf("must be valid UTF-8 of at most %d bytes", store.MaxCallerLen))
 	}
-	if req.ID.IsZero() {
-		return invalid("lease_id", req.ID.String(), "must be set (use NewLeaseID)")
+	if id.IsZero() {
+		return invalid("lease_id", id.String(), "must be set (use NewLeaseID)")
+	}
+	return nil
+}
+
+// Acquire checks everything about req that does not need the buckets
+// (time, names, costs, duplicates, TTL, caller, id, poll) and fills in the
+// default poll interval.
+func Acquire(req *store.AcquireRequest) error {
+	if err := grant(req.Now, req.Items, req.TTL, req.Caller, req.ID); err != nil {
+		return err
 	}
 	if req.Poll < 0 {
 		return invalid("poll", req.Poll, "must not be negative")
@@ -286,25 +296,8 @@ func Queue(d time.Duration) error {
 // Reserve checks everything about req that does not need the buckets
 // (time, names, costs, duplicates, TTL, caller, id, maximum wait).
 func Reserve(req *store.ReserveRequest) error {
-	if err := Now(req.Now); err != nil {
+	if err := grant(req.Now, req.Items, req.TTL, req.Caller, req.ID); err != nil {
 		return err
-	}
-	for _, it := range req.Items {
-		if err := Name(it.Dimension); err != nil {
-			return err
-		}
-	}
-	if err := items(req.Items); err != nil {
-		return err
-	}
-	if err := TTL(req.TTL); err != nil {
-		return err
-	}
-	if len(req.Caller) > store.MaxCallerLen || !utf8.ValidString(req.Caller) {
-		return invalid("caller", req.Caller, fmt.Sprintf("must be valid UTF-8 of at most %d bytes", store.MaxCallerLen))
-	}
-	if req.ID.IsZero() {
-		return invalid("lease_id", req.ID.String(), "must be set (use NewLeaseID)")
 	}
 	if req.MaxWait < 0 || req.MaxWait > store.MaxReserveWait || req.MaxWait%time.Millisecond != 0 {
 		return invalid("max_wait", req.MaxWait, fmt.Sprintf("must be a whole number of milliseconds from 0 to %s", store.MaxReserveWait))
