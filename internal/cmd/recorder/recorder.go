@@ -84,17 +84,13 @@ func (s *Store) counts(dim string) *Counts {
 	return c
 }
 
-// Acquire implements store.Store, recording a grant event per item.
-func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *store.AcquireResult) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	req.Now = s.now(req.Now)
-	if err := s.Store.Acquire(ctx, req, res); err != nil {
-		return err
-	}
-	for _, it := range res.Items {
+// decided counts a decision on items, granted or not, and records a grant
+// event per item at at (the decision time, or a reservation's valid
+// instant). Call with s.mu held.
+func (s *Store) decided(items []store.ItemResult, granted bool, at time.Time) {
+	for _, it := range items {
 		c := s.counts(it.Dimension)
-		if !res.Granted {
+		if !granted {
 			if it.RetryIn > 0 {
 				c.Denied++
 			}
@@ -106,8 +102,19 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 		if it.Type == bucket.Concurrent {
 			c.InFlight += milli
 		}
-		s.events = append(s.events, verify.Event{Time: req.Now, Dimension: it.Dimension, Kind: verify.Grant, Milli: milli})
+		s.events = append(s.events, verify.Event{Time: at, Dimension: it.Dimension, Kind: verify.Grant, Milli: milli})
 	}
+}
+
+// Acquire implements store.Store, recording a grant event per item.
+func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *store.AcquireResult) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	req.Now = s.now(req.Now)
+	if err := s.Store.Acquire(ctx, req, res); err != nil {
+		return err
+	}
+	s.decided(res.Items, res.Granted, req.Now)
 	return nil
 }
 

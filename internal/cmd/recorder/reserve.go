@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/ontopix/sluice/bucket"
 	"github.com/ontopix/sluice/internal/cmd/verify"
 	"github.com/ontopix/sluice/store"
 )
@@ -23,19 +22,7 @@ func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest, res *sto
 	if err := s.Forward.Reserve(ctx, req, res); err != nil {
 		return err
 	}
-	for _, it := range res.Items {
-		c := s.counts(it.Dimension)
-		if !res.Granted {
-			if it.RetryIn > 0 {
-				c.Denied++
-			}
-			continue
-		}
-		milli := it.Cost * bucket.Milli
-		c.Granted++
-		c.Milli += milli
-		s.events = append(s.events, verify.Event{Time: res.ValidAt, Dimension: it.Dimension, Kind: verify.Grant, Milli: milli})
-	}
+	s.decided(res.Items, res.Granted, res.ValidAt)
 	if res.Granted && res.ValidAt.After(req.Now) {
 		s.remember(req.ID, res.ValidAt)
 	}
