@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ontopix/sluice/internal/cmd/clikit"
+	"github.com/ontopix/sluice/internal/cmd/clistore"
 )
 
 // Env is everything a command reads from or writes to its process.
@@ -18,7 +19,7 @@ type Env = clikit.Env
 func OSEnv() Env { return clikit.OSEnv() }
 
 // globals holds the persistent flags shared by every command.
-type globals = clikit.Globals
+type globals = clistore.Globals
 
 // NewRoot returns the sluice command tree, writing to env.
 func NewRoot(env Env) *cobra.Command {
@@ -66,7 +67,7 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 store unavailable, 4 RETRY_IN (acquire).`,
 // Main runs the command line args against env and returns the exit code,
 // printing any error to env.Stderr in one line.
 func Main(ctx context.Context, args []string, env Env) int {
-	return clikit.Run(ctx, NewRoot(env), args, env)
+	return clikit.Run(ctx, NewRoot(env), args, env, clistore.Explain)
 }
 
 // usagef returns a usage error (exit code 2).

@@ -1,8 +1,9 @@
 // Package clikit holds what the sluice command lines share: the process
-// Env, the exit codes and the errors that map to them, the --store and
-// --password-file flags and opening their store, and output formatting.
-// The admin CLI (internal/cmd/cli) and the lab (internal/cmd/lab) both build on it,
-// each with its own import graph.
+// Env, the exit codes and the errors that map to them, and output
+// formatting. It links no store driver: the --store flag and opening its
+// store are package clistore's. The admin CLI (internal/cmd/cli), the lab
+// (internal/cmd/lab) and the demo (internal/cmd/demo) build on it, each
+// with its own import graph.
 package clikit
 
 import (
@@ -19,7 +20,6 @@ import (
 
 	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/store"
-	"github.com/ontopix/sluice/store/dynamostore"
 )
 
 // Exit codes, documented in docs/cli.md.
@@ -98,9 +98,9 @@ func ExitCode(err error) int {
 	switch {
 	case err == nil:
 		return ExitOK
-	case errors.As(err, &u), errors.Is(err, dynamostore.ErrCredentials):
-		// Usage and configuration errors (no AWS credentials) are the
-		// caller's to fix, never an outage.
+	case errors.As(err, &u):
+		// Usage and configuration errors are the caller's to fix, never
+		// an outage.
 		return ExitUsage
 	case errors.As(err, &r):
 		return ExitRetry
@@ -125,15 +125,18 @@ func Configure(root *cobra.Command, env Env) {
 
 // Run runs the command tree root with args and returns the exit code,
 // printing any error to env.Stderr in one line that starts with the
-// command's name.
-func Run(ctx context.Context, root *cobra.Command, args []string, env Env) int {
+// command's name. explain, when set, rewrites an error first (adding what
+// to do, or making it a UsageError).
+func Run(ctx context.Context, root *cobra.Command, args []string, env Env, explain func(error) error) int {
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	var u *UsageError
 	if err != nil && !errors.As(err, &u) && cobraUsage(err) {
 		err = &UsageError{Err: err}
 	}
-	err = explain(err)
+	if err != nil && explain != nil {
+		err = explain(err)
+	}
 	if err != nil {
 		msg := strings.ReplaceAll(err.Error(), "\n", " ")
 		if prefix := root.Name() + ": "; !strings.HasPrefix(msg, prefix) {

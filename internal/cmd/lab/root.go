@@ -11,10 +11,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ontopix/sluice/internal/cmd/clikit"
+	"github.com/ontopix/sluice/internal/cmd/clistore"
 )
 
 // globals holds the persistent flags shared by every command.
-type globals = clikit.Globals
+type globals = clistore.Globals
 
 // NewRoot returns the sluice-lab command tree, writing to env.
 func NewRoot(env clikit.Env) *cobra.Command {
@@ -54,5 +55,5 @@ Exit codes: 0 ok, 1 error (or a limit exceeded), 2 usage, 3 store unavailable.`,
 // Main runs the command line args against env and returns the exit code,
 // printing any error to env.Stderr in one line.
 func Main(ctx context.Context, args []string, env clikit.Env) int {
-	return clikit.Run(ctx, NewRoot(env), args, env)
+	return clikit.Run(ctx, NewRoot(env), args, env, clistore.Explain)
 }

@@ -1,15 +1,15 @@
-package clikit
+// Package clistore holds the --store and --password-file flags the sluice
+// command lines share, and opening their store with every driver linked
+// (store/allstores).
+package clistore
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/url"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -18,15 +18,17 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/internal/cmd/clikit"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/allstores"
+	"github.com/ontopix/sluice/store/dynamostore"
 	"github.com/ontopix/sluice/store/storeurl"
 )
 
 // Globals holds the persistent flags every command shares, and the Env the
 // commands run in.
 type Globals struct {
-	Env Env
+	Env clikit.Env
 	// Store is the --store URL; PasswordFile is --password-file.
 	Store        string
 	PasswordFile string
@@ -58,7 +60,7 @@ func (g *Globals) OpenWith(ctx context.Context, o storeurl.Options) (*storeurl.O
 	}
 	op, err := allstores.OpenDetailed(ctx, g.Store, o)
 	if errors.Is(err, storeurl.ErrBadURL) {
-		return nil, &UsageError{Err: err}
+		return nil, &clikit.UsageError{Err: err}
 	}
 	if err == nil {
 		if log, lerr := g.Logger(g.Env.Stderr); lerr == nil {
@@ -113,7 +115,7 @@ func (g *Globals) WithClient(cmd *cobra.Command, stateful bool, f func(c *sluice
 	ctx := cmd.Context()
 	log, err := g.Logger(cmd.ErrOrStderr())
 	if err != nil {
-		return &UsageError{Err: err}
+		return &clikit.UsageError{Err: err}
 	}
 	op, err := g.Open(ctx)
 	if err != nil {
@@ -125,7 +127,7 @@ func (g *Globals) WithClient(cmd *cobra.Command, stateful bool, f func(c *sluice
 		return err
 	}
 	err = f(c)
-	var u *UsageError
+	var u *clikit.UsageError
 	if stateful && !errors.As(err, &u) {
 		g.WarnEphemeral(cmd, op)
 	}
@@ -137,7 +139,7 @@ func (g *Globals) WithClient(cmd *cobra.Command, stateful bool, f func(c *sluice
 func (g *Globals) Client(st store.Store, log *slog.Logger, edits ...func(*sluice.Config)) (*sluice.Client, error) {
 	cfg, err := g.Config()
 	if err != nil {
-		return nil, &UsageError{Err: err}
+		return nil, &clikit.UsageError{Err: err}
 	}
 	if d, ok := g.urlTimeout(); ok {
 		cfg.OpTimeout = d
@@ -180,47 +182,17 @@ func (g *Globals) WarnEphemeral(cmd *cobra.Command, op *storeurl.Opened) {
 		"nothing persists after it exits, and nothing an earlier command did is here (set --store or SLUICE_STORE to a shared store)\n", cmd.CommandPath())
 }
 
-// WriteJSON prints v indented.
-func WriteJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
-// IsTerminal reports whether w is a character device.
-func IsTerminal(w io.Writer) bool {
-	if f, ok := w.(*os.File); ok {
-		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
-			return true
+// Explain adds what to do to the errors of a store whose schema or table
+// does not exist. A missing DynamoDB table is an error (exit 1), not an
+// outage: the store answered. AWS credentials that cannot be obtained are
+// a usage error (exit 2): the caller's to fix, never an outage.
+func Explain(err error) error {
+	if errors.Is(err, dynamostore.ErrCredentials) {
+		var u *clikit.UsageError
+		if !errors.As(err, &u) {
+			return &clikit.UsageError{Err: err}
 		}
 	}
-	return false
-}
-
-// Milli formats millitokens as tokens, with decimals only when needed.
-func Milli(m int64) string {
-	if m%1000 == 0 {
-		return Itoa(m / 1000)
-	}
-	s := strings.TrimRight(strings.TrimRight(FormatFloat(float64(m)/1000, 3), "0"), ".")
-	return s
-}
-
-// Dur formats a duration for tables: rounded to the millisecond.
-func Dur(d time.Duration) string {
-	if d <= 0 {
-		return "0s"
-	}
-	if d >= time.Second {
-		return d.Round(100 * time.Millisecond).String()
-	}
-	return d.Round(time.Millisecond).String()
-}
-
-// explain adds what to do to the errors of a store whose schema or table
-// does not exist. A missing DynamoDB table is an error (exit 1), not an
-// outage: the store answered.
-func explain(err error) error {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		switch pe.Code {

@@ -1,13 +1,15 @@
-package clikit
+package clistore
 
 import (
 	"testing"
 	"time"
+
+	"github.com/ontopix/sluice/internal/cmd/clikit"
 )
 
 func TestURLTimeoutBoundsTheClient(t *testing.T) {
-	env := func(vars map[string]string) Env {
-		return Env{LookupEnv: func(k string) (string, bool) { v, ok := vars[k]; return v, ok }}
+	env := func(vars map[string]string) clikit.Env {
+		return clikit.Env{LookupEnv: func(k string) (string, bool) { v, ok := vars[k]; return v, ok }}
 	}
 	tests := []struct {
 		name   string
