@@ -286,7 +286,7 @@ func reportBench(cmd *cobra.Command, o benchOptions, reps []*benchrun.Report, wh
 	}
 	for _, rep := range reps {
 		if !rep.OK {
-			return fmt.Errorf("limit exceeded%s: %s", which(rep), exceeded(rep.Verdict))
+			return fmt.Errorf("limit exceeded%s: %s", which(rep), rep.Verdict.Exceeded())
 		}
 	}
 	for _, rep := range reps {

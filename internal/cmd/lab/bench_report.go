@@ -9,6 +9,7 @@ import (
 	"github.com/ontopix/sluice/bucket"
 	"github.com/ontopix/sluice/internal/cmd/benchrun"
 	"github.com/ontopix/sluice/internal/cmd/clikit"
+	"github.com/ontopix/sluice/internal/cmd/verify"
 )
 
 // writeBench prints the bench report.
@@ -31,7 +32,7 @@ func writeBench(w io.Writer, r *benchrun.Report, where string) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "DIMENSION\tLIMIT\tGRANTS\tUSED\tALLOWED\tUTILISATION\tMAX IN ANY WINDOW\tOVER-ADMISSION\tVERDICT")
 	for _, d := range r.Verdict.Dimensions {
-		unit := unitOf(d.Config.Type)
+		unit := verify.Unit(d.Config.Type)
 		allowed, window := "-", "-"
 		if d.Config.Type == bucket.Concurrent {
 			window = fmt.Sprintf("%d %s at once", d.PeakInFlight/bucket.Milli, unit)
@@ -59,7 +60,7 @@ func writeBench(w io.Writer, r *benchrun.Report, where string) error {
 		_, err := fmt.Fprintf(w, "\nverdict: no limit exceeded (%d grants and releases from %d process(es) checked against every window)\n", r.Events, r.Processes)
 		return err
 	}
-	_, err := fmt.Fprintf(w, "\nverdict: LIMIT EXCEEDED: %s\n", exceeded(r.Verdict))
+	_, err := fmt.Fprintf(w, "\nverdict: LIMIT EXCEEDED: %s\n", r.Verdict.Exceeded())
 	return err
 }
 

@@ -11,8 +11,6 @@ import (
 	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/bucket"
 	"github.com/ontopix/sluice/internal/cmd/clikit"
-	"github.com/ontopix/sluice/internal/cmd/verify"
-	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/memstore"
 )
 
@@ -63,7 +61,7 @@ func TestDemoJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	if !r.OK || len(r.Verdict.Dimensions) != 3 || r.Verdict.Dimensions[0].Name != dimRPM || r.Verdict.Dimensions[0].Grants == 0 {
+	if !r.OK || len(r.Verdict.Dimensions) != 3 || r.Verdict.Dimensions[0].Name != "openai#rpm" || r.Verdict.Dimensions[0].Grants == 0 {
 		t.Fatalf("unexpected report: %+v", r)
 	}
 }
@@ -206,31 +204,6 @@ func TestBenchJSONDialect(t *testing.T) {
 	for _, bad := range []string{`"Type"`, `"Capacity"`, `"RefillPeriod"`, `_ns"`} {
 		if strings.Contains(out, bad) {
 			t.Errorf("%s in:\n%s", bad, out)
-		}
-	}
-}
-
-// The demo's table shows the bound a bucket's use is checked against: its
-// capacity plus the refill over the run, from the bucket's configuration.
-func TestDemoAllowed(t *testing.T) {
-	for _, c := range []struct {
-		cfg            bucket.Config
-		consumed, span int64 // tokens, ms
-		want           string
-	}{
-		{bucket.PerPeriod(bucket.Requests, 600, time.Minute), 642, 60_100, "≤ 1201 allowed (capacity 600 + 600/min × 60.1 s)"},
-		{bucket.Config{Type: bucket.Requests, Capacity: 50, RefillAmount: 600, RefillPeriod: time.Minute}, 642, 60_100, "≤ 651 allowed (capacity 50 + 600/min × 60.1 s)"},
-		{bucket.PerPeriod(bucket.Tokens, 100, time.Second), 1_500, 10_000, "> 1100 allowed (capacity 100 + 100/s × 10.0 s)"},
-	} {
-		start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-		in := verify.Input{Buckets: []store.Bucket{{Name: "v#d", Config: c.cfg}}, Start: start, End: start.Add(time.Duration(c.span) * time.Millisecond),
-			Events: []verify.Event{{Dimension: "v#d", Kind: verify.Grant, Time: start, Milli: c.consumed * bucket.Milli}}}
-		r, err := verify.Check(in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := allowed(r.Dimensions[0], r.End.Sub(r.Start)); got != c.want {
-			t.Errorf("%v: got %q, want %q", c.cfg, got, c.want)
 		}
 	}
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/ontopix/sluice/internal/cmd/clikit"
 	"github.com/ontopix/sluice/internal/cmd/clistore"
+	"github.com/ontopix/sluice/internal/cmd/demo"
+	"github.com/ontopix/sluice/store"
 )
 
 // globals holds the persistent flags shared by every command.
@@ -48,7 +50,7 @@ Exit codes: 0 ok, 1 error (or a limit exceeded), 2 usage, 3 store unavailable.`,
 	root.SetVersionTemplate("sluice-lab {{.Version}}\n")
 	clikit.Configure(root, env)
 	g.AddStoreFlags(root)
-	root.AddCommand(newDemoCmd(g), newBenchCmd(g), newBenchChildCmd(g), newBenchVendorChildCmd(g), newVendorsimCmd(g))
+	root.AddCommand(demo.NewCommand("demo", memoryOnly(g)), newBenchCmd(g), newBenchChildCmd(g), newBenchVendorChildCmd(g), newVendorsimCmd(g))
 	return root
 }
 
@@ -56,4 +58,20 @@ Exit codes: 0 ok, 1 error (or a limit exceeded), 2 usage, 3 store unavailable.`,
 // printing any error to env.Stderr in one line.
 func Main(ctx context.Context, args []string, env clikit.Env) int {
 	return clikit.Run(ctx, NewRoot(env), args, env, clistore.Explain)
+}
+
+// memoryOnly opens --store for the demo, which runs on the memory store
+// only.
+func memoryOnly(g *globals) demo.Opener {
+	return func(ctx context.Context) (store.Store, func() error, error) {
+		op, err := g.Open(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		if op.Kind != "memory" {
+			op.Close()
+			return nil, nil, clikit.Usagef("demo runs on the memory store only, not %s (use 'sluice-lab bench' on a shared store)", op.Redacted)
+		}
+		return op.Store, op.Close, nil
+	}
 }

@@ -1,6 +1,11 @@
-package lab
+// Package demo implements the demo: simulated workers sharing OpenAI and
+// ElevenLabs limits on the in-memory store, checked afterwards against
+// the limits. It runs as sluice-demo, which links only the memory store
+// and so builds in seconds, and as 'sluice-lab demo'.
+package demo
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,12 +19,37 @@ import (
 	"github.com/ontopix/sluice/bucket"
 	"github.com/ontopix/sluice/internal/cmd/clikit"
 	"github.com/ontopix/sluice/internal/cmd/verify"
+	"github.com/ontopix/sluice/store"
+	"github.com/ontopix/sluice/store/memstore"
 )
 
-func newDemoCmd(g *globals) *cobra.Command {
+// Opener opens the store the demo runs on, a memory store, and returns
+// it with the function that closes it.
+type Opener func(ctx context.Context) (store.Store, func() error, error)
+
+// Main runs sluice-demo's command line args against env, on env.Memory
+// or a fresh memory store, and returns the exit code, printing any error
+// to env.Stderr in one line.
+func Main(ctx context.Context, args []string, env clikit.Env) int {
+	root := NewCommand("sluice-demo", func(context.Context) (store.Store, func() error, error) {
+		if env.Memory != nil {
+			return env.Memory, func() error { return nil }, nil
+		}
+		ms := memstore.New()
+		return ms, ms.Close, nil
+	})
+	root.Version = clikit.ReadVersion(env.BuildInfo).Short()
+	root.SetVersionTemplate("sluice-demo {{.Version}}\n")
+	clikit.Configure(root, env)
+	return clikit.Run(ctx, root, args, env, nil)
+}
+
+// NewCommand returns the demo command, named use, on the store open
+// returns.
+func NewCommand(use string, open Opener) *cobra.Command {
 	o := demoOptions{}
 	cmd := &cobra.Command{
-		Use:   "demo",
+		Use:   use,
 		Short: "Simulate workers sharing OpenAI and ElevenLabs limits, and verify no limit was exceeded",
 		Long: `demo runs simulated workers on the in-memory store for a while. About 60 %
 call a simulated OpenAI chat API: each call reserves 1 request on openai#rpm
@@ -37,23 +67,19 @@ the log of every grant, settlement and release the store applied: for the
 token buckets, no window held more than capacity + refill, and for the
 concurrent one, no instant held more slots than the limit. The command exits
 1 if a limit was exceeded.`,
-		Example: `  sluice-lab demo
-  sluice-lab demo --workers 50 --duration 30s --rpm 1200 --concurrent 10
-  sluice-lab demo --duration 3s --progress none --output json`,
+		Example: strings.ReplaceAll(`  CMD
+  CMD --workers 50 --duration 30s --rpm 1200 --concurrent 10
+  CMD --duration 3s --progress none --output json`, "CMD", exampleName(use)),
 		Args: clikit.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.validate(); err != nil {
 				return err
 			}
-			op, err := g.Open(cmd.Context())
+			st, closeStore, err := open(cmd.Context())
 			if err != nil {
 				return err
 			}
-			defer op.Close()
-			if op.Kind != "memory" {
-				return clikit.Usagef("demo runs on the memory store only, not %s (use 'sluice-lab bench' on a shared store)", op.Redacted)
-			}
-			st := op.Store
+			defer closeStore()
 			out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
 			var p func(tick)
 			switch mode := progressMode(o.progress, errw); mode {
@@ -61,8 +87,8 @@ concurrent one, no instant held more slots than the limit. The command exits
 				p = progressPrinter(errw, mode == "tty", o.duration, o.concurrent)
 			}
 			if o.output == "table" {
-				fmt.Fprintf(errw, "sluice-lab demo: %d workers share %s (%d/min), %s (%d/min) and %s (%d slots) for %s on the memory store\n",
-					o.workers, dimRPM, o.rpm, dimTPM, o.tpm, dimConc, o.concurrent, o.duration)
+				fmt.Fprintf(errw, "%s: %d workers share %s (%d/min), %s (%d/min) and %s (%d slots) for %s on the memory store\n",
+					cmd.CommandPath(), o.workers, dimRPM, o.rpm, dimTPM, o.tpm, dimConc, o.concurrent, o.duration)
 			}
 			run, err := runDemo(cmd.Context(), o, st, p)
 			if p != nil && progressMode(o.progress, errw) == "tty" {
@@ -81,7 +107,7 @@ concurrent one, no instant held more slots than the limit. The command exits
 				return err
 			}
 			if !run.OK {
-				return fmt.Errorf("limit exceeded: %s", exceeded(run.Report))
+				return fmt.Errorf("limit exceeded: %s", run.Report.Exceeded())
 			}
 			return nil
 		},
@@ -95,6 +121,14 @@ concurrent one, no instant held more slots than the limit. The command exits
 	f.StringVarP(&o.output, "output", "o", "table", "report format: table or json")
 	f.StringVar(&o.progress, "progress", "auto", "progress on stderr: auto, tty (refreshed line), plain (a line per second) or none")
 	return cmd
+}
+
+// exampleName is how the examples call the command named use.
+func exampleName(use string) string {
+	if use == "demo" {
+		return "sluice-lab demo"
+	}
+	return use
 }
 
 // progressMode resolves "auto" to "tty" when w is a terminal.
@@ -138,7 +172,7 @@ func writeDemoTable(w io.Writer, run *demoRun) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "DIMENSION\tLIMIT\tGRANTED\tRETRY_IN\tUSED\tPEAK IN-FLIGHT\tUTILISATION\tMAX IN ANY WINDOW\tWORST MARGIN\tVERDICT")
 	for _, d := range run.Report.Dimensions {
-		unit := unitOf(d.Config.Type)
+		unit := verify.Unit(d.Config.Type)
 		used := fmt.Sprintf("%d %s", d.Consumed/bucket.Milli, unit)
 		if d.Config.Type != bucket.Concurrent && d.Allowed > 0 {
 			used += " " + allowed(d, run.Report.End.Sub(run.Report.Start))
@@ -154,7 +188,7 @@ func writeDemoTable(w io.Writer, run *demoRun) error {
 			verdict = "EXCEEDED"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%.1f%%\t%s\t%s %s\t%s\n", d.Name, limitName(d.Config), d.Grants,
-			run.Counts[d.Name].Denied, used, peak, 100*d.Utilisation, window, margin(d.WorstExcess), unit, verdict)
+			run.Counts[d.Name].Denied, used, peak, 100*d.Utilisation, window, verify.Margin(d.WorstExcess), unit, verdict)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -171,7 +205,7 @@ func writeDemoTable(w io.Writer, run *demoRun) error {
 		_, err := fmt.Fprintf(w, "\nverdict: no limit exceeded (checked %d recorded grants, settlements and releases against every window)\n", run.Events)
 		return err
 	}
-	_, err := fmt.Fprintf(w, "\nverdict: LIMIT EXCEEDED: %s\n", exceeded(run.Report))
+	_, err := fmt.Fprintf(w, "\nverdict: LIMIT EXCEEDED: %s\n", run.Report.Exceeded())
 	return err
 }
 
@@ -184,26 +218,6 @@ func dimension(r *verify.Report, name string) *verify.Dimension {
 	return nil
 }
 
-// exceeded describes the dimensions whose verdict failed.
-func exceeded(r *verify.Report) string {
-	var parts []string
-	for _, d := range r.Dimensions {
-		if d.OK() {
-			continue
-		}
-		s := fmt.Sprintf("%s by %s %s between %s and %s", d.Name, margin(-d.WorstExcess), unitOf(d.Config.Type),
-			d.WorstFrom.Format("15:04:05.000"), d.WorstTo.Format("15:04:05.000"))
-		if len(d.Problems) > 0 {
-			s += " (" + strings.Join(d.Problems, "; ") + ")"
-		}
-		parts = append(parts, s)
-	}
-	if len(parts) == 0 {
-		return "the workers saw more slots in flight than the limit"
-	}
-	return strings.Join(parts, "; ")
-}
-
 // allowed describes the bound a time-based bucket's use over the run is
 // held to, from its configuration and the run's span: "≤ 1201 allowed
 // (capacity 600 + 600/min × 60.1 s)".
@@ -214,25 +228,6 @@ func allowed(d verify.Dimension, span time.Duration) string {
 	}
 	return fmt.Sprintf("%s %d allowed (capacity %d + %d/%s × %.1f s)", rel, d.Allowed/bucket.Milli,
 		d.Config.Capacity, d.Config.RefillAmount, periodName(d.Config.RefillPeriod), span.Seconds())
-}
-
-// margin formats -excess millitokens as tokens.
-func margin(excess int64) string {
-	m := -excess
-	if m%bucket.Milli == 0 {
-		return fmt.Sprint(m / bucket.Milli)
-	}
-	return fmt.Sprintf("%.3f", float64(m)/bucket.Milli)
-}
-
-func unitOf(t bucket.LimitType) string {
-	switch t {
-	case bucket.Requests:
-		return "req"
-	case bucket.Tokens:
-		return "tok"
-	}
-	return "slots"
 }
 
 func limitName(c bucket.Config) string {
