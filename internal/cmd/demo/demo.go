@@ -199,7 +199,7 @@ func writeDemoTable(w io.Writer, run *demoRun) error {
 	}
 	fmt.Fprintf(w, "worst margin: how far the busiest window ending at a grant stayed below capacity + refill (0 = the limit was used exactly)\n")
 	if run.Timeouts > 0 {
-		fmt.Fprintf(w, "slot timeouts: %d\n", run.Timeouts)
+		fmt.Fprintf(w, "workers whose last wait ran past the end of the run: %d\n", run.Timeouts)
 	}
 	if run.OK {
 		_, err := fmt.Fprintf(w, "\nverdict: no limit exceeded (checked %d recorded grants, settlements and releases against every window)\n", run.Events)

@@ -197,11 +197,10 @@ func chatWorker(ctx context.Context, c *sluice.Client, rng *rand.Rand, ws *worke
 		actual := max(1, est*(70+rng.Int64N(61))/100)
 		latency := time.Duration(20+rng.IntN(81)) * time.Millisecond
 		reqs := []sluice.Request{{Dimension: dimRPM, Cost: 1}, {Dimension: dimTPM, Cost: est}}
-		// The demo polls (WithPolling): its workers settle above their
-		// estimates, and a settlement's extra charge cannot move the valid
-		// instants already promised to reservations waiting in line, so
-		// waiting in line would let such debt exceed a window's limit (see
-		// docs/architecture.md); polling only delays later grants.
+		// The demo polls (WithPolling): its checker (package verify) counts
+		// a grant at the instant the store made it valid, which for a
+		// reservation moved by later settlements is not when its caller
+		// proceeds; a polled grant is valid when it is made.
 		err := c.WithSlotMany(ctx, reqs, func(_ context.Context, l *sluice.Lease) error {
 			ws.chat.Add(1)
 			time.Sleep(latency) // the vendor call runs to completion even at the end of the run
@@ -217,7 +216,9 @@ func chatWorker(ctx context.Context, c *sluice.Client, rng *rand.Rand, ws *worke
 		switch {
 		case err == nil:
 		case errors.Is(err, sluice.ErrSlotTimeout):
+			// The wait ends with the run: its slot comes after the end.
 			ws.timeouts.Add(1)
+			return
 		case stopped(ctx, err):
 			return
 		default:
@@ -244,7 +245,9 @@ func speechWorker(ctx context.Context, c *sluice.Client, rng *rand.Rand, ws *wor
 		switch {
 		case err == nil:
 		case errors.Is(err, sluice.ErrSlotTimeout):
+			// The wait ends with the run: its slot comes after the end.
 			ws.timeouts.Add(1)
+			return
 		case stopped(ctx, err):
 			return
 		default:
