@@ -24,7 +24,8 @@ import (
 // these changes (bucket.State.Charged); the reservation read the counters
 // when it was made, and the client reads them again with one Peek at the
 // valid instant, and, while the instant is more than a poll interval
-// away, once every poll interval. Each item's instant moves by its own
+// away, once every poll interval, and at once (at most every tenth of a
+// poll interval) after a refund settled by this client. Each item's instant moves by its own
 // bucket's net change (debt rounded up, refunds down); the reservation is
 // valid when every item is, and an item whose bucket holds a balance of
 // zero or more, every reservation paid, is valid already. A reservation

@@ -12,7 +12,8 @@ package bucket
 // a reservation reads the counter when it is made, and its caller reads it
 // again at the valid instant: a positive difference is debt the
 // reservation must wait out (ChargeDelay). Refunds in between count
-// negatively and offset charges. A clamp at the capacity only ever makes
+// negatively and offset charges; a negative difference lets the
+// reservation proceed that amount's refill sooner. A clamp at the capacity only ever makes
 // the count larger than the real loss, so the delay errs late, never early.
 
 // Bounds of the settlement counter.
