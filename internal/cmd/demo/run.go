@@ -213,18 +213,23 @@ func chatWorker(ctx context.Context, c *sluice.Client, rng *rand.Rand, ws *worke
 			_, err := l.Settle(context.WithoutCancel(ctx), dimTPM, actual)
 			return err
 		}, sluice.WithPolling())
-		switch {
-		case err == nil:
-		case errors.Is(err, sluice.ErrSlotTimeout):
-			// The wait ends with the run: its slot comes after the end.
-			ws.timeouts.Add(1)
-			return
-		case stopped(ctx, err):
-			return
-		default:
-			fail(fmt.Errorf("chat worker: %w", err))
+		if err != nil {
+			ws.end(ctx, err, "chat worker", fail)
 			return
 		}
+	}
+}
+
+// end takes in the error that stops a worker: its wait ended with the run
+// (its slot comes after the end: counted), the run ended, or the call
+// failed (reported through fail).
+func (ws *workerStats) end(ctx context.Context, err error, who string, fail func(error)) {
+	switch {
+	case errors.Is(err, sluice.ErrSlotTimeout):
+		ws.timeouts.Add(1)
+	case stopped(ctx, err):
+	default:
+		fail(fmt.Errorf("%s: %w", who, err))
 	}
 }
 
@@ -242,16 +247,8 @@ func speechWorker(ctx context.Context, c *sluice.Client, rng *rand.Rand, ws *wor
 			ws.inFlight.Add(-1)
 			return nil
 		}, sluice.WithPolling())
-		switch {
-		case err == nil:
-		case errors.Is(err, sluice.ErrSlotTimeout):
-			// The wait ends with the run: its slot comes after the end.
-			ws.timeouts.Add(1)
-			return
-		case stopped(ctx, err):
-			return
-		default:
-			fail(fmt.Errorf("speech worker: %w", err))
+		if err != nil {
+			ws.end(ctx, err, "speech worker", fail)
 			return
 		}
 	}
