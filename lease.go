@@ -26,6 +26,9 @@ type Lease struct {
 	items     []Request // current costs (tokens); Adjust updates them
 	buf       [4]Request
 	createdAt time.Time
+	// heldFrom is when this holder got the lease: createdAt, but for a
+	// lease handed over (see handOver), the hand-over.
+	heldFrom  time.Time
 	expiresAt time.Time // the store's expiry (its clock)
 	ttl       time.Duration
 	// localExpiry is the expiry by the client's clock, which decides for
@@ -49,6 +52,7 @@ type Lease struct {
 func (l *Lease) init(c *Client, req *store.AcquireRequest, res *store.AcquireResult) {
 	l.c, l.id, l.recorded, l.caller = c, req.ID, res.Recorded, req.Caller
 	l.createdAt, l.expiresAt = req.Now, res.ExpiresAt
+	l.heldFrom = l.createdAt
 	l.ttl = req.TTL
 	l.setLocalExpiry(req.Now.Add(req.TTL))
 	if len(req.Items) <= len(l.buf) {
@@ -70,6 +74,7 @@ func (l *Lease) init(c *Client, req *store.AcquireRequest, res *store.AcquireRes
 func (l *Lease) initReserved(c *Client, req *store.ReserveRequest, res *store.ReserveResult, validAt time.Time) {
 	l.c, l.id, l.recorded, l.caller = c, req.ID, res.Recorded, req.Caller
 	l.createdAt, l.expiresAt = validAt, res.ExpiresAt
+	l.heldFrom = l.createdAt
 	l.ttl = req.TTL
 	l.setLocalExpiry(validAt.Add(req.TTL))
 	l.items = l.buf[:0]
@@ -98,9 +103,10 @@ func (l *Lease) Caller() string { return l.caller }
 // CreatedAt returns when the lease was granted, by the client's clock: the
 // start of the store call that granted it; for a lease that Wait reserved,
 // the earliest instant the store can have made it valid (that call's start
-// plus the wait it answered, plus any debt waited out since). Its TTL
-// counts from CreatedAt. The caller proceeds a little later, by the
-// answer's latency.
+// plus the wait it answered, plus any debt waited out since); for a lease
+// handed over on a release (see Release), the previous holder's grant or
+// last renewal. Its TTL counts from CreatedAt. The caller proceeds a
+// little later, by the answer's latency.
 func (l *Lease) CreatedAt() time.Time { return l.createdAt }
 
 // ExpiresAt returns when the lease expires unless extended.
@@ -154,6 +160,16 @@ func (l *Lease) Cost(dimension string) int64 {
 // ErrLeaseExpired that names both causes.
 // If the store cannot be reached the lease stays unreleased, so Release can
 // be retried; the reconciler reclaims it after its TTL otherwise.
+//
+// A lease whose dimensions are all concurrent, released while a Wait of
+// the same client is first in line for exactly its dimensions and costs
+// (with the same caller and TTL, and no waiter of another client ahead of
+// it), is handed over to that Wait instead: the slot changes holder
+// without going back to the store, so it is never idle, and the store
+// only removes the waiter's ticket. The waiter's lease has the same ID and
+// record; its TTL counts from CreatedAt, the previous holder's grant or
+// last renewal, at most a tenth of the TTL earlier (an older lease is
+// extended first).
 func (l *Lease) Release(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -164,6 +180,9 @@ func (l *Lease) Release(ctx context.Context) error {
 		l.released = true
 		l.c.leaseEvent(ctx, "release.ok", l)
 		l.c.released(ctx, l, false, nil)
+		return nil
+	}
+	if l.handOver(ctx) {
 		return nil
 	}
 	req := store.ReleaseRequest{Now: l.c.clock.Now(), ID: l.id, Hint: l.items[0].Dimension, Op: store.NewLeaseID()}
@@ -190,7 +209,7 @@ func (l *Lease) Release(ctx context.Context) error {
 // released reports a release of l to the observer.
 func (c *Client) released(ctx context.Context, l *Lease, found bool, err error) {
 	if o := c.obs; o != nil && o.Released != nil {
-		o.Released(ctx, ReleaseEvent{Lease: l.ID(), Held: c.clock.Now().Sub(l.createdAt), Recorded: l.recorded && !l.degraded, Released: found, Err: err})
+		o.Released(ctx, ReleaseEvent{Lease: l.ID(), Held: c.clock.Now().Sub(l.heldFrom), Recorded: l.recorded && !l.degraded, Released: found, Err: err})
 	}
 }
 
@@ -341,6 +360,11 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if l.released {
 		return &leaseError{id: l.id, op: "extend", err: ErrLeaseReleased, why: "was released"}
 	}
+	return l.extendLocked(ctx, ttl)
+}
+
+// extendLocked is Extend on a lease not released; l.mu is held.
+func (l *Lease) extendLocked(ctx context.Context, ttl time.Duration) error {
 	now := l.c.clock.Now()
 	if !l.recorded || l.degraded {
 		if err := contract.TTL(ttl); err != nil {

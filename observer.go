@@ -73,6 +73,10 @@ type AcquireEvent struct {
 	Results []DimensionResult
 	// Degraded reports a grant made without the store (fail open).
 	Degraded bool
+	// HandedOver reports a grant of a lease that a holder in this process
+	// handed over as it released it, with no store call (see
+	// Lease.Release); Duration is 0.
+	HandedOver bool
 	// Duration is how long the decision took, store round trips included.
 	Duration time.Duration
 	// Err is the error the acquisition returned, if any.

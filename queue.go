@@ -114,6 +114,34 @@ type localWaiter struct {
 	skip int
 	// asked is waitList.notices when the waiter last asked.
 	asked uint64
+
+	// What a releasing lease of this client needs to know to hand itself
+	// over to the waiter (see handOver): its caller and TTL, and its
+	// costs as the store resolved them at its last answer.
+	caller string
+	ttl    time.Duration
+	costs  []int64
+	// firstAsk and ticketed are waitList.seq when the waiter's first ask
+	// began and when its first answer placed its tickets; 0 before.
+	firstAsk, ticketed uint64
+	// remote is, at the waiter's last answer, how many tickets of other
+	// waiters than this client's were ahead of its own, at most; -1 when
+	// unknown.
+	remote int
+	// sleeping reports the waiter asleep between two asks: only then can
+	// a lease be handed to it (handed, which it takes when it wakes).
+	sleeping bool
+	handed   *Lease
+	// woken counts the wake-ups for freed units sent to the waiter since
+	// its last ask: at most two, one taken and one pending.
+	woken int
+	// removed is waitList.removed when the waiter last asked.
+	removed uint64
+	// asking reports an ask in flight, which may remove the waiter's
+	// tickets with a grant; taken, a waiter granted, handed a lease, or
+	// giving up: its tickets are gone or going, and it is never woken nor
+	// handed a lease.
+	asking, taken bool
 }
 
 // waitList is the client's local waiters per concurrent dimension, in the
@@ -124,11 +152,19 @@ type waitList struct {
 	last  store.LeaseID // the latest waiter's id
 	// notices counts the notices of freed units the client's watch got.
 	notices uint64
+	// seq orders the waiters' first asks and first answers (see
+	// localWaiter.firstAsk).
+	seq uint64
+	// heldBack counts the denials that found free units behind tickets
+	// ahead, removed the removals of handed waiters' tickets (see
+	// removeHanded).
+	heldBack, removed uint64
 }
 
-// register adds a waiter for items; unregister it when the wait ends.
-func (c *Client) register(items []store.Item) *localWaiter {
-	lw := &localWaiter{wake: make(chan struct{}, 1), items: items}
+// register adds a waiter for items, as caller with leases of ttl;
+// unregister it when the wait ends.
+func (c *Client) register(items []store.Item, caller string, ttl time.Duration) *localWaiter {
+	lw := &localWaiter{wake: make(chan struct{}, 1), items: items, caller: caller, ttl: ttl, remote: -1}
 	c.waiters.mu.Lock()
 	defer c.waiters.mu.Unlock()
 	lw.id = store.NewLeaseID()
@@ -156,11 +192,7 @@ func (c *Client) unregister(lw *localWaiter) {
 	defer func() {
 		select {
 		case <-lw.wake:
-			if c.watching() {
-				c.wakeTurn(lw.items, false)
-			} else {
-				c.wakeLocked(lw.items)
-			}
+			c.passWake(lw)
 		default:
 		}
 	}()
@@ -177,6 +209,18 @@ func (c *Client) unregister(lw *localWaiter) {
 		} else {
 			c.waiters.byDim[it.Dimension] = ws
 		}
+	}
+}
+
+// passWake passes on a wake-up lw got for units freed on its dimensions
+// but will not use: the waiters those units may serve are woken instead
+// (lw itself no longer, when it is taken). The caller holds
+// c.waiters.mu.
+func (c *Client) passWake(lw *localWaiter) {
+	if c.watching() {
+		c.wakeTurn(lw.items, false)
+	} else {
+		c.wakeLocked(lw.items)
 	}
 }
 
@@ -198,8 +242,12 @@ func (c *Client) wakeLocked(items []store.Item) {
 	for _, it := range items {
 		budget := it.Cost
 		for _, lw := range c.waiters.byDim[it.Dimension] {
+			if lw.taken {
+				continue
+			}
 			select {
 			case lw.wake <- struct{}{}:
+				lw.woken++
 			default:
 				continue // woken already, by an earlier release
 			}
@@ -220,6 +268,9 @@ func (c *Client) wakeLocked(items []store.Item) {
 func (c *Client) wakeTurn(items []store.Item, count bool) {
 	for _, it := range items {
 		for _, lw := range c.waiters.byDim[it.Dimension] {
+			if lw.taken {
+				continue
+			}
 			if lw.skip > 0 {
 				if count {
 					lw.skip--
@@ -228,6 +279,7 @@ func (c *Client) wakeTurn(items []store.Item, count bool) {
 			}
 			select {
 			case lw.wake <- struct{}{}:
+				lw.woken++
 			default:
 			}
 		}
@@ -238,6 +290,12 @@ func (c *Client) wakeTurn(items []store.Item, count bool) {
 func (c *Client) asking(lw *localWaiter) {
 	c.waiters.mu.Lock()
 	lw.asked = c.waiters.notices
+	lw.asking, lw.woken = true, 0
+	lw.removed = c.waiters.removed
+	if lw.firstAsk == 0 {
+		c.waiters.seq++
+		lw.firstAsk = c.waiters.seq
+	}
 	c.waiters.mu.Unlock()
 }
 
@@ -254,6 +312,9 @@ func (c *Client) asking(lw *localWaiter) {
 // is counted and every wake-up is kept: a release in this process is then
 // the only one.
 func (c *Client) placed(lw *localWaiter, res Result) {
+	c.waiters.mu.Lock()
+	c.placeRemote(lw, res)
+	c.waiters.mu.Unlock()
 	if !c.watching() {
 		return
 	}

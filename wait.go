@@ -268,12 +268,13 @@ func (c *Client) cancelReservation(ctx context.Context, req *store.ReserveReques
 // its life apart. A waiter near the front of its queues (see nearFront)
 // asks every frontPoll with a ticket of frontQueueTTL, one further back
 // at the store's hint with a ticket of queueTTL; a release of one of its
-// dimensions in this process wakes it at once. With its concurrent slots
+// dimensions in this process wakes it at once, or hands it the released
+// lease (see handOver). With its concurrent slots
 // covered, a time-based wait longer than the caller accepts fails at once.
 // Giving up removes the tickets.
 func (c *Client) queueLoop(ctx context.Context, w *waitCall) (*Lease, error) {
 	o := w.o
-	lw := c.register(w.items)
+	lw := c.register(w.items, c.callerOf(&o), c.ttlOf(&o))
 	defer c.unregister(lw)
 	c.watchBegin()
 	defer c.watchEnd()
@@ -282,6 +283,7 @@ func (c *Client) queueLoop(ctx context.Context, w *waitCall) (*Lease, error) {
 		w.attempts++
 		c.asking(lw)
 		res, err := c.attempt(ctx, w, &o)
+		c.answered(lw, err != nil || res.Granted())
 		if err != nil {
 			c.dequeue(ctx, w, o.id)
 			return nil, err
@@ -298,6 +300,7 @@ func (c *Client) queueLoop(ctx context.Context, w *waitCall) (*Lease, error) {
 		w.retryIn = res.RetryIn
 		left := c.left(ctx, w)
 		if left <= 0 || (atHead(res.Dimensions) && res.RetryIn > left) {
+			c.leave(lw)
 			c.dequeue(ctx, w, o.id)
 			return nil, c.timeoutError(ctx, w)
 		}
@@ -307,7 +310,18 @@ func (c *Client) queueLoop(ctx context.Context, w *waitCall) (*Lease, error) {
 			o.queue = c.frontQueueTTL()
 			d = min(d, jitter(c.frontPoll()))
 		}
-		if err := sleepOrWake(ctx, min(d, max(o.queue/3, time.Millisecond), left), lw); err != nil {
+		c.asleep(lw)
+		err = sleepOrWake(ctx, min(d, max(o.queue/3, time.Millisecond), left), lw)
+		if l := c.awake(ctx, lw); l != nil {
+			// A release here handed it a lease, and removes the tickets.
+			if err != nil {
+				c.handedOnEnd(ctx, l)
+				return nil, err
+			}
+			return l, nil
+		}
+		if err != nil {
+			c.leave(lw)
 			c.dequeue(ctx, w, o.id)
 			return nil, err
 		}

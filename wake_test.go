@@ -3,6 +3,7 @@ package sluice
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/store"
@@ -43,7 +44,7 @@ func TestWakeDuringAskSurvivesWithoutNotices(t *testing.T) {
 				_, c.watch.cancel = context.WithCancel(context.Background()) // as if the watch ran
 			}
 			items := []store.Item{{Dimension: "v#concurrent", Cost: 1}}
-			lw := c.register(items)
+			lw := c.register(items, "", time.Minute)
 			defer c.unregister(lw)
 			c.asking(lw)
 			c.freed(items) // a release in this process while lw asks

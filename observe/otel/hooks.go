@@ -70,7 +70,9 @@ func requestAttrs(reqs []sluice.Request) []attribute.KeyValue {
 
 func (a *adapter) acquired(ctx context.Context, e sluice.AcquireEvent) {
 	in, o := a.in, label.Acquire(&e)
-	in.acquireDur.Record(ctx, e.Duration.Seconds(), in.outcomes[o]...)
+	if !e.HandedOver { // a hand-over made no store call
+		in.acquireDur.Record(ctx, e.Duration.Seconds(), in.outcomes[o]...)
+	}
 	for i, r := range e.Dimensions {
 		d := in.dims.Get(r.Dimension)
 		in.acquire.Add(ctx, 1, d.acquire[o]...)

@@ -177,7 +177,9 @@ func (m *metrics) recreatedBucket(_ context.Context, e sluice.RecreateEvent) {
 
 func (m *metrics) acquired(_ context.Context, e sluice.AcquireEvent) {
 	o := label.Acquire(&e)
-	m.acquireDurs[o].Observe(e.Duration.Seconds())
+	if !e.HandedOver { // a hand-over made no store call
+		m.acquireDurs[o].Observe(e.Duration.Seconds())
+	}
 	for i, r := range e.Dimensions {
 		s := m.dims.Get(r.Dimension)
 		s.acquire[o].Inc()

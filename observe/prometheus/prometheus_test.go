@@ -79,6 +79,7 @@ func feed(ctx context.Context, o *sluice.Observer) {
 	o.Acquired(ctx, sluice.AcquireEvent{Dimensions: both, Outcome: sluice.Granted, Duration: 3 * time.Millisecond})
 	o.Acquired(ctx, sluice.AcquireEvent{Dimensions: both, Outcome: sluice.RetryIn, RetryIn: 1500 * time.Millisecond, Duration: time.Millisecond})
 	o.Acquired(ctx, sluice.AcquireEvent{Dimensions: both[:1], Outcome: sluice.Granted, Degraded: true, Duration: 2 * time.Second})
+	o.Acquired(ctx, sluice.AcquireEvent{Dimensions: both[:1], Outcome: sluice.Granted, HandedOver: true})
 	o.Acquired(ctx, sluice.AcquireEvent{Dimensions: both[1:], Err: sluice.ErrUnavailable, Duration: 2 * time.Second})
 	o.Waited(ctx, sluice.WaitEvent{Dimensions: both, Waited: 1500 * time.Millisecond, Attempts: 2, Granted: true})
 	o.Waited(ctx, sluice.WaitEvent{Dimensions: both, Waited: 30 * time.Second, Attempts: 7, TimedOut: true, Err: sluice.ErrSlotTimeout})
@@ -107,7 +108,7 @@ func TestScrapeEvents(t *testing.T) {
 	feed(context.Background(), obs)
 	got := series(scrape(t, reg))
 	tests := []struct{ series, want string }{
-		{`sluice_acquire_total{dimension="openai#rpm",outcome="granted"}`, "2"},
+		{`sluice_acquire_total{dimension="openai#rpm",outcome="granted"}`, "3"}, // one handed over
 		{`sluice_acquire_total{dimension="openai#tpm",outcome="granted"}`, "2"},
 		{`sluice_acquire_total{dimension="openai#rpm",outcome="retry_in"}`, "1"},
 		{`sluice_acquire_total{dimension="openai#tpm",outcome="retry_in"}`, "1"},
@@ -117,7 +118,7 @@ func TestScrapeEvents(t *testing.T) {
 		{`sluice_acquire_total{dimension="openai#tpm",outcome="error"}`, "1"},
 		{`sluice_degraded_grants_total{dimension="openai#rpm"}`, "1"},
 		{`sluice_buckets_recreated_total{dimension="openai#rpm"}`, "1"},
-		{`sluice_acquire_duration_seconds_count{outcome="granted"}`, "2"},
+		{`sluice_acquire_duration_seconds_count{outcome="granted"}`, "2"}, // not the hand-over
 		{`sluice_acquire_duration_seconds_sum{outcome="granted"}`, "0.005"},
 		{`sluice_acquire_duration_seconds_bucket{outcome="granted",le="0.0025"}`, "1"},
 		{`sluice_acquire_duration_seconds_bucket{outcome="granted",le="0.005"}`, "2"},
@@ -313,7 +314,7 @@ func TestConcurrentHooks(t *testing.T) {
 	got := series(scrape(t, reg))
 	n := fmt.Sprint(goroutines * rounds)
 	tests := []struct{ series, want string }{
-		{`sluice_acquire_total{dimension="openai#rpm",outcome="granted"}`, fmt.Sprint(2 * goroutines * rounds)},
+		{`sluice_acquire_total{dimension="openai#rpm",outcome="granted"}`, fmt.Sprint(3 * goroutines * rounds)},
 		{`sluice_settlements_total{dimension="openai#tpm",result="error"}`, n},
 		{`sluice_releases_total{result="unrecorded"}`, n},
 		{`sluice_acquire_total{dimension="d0",outcome="granted"}`, fmt.Sprint(goroutines * rounds / 5)},
