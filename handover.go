@@ -101,7 +101,7 @@ func (c *Client) handTargetLocked(l *Lease) *localWaiter {
 		}
 		lw = first
 	}
-	if lw == nil || !lw.sleeping || lw.remote != 0 || lw.caller != l.caller || lw.ttl != l.ttl {
+	if lw == nil || !(lw.sleeping || lw.asking) || lw.remote != 0 || lw.caller != l.caller || lw.ttl != l.ttl {
 		return nil
 	}
 	if !slices.Equal(lw.costs, costsOf(l.items)) || len(lw.items) != len(l.items) {
@@ -130,10 +130,9 @@ func costsOf(items []Request) []int64 {
 // count less, on the dimension where they are fewest, this client's
 // waiters certainly ahead and standing. A ticket's place is set by the
 // ask that took it, so one placed before lw's first ask began is ahead of
-// lw's; it stood through lw's latest ask if its waiter has no ask in
-// flight and is not taken (only a grant, a removal or a hand-over removes
-// a ticket, and each marks its waiter taken first, or at the answer).
-// Counting too few of them only makes lw wait for the store. The count
+// lw's; it stood when the store decided lw's latest ask if it could not
+// have been removed before that ask ended (see standing). Counting too
+// few of them only makes lw wait for the store. The count
 // assumes what the store's order does: that tickets are placed on one
 // clock, and stand until removed (a waiter that stalls past its ticket's
 // life and takes a new place is counted at its first one).
@@ -170,7 +169,7 @@ func (c *Client) placeRemote(lw *localWaiter, res Result) {
 			if x == lw {
 				break
 			}
-			if !x.taken && !x.asking && x.ticketed != 0 && x.ticketed < lw.firstAsk {
+			if x.ticketed != 0 && x.ticketed < lw.firstAsk && x.standing(lw.answerSeq) {
 				n++
 			}
 		}
@@ -178,8 +177,9 @@ func (c *Client) placeRemote(lw *localWaiter, res Result) {
 			local = n
 		}
 	}
-	lw.remote = -1
-	if r := res.ahead - local; local >= 0 && r >= 0 {
+	// No ticket gets ahead of lw's once it is placed, so every answer's
+	// count bounds the remote tickets ahead from then on: keep the least.
+	if r := res.ahead - local; local >= 0 && r >= 0 && (lw.remote < 0 || r < lw.remote) {
 		lw.remote = r
 	}
 }
@@ -193,7 +193,8 @@ func (c *Client) claim(l, next *Lease) (*localWaiter, uint64) {
 	if lw == nil {
 		return nil, 0
 	}
-	lw.handed, lw.sleeping, lw.taken = next, false, true
+	c.waiters.seq++
+	lw.handed, lw.sleeping, lw.taken, lw.goneSeq = next, false, true, c.waiters.seq
 	for range lw.woken {
 		// A release freed units for it, which it will not take now: the
 		// next waiters take them.
@@ -234,9 +235,42 @@ func (c *Client) removeHanded(ctx context.Context, lw *localWaiter, heldBack uin
 	c.waiters.mu.Lock()
 	c.waiters.removed++
 	woke := c.waiters.heldBack != heldBack
+	c.recountLocked(lw.items)
 	c.waiters.mu.Unlock()
 	if woke {
 		c.freed(lw.items)
+	}
+}
+
+// standing reports that lw's tickets cannot have been removed before
+// waitList.seq was seq. Only a grant (in an ask), a hand-over and giving
+// up remove a waiter's tickets, and each marks it taken, with goneSeq
+// before the removal can begin; a waiter not taken whose ask in flight
+// began after seq, or with none in flight (its asks were denied), has its
+// tickets.
+func (lw *localWaiter) standing(seq uint64) bool {
+	if lw.taken {
+		return lw.goneSeq > seq
+	}
+	return !lw.asking || lw.askSeq > seq
+}
+
+// recountLocked wakes the first waiter on items' first dimension when it
+// does not know that no other client's ticket is ahead of its own: now
+// that the tickets ahead of it are removed, its next answer tells, and a
+// release here can then hand it a lease. The caller holds c.waiters.mu.
+func (c *Client) recountLocked(items []store.Item) {
+	for _, x := range c.waiters.byDim[items[0].Dimension] {
+		if x.taken {
+			continue
+		}
+		if x.remote != 0 && x.sleeping {
+			select {
+			case x.wake <- struct{}{}:
+			default:
+			}
+		}
+		return
 	}
 }
 
@@ -252,22 +286,35 @@ func (c *Client) asleep(lw *localWaiter) {
 // granted or failed.
 func (c *Client) answered(lw *localWaiter, leaving bool) {
 	c.waiters.mu.Lock()
-	lw.asking = false
-	lw.taken = lw.taken || leaving
-	c.waiters.mu.Unlock()
+	defer c.waiters.mu.Unlock()
+	c.waiters.seq++
+	lw.asking, lw.answerSeq = false, c.waiters.seq
+	if leaving && !lw.taken {
+		// A grant removed the tickets when the store decided the ask.
+		lw.taken, lw.goneSeq = true, lw.askSeq
+	}
 }
 
 // leave records that lw gives up, before its tickets are removed.
 func (c *Client) leave(lw *localWaiter) {
 	c.waiters.mu.Lock()
-	lw.taken = true
-	c.waiters.mu.Unlock()
+	defer c.waiters.mu.Unlock()
+	c.waiters.seq++
+	lw.taken, lw.goneSeq = true, c.waiters.seq
 }
 
 // awake records that lw woke and returns the lease handed to it, if any.
 func (c *Client) awake(ctx context.Context, lw *localWaiter) *Lease {
 	c.waiters.mu.Lock()
 	lw.sleeping = false
+	c.waiters.mu.Unlock()
+	return c.takeHanded(ctx, lw)
+}
+
+// takeHanded returns the lease handed to lw, if any, and reports it to
+// the observer.
+func (c *Client) takeHanded(ctx context.Context, lw *localWaiter) *Lease {
+	c.waiters.mu.Lock()
 	l := lw.handed
 	lw.handed = nil
 	if l != nil {
@@ -281,6 +328,24 @@ func (c *Client) awake(ctx context.Context, lw *localWaiter) *Lease {
 		if o := c.obs; o != nil && o.Acquired != nil {
 			o.Acquired(ctx, AcquireEvent{Dimensions: l.Dimensions(), Outcome: Granted, HandedOver: true})
 		}
+	}
+	return l
+}
+
+// handedAfterAsk returns the lease handed to lw while it asked, if any
+// (nil otherwise). The ask's own outcome is undone in the background: a
+// lease it was granted is released (or handed on), and the tickets it
+// may have renewed after the hand-over removed them are removed.
+func (c *Client) handedAfterAsk(ctx context.Context, lw *localWaiter, w *waitCall, res Result, err error) *Lease {
+	l := c.takeHanded(ctx, lw)
+	if l == nil {
+		return nil
+	}
+	switch {
+	case err == nil && res.Granted():
+		go c.handedOnEnd(ctx, res.Lease)
+	default:
+		go c.dequeue(context.WithoutCancel(ctx), w, lw.id)
 	}
 	return l
 }

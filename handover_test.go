@@ -324,3 +324,136 @@ func TestHandOverNeverOverAdmits(t *testing.T) {
 		t.Errorf("free slots after the run = %v, want 3", got)
 	}
 }
+
+// gateStore blocks the queued acquisitions of one waiter, once armed,
+// until the gate opens.
+type gateStore struct {
+	callStore
+	armed   atomic.Bool
+	blocked chan struct{} // closed when a call blocks
+	open    chan struct{}
+}
+
+func (s *gateStore) Acquire(ctx context.Context, req *store.AcquireRequest, res *store.AcquireResult) error {
+	if req.Queue > 0 && s.armed.CompareAndSwap(true, false) {
+		close(s.blocked)
+		<-s.open
+	}
+	return s.callStore.Acquire(ctx, req, res)
+}
+
+// A lease handed to a waiter while its ask is in flight reaches it when
+// the ask returns; what the ask did is undone: a slot the store granted it
+// meanwhile is released, and tickets it renewed are removed.
+func TestHandOverDuringAnAsk(t *testing.T) {
+	for _, granted := range []bool{false, true} {
+		name := "denied"
+		if granted {
+			name = "granted"
+		}
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx := context.Background()
+				st := &gateStore{callStore: callStore{Forward: contract.Forward{Store: memstore.New()}}, blocked: make(chan struct{}), open: make(chan struct{})}
+				c, err := sluice.New(st)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { c.Close() })
+				if err := c.PutBucket(ctx, sluice.Bucket{Name: "v#concurrent", Config: sluice.ConcurrentLimit(2)}); err != nil {
+					t.Fatal(err)
+				}
+				a, err := c.Wait(ctx, oneSlot)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, err := c.Wait(ctx, oneSlot, sluice.WithCaller("b"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := waitFor(t, c, oneSlot)
+				synctest.Wait() // queued, asleep
+				st.armed.Store(true)
+				<-st.blocked // its next ask is in flight
+				if err := a.Release(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if granted {
+					// Another caller's lease: released through the store, so
+					// the ask in flight finds a free slot.
+					if err := b.Release(ctx); err != nil {
+						t.Fatal(err)
+					}
+				}
+				close(st.open)
+				l := <-got
+				if l == nil {
+					t.FailNow()
+				}
+				if l.ID() != a.ID() {
+					t.Errorf("the waiter's lease is %s, want the handed one, %s", l.ID(), a.ID())
+				}
+				synctest.Wait() // the undoing in the background
+				want := int64(0) // a and the waiter's hold the 2 slots (b too when not released)
+				if granted {
+					want = 1
+				}
+				if got := tokens(t, c, "v#concurrent") / 1000; got != want {
+					t.Errorf("free slots = %d, want %d", got, want)
+				}
+				_ = l.Release(ctx)
+				if !granted {
+					_ = b.Release(ctx)
+				}
+				// No ticket is left: both slots can be taken at once, by
+				// acquisitions that a ticket taken in the same millisecond
+				// might not precede.
+				time.Sleep(time.Millisecond)
+				for range 2 {
+					res, err := c.Acquire(ctx, "v#concurrent", sluice.WithCaller("x"))
+					if err != nil || !res.Granted() {
+						t.Fatalf("Acquire after every release = %v, %v; want GRANTED", res.Outcome, err)
+					}
+				}
+			})
+		})
+	}
+}
+
+// A wait that ends (its context cancelled) as a lease is handed to it
+// either returns the lease or passes it on: the slot is never lost.
+func TestHandOverToAWaitThatEnds(t *testing.T) {
+	for i := range 20 {
+		synctest.Test(t, func(t *testing.T) {
+			ctx := context.Background()
+			c, _ := handOverClient(t, memstore.New())
+			held, err := c.Wait(ctx, oneSlot)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wctx, cancel := context.WithCancel(ctx)
+			type result struct {
+				l   *sluice.Lease
+				err error
+			}
+			got := make(chan result, 1)
+			go func() {
+				l, err := c.Wait(wctx, oneSlot)
+				got <- result{l, err}
+			}()
+			synctest.Wait()
+			cancel()
+			if err := held.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			r := <-got
+			if r.l != nil {
+				_ = r.l.Release(ctx)
+			}
+			synctest.Wait()
+			if got := tokens(t, c, "v#concurrent") / 1000; got != 1 {
+				t.Fatalf("run %d: free slots after the wait ended (%v) = %d, want 1", i, r.err, got)
+			}
+		})
+	}
+}

@@ -121,15 +121,17 @@ type localWaiter struct {
 	caller string
 	ttl    time.Duration
 	costs  []int64
-	// firstAsk and ticketed are waitList.seq when the waiter's first ask
-	// began and when its first answer placed its tickets; 0 before.
-	firstAsk, ticketed uint64
-	// remote is, at the waiter's last answer, how many tickets of other
-	// waiters than this client's were ahead of its own, at most; -1 when
-	// unknown.
+	// firstAsk, ticketed, askSeq and answerSeq are waitList.seq when the
+	// waiter's first ask began, when its first answer placed its tickets,
+	// and when its latest ask began and ended; goneSeq, once it is taken,
+	// the latest before its tickets' removal can have begun. 0 before.
+	firstAsk, ticketed, askSeq, answerSeq, goneSeq uint64
+	// remote is how many tickets of other waiters than this client's are
+	// ahead of its own, at most (see placeRemote); -1 when unknown.
 	remote int
-	// sleeping reports the waiter asleep between two asks: only then can
-	// a lease be handed to it (handed, which it takes when it wakes).
+	// sleeping reports the waiter asleep between two asks: only then, or
+	// while it asks, can a lease be handed to it (handed, which it takes
+	// when it wakes, or when its ask returns).
 	sleeping bool
 	handed   *Lease
 	// woken counts the wake-ups for freed units sent to the waiter since
@@ -292,9 +294,10 @@ func (c *Client) asking(lw *localWaiter) {
 	lw.asked = c.waiters.notices
 	lw.asking, lw.woken = true, 0
 	lw.removed = c.waiters.removed
+	c.waiters.seq++
+	lw.askSeq = c.waiters.seq
 	if lw.firstAsk == 0 {
-		c.waiters.seq++
-		lw.firstAsk = c.waiters.seq
+		lw.firstAsk = lw.askSeq
 	}
 	c.waiters.mu.Unlock()
 }

@@ -284,6 +284,9 @@ func (c *Client) queueLoop(ctx context.Context, w *waitCall) (*Lease, error) {
 		c.asking(lw)
 		res, err := c.attempt(ctx, w, &o)
 		c.answered(lw, err != nil || res.Granted())
+		if l := c.handedAfterAsk(ctx, lw, w, res, err); l != nil {
+			return l, nil
+		}
 		if err != nil {
 			c.dequeue(ctx, w, o.id)
 			return nil, err

@@ -50,8 +50,9 @@ func (s notifying) WatchFreed(ctx context.Context, freed func(dimension string))
 // 16 workers, holds of 20 ms and 1 s, in one process (one Client) and in
 // two (two Clients, each on its own handle), waiting in line and polling.
 // Each sub-benchmark runs the scenario once per iteration and reports
-// %util (slot-time held over slot-time available) and calls/s (Acquire,
-// Release and Dequeue calls a second). Run it with -benchtime=1x.
+// %util (slot-time held over slot-time available), calls/s (Acquire,
+// Release and Dequeue calls a second) and %handed (the grants that a
+// release in the same process handed over). Run it with -benchtime=1x.
 func Bench(b *testing.B, open func(tb testing.TB, same store.Store) store.Store) {
 	for _, hold := range []time.Duration{20 * time.Millisecond, time.Second} {
 		for _, procs := range []int{1, 2} {
@@ -75,6 +76,15 @@ func benchOnce(b *testing.B, open func(tb testing.TB, same store.Store) store.St
 	var clients []*sluice.Client
 	var stores []*counted
 	var first store.Store
+	var grants, handed atomic.Int64
+	obs := &sluice.Observer{Acquired: func(_ context.Context, e sluice.AcquireEvent) {
+		if e.Outcome == sluice.Granted && e.Err == nil {
+			grants.Add(1)
+			if e.HandedOver {
+				handed.Add(1)
+			}
+		}
+	}}
 	for range procs {
 		st := open(b, first)
 		if first == nil {
@@ -85,7 +95,7 @@ func benchOnce(b *testing.B, open func(tb testing.TB, same store.Store) store.St
 		if w, ok := st.(store.FreedWatcher); ok {
 			cst = notifying{cs, w}
 		}
-		c, err := sluice.New(cst)
+		c, err := sluice.New(cst, sluice.WithObserver(obs))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -109,4 +119,7 @@ func benchOnce(b *testing.B, open func(tb testing.TB, same store.Store) store.St
 	}
 	b.ReportMetric(100*res.Utilisation, "%util")
 	b.ReportMetric(float64(calls)/window.Seconds(), "calls/s")
+	if n := grants.Load(); n > 0 {
+		b.ReportMetric(100*float64(handed.Load())/float64(n), "%handed")
+	}
 }
