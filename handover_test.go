@@ -393,7 +393,7 @@ func TestHandOverDuringAnAsk(t *testing.T) {
 				if l.ID() != a.ID() {
 					t.Errorf("the waiter's lease is %s, want the handed one, %s", l.ID(), a.ID())
 				}
-				synctest.Wait() // the undoing in the background
+				synctest.Wait()  // the undoing in the background
 				want := int64(0) // a and the waiter's hold the 2 slots (b too when not released)
 				if granted {
 					want = 1
