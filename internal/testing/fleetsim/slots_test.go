@@ -51,9 +51,9 @@ func TestSlotStarvation(t *testing.T) {
 		open map[string]string // store kind → why its case is open
 	}{
 		{"20 ms holds", 20 * time.Millisecond, 2 * time.Second, map[string]string{
-			"redis":    "use 82–91 % here, through the proxies with -race (94.7 % without -race); 94.4–95.5 % in the store's WaitInLine benchmark, polling 95.2–96.0 %: " + handoff,
-			"postgres": "use 72–86 % here, through the proxies with -race (90.4 % without -race); 90.7–91.4 % in the store's WaitInLine benchmark, polling 92.0–92.9 %, both bounded by the server's call rate on 2 cores: " + handoff + " (each PostgreSQL call takes milliseconds, tens on a loaded machine)",
-			"dynamodb": "use 6.6–10 % (0.3–0.6 % on a more loaded machine; 21–29 % in the store's WaitInLine benchmark, polling 35–36 %): every grant is a transaction conditioned on the row's version, 10–40 ms on DynamoDB Local under load, and of the grants racing for one version one wins, so the row grants 20–40 slots a second where 20 ms holds of 8 slots take 400",
+			"redis":    "use 82–91 % here, through the proxies with -race (94.2–94.7 % without -race); in the store's WaitInLine benchmark 96.3 % in two processes and 97.9 % in one, where a release hands its slot to the process's next waiter (polling 95.3–95.6 %): " + handoff,
+			"postgres": "use 72–86 % here, through the proxies with -race (89.3–90.4 % without -race); in the store's WaitInLine benchmark 92.0 % in two processes (polling 92.6 %), bounded by the server's call rate on 2 cores, and 98.4 % in one, where a release hands its slot to the process's next waiter: " + handoff + " (each PostgreSQL call takes milliseconds, tens on a loaded machine)",
+			"dynamodb": "use 6.6–10.6 % (0.3–0.6 % on a more loaded machine; 17–29 % in the store's WaitInLine benchmark, polling 25–36 %): every grant is a transaction conditioned on the row's version, 10–40 ms on DynamoDB Local under load, and of the grants racing for one version one wins, so the row grants 20–40 slots a second where 20 ms holds of 8 slots take 400",
 		}},
 		{"1 s holds", time.Second, 3 * time.Second, map[string]string{
 			"postgres": "use 95.2–98.0 %, at the target in every run but by a thin margin: before the run each process opens its connections (a running fleet's are open), and 95.2–97.5 % remained with the CI suite running beside it; a loaded machine slows the first grants (80.9 % at load average 15)",
