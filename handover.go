@@ -179,9 +179,22 @@ func (c *Client) placeRemote(lw *localWaiter, res Result) {
 	}
 	// No ticket gets ahead of lw's once it is placed, so every answer's
 	// count bounds the remote tickets ahead from then on: keep the least.
-	if r := res.ahead - local; local >= 0 && r >= 0 && (lw.remote < 0 || r < lw.remote) {
-		lw.remote = r
+	// The bound holds for the waiters whose tickets are ahead of lw's too.
+	r := res.ahead - local
+	if local < 0 || r < 0 {
+		return
 	}
+	for _, it := range lw.items {
+		for _, x := range c.waiters.byDim[it.Dimension] {
+			if x == lw {
+				break
+			}
+			if x.ticketed != 0 && x.ticketed < lw.firstAsk {
+				x.bound(r)
+			}
+		}
+	}
+	lw.bound(r)
 }
 
 // claim hands next to l's target, if it still is one, wakes it, and
@@ -239,6 +252,14 @@ func (c *Client) removeHanded(ctx context.Context, lw *localWaiter, heldBack uin
 	c.waiters.mu.Unlock()
 	if woke {
 		c.freed(lw.items)
+	}
+}
+
+// bound takes in that at most r tickets of other clients are ahead of
+// lw's.
+func (lw *localWaiter) bound(r int) {
+	if lw.remote < 0 || r < lw.remote {
+		lw.remote = r
 	}
 }
 
