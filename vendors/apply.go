@@ -161,6 +161,11 @@ type Reaction struct {
 	// flap.go): a lower limit reported for them is neither followed nor
 	// synced.
 	Unstable []string
+	// Unconfirmed lists the dimensions given a lower limit not believed
+	// yet: reported for less than a tenth of the dimension's window, with
+	// no rate-limit 429 on its metric since. Neither it nor the remaining
+	// beside it was applied.
+	Unconfirmed []string
 	// Ignored lists the dimensions whose reported limit was implausible,
 	// below the follow floor (see WithFollowFloor): neither it nor the
 	// remaining value beside it was applied.
@@ -219,9 +224,9 @@ func (r *Reactor) Observe(ctx context.Context, status int, h http.Header, body [
 	re := Reaction{Classification: c}
 	re.Ignored = r.ignoreImplausible(c.Signals)
 	if c.Kind == RateLimited {
-		r.confirmed(c.Metric)
+		r.confirmed(c.Metric, now)
 	}
-	re.Unstable = r.noteReports(c.Signals, now)
+	re.Unstable, re.Unconfirmed = r.noteReports(c.Signals, now)
 	var errs []error
 	if r.follow {
 		re.Resized, errs = r.followLimits(ctx, c.Signals, now, errs)
@@ -307,8 +312,8 @@ func (r *Reactor) syncRemaining(ctx context.Context, s Signals, errs []error) ([
 		if !ok {
 			continue
 		}
-		if r.implausibleLimit(d, s) || r.flapping(d, s) {
-			continue // its headers are not to be believed
+		if r.implausibleLimit(d, s) || r.flapping(d, s) || r.unconfirmed(d, s) {
+			continue // its headers are not to be believed (yet)
 		}
 		rem = min(rem, bucket.MaxCapacity)
 		res, err := r.client.Sync(ctx, d.Name, rem)

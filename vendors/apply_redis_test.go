@@ -88,8 +88,8 @@ func TestReactorRedisFleet(t *testing.T) {
 	// Limit following: process 0 sees the limit halved; process 1's bucket
 	// is halved, and process 1's own Reactor restores it at the full limit.
 	full := f.state(t, 1).Bucket.Config
-	if re, err := a.Observe(f.ctx, 200, header("x-ratelimit-limit-tokens", "30000"), nil); err != nil || len(re.Resized) != 1 {
-		t.Fatalf("Observe(limit 30000) = %+v, %v; want tpm resized", re, err)
+	if re := believe(t, a, f.clock, f.profile, header("x-ratelimit-limit-tokens", "30000")); len(re.Resized) != 1 {
+		t.Fatalf("Observe(limit 30000) = %+v; want tpm resized", re)
 	}
 	if got := f.state(t, 1); got.Capacity != full.Capacity/2 || got.RefillAmount != full.RefillAmount/2 || got.Tokens.Tokens() != 30_000 {
 		t.Errorf("process 1 sees capacity %d, refill %d, balance %v; want %d, %d, 30000",

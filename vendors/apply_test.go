@@ -74,6 +74,38 @@ func (e *reactorEnv) reactor(opts ...vendors.ReactorOption) *vendors.Reactor {
 	return vendors.NewReactor(e.client, e.profile, append([]vendors.ReactorOption{vendors.WithReactorClock(e.clock)}, opts...)...)
 }
 
+// settle is how long a lower limit must be reported before it is
+// believed without a 429: a tenth of the token dimension's window.
+func settle(p vendors.Profile) time.Duration {
+	for _, d := range p.Dimensions {
+		if d.Metric == vendors.Tokens {
+			return d.Window / 10
+		}
+	}
+	panic("no token dimension")
+}
+
+// believe makes r believe the lower limit h reports: it observes h, which
+// is not followed yet, and again once it has been reported for the settle
+// time; it returns the second Reaction.
+func believe(t *testing.T, r *vendors.Reactor, clk *manualClock, p vendors.Profile, h http.Header) vendors.Reaction {
+	t.Helper()
+	ctx := context.Background()
+	re, err := r.Observe(ctx, 200, h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(re.Resized) != 0 || len(re.Unconfirmed) == 0 {
+		t.Fatalf("a first lower report: Resized %v, Unconfirmed %v; want it not believed yet", re.Resized, re.Unconfirmed)
+	}
+	clk.advance(settle(p))
+	re, err = r.Observe(ctx, 200, h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return re
+}
+
 func (e *reactorEnv) state(t *testing.T, dim string) sluice.BucketState {
 	t.Helper()
 	s, err := e.client.GetBucket(e.ctx, dim)
@@ -170,10 +202,7 @@ func TestReactorFollowsALoweredLimitAndBack(t *testing.T) {
 	e := newReactorEnv(t)
 	r := e.reactor()
 	full := e.state(t, e.tpm).Bucket.Config
-	re, err := r.Observe(e.ctx, 200, header("x-ratelimit-limit-tokens", "30000"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	re := believe(t, r, e.clock, e.profile, header("x-ratelimit-limit-tokens", "30000"))
 	if len(re.Resized) != 1 || re.Resized[0] != e.tpm {
 		t.Fatalf("Resized = %v, want [%s]", re.Resized, e.tpm)
 	}
@@ -187,7 +216,7 @@ func TestReactorFollowsALoweredLimitAndBack(t *testing.T) {
 	if got := half.Tokens.Tokens(); got != 30_000 {
 		t.Errorf("balance = %v, want 30000 (clamped to the new capacity)", got)
 	}
-	re, err = r.Observe(e.ctx, 200, header("x-ratelimit-limit-tokens", "30000"), nil)
+	re, err := r.Observe(e.ctx, 200, header("x-ratelimit-limit-tokens", "30000"), nil)
 	if err != nil || len(re.Resized) != 0 {
 		t.Errorf("second response at the same limit: Resized %v, %v; want nothing (already applied)", re.Resized, err)
 	}
@@ -252,9 +281,7 @@ func TestScaleConfigNeverMorePermissive(t *testing.T) {
 func TestReactorRestoresALimitLeftLoweredByAnotherProcess(t *testing.T) {
 	e := newReactorEnv(t)
 	full := e.state(t, e.tpm).Bucket.Config
-	if _, err := e.reactor().Observe(e.ctx, 200, header("x-ratelimit-limit-tokens", "30000"), nil); err != nil {
-		t.Fatal(err)
-	}
+	believe(t, e.reactor(), e.clock, e.profile, header("x-ratelimit-limit-tokens", "30000"))
 	// That process dies; a new one sees the full limit again.
 	re, err := e.reactor().Observe(e.ctx, 200, header("x-ratelimit-limit-tokens", "60000"), nil)
 	if err != nil {

@@ -2,6 +2,19 @@ package vendors
 
 import "time"
 
+// A lower limit is believed once it has been reported for a tenth of the
+// dimension's window, or once a rate-limit 429 on the dimension's metric
+// came while it was reported: a vendor whose pool really shrank keeps
+// reporting it, and its 429s say so at once, while a report that flips
+// back sooner is a flap. Until then it is neither followed nor synced to
+// (Reaction.Unconfirmed): following it at once would clamp the balance
+// to the lower capacity, and syncing to the remaining beside it would
+// take as much, for a report that may flip back within the second.
+
+// settleFraction is the part of a dimension's window for which a lower
+// limit must be reported before it is believed, without a 429.
+const settleFraction = 10
+
 // A limit header that flaps — reports a lower limit, then the published
 // one again within the dimension's window, again and again — does not
 // describe a limit the vendor enforces: a vendor whose pool really shrank
@@ -21,6 +34,7 @@ const flapsToDistrust = 2
 // flapState is a dimension's recent flaps.
 type flapState struct {
 	lowAt    time.Time   // when the current lower report began; zero when none
+	hit      time.Time   // when a rate-limit 429 on the metric last came
 	flaps    []time.Time // when recent flaps ended, within two windows
 	unstable time.Time   // until when lower reports are ignored
 }
@@ -65,23 +79,53 @@ func (r *Reactor) unstable(d string, now time.Time) bool {
 }
 
 // confirmed ends the instability of the dimensions a rate-limit 429 on
-// metric m concerns: the vendor enforces a limit there.
-func (r *Reactor) confirmed(m Metric) {
+// metric m concerns, at now: the vendor enforces a limit there, and a
+// lower limit reported beside it is believed at once.
+func (r *Reactor) confirmed(m Metric, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, d := range r.profile.Dimensions {
-		if f := r.flaps[d.Name]; f != nil && (m == "" || d.Metric == m) {
-			f.unstable, f.flaps = time.Time{}, f.flaps[:0]
+		if m != "" && d.Metric != m {
+			continue
 		}
+		f := r.flaps[d.Name]
+		if f == nil {
+			f = &flapState{}
+			r.flaps[d.Name] = f
+		}
+		f.unstable, f.flaps, f.hit = time.Time{}, f.flaps[:0], now
 	}
 }
 
-// noteReports records each dimension's reported limit in s, and returns
-// the dimensions whose lower reports are being ignored as unstable.
-func (r *Reactor) noteReports(s Signals, now time.Time) []string {
+// unsettled reports that d's current lower limit report is not believed
+// yet: reported for less than a tenth of d's window, with no rate-limit
+// 429 on its metric since it began. Call with r.mu held.
+func (r *Reactor) unsettled(d Dimension, now time.Time) bool {
+	f := r.flaps[d.Name]
+	if f == nil || f.lowAt.IsZero() || !f.hit.Before(f.lowAt) {
+		return false
+	}
+	return now.Sub(f.lowAt) < d.Window/settleFraction
+}
+
+// unconfirmed reports that s gives d a lower limit that is not believed
+// yet (see unsettled).
+func (r *Reactor) unconfirmed(d Dimension, s Signals) bool {
+	lim := s.Metric(d.Metric).Limit
+	if !lim.Known || lim.Value <= 0 || lim.Value >= d.Limit {
+		return false
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []string
+	return r.unsettled(d, r.clock.Now())
+}
+
+// noteReports records each dimension's reported limit in s, and returns
+// the dimensions whose lower reports are being ignored as unstable, and
+// those whose lower report is not believed yet.
+func (r *Reactor) noteReports(s Signals, now time.Time) (out, unconfirmed []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	for _, d := range r.profile.Dimensions {
 		lim := s.Metric(d.Metric).Limit
 		if !lim.Known || lim.Value <= 0 || d.Limit <= 0 || d.Window <= 0 {
@@ -89,11 +133,14 @@ func (r *Reactor) noteReports(s Signals, now time.Time) []string {
 		}
 		low := lim.Value < d.Limit
 		r.noteReport(d, low, now)
-		if low && r.unstable(d.Name, now) {
+		switch {
+		case low && r.unstable(d.Name, now):
 			out = append(out, d.Name)
+		case low && r.unsettled(d, now):
+			unconfirmed = append(unconfirmed, d.Name)
 		}
 	}
-	return out
+	return out, unconfirmed
 }
 
 // flapping reports that s gives d a lower limit while d's reports are

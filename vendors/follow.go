@@ -75,6 +75,9 @@ func (r *Reactor) followTarget(d Dimension, lim Count, now time.Time) (int64, bo
 	if lim.Value < r.floorOf(d) {
 		return 0, false // implausible: ignored (see implausible.go)
 	}
+	if lim.Value < d.Limit && r.unsettled(d, now) {
+		return 0, false // not believed yet (see flap.go)
+	}
 	if lim.Value < d.Limit && r.unstable(d.Name, now) {
 		// Flapping (see flap.go): back to the published limit.
 		if last, seen := r.applied[d.Name]; !seen || last >= d.Limit {

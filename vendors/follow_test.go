@@ -35,9 +35,7 @@ func TestReactorRestoresAnUnconfirmedLowerLimit(t *testing.T) {
 	e := newReactorEnv(t)
 	full := e.state(t, e.tpm).Bucket.Config
 	r := e.reactor()
-	if _, err := r.Observe(e.ctx, 200, header("x-ratelimit-limit-tokens", "30000"), nil); err != nil {
-		t.Fatal(err)
-	}
+	believe(t, r, e.clock, e.profile, header("x-ratelimit-limit-tokens", "30000"))
 	e.clock.advance(2 * time.Minute)
 	re, err := r.Observe(e.ctx, 200, header(), nil)
 	if err != nil || len(re.Resized) != 0 {
