@@ -15,37 +15,11 @@ import (
 	"github.com/ontopix/sluice/store/memstore"
 )
 
-// callStore counts the calls that decide or end a lease.
-type callStore struct {
-	contract.Forward
-	acquires, releases, extends, dequeues atomic.Int64
-}
-
-func (s *callStore) Acquire(ctx context.Context, req *store.AcquireRequest, res *store.AcquireResult) error {
-	s.acquires.Add(1)
-	return s.Store.Acquire(ctx, req, res)
-}
-
-func (s *callStore) Release(ctx context.Context, req store.ReleaseRequest) (store.ReleaseResult, error) {
-	s.releases.Add(1)
-	return s.Store.Release(ctx, req)
-}
-
-func (s *callStore) Extend(ctx context.Context, req store.ExtendRequest) (time.Time, error) {
-	s.extends.Add(1)
-	return s.Store.Extend(ctx, req)
-}
-
-func (s *callStore) Dequeue(ctx context.Context, req store.DequeueRequest) error {
-	s.dequeues.Add(1)
-	return s.Forward.Dequeue(ctx, req)
-}
-
 // handOverClient returns a client over a counted store on backend, with
 // "v#concurrent" of one slot and "v#tpm" on backend.
-func handOverClient(t *testing.T, backend store.Store, opts ...sluice.Option) (*sluice.Client, *callStore) {
+func handOverClient(t *testing.T, backend store.Store, opts ...sluice.Option) (*sluice.Client, *countingStore) {
 	t.Helper()
-	st := &callStore{Forward: contract.Forward{Store: backend}}
+	st := &countingStore{Forward: contract.Forward{Store: backend}}
 	c, err := sluice.New(st, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -328,7 +302,7 @@ func TestHandOverNeverOverAdmits(t *testing.T) {
 // gateStore blocks the queued acquisitions of one waiter, once armed,
 // until the gate opens.
 type gateStore struct {
-	callStore
+	countingStore
 	armed   atomic.Bool
 	blocked chan struct{} // closed when a call blocks
 	open    chan struct{}
@@ -339,7 +313,7 @@ func (s *gateStore) Acquire(ctx context.Context, req *store.AcquireRequest, res 
 		close(s.blocked)
 		<-s.open
 	}
-	return s.callStore.Acquire(ctx, req, res)
+	return s.countingStore.Acquire(ctx, req, res)
 }
 
 // A lease handed to a waiter while its ask is in flight reaches it when
@@ -354,7 +328,7 @@ func TestHandOverDuringAnAsk(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				ctx := context.Background()
-				st := &gateStore{callStore: callStore{Forward: contract.Forward{Store: memstore.New()}}, blocked: make(chan struct{}), open: make(chan struct{})}
+				st := &gateStore{countingStore: countingStore{Forward: contract.Forward{Store: memstore.New()}}, blocked: make(chan struct{}), open: make(chan struct{})}
 				c, err := sluice.New(st)
 				if err != nil {
 					t.Fatal(err)

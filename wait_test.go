@@ -16,10 +16,12 @@ import (
 	"github.com/ontopix/sluice/store/memstore"
 )
 
-// countingStore counts the decision calls a wait makes.
+// countingStore counts the decision calls a wait makes, and the releases
+// and extensions of leases.
 type countingStore struct {
 	contract.Forward
 	acquires, reserves, cancels, dequeues atomic.Int64
+	releases, extends                     atomic.Int64
 	// queue is the longest ticket life an acquisition asked for.
 	queue atomic.Int64
 }
@@ -40,6 +42,16 @@ func (s *countingStore) Reserve(ctx context.Context, req *store.ReserveRequest, 
 func (s *countingStore) Cancel(ctx context.Context, req store.CancelRequest) (store.CancelResult, error) {
 	s.cancels.Add(1)
 	return s.Forward.Cancel(ctx, req)
+}
+
+func (s *countingStore) Release(ctx context.Context, req store.ReleaseRequest) (store.ReleaseResult, error) {
+	s.releases.Add(1)
+	return s.Store.Release(ctx, req)
+}
+
+func (s *countingStore) Extend(ctx context.Context, req store.ExtendRequest) (time.Time, error) {
+	s.extends.Add(1)
+	return s.Store.Extend(ctx, req)
 }
 
 func (s *countingStore) Dequeue(ctx context.Context, req store.DequeueRequest) error {
