@@ -27,12 +27,13 @@ const releaseTimeout = 10 * time.Second
 // every Config.PollInterval before it) so that leases settled meanwhile
 // move it: later for usage above their estimates, sooner for refunds
 // (see docs/architecture.md, "Waiting in line"); concurrent dimensions
-// are waited for with a ticket in the store's waiter queue. When the store
-// answers that the wait ends past the bound, Wait returns a
-// *SlotTimeoutError at once and reserves nothing. If ctx is cancelled
-// while Wait sleeps, the reservation is cancelled (its tokens go back to
-// the bucket, less what later reservations relied on) and the ticket
-// removed. With WithPolling it waits out RETRY_IN answers (plus jitter)
+// are waited for with a ticket in the store's waiter queue, and a release
+// in this process can hand its lease over to the wait at its turn (see
+// Lease.Release). When the store answers that the wait ends past the
+// bound, Wait returns a *SlotTimeoutError at once and reserves nothing.
+// If ctx is cancelled while Wait sleeps, the reservation is cancelled
+// (its tokens go back to the bucket, less what later reservations relied
+// on) and the ticket removed. With WithPolling it waits out RETRY_IN answers (plus jitter)
 // instead, and times out only when the bound has passed. A wait that
 // reaches its bound without a slot returns a *SlotTimeoutError, which
 // also matches the context's error when the bound was ctx's deadline.
