@@ -325,16 +325,15 @@ func (c *Client) leave(lw *localWaiter) {
 }
 
 // awake records that lw woke and returns the lease handed to it, if any.
-func (c *Client) awake(ctx context.Context, lw *localWaiter) *Lease {
+func (c *Client) awake(lw *localWaiter) *Lease {
 	c.waiters.mu.Lock()
 	lw.sleeping = false
 	c.waiters.mu.Unlock()
-	return c.takeHanded(ctx, lw)
+	return c.takeHanded(lw)
 }
 
-// takeHanded returns the lease handed to lw, if any, and reports it to
-// the observer.
-func (c *Client) takeHanded(ctx context.Context, lw *localWaiter) *Lease {
+// takeHanded returns the lease handed to lw, if any.
+func (c *Client) takeHanded(lw *localWaiter) *Lease {
 	c.waiters.mu.Lock()
 	l := lw.handed
 	lw.handed = nil
@@ -345,12 +344,14 @@ func (c *Client) takeHanded(ctx context.Context, lw *localWaiter) *Lease {
 		}
 	}
 	c.waiters.mu.Unlock()
-	if l != nil {
-		if o := c.obs; o != nil && o.Acquired != nil {
-			o.Acquired(ctx, AcquireEvent{Dimensions: l.Dimensions(), Outcome: Granted, HandedOver: true})
-		}
-	}
 	return l
+}
+
+// handedOver reports to the observer that a wait took l, handed over.
+func (c *Client) handedOver(ctx context.Context, l *Lease) {
+	if o := c.obs; o != nil && o.Acquired != nil {
+		o.Acquired(ctx, AcquireEvent{Dimensions: l.Dimensions(), Outcome: Granted, HandedOver: true})
+	}
 }
 
 // handedAfterAsk returns the lease handed to lw while it asked, if any
@@ -358,22 +359,24 @@ func (c *Client) takeHanded(ctx context.Context, lw *localWaiter) *Lease {
 // lease it was granted is released (or handed on), and the tickets it
 // may have renewed after the hand-over removed them are removed.
 func (c *Client) handedAfterAsk(ctx context.Context, lw *localWaiter, w *waitCall, res Result, err error) *Lease {
-	l := c.takeHanded(ctx, lw)
+	l := c.takeHanded(lw)
 	if l == nil {
 		return nil
 	}
 	switch {
 	case err == nil && res.Granted():
-		go c.handedOnEnd(ctx, res.Lease)
+		go c.passOn(ctx, res.Lease)
 	default:
 		go c.dequeue(context.WithoutCancel(ctx), w, lw.id)
 	}
+	c.handedOver(ctx, l)
 	return l
 }
 
-// handedOnEnd passes on a lease handed to a wait that ended meanwhile
-// (its context was done): it is released, or handed to the next waiter.
-func (c *Client) handedOnEnd(ctx context.Context, l *Lease) {
+// passOn releases l, which its wait will not use (a lease handed to a
+// wait that ended meanwhile, or granted to one handed another): the slot
+// goes back to the store, or to the next waiter here.
+func (c *Client) passOn(ctx context.Context, l *Lease) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
 	if err := l.Release(rctx); err != nil {

@@ -315,12 +315,13 @@ func (c *Client) queueLoop(ctx context.Context, w *waitCall) (*Lease, error) {
 		}
 		c.asleep(lw)
 		err = sleepOrWake(ctx, min(d, max(o.queue/3, time.Millisecond), left), lw)
-		if l := c.awake(ctx, lw); l != nil {
+		if l := c.awake(lw); l != nil {
 			// A release here handed it a lease, and removes the tickets.
 			if err != nil {
-				c.handedOnEnd(ctx, l)
+				c.passOn(ctx, l)
 				return nil, err
 			}
+			c.handedOver(ctx, l)
 			return l, nil
 		}
 		if err != nil {
