@@ -312,7 +312,7 @@ func (r *Reactor) syncRemaining(ctx context.Context, s Signals, errs []error) ([
 		if !ok {
 			continue
 		}
-		if r.implausibleLimit(d, s) || r.flapping(d, s) || r.unconfirmed(d, s) {
+		if r.implausibleLimit(d, s) || r.distrusted(d, s) {
 			continue // its headers are not to be believed (yet)
 		}
 		rem = min(rem, bucket.MaxCapacity)

@@ -108,18 +108,6 @@ func (r *Reactor) unsettled(d Dimension, now time.Time) bool {
 	return now.Sub(f.lowAt) < d.Window/settleFraction
 }
 
-// unconfirmed reports that s gives d a lower limit that is not believed
-// yet (see unsettled).
-func (r *Reactor) unconfirmed(d Dimension, s Signals) bool {
-	lim := s.Metric(d.Metric).Limit
-	if !lim.Known || lim.Value <= 0 || lim.Value >= d.Limit {
-		return false
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.unsettled(d, r.clock.Now())
-}
-
 // noteReports records each dimension's reported limit in s, and returns
 // the dimensions whose lower reports are being ignored as unstable, and
 // those whose lower report is not believed yet.
@@ -143,14 +131,16 @@ func (r *Reactor) noteReports(s Signals, now time.Time) (out, unconfirmed []stri
 	return out, unconfirmed
 }
 
-// flapping reports that s gives d a lower limit while d's reports are
-// unstable.
-func (r *Reactor) flapping(d Dimension, s Signals) bool {
+// distrusted reports that s gives d a lower limit that is not to be
+// believed: d's reports are unstable, or this one is not believed yet
+// (see unsettled).
+func (r *Reactor) distrusted(d Dimension, s Signals) bool {
 	lim := s.Metric(d.Metric).Limit
 	if !lim.Known || lim.Value <= 0 || lim.Value >= d.Limit {
 		return false
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.unstable(d.Name, r.clock.Now())
+	now := r.clock.Now()
+	return r.unstable(d.Name, now) || r.unsettled(d, now)
 }
