@@ -52,7 +52,7 @@ func TestSlotStarvation(t *testing.T) {
 	}{
 		{"20 ms holds", 20 * time.Millisecond, 2 * time.Second, map[string]string{
 			"redis":    "use 82–91 % here, through the proxies with -race (94.2–94.7 % without -race); in the store's WaitInLine benchmark 96.3 % in two processes and 97.9 % in one, where a release hands its slot to the process's next waiter (polling 95.3–95.6 %): " + handoff,
-			"postgres": "use 72–86 % here, through the proxies with -race (89.3–90.4 % without -race); in the store's WaitInLine benchmark 92.0 % in two processes (polling 92.6 %), bounded by the server's call rate on 2 cores, and 98.4 % in one, where a release hands its slot to the process's next waiter: " + handoff + " (each PostgreSQL call takes milliseconds, tens on a loaded machine)",
+			"postgres": "use 72–86 % here, through the proxies with -race (89.3–90.4 % without -race); in the store's WaitInLine benchmark 92.0 % in two processes (polling 92.6 %), bounded by the round trips of each handoff across processes (the machine 65–70 % idle), and 98.4 % in one, where a release hands its slot to the process's next waiter: " + handoff + " (each PostgreSQL call takes milliseconds, tens on a loaded machine)",
 			"dynamodb": "use 6.6–10.6 % (0.3–0.6 % on a more loaded machine; 17–29 % in the store's WaitInLine benchmark, polling 25–36 %): every grant is a transaction conditioned on the row's version, 10–40 ms on DynamoDB Local under load, and of the grants racing for one version one wins, so the row grants 20–40 slots a second where 20 ms holds of 8 slots take 400",
 		}},
 		{"1 s holds", time.Second, 3 * time.Second, map[string]string{
