@@ -179,19 +179,18 @@ func (c *Client) placeRemote(lw *localWaiter, res Result) {
 	}
 	// No ticket gets ahead of lw's once it is placed, so every answer's
 	// count bounds the remote tickets ahead from then on: keep the least.
-	// The bound holds for the waiters whose tickets are ahead of lw's too.
+	// The bound holds too for the waiters whose tickets are ahead of lw's
+	// on dimensions that lw's all are.
 	r := res.ahead - local
 	if local < 0 || r < 0 {
 		return
 	}
-	for _, it := range lw.items {
-		for _, x := range c.waiters.byDim[it.Dimension] {
-			if x == lw {
-				break
-			}
-			if x.ticketed != 0 && x.ticketed < lw.firstAsk {
-				x.bound(r)
-			}
+	for _, x := range c.waiters.byDim[lw.items[0].Dimension] {
+		if x == lw {
+			break
+		}
+		if x.ticketed != 0 && x.ticketed < lw.firstAsk && within(x.items, lw.items) {
+			x.bound(r)
 		}
 	}
 	lw.bound(r)
@@ -253,6 +252,16 @@ func (c *Client) removeHanded(ctx context.Context, lw *localWaiter, heldBack uin
 	if woke {
 		c.freed(lw.items)
 	}
+}
+
+// within reports that every dimension of a is one of b's.
+func within(a, b []store.Item) bool {
+	for _, x := range a {
+		if !slices.ContainsFunc(b, func(y store.Item) bool { return y.Dimension == x.Dimension }) {
+			return false
+		}
+	}
+	return true
 }
 
 // bound takes in that at most r tickets of other clients are ahead of

@@ -431,3 +431,62 @@ func TestHandOverToAWaitThatEnds(t *testing.T) {
 		})
 	}
 }
+
+// What a waiter learns of the other clients' tickets ahead of it on its
+// dimensions says nothing of a waiter ahead of it that also waits on
+// another dimension: a lease on both is not handed to that waiter over
+// another client's waiter ahead of it there.
+func TestHandOverKeepsTheOrderOnEveryDimension(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		backend := memstore.New()
+		c, st := handOverClient(t, backend)
+		other, _ := handOverClient(t, backend)
+		for _, name := range []string{"a#concurrent", "b#concurrent"} {
+			if err := c.PutBucket(ctx, sluice.Bucket{Name: name, Config: sluice.ConcurrentLimit(1)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		both := []sluice.Request{{Dimension: "a#concurrent", Cost: 1}, {Dimension: "b#concurrent", Cost: 1}}
+		held, err := c.Wait(ctx, both)
+		if err != nil {
+			t.Fatal(err)
+		}
+		step := func() {
+			synctest.Wait()
+			time.Sleep(10 * time.Millisecond)
+		}
+		remote := waitFor(t, other, both[1:]) // first in line on b
+		step()
+		x := waitFor(t, c, both) // behind it on b, first on a
+		step()
+		y := waitFor(t, c, both[:1]) // behind x on a: nothing else ahead there
+		step()
+		if err := held.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := st.releases.Load(); n != 1 {
+			t.Errorf("%d store releases, want 1: another client's waiter is ahead on b", n)
+		}
+		synctest.Wait()
+		select {
+		case l := <-x:
+			t.Error("the waiter on both dimensions got them while another client's waiter, ahead of it on b, waited for b")
+			if l != nil {
+				_ = l.Release(ctx)
+			}
+			x = nil
+		default:
+		}
+		// Every wait ends before the test does: each holder releases in
+		// turn.
+		for _, ch := range []<-chan *sluice.Lease{remote, x, y} {
+			if ch == nil {
+				continue
+			}
+			if l := <-ch; l != nil {
+				_ = l.Release(ctx)
+			}
+		}
+	})
+}
