@@ -366,10 +366,16 @@ func (c *Client) handedOver(ctx context.Context, l *Lease) {
 // handedAfterAsk returns the lease handed to lw while it asked, if any
 // (nil otherwise). The ask's own outcome is undone in the background: a
 // lease it was granted is released (or handed on), and the tickets it
-// may have renewed after the hand-over removed them are removed.
+// may have renewed after the hand-over removed them are removed. A lease
+// handed to a wait whose ask failed because its context ended is passed
+// on, and the wait ends with the ask's error.
 func (c *Client) handedAfterAsk(ctx context.Context, lw *localWaiter, w *waitCall, res Result, err error) *Lease {
 	l := c.takeHanded(lw)
 	if l == nil {
+		return nil
+	}
+	if err != nil && callerDone(ctx) {
+		c.passOn(ctx, l)
 		return nil
 	}
 	switch {

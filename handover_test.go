@@ -312,8 +312,56 @@ func (s *gateStore) Acquire(ctx context.Context, req *store.AcquireRequest, res 
 	if req.Queue > 0 && s.armed.CompareAndSwap(true, false) {
 		close(s.blocked)
 		<-s.open
+		if err := ctx.Err(); err != nil {
+			return err // as a networked store's call would
+		}
 	}
 	return s.countingStore.Acquire(ctx, req, res)
+}
+
+// A lease handed to a waiter whose ask then fails because its context
+// ended is passed on: the wait fails, and the slot is free.
+func TestHandOverDuringAnAskThatFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		st := &gateStore{countingStore: countingStore{Forward: contract.Forward{Store: memstore.New()}}, blocked: make(chan struct{}), open: make(chan struct{})}
+		c, err := sluice.New(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if err := c.PutBucket(ctx, sluice.Bucket{Name: "v#concurrent", Config: sluice.ConcurrentLimit(1)}); err != nil {
+			t.Fatal(err)
+		}
+		held, err := c.Wait(ctx, oneSlot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		got := make(chan error, 1)
+		go func() {
+			l, err := c.Wait(wctx, oneSlot)
+			if l != nil {
+				_ = l.Release(ctx)
+			}
+			got <- err
+		}()
+		synctest.Wait()
+		st.armed.Store(true)
+		<-st.blocked // its next ask is in flight
+		if err := held.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		close(st.open)
+		if err := <-got; err == nil {
+			t.Error("the wait whose context ended returned a lease, want its error")
+		}
+		synctest.Wait()
+		if got := tokens(t, c, "v#concurrent") / 1000; got != 1 {
+			t.Errorf("free slots = %d, want 1: the handed lease is passed on", got)
+		}
+	})
 }
 
 // A lease handed to a waiter while its ask is in flight reaches it when
