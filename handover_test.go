@@ -319,20 +319,28 @@ func (s *gateStore) Acquire(ctx context.Context, req *store.AcquireRequest, res 
 	return s.countingStore.Acquire(ctx, req, res)
 }
 
+// newGateClient returns a client over a gateStore on a fresh memstore,
+// with "v#concurrent" of slots slots.
+func newGateClient(t *testing.T, slots int64) (*sluice.Client, *gateStore) {
+	t.Helper()
+	st := &gateStore{countingStore: countingStore{Forward: contract.Forward{Store: memstore.New()}}, blocked: make(chan struct{}), open: make(chan struct{})}
+	c, err := sluice.New(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if err := c.PutBucket(context.Background(), sluice.Bucket{Name: "v#concurrent", Config: sluice.ConcurrentLimit(slots)}); err != nil {
+		t.Fatal(err)
+	}
+	return c, st
+}
+
 // A lease handed to a waiter whose ask then fails because its context
 // ended is passed on: the wait fails, and the slot is free.
 func TestHandOverDuringAnAskThatFails(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		st := &gateStore{countingStore: countingStore{Forward: contract.Forward{Store: memstore.New()}}, blocked: make(chan struct{}), open: make(chan struct{})}
-		c, err := sluice.New(st)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		if err := c.PutBucket(ctx, sluice.Bucket{Name: "v#concurrent", Config: sluice.ConcurrentLimit(1)}); err != nil {
-			t.Fatal(err)
-		}
+		c, st := newGateClient(t, 1)
 		held, err := c.Wait(ctx, oneSlot)
 		if err != nil {
 			t.Fatal(err)
@@ -376,15 +384,7 @@ func TestHandOverDuringAnAsk(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				ctx := context.Background()
-				st := &gateStore{countingStore: countingStore{Forward: contract.Forward{Store: memstore.New()}}, blocked: make(chan struct{}), open: make(chan struct{})}
-				c, err := sluice.New(st)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { c.Close() })
-				if err := c.PutBucket(ctx, sluice.Bucket{Name: "v#concurrent", Config: sluice.ConcurrentLimit(2)}); err != nil {
-					t.Fatal(err)
-				}
+				c, st := newGateClient(t, 2)
 				a, err := c.Wait(ctx, oneSlot)
 				if err != nil {
 					t.Fatal(err)

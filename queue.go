@@ -154,8 +154,8 @@ type waitList struct {
 	last  store.LeaseID // the latest waiter's id
 	// notices counts the notices of freed units the client's watch got.
 	notices uint64
-	// seq orders the waiters' first asks and first answers (see
-	// localWaiter.firstAsk).
+	// seq orders the waiters' asks, answers, hand-overs and departures
+	// (see localWaiter.firstAsk).
 	seq uint64
 	// heldBack counts the denials that found free units behind tickets
 	// ahead, removed the removals of handed waiters' tickets (see
@@ -315,12 +315,7 @@ func (c *Client) asking(lw *localWaiter) {
 // is counted and every wake-up is kept: a release in this process is then
 // the only one.
 func (c *Client) placed(lw *localWaiter, res Result) {
-	c.waiters.mu.Lock()
-	c.placeRemote(lw, res)
-	c.waiters.mu.Unlock()
-	if !c.watching() {
-		return
-	}
+	watching := c.watching()
 	var free int64
 	for _, d := range res.Dimensions {
 		if d.Type == Concurrent && d.Remaining > 0 {
@@ -329,6 +324,10 @@ func (c *Client) placed(lw *localWaiter, res Result) {
 	}
 	c.waiters.mu.Lock()
 	defer c.waiters.mu.Unlock()
+	c.placeRemote(lw, res)
+	if !watching {
+		return
+	}
 	skip := int64(res.ahead) - free - int64(c.waiters.notices-lw.asked)
 	lw.skip = int(max(skip, 0))
 	if lw.skip > 0 {
