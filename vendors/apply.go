@@ -69,6 +69,8 @@ type Reactor struct {
 	applied map[string]int64      // dimension → the limit its bucket was last put at
 	lowSeen map[string]time.Time  // dimension → when a response last reported it below its published limit
 	flaps   map[string]*flapState // dimension → its limit reports' recent flaps (see flap.go)
+	held    map[string]time.Time  // dimension → until when this Reactor held it to a calendar window (see window.go)
+	counts  map[string]*countSeen // dimension → the calendar count its resets showed (see window.go)
 }
 
 // ReactorOption configures a Reactor.
@@ -111,7 +113,7 @@ func (systemClock) Now() time.Time { return time.Now() }
 // limits file's presets).
 func NewReactor(c *sluice.Client, p Profile, opts ...ReactorOption) *Reactor {
 	r := &Reactor{client: c, profile: p, clock: systemClock{}, sync: true, follow: true, floor: DefaultFollowFloor,
-		applied: map[string]int64{}, lowSeen: map[string]time.Time{}, flaps: map[string]*flapState{}}
+		applied: map[string]int64{}, lowSeen: map[string]time.Time{}, flaps: map[string]*flapState{}, held: map[string]time.Time{}, counts: map[string]*countSeen{}}
 	for _, o := range opts {
 		o(r)
 	}
@@ -173,6 +175,12 @@ type Reaction struct {
 	// Synced lists the dimensions whose balance the headers were applied to
 	// (a sync that found the balance already lower is listed too).
 	Synced []string
+	// Held lists the dimensions synced below the remaining value their
+	// headers reported, or cooled down, because the vendor counts them per
+	// calendar window, not in a bucket that refills continuously: each
+	// grants no more than the vendor reported remaining before the reset
+	// it reported.
+	Held []string
 	// Resized lists the dimensions whose bucket was reconfigured to follow
 	// a limit change.
 	Resized []string
@@ -235,7 +243,7 @@ func (r *Reactor) Observe(ctx context.Context, status int, h http.Header, body [
 		re.Cooled, re.Clamped, errs = r.cool(ctx, c, now, errs)
 	}
 	if r.sync {
-		re.Synced, re.Drift, errs = r.syncRemaining(ctx, c.Signals, errs)
+		re.Synced, re.Drift, re.Held, errs = r.syncRemaining(ctx, c.Signals, now, errs)
 	}
 	return re, errors.Join(errs...)
 }
@@ -299,11 +307,11 @@ func (r *Reactor) timeBased(m Metric) []string {
 	return out
 }
 
-// syncRemaining lowers each reported dimension to its remaining value, and
-// returns the drift it found on each.
-func (r *Reactor) syncRemaining(ctx context.Context, s Signals, errs []error) ([]string, []Drift, []error) {
-	var done []string
-	var drift []Drift
+// syncRemaining lowers each reported dimension to its remaining value, or
+// to less when the vendor counts it per calendar window (see window.go),
+// and returns the drift it found on each and the dimensions held to a
+// calendar window.
+func (r *Reactor) syncRemaining(ctx context.Context, s Signals, now time.Time, errs []error) (done []string, drift []Drift, held []string, _ []error) {
 	for _, d := range r.profile.Dimensions {
 		if d.Config.Type == bucket.Concurrent {
 			continue
@@ -316,20 +324,35 @@ func (r *Reactor) syncRemaining(ctx context.Context, s Signals, errs []error) ([
 			continue // its headers are not to be believed (yet)
 		}
 		rem = min(rem, bucket.MaxCapacity)
-		res, err := r.client.Sync(ctx, d.Name, rem)
+		to := rem
+		bound, calendar := r.calendarBound(d, s, rem, now)
+		if calendar {
+			to = min(to, max(bound, 0))
+		}
+		res, err := r.client.Sync(ctx, d.Name, to)
 		if errors.Is(err, errors.ErrUnsupported) {
 			continue // a store without Sync: the headers change nothing
 		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("vendors: syncing %s to %d remaining: %w", d.Name, rem, err))
+			errs = append(errs, fmt.Errorf("vendors: syncing %s to %d remaining: %w", d.Name, to, err))
 			continue
 		}
 		done = append(done, d.Name)
 		if d.Config.Type == bucket.Tokens {
 			drift = append(drift, Drift{Dimension: d.Name, Believed: floorDiv(int64(res.Before), 1000), Reported: rem})
 		}
+		if !calendar || bound >= rem {
+			continue
+		}
+		if bound < 0 {
+			if _, err := r.holdFor(ctx, d, bound, now); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+				errs = append(errs, err)
+				continue
+			}
+		}
+		held = append(held, d.Name)
 	}
-	return done, drift, errs
+	return done, drift, held, errs
 }
 
 // floorDiv returns a/b rounded toward minus infinity, for b > 0.

@@ -1,0 +1,93 @@
+package transport_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/ontopix/sluice/vendors"
+	"github.com/ontopix/sluice/vendors/vendorsim"
+)
+
+// windowLoad runs 8 workers through the transport against an OpenAI
+// simulator at 30,000 TPM whose limits follow window, from offset into a
+// calendar minute for run of virtual time; each call is a 500-token
+// prompt with max_tokens 100, producing 100 tokens over about a second.
+func windowLoad(t *testing.T, window vendorsim.Window, offset, run time.Duration) readingRun {
+	t.Helper()
+	const tpm = 30_000
+	p, err := vendors.OpenAIProfile(vendors.OpenAILimits{Model: "gpt-4o", RPM: 10_000, TPM: tpm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(offset) // synctest's clock starts on a minute
+	sim := vendorsim.Config{Vendor: vendorsim.OpenAI, Seed: 5, Rules: vendorsim.Rules{Window: window},
+		Limits:           vendorsim.Limits{RPM: 10_000, TPM: tpm},
+		TimeToFirstToken: vendorsim.Uniform(0.2, 0.6), PerOutputToken: vendorsim.Fixed(0.005)}
+	e := newEnvClock(t, sim, p, nil)
+	oc := openAIClient(e, 0)
+	words := strings.Repeat("lorem ", 500*4/6+1)[:500*4]
+	params := openai.ChatCompletionNewParams{Model: "gpt-4o", MaxTokens: openai.Int(100),
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(words)}}
+	ctx, cancel := context.WithTimeout(context.Background(), run)
+	defer cancel()
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				if _, err := oc.Chat.Completions.New(ctx, params, option.WithHeader(vendorsim.HeaderOutputTokens, "100")); err != nil && ctx.Err() == nil {
+					time.Sleep(time.Second) // a caller backs off; keeps virtual time moving
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	st := e.sim.Stats()
+	ms, _ := st.Metric(vendorsim.MetricTokens)
+	return readingRun{admitted: st.Admitted, limited: st.RateLimited, use: float64(ms.Counted) / float64(ms.Allowance)}
+}
+
+// TestCalendarWindowVendor runs the fleet against a vendor that counts
+// its TPM per calendar minute, from 5, 23 or 47 s into a minute to the end of the
+// third, less 2 s for the last calls to finish (so that the allowance is
+// three minutes' limits), with a full
+// bucket. The bucket's burst and its refill both land in the first
+// minute, which holds one limit: without reading the vendor's reset
+// as the minute's end, the calls refilled after the burst drew 429s until
+// one's retry-after cooled the dimension down. The same load against a
+// vendor that refills continuously is the control: it must not be held
+// back.
+func TestCalendarWindowVendor(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		window vendorsim.Window
+	}{
+		{"calendar minute", vendorsim.WindowFixed},
+		{"continuous bucket", vendorsim.WindowTokenBucket},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, offset := range []time.Duration{5 * time.Second, 23 * time.Second, 47 * time.Second} {
+				t.Run(offset.String(), func(t *testing.T) {
+					synctest.Test(t, func(t *testing.T) {
+						r := windowLoad(t, tc.window, offset, 3*time.Minute-offset-2*time.Second)
+						t.Logf("%s from %v into a minute: %d admitted, %d rate-limited, %.1f %% of the vendor's TPM allowance", tc.name, offset, r.admitted, r.limited, 100*r.use)
+						if r.limited != 0 {
+							t.Errorf("from %v into a minute: 429s: %d, want 0", offset, r.limited)
+						}
+						if r.use < 0.95 {
+							t.Errorf("from %v into a minute: use %.1f %%, want at least 95 %%", offset, 100*r.use)
+						}
+					})
+				})
+			}
+		})
+	}
+}
