@@ -65,12 +65,14 @@ type Reactor struct {
 
 	ignored atomic.Uint64 // reported limits ignored as implausible (see implausible.go)
 
-	mu      sync.Mutex
-	applied map[string]int64      // dimension → the limit its bucket was last put at
-	lowSeen map[string]time.Time  // dimension → when a response last reported it below its published limit
-	flaps   map[string]*flapState // dimension → its limit reports' recent flaps (see flap.go)
-	held    map[string]time.Time  // dimension → until when this Reactor held it to a calendar window (see window.go)
-	counts  map[string]*countSeen // dimension → the calendar count its resets showed (see window.go)
+	mu        sync.Mutex
+	applied   map[string]int64      // dimension → the limit its bucket was last put at
+	lowSeen   map[string]time.Time  // dimension → when a response last reported it below its published limit
+	flaps     map[string]*flapState // dimension → its limit reports' recent flaps (see flap.go)
+	held      map[string]time.Time  // dimension → until when this Reactor held it to a calendar window (see window.go)
+	counts    map[string]*countSeen // dimension → the calendar count its resets showed (see window.go)
+	quantized map[string]time.Time  // requests dimension → when a 429 last named requests (see quantized.go)
+	cut       map[string]bool       // requests dimension → whether this Reactor last put it with its burst cut
 }
 
 // ReactorOption configures a Reactor.
@@ -113,7 +115,8 @@ func (systemClock) Now() time.Time { return time.Now() }
 // limits file's presets).
 func NewReactor(c *sluice.Client, p Profile, opts ...ReactorOption) *Reactor {
 	r := &Reactor{client: c, profile: p, clock: systemClock{}, sync: true, follow: true, floor: DefaultFollowFloor,
-		applied: map[string]int64{}, lowSeen: map[string]time.Time{}, flaps: map[string]*flapState{}, held: map[string]time.Time{}, counts: map[string]*countSeen{}}
+		applied: map[string]int64{}, lowSeen: map[string]time.Time{}, flaps: map[string]*flapState{}, held: map[string]time.Time{}, counts: map[string]*countSeen{},
+		quantized: map[string]time.Time{}, cut: map[string]bool{}}
 	for _, o := range opts {
 		o(r)
 	}
@@ -182,7 +185,8 @@ type Reaction struct {
 	// it reported.
 	Held []string
 	// Resized lists the dimensions whose bucket was reconfigured to follow
-	// a limit change.
+	// a limit change, or whose burst was cut to one request after a 429
+	// that named requests, or given back (see quantized.go).
 	Resized []string
 	// Drift lists, for every token dimension synced, Sluice's balance
 	// beside what the vendor reported as remaining, before the sync
@@ -233,11 +237,15 @@ func (r *Reactor) Observe(ctx context.Context, status int, h http.Header, body [
 	re.Ignored = r.ignoreImplausible(c.Signals)
 	if c.Kind == RateLimited {
 		r.confirmed(c.Metric, now)
+		r.quantize(c, now)
 	}
 	re.Unstable, re.Unconfirmed = r.noteReports(c.Signals, now)
 	var errs []error
 	if r.follow {
 		re.Resized, errs = r.followLimits(ctx, c.Signals, now, errs)
+		var cut []string
+		cut, errs = r.cutBursts(ctx, now, errs)
+		re.Resized = append(re.Resized, cut...)
 	}
 	if c.Kind == RateLimited {
 		re.Cooled, re.Clamped, errs = r.cool(ctx, c, now, errs)

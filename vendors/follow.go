@@ -2,13 +2,11 @@ package vendors
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"math/bits"
 	"time"
 
-	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/bucket"
 )
 
@@ -102,30 +100,19 @@ func (r *Reactor) followTarget(d Dimension, lim Count, now time.Time) (int64, bo
 // bucket changed.
 func (r *Reactor) follow1(ctx context.Context, d Dimension, target int64) (bool, error) {
 	cfg := ScaleConfig(d.Config, target, d.Limit)
-	cur, err := r.client.GetBucket(ctx, d.Name)
-	if err != nil {
-		return false, err
+	if cuttable(d) {
+		cut := r.burstCut(d, r.clock.Now())
+		cfg = withBurst(cfg, cut)
+		r.mu.Lock()
+		r.cut[d.Name] = cut
+		r.mu.Unlock()
 	}
-	read := cur.Bucket.Config
-	if read == cfg {
-		r.remember(d.Name, target)
-		return false, nil
-	}
-	if !followed(d, read) {
-		// An operator's configuration: following never overrides it.
-		r.remember(d.Name, target)
-		return false, nil
-	}
-	err = r.client.PutBucket(ctx, sluice.Bucket{Name: d.Name, Config: cfg}, sluice.IfUnchanged(&read))
-	if errors.Is(err, sluice.ErrConflict) {
-		// Changed meanwhile: the next response decides again.
-		return false, nil
-	}
+	changed, err := r.put(ctx, d, cfg)
 	if err != nil {
 		return false, err
 	}
 	r.remember(d.Name, target)
-	return true, nil
+	return changed, nil
 }
 
 func (r *Reactor) remember(dim string, limit int64) {
@@ -135,10 +122,35 @@ func (r *Reactor) remember(dim string, limit int64) {
 }
 
 // followed reports whether c is d's profile configuration or
-// ScaleConfig of it for some reported limit below the published one: a
-// configuration that following may change. It tries the reported limits
-// that give c's capacity, at most a few thousand.
+// ScaleConfig of it for some reported limit below the published one, either
+// with its burst cut to one request (see quantized.go) when d is a requests
+// dimension: a configuration the Reactor may change.
 func followed(d Dimension, c bucket.Config) bool {
+	if scaled(d, c) {
+		return true
+	}
+	if !cuttable(d) || c.Capacity != 1 {
+		return false
+	}
+	// A cut burst: the scaled configuration whose refill amount c has.
+	A, L := d.Config.RefillAmount, d.Limit
+	lo := ceilMulDiv(c.RefillAmount, L, A)
+	if c.RefillAmount == 1 {
+		lo = 1
+	}
+	hi := min(ceilMulDiv(c.RefillAmount+1, L, A)-1, L, lo+4096)
+	for t := lo; t <= hi; t++ {
+		if withBurst(ScaleConfig(d.Config, t, L), true) == c {
+			return true
+		}
+	}
+	return false
+}
+
+// scaled reports whether c is d's profile configuration or ScaleConfig of
+// it for some reported limit below the published one. It tries the
+// reported limits that give c's capacity, at most a few thousand.
+func scaled(d Dimension, c bucket.Config) bool {
 	if c == d.Config {
 		return true
 	}

@@ -1,0 +1,131 @@
+package vendors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/bucket"
+)
+
+// A profile's requests bucket holds about a second's worth, the burst a
+// vendor bucket refilled continuously allows. A vendor may instead count
+// its per-minute request limit in each second, a calendar second or the
+// last one ("60,000 RPM may be enforced as 1,000 requests per second"):
+// a full bucket's burst and the refill that follows it then land in one
+// second, which holds one second's limit. The headers cannot show it (they
+// describe the minute), but the vendor's 429s do: a requests bucket built
+// for the continuous reading draws none from a vendor that reads so. So a
+// rate-limit 429 that names the requests limit cuts the bucket's burst to
+// one request for quantizedFor windows from the last such 429, at the
+// same rate: capacity plus a second's refill then stays within a second's
+// limit, whichever second the vendor counts. The fleet keeps its rate and
+// gives up only the burst; the bucket gets its burst back once no 429 has
+// named requests for that long.
+
+// quantizedFor is how long, in a dimension's windows, a requests bucket
+// keeps its burst cut after the last 429 that named requests.
+const quantizedFor = 2
+
+// quantize records that c, a rate-limit 429 seen at now, names the
+// requests limit, for every requests dimension whose burst it cuts.
+func (r *Reactor) quantize(c Classification, now time.Time) {
+	if c.Kind != RateLimited || c.Metric != Requests {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, d := range r.profile.Dimensions {
+		if cuttable(d) {
+			r.quantized[d.Name] = now
+		}
+	}
+}
+
+// cuttable reports whether d is a requests bucket with a burst to cut.
+func cuttable(d Dimension) bool {
+	return d.Metric == Requests && d.Config.Type == bucket.Requests && d.Config.Capacity > 1 && d.Window > 0
+}
+
+// burstCut reports whether d's burst is cut at now.
+func (r *Reactor) burstCut(d Dimension, now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	at, ok := r.quantized[d.Name]
+	return ok && now.Sub(at) < quantizedFor*d.Window
+}
+
+// withBurst returns cfg, the profile's configuration of d for some limit,
+// with its burst cut to one request when cut is true.
+func withBurst(cfg bucket.Config, cut bool) bucket.Config {
+	if cut && cfg.Capacity > 1 {
+		cfg.Capacity = 1
+		cfg.CostPerCall = min(cfg.CostPerCall, 1)
+	}
+	return cfg
+}
+
+// cutBursts puts each requests bucket whose burst should be cut, or given
+// back, at the profile's configuration for the limit it follows with its
+// burst as it should be; an operator's configuration is left alone (see
+// follow1). It returns the dimensions changed.
+func (r *Reactor) cutBursts(ctx context.Context, now time.Time, errs []error) ([]string, []error) {
+	var done []string
+	for _, d := range r.profile.Dimensions {
+		if !cuttable(d) {
+			continue
+		}
+		cut := r.burstCut(d, now)
+		r.mu.Lock()
+		have, limit := r.cut[d.Name], r.applied[d.Name]
+		r.mu.Unlock()
+		if cut == have {
+			continue
+		}
+		if limit <= 0 {
+			limit = d.Limit
+		}
+		changed, err := r.put(ctx, d, withBurst(ScaleConfig(d.Config, limit, d.Limit), cut))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("vendors: setting %s's burst: %w", d.Name, err))
+			continue
+		}
+		r.mu.Lock()
+		r.cut[d.Name] = cut
+		r.mu.Unlock()
+		if changed {
+			done = append(done, d.Name)
+			if cut {
+				r.client.Logger().LogAttrs(ctx, slog.LevelInfo, "vendors.burst_cut", slog.String("dimension", d.Name),
+					slog.Duration("for", quantizedFor*d.Window))
+			}
+		}
+	}
+	return done, errs
+}
+
+// put writes cfg as d's bucket unless it is there already or the bucket's
+// configuration is not one the Reactor produces (an operator's own). The
+// write is conditional on the configuration read, so a change made
+// meanwhile is never overwritten. It reports whether the bucket changed.
+func (r *Reactor) put(ctx context.Context, d Dimension, cfg bucket.Config) (bool, error) {
+	cur, err := r.client.GetBucket(ctx, d.Name)
+	if err != nil {
+		return false, err
+	}
+	read := cur.Bucket.Config
+	if read == cfg || !followed(d, read) {
+		return false, nil // there already, or an operator's configuration
+	}
+	err = r.client.PutBucket(ctx, sluice.Bucket{Name: d.Name, Config: cfg}, sluice.IfUnchanged(&read))
+	if errors.Is(err, sluice.ErrConflict) {
+		return false, nil // changed meanwhile: the next response decides again
+	}
+	if err != nil {
+		return false, err
+	}
+	return true, nil
+}

@@ -1,0 +1,99 @@
+package transport_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/ontopix/sluice/vendors"
+	"github.com/ontopix/sluice/vendors/vendorsim"
+)
+
+// requestsRun is the outcome of one requestsLoad.
+type requestsRun struct {
+	admitted, limited int64
+	use               float64 // the vendor's requests counted over their allowance
+}
+
+// requestsLoad runs 16 workers for 3 minutes of virtual time through the
+// transport against an OpenAI simulator at 600 RPM whose per-minute
+// limits follow window (requests counted in each second), with small
+// calls, so that the request limit binds; the first 2 s of every 10 the
+// whole fleet pauses, and the bucket refills its burst.
+func requestsLoad(t *testing.T, window vendorsim.Window) requestsRun {
+	t.Helper()
+	const rpm, run = 600, 3 * time.Minute
+	p, err := vendors.OpenAIProfile(vendors.OpenAILimits{Model: "gpt-4o", RPM: rpm, TPM: 10_000_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim := vendorsim.Config{Vendor: vendorsim.OpenAI, Seed: 7, Rules: vendorsim.Rules{Window: window},
+		Limits:           vendorsim.Limits{RPM: rpm, TPM: 10_000_000},
+		TimeToFirstToken: vendorsim.Uniform(0.2, 0.6), PerOutputToken: vendorsim.Fixed(0.001)}
+	e := newEnvClock(t, sim, p, nil)
+	oc := openAIClient(e, 0)
+	params := openai.ChatCompletionNewParams{Model: "gpt-4o", MaxTokens: openai.Int(20),
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello")}}
+	ctx, cancel := context.WithTimeout(context.Background(), run)
+	defer cancel()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				if in := time.Since(start) % (10 * time.Second); in < 2*time.Second {
+					time.Sleep(2*time.Second - in) // the fleet pauses: the bucket refills its burst
+				}
+				if _, err := oc.Chat.Completions.New(ctx, params, option.WithHeader(vendorsim.HeaderOutputTokens, "10")); err != nil && ctx.Err() == nil {
+					time.Sleep(time.Second) // a caller backs off; keeps virtual time moving
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	st := e.sim.Stats()
+	ms, _ := st.Metric(vendorsim.MetricRequests)
+	return requestsRun{admitted: st.Admitted, limited: st.RateLimited, use: float64(ms.Counted) / float64(ms.Allowance)}
+}
+
+// TestRequestsCountedPerSecond runs calls whose request limit binds
+// against a vendor that counts its requests per calendar second, or over
+// the last second, rather than in a bucket holding a second's worth. The
+// profile's bucket, built for the bucket, can grant its burst and a
+// second's refill within one second, after every pause (18 429s in the
+// run); the first 429 naming requests cuts its burst, and the rest of the
+// run draws none. The vendor's own reading is the control.
+func TestRequestsCountedPerSecond(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		window vendorsim.Window
+		max429 int64
+		minUse float64
+	}{
+		// A count per second loses the limits of the seconds the fleet
+		// pauses (a fifth of them): 89 % is all of the rest.
+		{"calendar second", vendorsim.WindowFixed, 3, 0.85},
+		{"sliding second", vendorsim.WindowSliding, 3, 0.85},
+		{"continuous bucket", vendorsim.WindowVendor, 0, 0.95},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := requestsLoad(t, tc.window)
+				t.Logf("%s: %d admitted, %d rate-limited, %.1f %% of the vendor's request allowance", tc.name, r.admitted, r.limited, 100*r.use)
+				if r.limited > tc.max429 {
+					t.Errorf("429s: %d, want at most %d", r.limited, tc.max429)
+				}
+				if r.use < tc.minUse {
+					t.Errorf("use %.1f %%, want at least %.0f %%", 100*r.use, 100*tc.minUse)
+				}
+			})
+		})
+	}
+}
