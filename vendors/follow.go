@@ -100,16 +100,19 @@ func (r *Reactor) followTarget(d Dimension, lim Count, now time.Time) (int64, bo
 // bucket changed.
 func (r *Reactor) follow1(ctx context.Context, d Dimension, target int64) (bool, error) {
 	cfg := ScaleConfig(d.Config, target, d.Limit)
+	cut := cuttable(d) && r.burstCut(d, r.clock.Now())
+	changed, err := r.put(ctx, d, func(read bucket.Config) bucket.Config {
+		// A burst cut by another process stays cut: that process gives
+		// it back (see quantized.go).
+		return withBurst(cfg, cut || (cuttable(d) && isCut(d, read)))
+	})
+	if err != nil {
+		return false, err
+	}
 	if cuttable(d) {
-		cut := r.burstCut(d, r.clock.Now())
-		cfg = withBurst(cfg, cut)
 		r.mu.Lock()
 		r.cut[d.Name] = cut
 		r.mu.Unlock()
-	}
-	changed, err := r.put(ctx, d, cfg)
-	if err != nil {
-		return false, err
 	}
 	r.remember(d.Name, target)
 	return changed, nil

@@ -88,7 +88,8 @@ func (r *Reactor) cutBursts(ctx context.Context, now time.Time, errs []error) ([
 		if limit <= 0 {
 			limit = d.Limit
 		}
-		changed, err := r.put(ctx, d, withBurst(ScaleConfig(d.Config, limit, d.Limit), cut))
+		cfg := withBurst(ScaleConfig(d.Config, limit, d.Limit), cut)
+		changed, err := r.put(ctx, d, func(bucket.Config) bucket.Config { return cfg })
 		if err != nil {
 			errs = append(errs, fmt.Errorf("vendors: setting %s's burst: %w", d.Name, err))
 			continue
@@ -107,18 +108,23 @@ func (r *Reactor) cutBursts(ctx context.Context, now time.Time, errs []error) ([
 	return done, errs
 }
 
-// put writes cfg as d's bucket unless it is there already or the bucket's
-// configuration is not one the Reactor produces (an operator's own). The
-// write is conditional on the configuration read, so a change made
-// meanwhile is never overwritten. It reports whether the bucket changed.
-func (r *Reactor) put(ctx context.Context, d Dimension, cfg bucket.Config) (bool, error) {
+// put writes want(read) as d's bucket, read being its configuration,
+// unless it is there already or read is not a configuration the Reactor
+// produces (an operator's own). The write is conditional on read, so a
+// change made meanwhile is never overwritten. It reports whether the
+// bucket changed.
+func (r *Reactor) put(ctx context.Context, d Dimension, want func(read bucket.Config) bucket.Config) (bool, error) {
 	cur, err := r.client.GetBucket(ctx, d.Name)
 	if err != nil {
 		return false, err
 	}
 	read := cur.Bucket.Config
-	if read == cfg || !followed(d, read) {
-		return false, nil // there already, or an operator's configuration
+	if !followed(d, read) {
+		return false, nil // an operator's configuration
+	}
+	cfg := want(read)
+	if read == cfg {
+		return false, nil
 	}
 	err = r.client.PutBucket(ctx, sluice.Bucket{Name: d.Name, Config: cfg}, sluice.IfUnchanged(&read))
 	if errors.Is(err, sluice.ErrConflict) {
@@ -128,4 +134,10 @@ func (r *Reactor) put(ctx context.Context, d Dimension, cfg bucket.Config) (bool
 		return false, err
 	}
 	return true, nil
+}
+
+// isCut reports whether c, a configuration the Reactor produces for d,
+// has its burst cut: a capacity of one where the scaling alone gives more.
+func isCut(d Dimension, c bucket.Config) bool {
+	return c.Capacity == 1 && !scaled(d, c)
 }

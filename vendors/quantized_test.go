@@ -101,3 +101,36 @@ func TestReactorNeverCutsAnOperatorsBurst(t *testing.T) {
 		t.Errorf("config %+v, Resized %v; want the operator's %+v untouched", got, re.Resized, cfg)
 	}
 }
+
+// TestReactorKeepsABurstAnotherProcessCut: a process that sees the
+// published limit for the first time (its follow check puts the bucket
+// at the limit) leaves a burst another process cut as it is; that process
+// gives it back.
+func TestReactorKeepsABurstAnotherProcessCut(t *testing.T) {
+	e := newReactorEnv(t)
+	full := e.state(t, e.rpm).Bucket.Config
+	cutter, other := e.reactor(), e.reactor()
+	if _, err := cutter.Observe(e.ctx, 429, header("retry-after-ms", "100"), []byte(openAIRPM429)); err != nil {
+		t.Fatal(err)
+	}
+	re, err := other.Observe(e.ctx, 200, header("x-ratelimit-limit-requests", "600", "x-ratelimit-remaining-requests", "599"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := e.state(t, e.rpm).Bucket.Config, cut(full); got != want || slices.Contains(re.Resized, e.rpm) {
+		t.Fatalf("after another process's first response: config %+v, Resized %v; want the cut %+v kept", got, re.Resized, want)
+	}
+	e.clock.advance(2 * time.Minute)
+	if _, err := other.Observe(e.ctx, 200, header(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := e.state(t, e.rpm).Bucket.Config, cut(full); got != want {
+		t.Fatalf("the other process after two windows: config %+v, want the cut %+v kept (not its to give back)", got, want)
+	}
+	if _, err := cutter.Observe(e.ctx, 200, header(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.state(t, e.rpm).Bucket.Config; got != full {
+		t.Errorf("the cutting process after two windows: config %+v, want the profile's %+v", got, full)
+	}
+}
