@@ -104,7 +104,7 @@ func (r *Reactor) follow1(ctx context.Context, d Dimension, target int64) (bool,
 	changed, err := r.put(ctx, d, func(read bucket.Config) bucket.Config {
 		// A burst cut by another process stays cut: that process gives
 		// it back (see quantized.go).
-		return withBurst(cfg, cut || (cuttable(d) && isCut(d, read)))
+		return withBurst(d, cfg, cut || (cuttable(d) && isCut(d, read)))
 	})
 	if err != nil {
 		return false, err
@@ -143,7 +143,7 @@ func followed(d Dimension, c bucket.Config) bool {
 	}
 	hi := min(ceilMulDiv(c.RefillAmount+1, L, A)-1, L, lo+4096)
 	for t := lo; t <= hi; t++ {
-		if withBurst(ScaleConfig(d.Config, t, L), true) == c {
+		if withBurst(d, ScaleConfig(d.Config, t, L), true) == c {
 			return true
 		}
 	}

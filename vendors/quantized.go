@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/ontopix/sluice"
@@ -20,10 +21,11 @@ import (
 // describe the minute), but the vendor's 429s do: a requests bucket built
 // for the continuous reading draws none from a vendor that reads so. So a
 // rate-limit 429 that names the requests limit cuts the bucket's burst to
-// one request for quantizedFor windows from the last such 429, at the
-// same rate: capacity plus a second's refill then stays within a second's
-// limit, whichever second the vendor counts. The fleet keeps its rate and
-// gives up only the burst; the bucket gets its burst back once no 429 has
+// one request for quantizedFor windows from the last such 429, and its
+// rate as far as it takes to keep the room for arrival jitter the
+// profile's bucket kept (see withBurst): one request plus a second's
+// refill then stays within a second's limit, whichever second the vendor
+// counts. The bucket gets its burst and its rate back once no 429 has
 // named requests for that long.
 
 // quantizedFor is how long, in a dimension's windows, a requests bucket
@@ -59,11 +61,25 @@ func (r *Reactor) burstCut(d Dimension, now time.Time) bool {
 }
 
 // withBurst returns cfg, the profile's configuration of d for some limit,
-// with its burst cut to one request when cut is true.
-func withBurst(cfg bucket.Config, cut bool) bucket.Config {
-	if cut && cfg.Capacity > 1 {
-		cfg.Capacity = 1
-		cfg.CostPerCall = min(cfg.CostPerCall, 1)
+// with its burst cut to one request when cut is true. The cut bucket
+// keeps the room for arrival jitter the profile's bucket kept: that bucket
+// holds C of the vendor's second's worth B, refilling r a second, so
+// requests may arrive up to M = (B − C) ÷ r later than admitted without
+// exceeding B; cut, it refills r' = (B − 1) ÷ (1 + M) a second, so that one
+// request plus what it refills in a second and M stays within B.
+func withBurst(d Dimension, cfg bucket.Config, cut bool) bucket.Config {
+	if !cut || cfg.Capacity <= 1 || cfg.RefillAmount <= 0 || cfg.RefillPeriod <= 0 || d.Config.RefillAmount <= 0 {
+		return cfg
+	}
+	sec := float64(time.Second)
+	r := float64(cfg.RefillAmount) / float64(cfg.RefillPeriod) * sec
+	b := float64(d.Rule.BurstMilli) / 1000 * float64(cfg.RefillAmount) / float64(d.Config.RefillAmount)
+	m := max(b-float64(cfg.Capacity), 0) / r
+	cfg.Capacity = 1
+	cfg.CostPerCall = min(cfg.CostPerCall, 1)
+	if b > 1 {
+		per := time.Duration(math.Ceil(float64(cfg.RefillAmount)*(1+m)/(b-1)*1000)) * time.Millisecond
+		cfg.RefillPeriod = max(cfg.RefillPeriod, per)
 	}
 	return cfg
 }
@@ -88,7 +104,7 @@ func (r *Reactor) cutBursts(ctx context.Context, now time.Time, errs []error) ([
 		if limit <= 0 {
 			limit = d.Limit
 		}
-		cfg := withBurst(ScaleConfig(d.Config, limit, d.Limit), cut)
+		cfg := withBurst(d, ScaleConfig(d.Config, limit, d.Limit), cut)
 		changed, err := r.put(ctx, d, func(bucket.Config) bucket.Config { return cfg })
 		if err != nil {
 			errs = append(errs, fmt.Errorf("vendors: setting %s's burst: %w", d.Name, err))

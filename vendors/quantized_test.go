@@ -11,15 +11,28 @@ import (
 
 const openAIRPM429 = `{"error":{"message":"Rate limit reached for gpt-4o in organization org-x on requests per min (RPM): Limit 600, Used 600, Requested 1. Please try again in 100ms.","type":"requests","code":"rate_limit_exceeded"}}`
 
-// cut is cfg with its burst cut to one request.
-func cut(cfg bucket.Config) bucket.Config {
-	cfg.Capacity = 1
-	cfg.CostPerCall = min(cfg.CostPerCall, 1)
-	return cfg
+// checkCut checks that got is full, a requests bucket of the profile
+// under a vendor bucket of burst requests (its second's worth), with its
+// burst cut: one request of capacity, and a rate at which one request
+// plus a second's refill, and the refill over the arrival jitter full
+// absorbed, stays within burst — but not much slower.
+func checkCut(t *testing.T, full, got bucket.Config, burst float64) {
+	t.Helper()
+	rate := func(c bucket.Config) float64 { return float64(c.RefillAmount) / c.RefillPeriod.Seconds() }
+	jitter := (burst - float64(full.Capacity)) / rate(full) // seconds full absorbs
+	if got.Capacity != 1 || got.Type != full.Type || got.RefillAmount != full.RefillAmount || got.MaxDebt != full.MaxDebt {
+		t.Fatalf("cut config %+v; want %+v with capacity 1", got, full)
+	}
+	if most := 1 + rate(got)*(1+jitter); most > burst {
+		t.Errorf("cut config %+v: up to %.3f requests arrive within a second, more than the vendor's %.3f", got, most, burst)
+	}
+	if want := (burst - 1) / (1 + jitter); rate(got) < 0.999*want {
+		t.Errorf("cut config %+v refills %.3f a second, want about %.3f", got, rate(got), want)
+	}
 }
 
 // TestReactorCutsTheBurstAfterARequests429: a rate-limit 429 on requests
-// cuts the requests bucket's burst to one request at the same rate, for
+// cuts the requests bucket's burst to one request, at a lower rate, for
 // two windows from the last such 429; then the burst is given back.
 func TestReactorCutsTheBurstAfterARequests429(t *testing.T) {
 	e := newReactorEnv(t)
@@ -35,9 +48,7 @@ func TestReactorCutsTheBurstAfterARequests429(t *testing.T) {
 	if !slices.Contains(re.Resized, e.rpm) {
 		t.Fatalf("Resized = %v, want %s", re.Resized, e.rpm)
 	}
-	if got, want := e.state(t, e.rpm).Bucket.Config, cut(full); got != want {
-		t.Fatalf("after the 429: config %+v, want %+v", got, want)
-	}
+	checkCut(t, full, e.state(t, e.rpm).Bucket.Config, 10)
 	if got := e.state(t, e.tpm).Bucket.Config.Capacity; got == 1 {
 		t.Errorf("the tokens bucket's capacity = 1; only requests are cut")
 	}
@@ -72,9 +83,7 @@ func TestReactorCutsTheBurstOfAFollowedLimit(t *testing.T) {
 	if _, err := r.Observe(e.ctx, 429, header("retry-after-ms", "100", "x-ratelimit-limit-requests", "300"), []byte(openAIRPM429)); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := e.state(t, e.rpm).Bucket.Config, cut(half); got != want {
-		t.Fatalf("after the 429: config %+v, want %+v", got, want)
-	}
+	checkCut(t, half, e.state(t, e.rpm).Bucket.Config, 5)
 	e.clock.advance(2 * time.Minute)
 	if _, err := r.Observe(e.ctx, 200, lower, nil); err != nil {
 		t.Fatal(err)
@@ -113,19 +122,21 @@ func TestReactorKeepsABurstAnotherProcessCut(t *testing.T) {
 	if _, err := cutter.Observe(e.ctx, 429, header("retry-after-ms", "100"), []byte(openAIRPM429)); err != nil {
 		t.Fatal(err)
 	}
+	cutCfg := e.state(t, e.rpm).Bucket.Config
+	checkCut(t, full, cutCfg, 10)
 	re, err := other.Observe(e.ctx, 200, header("x-ratelimit-limit-requests", "600", "x-ratelimit-remaining-requests", "599"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := e.state(t, e.rpm).Bucket.Config, cut(full); got != want || slices.Contains(re.Resized, e.rpm) {
-		t.Fatalf("after another process's first response: config %+v, Resized %v; want the cut %+v kept", got, re.Resized, want)
+	if got := e.state(t, e.rpm).Bucket.Config; got != cutCfg || slices.Contains(re.Resized, e.rpm) {
+		t.Fatalf("after another process's first response: config %+v, Resized %v; want the cut %+v kept", got, re.Resized, cutCfg)
 	}
 	e.clock.advance(2 * time.Minute)
 	if _, err := other.Observe(e.ctx, 200, header(), nil); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := e.state(t, e.rpm).Bucket.Config, cut(full); got != want {
-		t.Fatalf("the other process after two windows: config %+v, want the cut %+v kept (not its to give back)", got, want)
+	if got := e.state(t, e.rpm).Bucket.Config; got != cutCfg {
+		t.Fatalf("the other process after two windows: config %+v, want the cut %+v kept (not its to give back)", got, cutCfg)
 	}
 	if _, err := cutter.Observe(e.ctx, 200, header(), nil); err != nil {
 		t.Fatal(err)
