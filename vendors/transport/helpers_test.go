@@ -235,3 +235,22 @@ func (r *byteReader) Read(p []byte) (int, error) {
 	r.b = r.b[n:]
 	return n, nil
 }
+
+// runWorkers runs n workers, each calling call back to back until ctx
+// ends; a worker whose call fails backs off a second, as a caller would
+// (which also keeps a bubble's virtual time moving).
+func runWorkers(ctx context.Context, n int, call func(context.Context) error) {
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				if err := call(ctx); err != nil && ctx.Err() == nil {
+					time.Sleep(time.Second)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}

@@ -2,7 +2,6 @@ package transport_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -65,22 +64,12 @@ func requestsLoad(t *testing.T, vendor vendorsim.Vendor, window vendorsim.Window
 	ctx, cancel := context.WithTimeout(context.Background(), run)
 	defer cancel()
 	start := time.Now()
-	var wg sync.WaitGroup
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil {
-				if in := time.Since(start) % (10 * time.Second); in < 2*time.Second {
-					time.Sleep(2*time.Second - in) // the fleet pauses: the bucket refills its burst
-				}
-				if err := call(ctx); err != nil && ctx.Err() == nil {
-					time.Sleep(time.Second) // a caller backs off; keeps virtual time moving
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	runWorkers(ctx, 16, func(ctx context.Context) error {
+		if in := time.Since(start) % (10 * time.Second); in < 2*time.Second {
+			time.Sleep(2*time.Second - in) // the fleet pauses: the bucket refills its burst
+		}
+		return call(ctx)
+	})
 	st := e.sim.Stats()
 	ms, _ := st.Metric(vendorsim.MetricRequests)
 	return requestsRun{admitted: st.Admitted, limited: st.RateLimited, use: float64(ms.Counted) / float64(ms.Allowance)}

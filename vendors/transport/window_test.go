@@ -3,7 +3,6 @@ package transport_test
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -37,19 +36,10 @@ func windowLoad(t *testing.T, window vendorsim.Window, offset, run time.Duration
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(words)}}
 	ctx, cancel := context.WithTimeout(context.Background(), run)
 	defer cancel()
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil {
-				if _, err := oc.Chat.Completions.New(ctx, params, option.WithHeader(vendorsim.HeaderOutputTokens, "100")); err != nil && ctx.Err() == nil {
-					time.Sleep(time.Second) // a caller backs off; keeps virtual time moving
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	runWorkers(ctx, 8, func(ctx context.Context) error {
+		_, err := oc.Chat.Completions.New(ctx, params, option.WithHeader(vendorsim.HeaderOutputTokens, "100"))
+		return err
+	})
 	st := e.sim.Stats()
 	ms, _ := st.Metric(vendorsim.MetricTokens)
 	return readingRun{admitted: st.Admitted, limited: st.RateLimited, use: float64(ms.Counted) / float64(ms.Allowance)}
