@@ -27,12 +27,22 @@ type readingRun struct {
 // and follows the headers, as by default. opts build the profile.
 func readingLoad(t *testing.T, promptTokens int, maxTokens int64, opts ...vendors.ProfileOption) readingRun {
 	t.Helper()
-	const tpm, run = 30_000, 3 * time.Minute
+	return tpmLoad(t, vendorsim.Rules{Reading: vendorsim.AdmissionKept}, 3, promptTokens, maxTokens, 3*time.Minute, opts...)
+}
+
+// tpmLoad runs 8 workers for run (virtual time) through the transport
+// against an OpenAI simulator at 30,000 TPM playing rules (its draws
+// seeded with seed), each call a prompt of promptTokens with max_tokens
+// maxTokens producing 100 tokens over about a second. opts build the
+// profile.
+func tpmLoad(t *testing.T, rules vendorsim.Rules, seed uint64, promptTokens int, maxTokens int64, run time.Duration, opts ...vendors.ProfileOption) readingRun {
+	t.Helper()
+	const tpm = 30_000
 	p, err := vendors.OpenAIProfile(vendors.OpenAILimits{Model: "gpt-4o", RPM: 10_000, TPM: tpm}, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sim := vendorsim.Config{Vendor: vendorsim.OpenAI, Seed: 3, Rules: vendorsim.Rules{Reading: vendorsim.AdmissionKept},
+	sim := vendorsim.Config{Vendor: vendorsim.OpenAI, Seed: seed, Rules: rules,
 		Limits:           vendorsim.Limits{RPM: 10_000, TPM: tpm},
 		TimeToFirstToken: vendorsim.Uniform(0.2, 0.6), PerOutputToken: vendorsim.Fixed(0.005)}
 	e := newEnvClock(t, sim, p, nil)

@@ -1,48 +1,20 @@
 package transport_test
 
 import (
-	"context"
-	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
-	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
-
-	"github.com/ontopix/sluice/vendors"
 	"github.com/ontopix/sluice/vendors/vendorsim"
 )
 
-// windowLoad runs 8 workers through the transport against an OpenAI
-// simulator at 30,000 TPM whose limits follow window, from offset into a
-// calendar minute for run of virtual time; each call is a 500-token
-// prompt with max_tokens 100, producing 100 tokens over about a second.
+// windowLoad runs tpmLoad's workers against a simulator whose limits
+// follow window, from offset into a calendar minute for run, each call a
+// 500-token prompt with max_tokens 100.
 func windowLoad(t *testing.T, window vendorsim.Window, offset, run time.Duration) readingRun {
 	t.Helper()
-	const tpm = 30_000
-	p, err := vendors.OpenAIProfile(vendors.OpenAILimits{Model: "gpt-4o", RPM: 10_000, TPM: tpm})
-	if err != nil {
-		t.Fatal(err)
-	}
 	time.Sleep(offset) // synctest's clock starts on a minute
-	sim := vendorsim.Config{Vendor: vendorsim.OpenAI, Seed: 5, Rules: vendorsim.Rules{Window: window},
-		Limits:           vendorsim.Limits{RPM: 10_000, TPM: tpm},
-		TimeToFirstToken: vendorsim.Uniform(0.2, 0.6), PerOutputToken: vendorsim.Fixed(0.005)}
-	e := newEnvClock(t, sim, p, nil)
-	oc := openAIClient(e, 0)
-	words := strings.Repeat("lorem ", 500*4/6+1)[:500*4]
-	params := openai.ChatCompletionNewParams{Model: "gpt-4o", MaxTokens: openai.Int(100),
-		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(words)}}
-	ctx, cancel := context.WithTimeout(context.Background(), run)
-	defer cancel()
-	runWorkers(ctx, 8, func(ctx context.Context) error {
-		_, err := oc.Chat.Completions.New(ctx, params, option.WithHeader(vendorsim.HeaderOutputTokens, "100"))
-		return err
-	})
-	st := e.sim.Stats()
-	ms, _ := st.Metric(vendorsim.MetricTokens)
-	return readingRun{admitted: st.Admitted, limited: st.RateLimited, use: float64(ms.Counted) / float64(ms.Allowance)}
+	return tpmLoad(t, vendorsim.Rules{Window: window}, 5, 500, 100, run)
 }
 
 // TestCalendarWindowVendor runs the fleet against a vendor that counts
