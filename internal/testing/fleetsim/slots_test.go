@@ -63,31 +63,35 @@ func TestSlotStarvation(t *testing.T) {
 	for _, tt := range tests {
 		for _, kind := range stores {
 			t.Run(tt.name+"/"+kind, func(t *testing.T) {
-				f := newFleet(t, kind)
-				f.bucket("v#concurrent", sluice.ConcurrentLimit(8))
-				for range 4 {
-					f.join(Clock{})
-				}
-				f.warm("v#concurrent", 4) // a running fleet's connections are open
-				ctx, cancel := context.WithTimeout(context.Background(), tt.run)
-				defer cancel()
-				var wg sync.WaitGroup
-				for i := range 16 {
-					m := f.members[i%4]
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						for ctx.Err() == nil {
-							if err := holdSlot(ctx, m, "v#concurrent", tt.hold, false); err != nil && ctx.Err() == nil && !errors.Is(err, sluice.ErrSlotTimeout) {
-								t.Error(err)
-								return
+				withUse(t, func(lenient bool) *fleet {
+					f := newFleet(t, kind)
+					f.lenient = lenient
+					f.bucket("v#concurrent", sluice.ConcurrentLimit(8))
+					for range 4 {
+						f.join(Clock{})
+					}
+					f.warm("v#concurrent", 4) // a running fleet's connections are open
+					ctx, cancel := context.WithTimeout(context.Background(), tt.run)
+					defer cancel()
+					var wg sync.WaitGroup
+					for i := range 16 {
+						m := f.members[i%4]
+						wg.Add(1)
+						go func() {
+							defer wg.Done()
+							for ctx.Err() == nil {
+								if err := holdSlot(ctx, m, "v#concurrent", tt.hold, false); err != nil && ctx.Err() == nil && !errors.Is(err, sluice.ErrSlotTimeout) {
+									t.Error(err)
+									return
+								}
 							}
-						}
-					}()
-				}
-				wg.Wait()
-				// An open case still runs, with the excess checked.
-				f.verify("v#concurrent", useTarget(t, kind, tt.open))
+						}()
+					}
+					wg.Wait()
+					// An open case still runs, with the excess checked.
+					f.verify("v#concurrent", useTarget(t, kind, tt.open))
+					return f
+				})
 			})
 		}
 	}

@@ -45,6 +45,10 @@ type fleet struct {
 	target string
 	// opts are client options every member gets, before join's own.
 	opts []sluice.Option
+	// lenient makes verify log a missed use target, and note it in
+	// missedUse, rather than fail the test (see withUse).
+	lenient   bool
+	missedUse bool
 }
 
 // newFleet sets up a store of kind for t, with no members yet.

@@ -132,33 +132,37 @@ func TestDebtBehindQueue(t *testing.T) {
 				if kind == "dynamodb" {
 					openScenario(t, "on a loaded machine (the full test suite beside it) DynamoDB Local's calls outlast the 5 s operation timeout: reservations fail with \"row busy in this process\" or the SDK's deadline; quiet, excess ≤ 0 and use 100–101 %")
 				}
-				f := newFleet(t, kind)
-				f.bucket("v#tpm", perPeriod(5000, 3*time.Second))
-				var wg sync.WaitGroup
-				for i := range tt.waiters {
-					m := f.members
-					if i < 4 { // four processes, each with many waiters
-						f.join(Clock{})
-						m = f.members
+				withUse(t, func(lenient bool) *fleet {
+					f := newFleet(t, kind)
+					f.lenient = lenient
+					f.bucket("v#tpm", perPeriod(5000, 3*time.Second))
+					var wg sync.WaitGroup
+					for i := range tt.waiters {
+						m := f.members
+						if i < 4 { // four processes, each with many waiters
+							f.join(Clock{})
+							m = f.members
+						}
+						mem := m[i%len(m)]
+						wg.Add(1)
+						go func() {
+							defer wg.Done()
+							ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+							defer cancel()
+							l, err := mem.Wait(ctx, []sluice.Request{{Dimension: "v#tpm", Cost: 250}})
+							if err != nil {
+								t.Error(err)
+								return
+							}
+							if err := mem.Adjust(ctx, l, "v#tpm", 250*tt.over/100); err != nil {
+								t.Error(err)
+							}
+						}()
 					}
-					mem := m[i%len(m)]
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-						defer cancel()
-						l, err := mem.Wait(ctx, []sluice.Request{{Dimension: "v#tpm", Cost: 250}})
-						if err != nil {
-							t.Error(err)
-							return
-						}
-						if err := mem.Adjust(ctx, l, "v#tpm", 250*tt.over/100); err != nil {
-							t.Error(err)
-						}
-					}()
-				}
-				wg.Wait()
-				f.verify("v#tpm", useTarget(t, kind, debtUseOpen))
+					wg.Wait()
+					f.verify("v#tpm", useTarget(t, kind, debtUseOpen))
+					return f
+				})
 			})
 		}
 	}
@@ -168,16 +172,20 @@ func TestDebtBehindQueue(t *testing.T) {
 func TestLatency(t *testing.T) {
 	for _, kind := range stores[1:] {
 		t.Run(kind, func(t *testing.T) {
-			f := newFleet(t, kind)
-			f.bucket("v#tpm", perPeriod(100, time.Second))
-			saturate(t, f, 4, 3*time.Second, func(m *Member) {
-				lat := func() time.Duration { return 10*time.Millisecond + rand.N(30*time.Millisecond) }
-				m.Proxy.SetLatency(lat, lat)
-			}, nil)
-			f.verify("v#tpm", useTarget(t, kind, map[string]string{
-				"redis":    latencyUnderLoad,
-				"postgres": latencyUnderLoad,
-				"dynamodb": "DynamoDB's use is 50–64 % with 10–40 ms of latency each way: a reservation is a write conditioned on the row's version, and with four writers and a 20–80 ms round trip 70 % of them lose (see docs/reliability.md)"}))
+			withUse(t, func(lenient bool) *fleet {
+				f := newFleet(t, kind)
+				f.lenient = lenient
+				f.bucket("v#tpm", perPeriod(100, time.Second))
+				saturate(t, f, 4, 3*time.Second, func(m *Member) {
+					lat := func() time.Duration { return 10*time.Millisecond + rand.N(30*time.Millisecond) }
+					m.Proxy.SetLatency(lat, lat)
+				}, nil)
+				f.verify("v#tpm", useTarget(t, kind, map[string]string{
+					"redis":    latencyUnderLoad,
+					"postgres": latencyUnderLoad,
+					"dynamodb": "DynamoDB's use is 50–64 % with 10–40 ms of latency each way: a reservation is a write conditioned on the row's version, and with four writers and a 20–80 ms round trip 70 % of them lose (see docs/reliability.md)"}))
+				return f
+			})
 		})
 	}
 }
@@ -268,40 +276,44 @@ func TestRefundsBehindQueue(t *testing.T) {
 	for _, tt := range tests {
 		for _, kind := range stores {
 			t.Run(tt.name+"/"+kind, func(t *testing.T) {
-				cfg := perPeriod(5000, 3*time.Second)
-				f := newFleet(t, kind)
-				f.bucket("v#tpm", cfg)
-				var ahead time.Duration
-				for _, c := range tt.clocks {
-					m := f.join(c)
-					ahead = max(ahead, c.ahead(30*time.Second))
-					if tt.hostile && m.Proxy != nil {
-						lat := func() time.Duration { return time.Millisecond + rand.N(3*time.Millisecond) }
-						m.Proxy.SetLatency(lat, lat)
-					}
-				}
-				run, cancel := context.WithTimeout(context.Background(), 6*time.Second)
-				defer cancel()
-				var wg sync.WaitGroup
-				if p := f.members[0].Proxy; tt.hostile && p != nil {
-					wg.Go(func() {
-						for run.Err() == nil {
-							p.DropReplies(1)
-							time.Sleep(200 * time.Millisecond)
+				withUse(t, func(lenient bool) *fleet {
+					cfg := perPeriod(5000, 3*time.Second)
+					f := newFleet(t, kind)
+					f.lenient = lenient
+					f.bucket("v#tpm", cfg)
+					var ahead time.Duration
+					for _, c := range tt.clocks {
+						m := f.join(c)
+						ahead = max(ahead, c.ahead(30*time.Second))
+						if tt.hostile && m.Proxy != nil {
+							lat := func() time.Duration { return time.Millisecond + rand.N(3*time.Millisecond) }
+							m.Proxy.SetLatency(lat, lat)
 						}
-						p.DropReplies(0)
-					})
-				}
-				for i := range 32 {
-					m := f.members[i%4]
-					wg.Go(func() { refundWorker(t, run, m) })
-				}
-				wg.Wait()
-				if tt.hostile {
-					f.verifyWithin("v#tpm", 0, skewSlack(cfg, ahead))
-					return
-				}
-				f.verify("v#tpm", useTarget(t, kind, refundUseOpen))
+					}
+					run, cancel := context.WithTimeout(context.Background(), 6*time.Second)
+					defer cancel()
+					var wg sync.WaitGroup
+					if p := f.members[0].Proxy; tt.hostile && p != nil {
+						wg.Go(func() {
+							for run.Err() == nil {
+								p.DropReplies(1)
+								time.Sleep(200 * time.Millisecond)
+							}
+							p.DropReplies(0)
+						})
+					}
+					for i := range 32 {
+						m := f.members[i%4]
+						wg.Go(func() { refundWorker(t, run, m) })
+					}
+					wg.Wait()
+					if tt.hostile {
+						f.verifyWithin("v#tpm", 0, skewSlack(cfg, ahead))
+						return f
+					}
+					f.verify("v#tpm", useTarget(t, kind, refundUseOpen))
+					return f
+				})
 			})
 		}
 	}
