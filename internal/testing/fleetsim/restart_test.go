@@ -42,31 +42,35 @@ func TestRestartEmpty(t *testing.T) {
 		{"put again by an operator", true, capacity + debt},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := redistest.New(t)
-			f := newFleetOn(t, "redis", srv.Addr)
-			f.opts = []sluice.Option{sluice.WithBuckets([]sluice.Bucket{{Name: dim, Config: cfg}})}
-			f.bucket(dim, cfg)
-			saturate(t, f, members, 3*time.Second, nil, func([]*Member) {
-				time.Sleep(time.Second)
-				at := f.rec.Now()
-				if err := srv.Kill(); err != nil {
-					t.Error(err)
-					return
-				}
-				if err := srv.Restart(); err != nil {
-					t.Error(err)
-					return
-				}
-				f.rec.Add(dim, fleetcheck.Event{Kind: fleetcheck.Restart, Lo: at, Hi: f.rec.Latest()})
-				for tt.admin {
-					err := f.admin.PutBucket(context.Background(), sluice.Bucket{Name: dim, Config: cfg})
-					if err == nil {
-						break
+			withUse(t, func(lenient bool) *fleet {
+				srv := redistest.New(t)
+				f := newFleetOn(t, "redis", srv.Addr)
+				f.lenient = lenient
+				f.opts = []sluice.Option{sluice.WithBuckets([]sluice.Bucket{{Name: dim, Config: cfg}})}
+				f.bucket(dim, cfg)
+				saturate(t, f, members, 3*time.Second, nil, func([]*Member) {
+					time.Sleep(time.Second)
+					at := f.rec.Now()
+					if err := srv.Kill(); err != nil {
+						t.Error(err)
+						return
 					}
-					time.Sleep(10 * time.Millisecond)
-				}
+					if err := srv.Restart(); err != nil {
+						t.Error(err)
+						return
+					}
+					f.rec.Add(dim, fleetcheck.Event{Kind: fleetcheck.Restart, Lo: at, Hi: f.rec.Latest()})
+					for tt.admin {
+						err := f.admin.PutBucket(context.Background(), sluice.Bucket{Name: dim, Config: cfg})
+						if err == nil {
+							break
+						}
+						time.Sleep(10 * time.Millisecond)
+					}
+				})
+				f.verifyWithin(dim, 0.95, tt.slack)
+				return f
 			})
-			f.verifyWithin(dim, 0.95, tt.slack)
 		})
 	}
 }
