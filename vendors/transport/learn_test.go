@@ -2,7 +2,6 @@ package transport_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -47,28 +46,16 @@ func otpmLoadStream(t *testing.T, workers int, run time.Duration, median float64
 		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hello there"))}}
 	ctx, cancel := context.WithTimeout(context.Background(), run)
 	defer cancel()
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil {
-				var err error
-				if stream {
-					s := ac.Messages.NewStreaming(ctx, params)
-					for s.Next() {
-					}
-					err = s.Err()
-				} else {
-					_, err = ac.Messages.New(ctx, params)
-				}
-				if err != nil && ctx.Err() == nil {
-					time.Sleep(time.Second) // a caller backs off; keeps virtual time moving
-				}
+	runWorkers(ctx, workers, func(ctx context.Context) error {
+		if stream {
+			s := ac.Messages.NewStreaming(ctx, params)
+			for s.Next() {
 			}
-		}()
-	}
-	wg.Wait()
+			return s.Err()
+		}
+		_, err := ac.Messages.New(ctx, params)
+		return err
+	})
 	st := e.sim.Stats()
 	ms, _ := st.Metric(vendorsim.MetricOutputTokens)
 	var waited time.Duration
