@@ -191,15 +191,20 @@ func TestLatency(t *testing.T) {
 }
 
 // TestPartition cuts one member off for a second; it fails closed and the
-// others keep the bucket busy.
+// others keep the bucket busy. The bucket refills 10 grants of 5 tokens a
+// second: what the test measures is the partition, and one DynamoDB Local
+// row, a transaction per grant, takes 20–40 a second on a loaded machine
+// (at 20 a second its use fell to 84–94 % with the suite running beside
+// it, 98.6 % on a quiet machine). The run lasts 5 s so that the grant the
+// partition may leave held and unused (fail closed) is a small part of it.
 func TestPartition(t *testing.T) {
 	for _, kind := range stores[1:] {
 		t.Run(kind, func(t *testing.T) {
 			withUse(t, func(lenient bool) *fleet {
 				f := newFleet(t, kind)
 				f.lenient = lenient
-				f.bucket("v#tpm", perPeriod(100, time.Second))
-				saturate(t, f, 3, 3*time.Second, nil, func(ms []*Member) {
+				f.bucket("v#tpm", perPeriod(50, time.Second))
+				saturate(t, f, 3, 5*time.Second, nil, func(ms []*Member) {
 					time.Sleep(time.Second)
 					ms[1].Proxy.Partition()
 					time.Sleep(time.Second)

@@ -30,7 +30,9 @@ func warmDynamoDB(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c, err := sluice.New(s)
+	cfg := sluice.DefaultConfig()
+	cfg.OpTimeout = 30 * time.Second // set-up: see the wait below
+	c, err := sluice.New(s, sluice.WithConfig(cfg))
 	if err != nil {
 		return err
 	}
@@ -38,7 +40,9 @@ func warmDynamoDB(ctx context.Context) error {
 		return fmt.Errorf("warming DynamoDB Local: %w", err)
 	}
 	for range warmRounds {
-		wctx, cancel := context.WithTimeout(ctx, time.Second)
+		// Set-up, not a measurement: a cold JVM on a loaded machine took
+		// more than a second for its first call.
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		l, err := c.Wait(wctx, []sluice.Request{{Dimension: "warm#tpm", Cost: 1}}, sluice.WithRecord())
 		cancel()
 		if err != nil {
