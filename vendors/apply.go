@@ -72,7 +72,9 @@ type Reactor struct {
 	held      map[string]time.Time  // dimension → until when this Reactor held it to a calendar window (see window.go)
 	counts    map[string]*countSeen // dimension → the calendar count its resets showed (see window.go)
 	quantized map[string]time.Time  // requests dimension → when a 429 last named requests (see quantized.go)
-	cut       map[string]bool       // requests dimension → whether this Reactor last put it with its burst cut
+	cut       map[string]int        // requests dimension → the level at which this Reactor last put its burst cut (0: not cut)
+	cutPut    map[string]time.Time  // requests dimension → when this Reactor last put its burst's level
+	widened   map[string]int        // requests dimension → the steps this Reactor widened its cut's room (see quantized.go)
 }
 
 // ReactorOption configures a Reactor.
@@ -116,7 +118,7 @@ func (systemClock) Now() time.Time { return time.Now() }
 func NewReactor(c *sluice.Client, p Profile, opts ...ReactorOption) *Reactor {
 	r := &Reactor{client: c, profile: p, clock: systemClock{}, sync: true, follow: true, floor: DefaultFollowFloor,
 		applied: map[string]int64{}, lowSeen: map[string]time.Time{}, flaps: map[string]*flapState{}, held: map[string]time.Time{}, counts: map[string]*countSeen{},
-		quantized: map[string]time.Time{}, cut: map[string]bool{}}
+		quantized: map[string]time.Time{}, cut: map[string]int{}, cutPut: map[string]time.Time{}, widened: map[string]int{}}
 	for _, o := range opts {
 		o(r)
 	}

@@ -100,18 +100,22 @@ func (r *Reactor) followTarget(d Dimension, lim Count, now time.Time) (int64, bo
 // bucket changed.
 func (r *Reactor) follow1(ctx context.Context, d Dimension, target int64) (bool, error) {
 	cfg := ScaleConfig(d.Config, target, d.Limit)
-	cut := cuttable(d) && r.burstCut(d, r.clock.Now())
+	level := 0
+	if cuttable(d) {
+		level = r.cutLevel(d, r.clock.Now())
+	}
 	changed, err := r.put(ctx, d, func(read bucket.Config) bucket.Config {
-		// A burst cut by another process stays cut: that process gives
-		// it back (see quantized.go).
-		return withBurst(d, cfg, cut || (cuttable(d) && isCut(d, read)))
+		// A burst cut by another process stays cut, at its level at
+		// least: that process gives it back (see quantized.go).
+		return withBurst(d, cfg, max(level, cutLevelOf(d, read)))
 	})
 	if err != nil {
 		return false, err
 	}
 	if cuttable(d) {
 		r.mu.Lock()
-		r.cut[d.Name] = cut
+		r.cut[d.Name] = level
+		r.cutPut[d.Name] = r.clock.Now()
 		r.mu.Unlock()
 	}
 	r.remember(d.Name, target)
@@ -126,8 +130,8 @@ func (r *Reactor) remember(dim string, limit int64) {
 
 // followed reports whether c is d's profile configuration or
 // ScaleConfig of it for some reported limit below the published one, either
-// with its burst cut to one request (see quantized.go) when d is a requests
-// dimension: a configuration the Reactor may change.
+// with its burst cut to one request at some level (see quantized.go) when
+// d is a requests dimension: a configuration the Reactor may change.
 func followed(d Dimension, c bucket.Config) bool {
 	if scaled(d, c) {
 		return true
@@ -135,7 +139,14 @@ func followed(d Dimension, c bucket.Config) bool {
 	if !cuttable(d) || c.Capacity != 1 {
 		return false
 	}
-	// A cut burst: the scaled configuration whose refill amount c has.
+	_, ok := cutFollowed(d, c)
+	return ok
+}
+
+// cutFollowed returns the level at which c is a scaled configuration of
+// d with its burst cut, and whether it is one: the scaled configurations
+// whose refill amount c has, at every level.
+func cutFollowed(d Dimension, c bucket.Config) (int, bool) {
 	A, L := d.Config.RefillAmount, d.Limit
 	lo := ceilMulDiv(c.RefillAmount, L, A)
 	if c.RefillAmount == 1 {
@@ -143,11 +154,14 @@ func followed(d Dimension, c bucket.Config) bool {
 	}
 	hi := min(ceilMulDiv(c.RefillAmount+1, L, A)-1, L, lo+4096)
 	for t := lo; t <= hi; t++ {
-		if withBurst(d, ScaleConfig(d.Config, t, L), true) == c {
-			return true
+		s := ScaleConfig(d.Config, t, L)
+		for level := 1; level <= maxCutLevel; level++ {
+			if withBurst(d, s, level) == c {
+				return level, true
+			}
 		}
 	}
-	return false
+	return 0, false
 }
 
 // scaled reports whether c is d's profile configuration or ScaleConfig of

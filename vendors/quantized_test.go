@@ -18,8 +18,19 @@ const openAIRPM429 = `{"error":{"message":"Rate limit reached for gpt-4o in orga
 // absorbed, stays within burst — but not much slower.
 func checkCut(t *testing.T, full, got bucket.Config, burst float64) {
 	t.Helper()
+	checkCutAt(t, full, got, burst, 1)
+}
+
+// checkCutAt is checkCut for a cut widened to level: the arrival jitter
+// absorbed is full's (at least 50 ms above level 1) doubled at each level
+// above the first.
+func checkCutAt(t *testing.T, full, got bucket.Config, burst float64, level int) {
+	t.Helper()
 	rate := func(c bucket.Config) float64 { return float64(c.RefillAmount) / c.RefillPeriod.Seconds() }
 	jitter := (burst - float64(full.Capacity)) / rate(full) // seconds full absorbs
+	if level > 1 {
+		jitter = max(jitter, 0.050) * float64(int(1)<<(level-1))
+	}
 	if got.Capacity != 1 || got.Type != full.Type || got.RefillAmount != full.RefillAmount || got.MaxDebt != full.MaxDebt {
 		t.Fatalf("cut config %+v; want %+v with capacity 1", got, full)
 	}
@@ -143,5 +154,63 @@ func TestReactorKeepsABurstAnotherProcessCut(t *testing.T) {
 	}
 	if got := e.state(t, e.rpm).Bucket.Config; got != full {
 		t.Errorf("the cutting process after two windows: config %+v, want the profile's %+v", got, full)
+	}
+}
+
+// TestReactorWidensACutThatStillDraws429s: a 429 on requests while the
+// cut is in place, 2 s or more after it was put, widens the room for
+// arrival jitter (twice as much each time, three levels in all); one
+// sooner (a request admitted before the cut, still on its way) does not.
+// Giving the burst back forgets the widening.
+func TestReactorWidensACutThatStillDraws429s(t *testing.T) {
+	e := newReactorEnv(t)
+	r := e.reactor()
+	full := e.state(t, e.rpm).Bucket.Config
+	observe429 := func() {
+		t.Helper()
+		if _, err := r.Observe(e.ctx, 429, header("retry-after-ms", "100"), []byte(openAIRPM429)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	observe429()
+	checkCutAt(t, full, e.state(t, e.rpm).Bucket.Config, 10, 1)
+	e.clock.advance(time.Second)
+	observe429()
+	checkCutAt(t, full, e.state(t, e.rpm).Bucket.Config, 10, 1)
+	for _, level := range []int{2, 3, 3} {
+		e.clock.advance(2 * time.Second)
+		observe429()
+		checkCutAt(t, full, e.state(t, e.rpm).Bucket.Config, 10, level)
+	}
+	e.clock.advance(2 * time.Minute)
+	if _, err := r.Observe(e.ctx, 200, header(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.state(t, e.rpm).Bucket.Config; got != full {
+		t.Fatalf("two windows after the last 429: config %+v, want the profile's %+v", got, full)
+	}
+	observe429()
+	checkCutAt(t, full, e.state(t, e.rpm).Bucket.Config, 10, 1)
+}
+
+// TestReactorKeepsAWiderCutAnotherProcessPut: a process whose own 429
+// cuts the burst leaves a wider cut another process put as it is.
+func TestReactorKeepsAWiderCutAnotherProcessPut(t *testing.T) {
+	e := newReactorEnv(t)
+	full := e.state(t, e.rpm).Bucket.Config
+	cutter, other := e.reactor(), e.reactor()
+	for range 2 {
+		if _, err := cutter.Observe(e.ctx, 429, header("retry-after-ms", "100"), []byte(openAIRPM429)); err != nil {
+			t.Fatal(err)
+		}
+		e.clock.advance(2 * time.Second)
+	}
+	wide := e.state(t, e.rpm).Bucket.Config
+	checkCutAt(t, full, wide, 10, 2)
+	if _, err := other.Observe(e.ctx, 429, header("retry-after-ms", "100"), []byte(openAIRPM429)); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.state(t, e.rpm).Bucket.Config; got != wide {
+		t.Errorf("after another process's 429: config %+v, want the wider cut %+v kept", got, wide)
 	}
 }

@@ -27,8 +27,15 @@ type requestsRun struct {
 // whole fleet pauses, and the bucket refills its burst.
 func requestsLoad(t *testing.T, vendor vendorsim.Vendor, window vendorsim.Window) requestsRun {
 	t.Helper()
+	return requestsLoadJitter(t, vendor, window, vendorsim.Dist{})
+}
+
+// requestsLoadJitter is requestsLoad with requests reaching the vendor's
+// counters after an arrival jitter drawn from jitter.
+func requestsLoadJitter(t *testing.T, vendor vendorsim.Vendor, window vendorsim.Window, jitter vendorsim.Dist) requestsRun {
+	t.Helper()
 	const rpm, run = 600, 3 * time.Minute
-	sim := vendorsim.Config{Vendor: vendor, Seed: 7, Rules: vendorsim.Rules{Window: window},
+	sim := vendorsim.Config{Vendor: vendor, Seed: 7, Rules: vendorsim.Rules{Window: window}, ArrivalJitter: jitter,
 		TimeToFirstToken: vendorsim.Uniform(0.2, 0.6), PerOutputToken: vendorsim.Fixed(0.001)}
 	var p vendors.Profile
 	var err error
@@ -110,6 +117,32 @@ func TestRequestsCountedPerSecond(t *testing.T) {
 				}
 				if r.use < tc.minUse {
 					t.Errorf("use %.1f %%, want at least %.0f %%", 100*r.use, 100*tc.minUse)
+				}
+			})
+		})
+	}
+}
+
+// TestArrivalJitterWidensTheCut runs the load of
+// TestRequestsCountedPerSecond against a vendor counting over the last
+// second, with requests reaching its counters 0–400 ms after it receives
+// them: four times the room for arrival jitter the cut keeps at 600 RPM.
+// With the room fixed, the run drew 28 429s (OpenAI) and 24 (Anthropic);
+// each 429 on requests while the cut is in place widens the room, and the
+// run draws at most 12, at the rate the jitter leaves (a call every
+// 1.4 s per request of the vendor's second's worth: 64 % of the limit at
+// most once the room covers it).
+func TestArrivalJitterWidensTheCut(t *testing.T) {
+	for _, vendor := range []vendorsim.Vendor{vendorsim.OpenAI, vendorsim.Anthropic} {
+		t.Run(string(vendor), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := requestsLoadJitter(t, vendor, vendorsim.WindowSliding, vendorsim.Uniform(0, 0.4))
+				t.Logf("%s: %d admitted, %d rate-limited, %.1f %% of the vendor's request allowance", vendor, r.admitted, r.limited, 100*r.use)
+				if r.limited > 12 {
+					t.Errorf("429s: %d, want at most 12", r.limited)
+				}
+				if r.use < 0.6 {
+					t.Errorf("use %.1f %%, want at least 60 %%", 100*r.use)
 				}
 			})
 		})
