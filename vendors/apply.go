@@ -188,7 +188,7 @@ type Reaction struct {
 	Held []string
 	// Resized lists the dimensions whose bucket was reconfigured to follow
 	// a limit change, or whose burst was cut to one request after a 429
-	// that named requests, or given back (see quantized.go).
+	// that named requests, widened, or given back (see quantized.go).
 	Resized []string
 	// Drift lists, for every token dimension synced, Sluice's balance
 	// beside what the vendor reported as remaining, before the sync
