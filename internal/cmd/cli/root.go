@@ -60,7 +60,7 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 store unavailable, 4 RETRY_IN (acquire).`,
 	g.AddStoreFlags(root)
 	root.AddCommand(newVersionCmd(g), newStatusCmd(g), newBucketCmd(g), newLeasesCmd(g),
 		newAcquireCmd(g), newReleaseCmd(g), newPenalizeCmd(g), newCooldownCmd(g), newSyncCmd(g), newReconcileCmd(g), newLimitsCmd(g),
-		newPostgresCmd(g), newDynamoDBCmd(g), newCompletionCmd(root))
+		newPostgresCmd(g), newDynamoDBCmd(g), newServeCmd(g), newCompletionCmd(root))
 	return root
 }
 

@@ -137,6 +137,15 @@ func (g *Globals) WithClient(cmd *cobra.Command, stateful bool, f func(c *sluice
 // Client returns a Client over st configured as WithClient describes, its
 // Config then changed by edits.
 func (g *Globals) Client(st store.Store, log *slog.Logger, edits ...func(*sluice.Config)) (*sluice.Client, error) {
+	opts, err := g.ClientOptions(log, edits...)
+	if err != nil {
+		return nil, err
+	}
+	return sluice.New(st, opts...)
+}
+
+// ClientOptions returns the options Client builds its Client with.
+func (g *Globals) ClientOptions(log *slog.Logger, edits ...func(*sluice.Config)) ([]sluice.Option, error) {
 	cfg, err := g.Config()
 	if err != nil {
 		return nil, &clikit.UsageError{Err: err}
@@ -148,7 +157,7 @@ func (g *Globals) Client(st store.Store, log *slog.Logger, edits ...func(*sluice
 	for _, e := range edits {
 		e(&cfg)
 	}
-	return sluice.New(st, sluice.WithConfig(cfg), sluice.WithClock(g.Clock()), sluice.WithLogger(log))
+	return []sluice.Option{sluice.WithConfig(cfg), sluice.WithClock(g.Clock()), sluice.WithLogger(log)}, nil
 }
 
 // urlTimeout returns the store URL's timeout= when SLUICE_OP_TIMEOUT is

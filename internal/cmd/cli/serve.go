@@ -1,0 +1,224 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+
+	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/limits"
+	sluiceprom "github.com/ontopix/sluice/observe/prometheus"
+	"github.com/ontopix/sluice/service"
+	"github.com/ontopix/sluice/store"
+)
+
+// serveOptions are the flags of sluice serve.
+type serveOptions struct {
+	listen     string
+	limitsFile string
+	maxLeases  int
+	maxBytes   int
+	reconcile  time.Duration
+	drain      time.Duration
+	failOpen   bool
+}
+
+func newServeCmd(g *globals) *cobra.Command {
+	o := &serveOptions{}
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the Sluice API to other languages and gateways",
+		Long: `Serve runs the Sluice API v1 (proto/sluice/v1/sluice.proto) on one port:
+Connect (JSON or binary over HTTP/1.1), gRPC and gRPC-Web, with gRPC health
+checking, /healthz (the process runs), /readyz (the store answers) and
+/metrics (Prometheus). Callers in any language acquire, wait in line,
+settle, heartbeat and release leases on the store's buckets.
+
+The server holds the leases it grants: a lease's calls go to the server that
+granted it. It reclaims expired leases every --reconcile (idempotent when
+several servers run). On SIGTERM or Ctrl-C it stops accepting calls, lets
+the calls in flight finish (waits included) within --drain, then releases
+the leases it still holds.
+
+Serve listens only on a loopback address: it has no authentication yet, so
+put an authenticating proxy in front of it to reach it from other hosts.`,
+		Example: `  sluice serve --store redis://127.0.0.1:6379/0 --limits limits.yaml
+  curl -s -H 'Content-Type: application/json' \
+    -d '{"items":[{"dimension":"openai#rpm","cost":1}]}' \
+    http://127.0.0.1:7070/sluice.v1.LimiterService/Acquire`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(cmd, g, o) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.listen, "listen", "127.0.0.1:7070", "address to listen on (loopback only)")
+	f.StringVarP(&o.limitsFile, "limits", "f", "", "limits file: its buckets are applied at start and re-created if the store loses them")
+	f.IntVar(&o.maxLeases, "max-leases", service.DefaultMaxLeases, "most leases the server holds at once")
+	f.IntVar(&o.maxBytes, "max-request-bytes", service.DefaultMaxRequestBytes, "largest request message, in bytes")
+	f.DurationVar(&o.reconcile, "reconcile", 10*time.Second, "how often to reclaim expired leases (0: never)")
+	f.DurationVar(&o.drain, "drain", 30*time.Second, "how long shutdown waits for calls in flight")
+	f.BoolVar(&o.failOpen, "fail-open", false, "grant without the store while it is unreachable (degraded grants)")
+	return cmd
+}
+
+// checkLoopback refuses an address that is not on a loopback interface.
+func checkLoopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return usagef("invalid --listen %q: %v", addr, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	ip := net.ParseIP(host)
+	if ip == nil || !ip.IsLoopback() {
+		return usagef("invalid --listen %q: serve has no authentication yet and listens only on a loopback address (127.0.0.1, ::1 or localhost); put an authenticating proxy in front of it to reach it from other hosts", addr)
+	}
+	return nil
+}
+
+func runServe(cmd *cobra.Command, g *globals, o *serveOptions) error {
+	if err := checkLoopback(o.listen); err != nil {
+		return err
+	}
+	if o.reconcile < 0 {
+		return usagef("invalid --reconcile %s: must be at least 0", o.reconcile)
+	}
+	if o.drain <= 0 {
+		return usagef("invalid --drain %s: must be positive", o.drain)
+	}
+	var file *limits.File
+	if o.limitsFile != "" {
+		var err error
+		if file, err = limits.Load(o.limitsFile); err != nil {
+			return usagef("%v", err)
+		}
+	}
+	ctx := cmd.Context()
+	log, err := g.Logger(cmd.ErrOrStderr())
+	if err != nil {
+		return usagef("%v", err)
+	}
+	op, err := g.Open(ctx)
+	if err != nil {
+		return err
+	}
+	defer op.Close()
+	reg := prometheus.NewRegistry()
+	obs, err := sluiceprom.New(reg)
+	if err != nil {
+		return err
+	}
+	c, err := serveClient(ctx, g, op.Store, file, log, o.failOpen, sluice.WithObserver(obs))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	srv, err := service.New(c, service.WithMaxLeases(o.maxLeases), service.WithMaxRequestBytes(o.maxBytes))
+	if err != nil {
+		return usagef("%v", err)
+	}
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", o.listen, err)
+	}
+	hs := &http.Server{Handler: routes(srv, c, reg), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	hs.Protocols = new(http.Protocols)
+	hs.Protocols.SetHTTP1(true)
+	hs.Protocols.SetUnencryptedHTTP2(true)
+	log.Info("serve.listening", slog.String("addr", ln.Addr().String()))
+	fmt.Fprintf(cmd.OutOrStdout(), "sluice serve: listening on %s\n", ln.Addr())
+	if o.reconcile > 0 {
+		go reconcileLoop(ctx, c, o.reconcile, log)
+	}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	return shutdown(hs, srv, o.drain, log)
+}
+
+// serveClient builds the server's Client: from the limits file when one
+// is given (its buckets re-created if the store loses them), else over the
+// store's buckets as they are.
+func serveClient(ctx context.Context, g *globals, st store.Store, file *limits.File, log *slog.Logger, failOpen bool, extra ...sluice.Option) (*sluice.Client, error) {
+	opts, err := g.ClientOptions(log, func(cfg *sluice.Config) {
+		if failOpen {
+			cfg.FailurePolicy = sluice.FailOpen
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, extra...)
+	if file == nil {
+		return sluice.New(st, opts...)
+	}
+	return limits.NewClient(ctx, st, file, opts...)
+}
+
+// routes mounts the API with the health, readiness and metrics endpoints.
+func routes(srv *service.Server, c *sluice.Client, reg *prometheus.Registry) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/", srv.Handler())
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if _, err := c.Buckets(ctx); err != nil {
+			http.Error(w, "store: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	return mux
+}
+
+// reconcileLoop reclaims expired leases every interval until ctx ends.
+func reconcileLoop(ctx context.Context, c *sluice.Client, every time.Duration, log *slog.Logger) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if _, err := c.Reconcile(ctx, sluice.ReconcileOptions{}); err != nil && ctx.Err() == nil {
+			log.Warn("serve.reconcile_failed", slog.String("error", err.Error()))
+		}
+	}
+}
+
+// shutdown stops accepting calls, lets those in flight finish within
+// drain, and releases the leases the server still holds.
+func shutdown(hs *http.Server, srv *service.Server, drain time.Duration, log *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(context.Background(), drain)
+	defer cancel()
+	log.Info("serve.shutdown", slog.Int("held", srv.Held()))
+	err := hs.Shutdown(ctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		log.Warn("serve.drain_timeout", slog.Duration("drain", drain))
+		_ = hs.Close()
+		err = nil
+	}
+	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer rcancel()
+	if rerr := srv.Close(rctx); rerr != nil {
+		log.Warn("serve.release_failed", slog.String("error", rerr.Error()))
+	}
+	return err
+}

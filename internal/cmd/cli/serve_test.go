@@ -1,0 +1,156 @@
+package cli
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	sluicev1 "github.com/ontopix/sluice/service/gen/sluice/v1"
+	"github.com/ontopix/sluice/service/gen/sluice/v1/sluicev1connect"
+)
+
+// freeAddr returns a loopback address no one listens on.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	return addr
+}
+
+// serveLimits has one concurrent dimension of 2 slots.
+const serveLimits = `dimensions:
+  v#slots:
+    type: concurrent
+    capacity: 2
+`
+
+// TestServe runs sluice serve on Redis from a limits file: a gRPC client
+// takes a slot, /healthz, /readyz and /metrics answer, and SIGTERM (the
+// context's end) releases the slot the server still held.
+func TestServe(t *testing.T) {
+	e := redisEnv(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "limits.yaml")
+	if err := os.WriteFile(file, []byte(serveLimits), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan serveResult, 1)
+	go func() {
+		out, errs, code := e.runCtx(ctx, "serve", "--listen", addr, "--limits", file, "--reconcile", "1s")
+		done <- serveResult{out, errs, code}
+	}()
+	base := "http://" + addr
+	waitHealthy(t, base+"/healthz", done)
+
+	c := sluicev1connect.NewLimiterServiceClient(h2cClient(), base, connect.WithGRPC())
+	res, err := c.Acquire(context.Background(), connect.NewRequest(&sluicev1.AcquireRequest{Items: []*sluicev1.Item{{Dimension: "v#slots", Cost: 1}}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Msg.GetGranted() {
+		t.Fatalf("got %v, want a slot", res.Msg)
+	}
+	for path, want := range map[string]string{"/readyz": "ok", "/metrics": `sluice_acquire_total{dimension="v#slots",outcome="granted"} 1`} {
+		if got := get(t, base+path); !strings.Contains(got, want) {
+			t.Errorf("%s: got %q, want it to contain %q", path, got, want)
+		}
+	}
+	stop()
+	r := <-done
+	if r.code != 0 {
+		t.Fatalf("serve exited %d\nstdout:\n%s\nstderr:\n%s", r.code, r.out, r.errs)
+	}
+	if !strings.Contains(r.errs, `"msg":"serve.shutdown","held":1`) {
+		t.Errorf("stderr does not log the shutdown with one lease held:\n%s", r.errs)
+	}
+	out := e.ok("status", "-o", "json")
+	if !strings.Contains(out, `"tokens": 2`) && !strings.Contains(out, `"tokens":2`) {
+		t.Errorf("after shutdown the slot is not free:\n%s", out)
+	}
+}
+
+// TestServeRefusesNonLoopback checks the refusals that come before the
+// server starts: each is a usage error (exit 2) naming the flag.
+func TestServeRefusesNonLoopback(t *testing.T) {
+	e := memEnv(t)
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--listen", "0.0.0.0:7070"}, `invalid --listen "0.0.0.0:7070"`},
+		{[]string{"--listen", "192.0.2.1:7070"}, "loopback"},
+		{[]string{"--listen", "nohostport"}, `invalid --listen "nohostport"`},
+		{[]string{"--drain", "0s"}, "invalid --drain"},
+		{[]string{"--limits", "/nonexistent/limits.yaml"}, "/nonexistent/limits.yaml"},
+	}
+	for _, tt := range tests {
+		_, errs, code := e.run(append([]string{"serve"}, tt.args...)...)
+		if code != 2 || !strings.Contains(errs, tt.want) {
+			t.Errorf("serve %v: got exit %d, %q; want exit 2 naming %q", tt.args, code, errs, tt.want)
+		}
+	}
+}
+
+// serveResult is how a run of sluice serve ended.
+type serveResult struct {
+	out, errs string
+	code      int
+}
+
+// waitHealthy polls url until it answers 200, failing the test when the
+// command exits first or after 10 s.
+func waitHealthy(t *testing.T, url string, done <-chan serveResult) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case r := <-done:
+			t.Fatalf("serve exited %d before it was healthy\nstdout:\n%s\nstderr:\n%s", r.code, r.out, r.errs)
+		default:
+		}
+		if resp, err := http.Get(url); err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%s did not answer 200 within 10 s", url)
+}
+
+// h2cClient speaks HTTP/2 without TLS, as gRPC clients of a loopback
+// server do.
+func h2cClient() *http.Client {
+	p := new(http.Protocols)
+	p.SetUnencryptedHTTP2(true)
+	return &http.Client{Transport: &http.Transport{Protocols: p}}
+}
+
+func get(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

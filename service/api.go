@@ -1,0 +1,290 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/ontopix/sluice"
+	sluicev1 "github.com/ontopix/sluice/service/gen/sluice/v1"
+)
+
+// api implements sluicev1connect.LimiterServiceHandler.
+type api struct{ s *Server }
+
+func (a *api) Acquire(ctx context.Context, req *connect.Request[sluicev1.AcquireRequest]) (*connect.Response[sluicev1.AcquireResponse], error) {
+	m := req.Msg
+	out, err := dedupe(ctx, a.s, "acquire", m.GetCaller(), m.GetIdempotencyKey(), func() (*sluicev1.AcquireResponse, error) {
+		return a.acquire(ctx, m)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(out), nil
+}
+
+func (a *api) acquire(ctx context.Context, m *sluicev1.AcquireRequest) (*sluicev1.AcquireResponse, error) {
+	if a.s.isClosed() {
+		return nil, errClosing
+	}
+	reqs, err := requests(m.GetItems())
+	if err != nil {
+		return nil, err
+	}
+	if err := a.resolveCosts(ctx, reqs); err != nil {
+		return nil, err
+	}
+	opts, err := acquireOptions(m.GetTtl(), m.GetCaller())
+	if err != nil {
+		return nil, err
+	}
+	res, err := a.s.c.AcquireMany(ctx, reqs, opts...)
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	out := &sluicev1.AcquireResponse{Granted: res.Granted(), Degraded: res.Degraded, Dimensions: dimensionResults(res.Dimensions)}
+	if !res.Granted() {
+		out.RetryIn = durationpb.New(res.RetryIn)
+		return out, nil
+	}
+	if out.Lease, err = a.hold(ctx, res.Lease); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (a *api) Wait(ctx context.Context, req *connect.Request[sluicev1.WaitRequest]) (*connect.Response[sluicev1.WaitResponse], error) {
+	m := req.Msg
+	out, err := dedupe(ctx, a.s, "wait", m.GetCaller(), m.GetIdempotencyKey(), func() (*sluicev1.WaitResponse, error) {
+		return a.wait(ctx, m)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(out), nil
+}
+
+func (a *api) wait(ctx context.Context, m *sluicev1.WaitRequest) (*sluicev1.WaitResponse, error) {
+	if a.s.isClosed() {
+		return nil, errClosing
+	}
+	reqs, err := requests(m.GetItems())
+	if err != nil {
+		return nil, err
+	}
+	if err := a.resolveCosts(ctx, reqs); err != nil {
+		return nil, err
+	}
+	opts, err := acquireOptions(m.GetTtl(), m.GetCaller())
+	if err != nil {
+		return nil, err
+	}
+	wctx, cancel, err := a.waitBound(ctx, m.GetMaxWait())
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	l, err := a.s.c.Wait(wctx, reqs, opts...)
+	var te *sluice.SlotTimeoutError
+	if errors.As(err, &te) && ctx.Err() == nil {
+		return &sluicev1.WaitResponse{RetryIn: durationpb.New(te.RetryIn)}, nil
+	}
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	lease, err := a.hold(ctx, l)
+	if err != nil {
+		return nil, err
+	}
+	return &sluicev1.WaitResponse{Granted: true, Lease: lease, Degraded: l.Degraded()}, nil
+}
+
+// waitBound returns the context a server-side wait runs under: the call's
+// deadline less the margin the answer needs, and at most maxWait.
+func (a *api) waitBound(ctx context.Context, maxWait *durationpb.Duration) (context.Context, context.CancelFunc, error) {
+	var bound time.Time
+	if dl, ok := ctx.Deadline(); ok {
+		bound = dl.Add(-a.s.waitMargin)
+	}
+	if maxWait != nil {
+		if err := maxWait.CheckValid(); err != nil || maxWait.AsDuration() <= 0 {
+			return nil, nil, invalidArg("max_wait", maxWait.AsDuration(), "must be a positive duration")
+		}
+		if b := time.Now().Add(maxWait.AsDuration()); bound.IsZero() || b.Before(bound) {
+			bound = b
+		}
+	}
+	if bound.IsZero() {
+		ctx, cancel := context.WithCancel(ctx)
+		return ctx, cancel, nil
+	}
+	ctx, cancel := context.WithDeadline(ctx, bound)
+	return ctx, cancel, nil
+}
+
+// resolveCosts replaces a zero cost with the bucket's cost per call, read
+// from the store: the library takes explicit costs only.
+func (a *api) resolveCosts(ctx context.Context, reqs []sluice.Request) error {
+	var dims []string
+	for _, r := range reqs {
+		if r.Cost == 0 {
+			dims = append(dims, r.Dimension)
+		}
+	}
+	if len(dims) == 0 {
+		return nil
+	}
+	states, err := a.s.c.Peek(ctx, dims...)
+	if err != nil {
+		return toConnect(err)
+	}
+	per := make(map[string]int64, len(states))
+	for _, st := range states {
+		per[st.Name] = max(st.CostPerCall, 1)
+	}
+	for i := range reqs {
+		if reqs[i].Cost == 0 {
+			reqs[i].Cost = per[reqs[i].Dimension]
+		}
+	}
+	return nil
+}
+
+// hold registers a granted lease and returns its message; when the server
+// holds too many, it releases the lease and fails.
+func (a *api) hold(ctx context.Context, l *sluice.Lease) (*sluicev1.Lease, error) {
+	h := a.s.leases.put(l, time.Now())
+	if h == "" {
+		_ = l.Release(context.WithoutCancel(ctx))
+		return nil, connect.NewError(connect.CodeResourceExhausted, errors.New("service: the server holds its maximum of leases; release some, or raise --max-leases"))
+	}
+	return leaseMessage(h, l), nil
+}
+
+func (a *api) Settle(ctx context.Context, req *connect.Request[sluicev1.SettleRequest]) (*connect.Response[sluicev1.SettleResponse], error) {
+	m := req.Msg
+	l, err := a.lease(m.GetLeaseId())
+	if err != nil {
+		return nil, err
+	}
+	if m.GetDimension() == "" {
+		return nil, invalidArg("dimension", "", "names one of the lease's requests or tokens dimensions")
+	}
+	var st sluice.Settlement
+	switch v := m.GetAmount().(type) {
+	case *sluicev1.SettleRequest_Actual:
+		if v.Actual < 0 {
+			return nil, invalidArg("actual", v.Actual, "must be at least 0")
+		}
+		st, err = l.Settle(ctx, m.GetDimension(), v.Actual)
+	case *sluicev1.SettleRequest_Delta:
+		st, err = l.Adjust(ctx, m.GetDimension(), v.Delta)
+	default:
+		return nil, invalidArg("amount", "", "set actual or delta")
+	}
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(&sluicev1.SettleResponse{Held: st.Held, AppliedMilli: int64(st.Applied), RemainingMilli: int64(st.Remaining)}), nil
+}
+
+func (a *api) Release(ctx context.Context, req *connect.Request[sluicev1.ReleaseRequest]) (*connect.Response[sluicev1.ReleaseResponse], error) {
+	h := req.Msg.GetLeaseId()
+	if h == "" {
+		return nil, invalidArg("lease_id", "", "is required")
+	}
+	l := a.s.leases.take(h)
+	if l == nil {
+		return connect.NewResponse(&sluicev1.ReleaseResponse{}), nil
+	}
+	err := l.Release(ctx)
+	switch {
+	case err == nil:
+		return connect.NewResponse(&sluicev1.ReleaseResponse{Released: true}), nil
+	case errors.Is(err, sluice.ErrLeaseReleased), errors.Is(err, sluice.ErrLeaseExpired), errors.Is(err, sluice.ErrUnknownLease):
+		return connect.NewResponse(&sluicev1.ReleaseResponse{}), nil
+	}
+	// The store did not answer: keep the lease, so that a retry releases it.
+	a.s.leases.restore(h, l)
+	return nil, toConnect(err)
+}
+
+func (a *api) Heartbeat(ctx context.Context, req *connect.Request[sluicev1.HeartbeatRequest]) (*connect.Response[sluicev1.HeartbeatResponse], error) {
+	m := req.Msg
+	if n := len(m.GetLeaseIds()); n == 0 || n > maxHeartbeat {
+		return nil, invalidArg("lease_ids", n, "names 1 to 1000 leases")
+	}
+	var ttl time.Duration
+	if d := m.GetTtl(); d != nil {
+		if err := d.CheckValid(); err != nil || d.AsDuration() <= 0 {
+			return nil, invalidArg("ttl", d.AsDuration(), "must be a positive duration")
+		}
+		ttl = d.AsDuration()
+	}
+	out := &sluicev1.HeartbeatResponse{Results: make([]*sluicev1.HeartbeatResult, len(m.GetLeaseIds()))}
+	for i, h := range m.GetLeaseIds() {
+		out.Results[i] = a.heartbeat(ctx, h, ttl)
+	}
+	return connect.NewResponse(out), nil
+}
+
+func (a *api) heartbeat(ctx context.Context, h string, ttl time.Duration) *sluicev1.HeartbeatResult {
+	r := &sluicev1.HeartbeatResult{LeaseId: h}
+	l := a.s.leases.get(h)
+	if l == nil {
+		r.Error = "unknown"
+		return r
+	}
+	if ttl == 0 {
+		ttl = l.TTL()
+	}
+	err := l.Extend(ctx, ttl)
+	switch {
+	case err == nil:
+		r.ExpiresAt = timestamp(l.ExpiresAt())
+	case errors.Is(err, sluice.ErrLeaseExpired):
+		r.Error = "expired"
+	case errors.Is(err, sluice.ErrLeaseReleased):
+		r.Error = "released"
+	case errors.Is(err, sluice.ErrUnknownLease):
+		r.Error = "unknown"
+	case errors.Is(err, sluice.ErrInvalid):
+		r.Error = "invalid: " + err.Error()
+	default:
+		r.Error = "unavailable"
+	}
+	return r
+}
+
+func (a *api) Peek(ctx context.Context, req *connect.Request[sluicev1.PeekRequest]) (*connect.Response[sluicev1.PeekResponse], error) {
+	dims := req.Msg.GetDimensions()
+	var states []sluice.BucketState
+	var err error
+	if len(dims) == 0 {
+		states, err = a.s.c.Buckets(ctx)
+	} else {
+		states, err = a.s.c.Peek(ctx, dims...)
+	}
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	out := &sluicev1.PeekResponse{Buckets: make([]*sluicev1.BucketState, len(states))}
+	for i, st := range states {
+		out.Buckets[i] = bucketState(st)
+	}
+	return connect.NewResponse(out), nil
+}
+
+// lease finds a held lease by handle.
+func (a *api) lease(h string) (*sluice.Lease, error) {
+	if h == "" {
+		return nil, invalidArg("lease_id", "", "is required")
+	}
+	if l := a.s.leases.get(h); l != nil {
+		return l, nil
+	}
+	return nil, connect.NewError(connect.CodeNotFound, errNotHeld(h))
+}

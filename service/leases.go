@@ -1,0 +1,161 @@
+package service
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"sync"
+	"time"
+
+	"github.com/ontopix/sluice"
+)
+
+// registry holds the leases a server granted, under handles of their own:
+// a lease's store id is handed to the next holder when a release hands a
+// slot over in line, so the id alone would let a resent Release of the
+// first holder release the second.
+type registry struct {
+	mu     sync.Mutex
+	max    int
+	byID   map[string]*sluice.Lease
+	lastGC time.Time
+}
+
+func newRegistry(max int) *registry {
+	return &registry{max: max, byID: make(map[string]*sluice.Lease)}
+}
+
+// handle returns a fresh handle for l: its store id, a dot, and 8 random
+// bytes in hex.
+func handle(l *sluice.Lease) string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return l.ID() + "." + hex.EncodeToString(b[:])
+}
+
+// put registers l and returns its handle, or "" when the registry is full
+// (after dropping the expired leases).
+func (r *registry) put(l *sluice.Lease, now time.Time) string {
+	h := handle(l)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.byID) >= r.max || now.Sub(r.lastGC) > time.Second {
+		r.gcLocked(now)
+	}
+	if len(r.byID) >= r.max {
+		return ""
+	}
+	r.byID[h] = l
+	return h
+}
+
+// gcLocked drops leases expired for more than a second: their holder can
+// no longer extend them, and the store reclaims their slots.
+func (r *registry) gcLocked(now time.Time) {
+	r.lastGC = now
+	for h, l := range r.byID {
+		if now.Sub(l.ExpiresAt()) > time.Second {
+			delete(r.byID, h)
+		}
+	}
+}
+
+func (r *registry) get(h string) *sluice.Lease {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.byID[h]
+}
+
+// take removes and returns the lease under h.
+func (r *registry) take(h string) *sluice.Lease {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	l := r.byID[h]
+	delete(r.byID, h)
+	return l
+}
+
+func (r *registry) len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.byID)
+}
+
+// drain removes and returns every lease.
+func (r *registry) drain() []*sluice.Lease {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]*sluice.Lease, 0, len(r.byID))
+	for h, l := range r.byID {
+		out = append(out, l)
+		delete(r.byID, h)
+	}
+	return out
+}
+
+// idempotency keeps answers under their callers' keys for
+// idempotencyWindow. A call with a key first claims it; a second call with
+// the key waits for the first one's answer.
+type idempotency struct {
+	mu     sync.Mutex
+	max    int
+	byKey  map[string]*keyed
+	lastGC time.Time
+}
+
+type keyed struct {
+	done   chan struct{}
+	at     time.Time
+	answer any
+	err    error
+}
+
+func newIdempotency(max int) *idempotency {
+	return &idempotency{max: max, byKey: make(map[string]*keyed)}
+}
+
+// claim returns the entry under key and whether the caller owns it (and
+// must finish it). It returns nil when the table is full.
+func (t *idempotency) claim(key string, now time.Time) (*keyed, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if now.Sub(t.lastGC) > time.Second || len(t.byKey) >= t.max {
+		t.lastGC = now
+		for k, e := range t.byKey {
+			select {
+			case <-e.done:
+				if now.Sub(e.at) > idempotencyWindow {
+					delete(t.byKey, k)
+				}
+			default:
+			}
+		}
+	}
+	if e, ok := t.byKey[key]; ok {
+		return e, false
+	}
+	if len(t.byKey) >= t.max {
+		return nil, false
+	}
+	e := &keyed{done: make(chan struct{}), at: now}
+	t.byKey[key] = e
+	return e, true
+}
+
+// finish records the answer of a claimed entry; an error forgets the key,
+// so that the caller may try again.
+func (t *idempotency) finish(key string, e *keyed, answer any, err error, now time.Time) {
+	t.mu.Lock()
+	e.answer, e.err, e.at = answer, err, now
+	if err != nil {
+		delete(t.byKey, key)
+	}
+	t.mu.Unlock()
+	close(e.done)
+}
+
+// restore puts back a lease that take removed, under the same handle.
+func (r *registry) restore(h string, l *sluice.Lease) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.byID[h] = l
+}
