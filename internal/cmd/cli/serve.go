@@ -17,6 +17,7 @@ import (
 	"github.com/ontopix/sluice/limits"
 	sluiceprom "github.com/ontopix/sluice/observe/prometheus"
 	"github.com/ontopix/sluice/service"
+	"github.com/ontopix/sluice/service/envoyrls"
 	"github.com/ontopix/sluice/store"
 )
 
@@ -29,6 +30,7 @@ type serveOptions struct {
 	reconcile  time.Duration
 	drain      time.Duration
 	failOpen   bool
+	envoy      string
 }
 
 func newServeCmd(g *globals) *cobra.Command {
@@ -64,7 +66,8 @@ put an authenticating proxy in front of it to reach it from other hosts.`,
 	f.IntVar(&o.maxBytes, "max-request-bytes", service.DefaultMaxRequestBytes, "largest request message, in bytes")
 	f.DurationVar(&o.reconcile, "reconcile", 10*time.Second, "how often to reclaim expired leases (0: never)")
 	f.DurationVar(&o.drain, "drain", 30*time.Second, "how long shutdown waits for calls in flight")
-	f.BoolVar(&o.failOpen, "fail-open", false, "grant without the store while it is unreachable (degraded grants)")
+	f.StringVar(&o.envoy, "envoy", "", "serve Envoy's rate limit service (RLS v3) too, mapping descriptors to dimensions as this file says")
+	f.BoolVar(&o.failOpen, "fail-open", false, "grant without the store while it is unreachable (degraded grants); SLUICE_FAILURE_POLICY=open does the same")
 	return cmd
 }
 
@@ -93,6 +96,13 @@ func runServe(cmd *cobra.Command, g *globals, o *serveOptions) error {
 	}
 	if o.drain <= 0 {
 		return usagef("invalid --drain %s: must be positive", o.drain)
+	}
+	var rlsCfg *envoyrls.Config
+	if o.envoy != "" {
+		var err error
+		if rlsCfg, err = envoyrls.LoadConfig(o.envoy); err != nil {
+			return usagef("invalid --envoy: %v", err)
+		}
 	}
 	var file *limits.File
 	if o.limitsFile != "" {
@@ -125,11 +135,17 @@ func runServe(cmd *cobra.Command, g *globals, o *serveOptions) error {
 	if err != nil {
 		return usagef("%v", err)
 	}
+	var rls *envoyrls.Server
+	if rlsCfg != nil {
+		if rls, err = envoyrls.New(c, *rlsCfg); err != nil {
+			return usagef("invalid --envoy: %v", err)
+		}
+	}
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", o.listen, err)
 	}
-	hs := &http.Server{Handler: routes(srv, c, reg), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	hs := &http.Server{Handler: routes(srv, rls, c, reg), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	hs.Protocols = new(http.Protocols)
 	hs.Protocols.SetHTTP1(true)
 	hs.Protocols.SetUnencryptedHTTP2(true)
@@ -145,14 +161,19 @@ func runServe(cmd *cobra.Command, g *globals, o *serveOptions) error {
 		return err
 	case <-ctx.Done():
 	}
-	return shutdown(hs, srv, o.drain, log)
+	return shutdown(hs, srv, rls, o.drain, log)
 }
 
 // serveClient builds the server's Client: from the limits file when one
 // is given (its buckets re-created if the store loses them), else over the
 // store's buckets as they are.
 func serveClient(ctx context.Context, g *globals, st store.Store, file *limits.File, log *slog.Logger, failOpen bool, extra ...sluice.Option) (*sluice.Client, error) {
+	env, err := g.Config()
+	if err != nil {
+		return nil, usagef("%v", err)
+	}
 	opts, err := g.ClientOptions(log, func(cfg *sluice.Config) {
+		cfg.FailurePolicy = env.FailurePolicy // SLUICE_FAILURE_POLICY
 		if failOpen {
 			cfg.FailurePolicy = sluice.FailOpen
 		}
@@ -168,9 +189,12 @@ func serveClient(ctx context.Context, g *globals, st store.Store, file *limits.F
 }
 
 // routes mounts the API with the health, readiness and metrics endpoints.
-func routes(srv *service.Server, c *sluice.Client, reg *prometheus.Registry) http.Handler {
+func routes(srv *service.Server, rls *envoyrls.Server, c *sluice.Client, reg *prometheus.Registry) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", srv.Handler())
+	if rls != nil {
+		mux.Handle(rls.Handler())
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
 	})
@@ -205,7 +229,7 @@ func reconcileLoop(ctx context.Context, c *sluice.Client, every time.Duration, l
 
 // shutdown stops accepting calls, lets those in flight finish within
 // drain, and releases the leases the server still holds.
-func shutdown(hs *http.Server, srv *service.Server, drain time.Duration, log *slog.Logger) error {
+func shutdown(hs *http.Server, srv *service.Server, rls *envoyrls.Server, drain time.Duration, log *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(context.Background(), drain)
 	defer cancel()
 	log.Info("serve.shutdown", slog.Int("held", srv.Held()))
@@ -219,6 +243,11 @@ func shutdown(hs *http.Server, srv *service.Server, drain time.Duration, log *sl
 	defer rcancel()
 	if rerr := srv.Close(rctx); rerr != nil {
 		log.Warn("serve.release_failed", slog.String("error", rerr.Error()))
+	}
+	if rls != nil {
+		if rerr := rls.Close(rctx); rerr != nil {
+			log.Warn("serve.release_failed", slog.String("error", rerr.Error()))
+		}
 	}
 	return err
 }

@@ -12,6 +12,10 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	sluicev1 "github.com/ontopix/sluice/service/gen/sluice/v1"
 	"github.com/ontopix/sluice/service/gen/sluice/v1/sluicev1connect"
@@ -96,6 +100,7 @@ func TestServeRefusesNonLoopback(t *testing.T) {
 		{[]string{"--listen", "nohostport"}, `invalid --listen "nohostport"`},
 		{[]string{"--drain", "0s"}, "invalid --drain"},
 		{[]string{"--limits", "/nonexistent/limits.yaml"}, "/nonexistent/limits.yaml"},
+		{[]string{"--envoy", "/nonexistent/envoy.yaml"}, "invalid --envoy"},
 	}
 	for _, tt := range tests {
 		_, errs, code := e.run(append([]string{"serve"}, tt.args...)...)
@@ -153,4 +158,50 @@ func get(t *testing.T, url string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestServeEnvoy serves Envoy's rate limit service next to the API: a
+// gRPC client generated from Envoy's own definition spends the slots.
+func TestServeEnvoy(t *testing.T) {
+	e := redisEnv(t)
+	dir := t.TempDir()
+	file, envoy := filepath.Join(dir, "limits.yaml"), filepath.Join(dir, "envoy.yaml")
+	if err := os.WriteFile(file, []byte(serveLimits), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(envoy, []byte("domain: llm\nrules:\n  - entries: [generic_key=slots]\n    dimension: v#slots\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan serveResult, 1)
+	go func() {
+		out, errs, code := e.runCtx(ctx, "serve", "--listen", addr, "--limits", file, "--envoy", envoy)
+		done <- serveResult{out, errs, code}
+	}()
+	defer func() {
+		stop()
+		if r := <-done; r.code != 0 {
+			t.Errorf("serve exited %d\nstderr:\n%s", r.code, r.errs)
+		}
+	}()
+	waitHealthy(t, "http://"+addr+"/healthz", done)
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	rls := rlsv3.NewRateLimitServiceClient(conn)
+	req := &rlsv3.RateLimitRequest{Domain: "llm", Descriptors: []*ratelimitv3.RateLimitDescriptor{{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "generic_key", Value: "slots"}}}}}
+	// Without a correlation key every call stands alone: a slot is a
+	// check, released at once, so every call is OK.
+	for i := range 3 {
+		res, err := rls.ShouldRateLimit(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := res.GetOverallCode(), rlsv3.RateLimitResponse_OK; got != want {
+			t.Fatalf("call %d: got %v, want %v", i, got, want)
+		}
+	}
 }

@@ -1,0 +1,4 @@
+package envoyrls
+
+// CurrentLimit exposes currentLimit to the tests.
+var CurrentLimit = currentLimit
