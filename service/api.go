@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/service/auth"
 	sluicev1 "github.com/ontopix/sluice/service/gen/sluice/v1"
 )
 
@@ -17,7 +18,7 @@ type api struct{ s *Server }
 
 func (a *api) Acquire(ctx context.Context, req *connect.Request[sluicev1.AcquireRequest]) (*connect.Response[sluicev1.AcquireResponse], error) {
 	m := req.Msg
-	out, err := dedupe(ctx, a.s, "acquire", m.GetCaller(), m.GetIdempotencyKey(), func() (*sluicev1.AcquireResponse, error) {
+	out, err := dedupe(ctx, a.s, "acquire", owner(ctx)+"\x00"+m.GetCaller(), m.GetIdempotencyKey(), func() (*sluicev1.AcquireResponse, error) {
 		return a.acquire(ctx, m)
 	})
 	if err != nil {
@@ -30,14 +31,11 @@ func (a *api) acquire(ctx context.Context, m *sluicev1.AcquireRequest) (*sluicev
 	if a.s.isClosed() {
 		return nil, errClosing
 	}
-	reqs, err := requests(m.GetItems())
+	reqs, err := a.authorized(ctx, m.GetItems())
 	if err != nil {
 		return nil, err
 	}
-	if err := a.resolveCosts(ctx, reqs); err != nil {
-		return nil, err
-	}
-	opts, err := acquireOptions(m.GetTtl(), m.GetCaller())
+	opts, err := acquireOptions(m.GetTtl(), callerOf(ctx, m.GetCaller()))
 	if err != nil {
 		return nil, err
 	}
@@ -58,7 +56,7 @@ func (a *api) acquire(ctx context.Context, m *sluicev1.AcquireRequest) (*sluicev
 
 func (a *api) Wait(ctx context.Context, req *connect.Request[sluicev1.WaitRequest]) (*connect.Response[sluicev1.WaitResponse], error) {
 	m := req.Msg
-	out, err := dedupe(ctx, a.s, "wait", m.GetCaller(), m.GetIdempotencyKey(), func() (*sluicev1.WaitResponse, error) {
+	out, err := dedupe(ctx, a.s, "wait", owner(ctx)+"\x00"+m.GetCaller(), m.GetIdempotencyKey(), func() (*sluicev1.WaitResponse, error) {
 		return a.wait(ctx, m)
 	})
 	if err != nil {
@@ -71,14 +69,11 @@ func (a *api) wait(ctx context.Context, m *sluicev1.WaitRequest) (*sluicev1.Wait
 	if a.s.isClosed() {
 		return nil, errClosing
 	}
-	reqs, err := requests(m.GetItems())
+	reqs, err := a.authorized(ctx, m.GetItems())
 	if err != nil {
 		return nil, err
 	}
-	if err := a.resolveCosts(ctx, reqs); err != nil {
-		return nil, err
-	}
-	opts, err := acquireOptions(m.GetTtl(), m.GetCaller())
+	opts, err := acquireOptions(m.GetTtl(), callerOf(ctx, m.GetCaller()))
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +151,7 @@ func (a *api) resolveCosts(ctx context.Context, reqs []sluice.Request) error {
 // hold registers a granted lease and returns its message; when the server
 // holds too many, it releases the lease and fails.
 func (a *api) hold(ctx context.Context, l *sluice.Lease) (*sluicev1.Lease, error) {
-	h := a.s.leases.put(l, time.Now())
+	h := a.s.leases.put(l, owner(ctx), time.Now())
 	if h == "" {
 		_ = l.Release(context.WithoutCancel(ctx))
 		return nil, connect.NewError(connect.CodeResourceExhausted, errors.New("service: the server holds its maximum of leases; release some, or raise --max-leases"))
@@ -166,12 +161,15 @@ func (a *api) hold(ctx context.Context, l *sluice.Lease) (*sluicev1.Lease, error
 
 func (a *api) Settle(ctx context.Context, req *connect.Request[sluicev1.SettleRequest]) (*connect.Response[sluicev1.SettleResponse], error) {
 	m := req.Msg
-	l, err := a.lease(m.GetLeaseId())
+	l, err := a.lease(ctx, m.GetLeaseId())
 	if err != nil {
 		return nil, err
 	}
 	if m.GetDimension() == "" {
 		return nil, invalidArg("dimension", "", "names one of the lease's requests or tokens dimensions")
+	}
+	if err := auth.Check(ctx, auth.Settle, m.GetDimension()); err != nil {
+		return nil, err
 	}
 	var st sluice.Settlement
 	switch v := m.GetAmount().(type) {
@@ -196,8 +194,11 @@ func (a *api) Release(ctx context.Context, req *connect.Request[sluicev1.Release
 	if h == "" {
 		return nil, invalidArg("lease_id", "", "is required")
 	}
-	l := a.s.leases.take(h)
-	if l == nil {
+	if err := auth.Check(ctx, auth.Acquire); err != nil {
+		return nil, err
+	}
+	l, ok := a.s.leases.take(h, owner(ctx))
+	if !ok {
 		return connect.NewResponse(&sluicev1.ReleaseResponse{}), nil
 	}
 	err := l.Release(ctx)
@@ -214,6 +215,9 @@ func (a *api) Release(ctx context.Context, req *connect.Request[sluicev1.Release
 
 func (a *api) Heartbeat(ctx context.Context, req *connect.Request[sluicev1.HeartbeatRequest]) (*connect.Response[sluicev1.HeartbeatResponse], error) {
 	m := req.Msg
+	if err := auth.Check(ctx, auth.Acquire); err != nil {
+		return nil, err
+	}
 	if n := len(m.GetLeaseIds()); n == 0 || n > maxHeartbeat {
 		return nil, invalidArg("lease_ids", n, "names 1 to 1000 leases")
 	}
@@ -233,8 +237,8 @@ func (a *api) Heartbeat(ctx context.Context, req *connect.Request[sluicev1.Heart
 
 func (a *api) heartbeat(ctx context.Context, h string, ttl time.Duration) *sluicev1.HeartbeatResult {
 	r := &sluicev1.HeartbeatResult{LeaseId: h}
-	l := a.s.leases.get(h)
-	if l == nil {
+	l, ok := a.s.leases.get(h)
+	if !ok || l.owner != owner(ctx) {
 		r.Error = "unknown"
 		return r
 	}
@@ -261,6 +265,9 @@ func (a *api) heartbeat(ctx context.Context, h string, ttl time.Duration) *sluic
 
 func (a *api) Peek(ctx context.Context, req *connect.Request[sluicev1.PeekRequest]) (*connect.Response[sluicev1.PeekResponse], error) {
 	dims := req.Msg.GetDimensions()
+	if err := auth.Check(ctx, auth.Read, dims...); err != nil {
+		return nil, err
+	}
 	var states []sluice.BucketState
 	var err error
 	if len(dims) == 0 {
@@ -271,20 +278,61 @@ func (a *api) Peek(ctx context.Context, req *connect.Request[sluicev1.PeekReques
 	if err != nil {
 		return nil, toConnect(err)
 	}
-	out := &sluicev1.PeekResponse{Buckets: make([]*sluicev1.BucketState, len(states))}
-	for i, st := range states {
-		out.Buckets[i] = bucketState(st)
+	p := auth.FromContext(ctx)
+	out := &sluicev1.PeekResponse{}
+	for _, st := range states {
+		if p == nil || p.Matches(st.Name) {
+			out.Buckets = append(out.Buckets, bucketState(st))
+		}
 	}
 	return connect.NewResponse(out), nil
 }
 
-// lease finds a held lease by handle.
-func (a *api) lease(h string) (*sluice.Lease, error) {
+// lease finds a lease the caller holds by handle.
+func (a *api) lease(ctx context.Context, h string) (*sluice.Lease, error) {
 	if h == "" {
 		return nil, invalidArg("lease_id", "", "is required")
 	}
-	if l := a.s.leases.get(h); l != nil {
-		return l, nil
+	if l, ok := a.s.leases.get(h); ok && l.owner == owner(ctx) {
+		return l.Lease, nil
 	}
 	return nil, connect.NewError(connect.CodeNotFound, errNotHeld(h))
+}
+
+// authorized converts a request's items, checks that the caller may
+// acquire them, and resolves zero costs.
+func (a *api) authorized(ctx context.Context, items []*sluicev1.Item) ([]sluice.Request, error) {
+	reqs, err := requests(items)
+	if err != nil {
+		return nil, err
+	}
+	dims := make([]string, len(reqs))
+	for i, r := range reqs {
+		dims[i] = r.Dimension
+	}
+	if err := auth.Check(ctx, auth.Acquire, dims...); err != nil {
+		return nil, err
+	}
+	if err := a.resolveCosts(ctx, reqs); err != nil {
+		return nil, err
+	}
+	return reqs, nil
+}
+
+// owner is the name of the request's principal, "" without
+// authentication.
+func owner(ctx context.Context) string {
+	if p := auth.FromContext(ctx); p != nil {
+		return p.Name
+	}
+	return ""
+}
+
+// callerOf is the caller a lease records: the one the request names, else
+// its principal's name.
+func callerOf(ctx context.Context, caller string) string {
+	if caller == "" {
+		return owner(ctx)
+	}
+	return caller
 }

@@ -116,15 +116,15 @@ func codeOf(t *testing.T, err error) connect.Code {
 	return connect.CodeOf(err)
 }
 
-// post sends body to the service's method as Connect JSON, the way curl
-// does, and returns the status and body.
-func (s *served) post(t *testing.T, method, body string) (int, string) {
+// post sends body to the service's method with the content type, as
+// curl would, and returns the status and body.
+func (s *served) post(t *testing.T, method, ctype, body string) (int, string) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, s.http.URL+"/sluice.v1.LimiterService/"+method, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Content-Type", ctype)
 	resp, err := s.http.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)

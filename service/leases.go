@@ -16,12 +16,19 @@ import (
 type registry struct {
 	mu     sync.Mutex
 	max    int
-	byID   map[string]*sluice.Lease
+	byID   map[string]heldLease
 	lastGC time.Time
 }
 
+// heldLease is a lease and the principal that acquired it ("" without
+// authentication).
+type heldLease struct {
+	*sluice.Lease
+	owner string
+}
+
 func newRegistry(max int) *registry {
-	return &registry{max: max, byID: make(map[string]*sluice.Lease)}
+	return &registry{max: max, byID: make(map[string]heldLease)}
 }
 
 // handle returns a fresh handle for l: its store id, a dot, and 8 random
@@ -34,7 +41,7 @@ func handle(l *sluice.Lease) string {
 
 // put registers l and returns its handle, or "" when the registry is full
 // (after dropping the expired leases).
-func (r *registry) put(l *sluice.Lease, now time.Time) string {
+func (r *registry) put(l *sluice.Lease, owner string, now time.Time) string {
 	h := handle(l)
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -44,7 +51,7 @@ func (r *registry) put(l *sluice.Lease, now time.Time) string {
 	if len(r.byID) >= r.max {
 		return ""
 	}
-	r.byID[h] = l
+	r.byID[h] = heldLease{l, owner}
 	return h
 }
 
@@ -59,19 +66,23 @@ func (r *registry) gcLocked(now time.Time) {
 	}
 }
 
-func (r *registry) get(h string) *sluice.Lease {
+func (r *registry) get(h string) (heldLease, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.byID[h]
+	l, ok := r.byID[h]
+	return l, ok
 }
 
-// take removes and returns the lease under h.
-func (r *registry) take(h string) *sluice.Lease {
+// take removes and returns the lease under h, when owner holds it.
+func (r *registry) take(h, owner string) (heldLease, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	l := r.byID[h]
+	l, ok := r.byID[h]
+	if !ok || l.owner != owner {
+		return heldLease{}, false
+	}
 	delete(r.byID, h)
-	return l
+	return l, true
 }
 
 func (r *registry) len() int {
@@ -86,7 +97,7 @@ func (r *registry) drain() []*sluice.Lease {
 	defer r.mu.Unlock()
 	out := make([]*sluice.Lease, 0, len(r.byID))
 	for h, l := range r.byID {
-		out = append(out, l)
+		out = append(out, l.Lease)
 		delete(r.byID, h)
 	}
 	return out
@@ -154,7 +165,7 @@ func (t *idempotency) finish(key string, e *keyed, answer any, err error, now ti
 }
 
 // restore puts back a lease that take removed, under the same handle.
-func (r *registry) restore(h string, l *sluice.Lease) {
+func (r *registry) restore(h string, l heldLease) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.byID[h] = l

@@ -31,6 +31,7 @@ import (
 	"connectrpc.com/grpchealth"
 
 	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/service/auth"
 	"github.com/ontopix/sluice/service/gen/sluice/v1/sluicev1connect"
 )
 
@@ -59,6 +60,7 @@ type Server struct {
 
 	leases *registry
 	keys   *idempotency
+	auth   *auth.Authenticator
 
 	mu     sync.Mutex
 	closed bool
@@ -74,6 +76,12 @@ func WithMaxLeases(n int) Option { return func(s *Server) { s.maxLeases = n } }
 // WithMaxRequestBytes bounds a request message's size (default
 // DefaultMaxRequestBytes); a larger one fails with ResourceExhausted.
 func WithMaxRequestBytes(n int) Option { return func(s *Server) { s.maxBytes = n } }
+
+// WithAuth makes the server refuse calls without a known token or client
+// certificate (Unauthenticated) and calls its principal may not make
+// (PermissionDenied); see package auth. A lease belongs to the principal
+// that acquired it. Health checks stay open.
+func WithAuth(a *auth.Authenticator) Option { return func(s *Server) { s.auth = a } }
 
 // New returns a Server that grants leases through c. The caller keeps
 // ownership of c and closes it after Close.
@@ -102,7 +110,11 @@ func New(c *sluice.Client, opts ...Option) (*Server, error) {
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	opts := []connect.HandlerOption{connect.WithReadMaxBytes(s.maxBytes)}
-	mux.Handle(sluicev1connect.NewLimiterServiceHandler(&api{s}, opts...))
+	path, h := sluicev1connect.NewLimiterServiceHandler(&api{s}, opts...)
+	if s.auth != nil {
+		h = s.auth.Middleware(h)
+	}
+	mux.Handle(path, h)
 	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(sluicev1connect.LimiterServiceName)))
 	return mux
 }

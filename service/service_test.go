@@ -308,6 +308,7 @@ func TestMalformedAndOversized(t *testing.T) {
 		name, body string
 		status     int
 	}{
+		{"not protobuf", "\xff\xff\xff\x0f garbage", http.StatusBadRequest},
 		{"not json", `{"items": [`, http.StatusBadRequest},
 		{"wrong type", `{"items": "v#rpm"}`, http.StatusBadRequest},
 		{"unknown field", `{"itemz": []}`, http.StatusBadRequest},
@@ -316,7 +317,11 @@ func TestMalformedAndOversized(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			status, body := s.post(t, "Acquire", tt.body)
+			ctype := "application/json"
+			if tt.name == "not protobuf" {
+				ctype = "application/proto"
+			}
+			status, body := s.post(t, "Acquire", ctype, tt.body)
 			if status != tt.status {
 				t.Errorf("status: got %d (%s), want %d", status, body, tt.status)
 			}

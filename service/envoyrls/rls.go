@@ -24,6 +24,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/service/auth"
 )
 
 // Procedure is the RPC's path.
@@ -88,6 +89,13 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	}
 	call, err := s.parse(req)
 	if err != nil {
+		return nil, err
+	}
+	dims := make([]string, len(call.items))
+	for i, it := range call.items {
+		dims[i] = it.dim
+	}
+	if err := auth.Check(ctx, auth.Acquire, dims...); err != nil {
 		return nil, err
 	}
 	if call.corr != "" {

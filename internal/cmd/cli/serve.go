@@ -17,6 +17,7 @@ import (
 	"github.com/ontopix/sluice/limits"
 	sluiceprom "github.com/ontopix/sluice/observe/prometheus"
 	"github.com/ontopix/sluice/service"
+	"github.com/ontopix/sluice/service/auth"
 	"github.com/ontopix/sluice/service/envoyrls"
 	"github.com/ontopix/sluice/store"
 )
@@ -31,6 +32,10 @@ type serveOptions struct {
 	drain      time.Duration
 	failOpen   bool
 	envoy      string
+	authFile   string
+	tlsCert    string
+	tlsKey     string
+	clientCA   string
 }
 
 func newServeCmd(g *globals) *cobra.Command {
@@ -50,8 +55,11 @@ several servers run). On SIGTERM or Ctrl-C it stops accepting calls, lets
 the calls in flight finish (waits included) within --drain, then releases
 the leases it still holds.
 
-Serve listens only on a loopback address: it has no authentication yet, so
-put an authenticating proxy in front of it to reach it from other hosts.`,
+Without --auth, serve listens only on a loopback address. With it, every
+call needs a bearer token or a client certificate the file names, and may
+use only the verbs and dimensions the file gives it; 'sluice serve token'
+makes a token. --tls-cert and --tls-key serve TLS; --client-ca verifies
+client certificates.`,
 		Example: `  sluice serve --store redis://127.0.0.1:6379/0 --limits limits.yaml
   curl -s -H 'Content-Type: application/json' \
     -d '{"items":[{"dimension":"openai#rpm","cost":1}]}' \
@@ -59,6 +67,7 @@ put an authenticating proxy in front of it to reach it from other hosts.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(cmd, g, o) },
 	}
+	cmd.AddCommand(newServeTokenCmd())
 	f := cmd.Flags()
 	f.StringVar(&o.listen, "listen", "127.0.0.1:7070", "address to listen on (loopback only)")
 	f.StringVarP(&o.limitsFile, "limits", "f", "", "limits file: its buckets are applied at start and re-created if the store loses them")
@@ -67,12 +76,17 @@ put an authenticating proxy in front of it to reach it from other hosts.`,
 	f.DurationVar(&o.reconcile, "reconcile", 10*time.Second, "how often to reclaim expired leases (0: never)")
 	f.DurationVar(&o.drain, "drain", 30*time.Second, "how long shutdown waits for calls in flight")
 	f.StringVar(&o.envoy, "envoy", "", "serve Envoy's rate limit service (RLS v3) too, mapping descriptors to dimensions as this file says")
+	f.StringVar(&o.authFile, "auth", "", "authentication file: bearer tokens (hashed) and client certificates, with the verbs and dimensions each may use; required to listen beyond loopback")
+	f.StringVar(&o.tlsCert, "tls-cert", "", "serve TLS with this certificate (PEM); with --tls-key")
+	f.StringVar(&o.tlsKey, "tls-key", "", "the TLS certificate's private key (PEM)")
+	f.StringVar(&o.clientCA, "client-ca", "", "verify client certificates against these CAs (PEM), for principals identified by certificate")
 	f.BoolVar(&o.failOpen, "fail-open", false, "grant without the store while it is unreachable (degraded grants); SLUICE_FAILURE_POLICY=open does the same")
 	return cmd
 }
 
-// checkLoopback refuses an address that is not on a loopback interface.
-func checkLoopback(addr string) error {
+// checkLoopback refuses an address that is not on a loopback interface,
+// unless authentication is configured.
+func checkLoopback(addr string, authed bool) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return usagef("invalid --listen %q: %v", addr, err)
@@ -81,14 +95,25 @@ func checkLoopback(addr string) error {
 		return nil
 	}
 	ip := net.ParseIP(host)
-	if ip == nil || !ip.IsLoopback() {
-		return usagef("invalid --listen %q: serve has no authentication yet and listens only on a loopback address (127.0.0.1, ::1 or localhost); put an authenticating proxy in front of it to reach it from other hosts", addr)
+	if (ip == nil || !ip.IsLoopback()) && !authed {
+		return usagef("invalid --listen %q: without --auth, serve listens only on a loopback address (127.0.0.1, ::1 or localhost); give --auth to reach it from other hosts", addr)
 	}
 	return nil
 }
 
 func runServe(cmd *cobra.Command, g *globals, o *serveOptions) error {
-	if err := checkLoopback(o.listen); err != nil {
+	var authn *auth.Authenticator
+	if o.authFile != "" {
+		var err error
+		if authn, err = auth.Load(o.authFile); err != nil {
+			return usagef("invalid --auth: %v", err)
+		}
+	}
+	if err := checkLoopback(o.listen, authn != nil); err != nil {
+		return err
+	}
+	tlsCfg, err := serveTLS(o, authn)
+	if err != nil {
 		return err
 	}
 	if o.reconcile < 0 {
@@ -131,7 +156,11 @@ func runServe(cmd *cobra.Command, g *globals, o *serveOptions) error {
 		return err
 	}
 	defer c.Close()
-	srv, err := service.New(c, service.WithMaxLeases(o.maxLeases), service.WithMaxRequestBytes(o.maxBytes))
+	sopts := []service.Option{service.WithMaxLeases(o.maxLeases), service.WithMaxRequestBytes(o.maxBytes)}
+	if authn != nil {
+		sopts = append(sopts, service.WithAuth(authn))
+	}
+	srv, err := service.New(c, sopts...)
 	if err != nil {
 		return usagef("%v", err)
 	}
@@ -145,17 +174,24 @@ func runServe(cmd *cobra.Command, g *globals, o *serveOptions) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", o.listen, err)
 	}
-	hs := &http.Server{Handler: routes(srv, rls, c, reg), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	hs := &http.Server{Handler: routes(srv, rls, authn, c, reg), TLSConfig: tlsCfg, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	hs.Protocols = new(http.Protocols)
 	hs.Protocols.SetHTTP1(true)
-	hs.Protocols.SetUnencryptedHTTP2(true)
+	hs.Protocols.SetUnencryptedHTTP2(tlsCfg == nil)
+	hs.Protocols.SetHTTP2(tlsCfg != nil)
 	log.Info("serve.listening", slog.String("addr", ln.Addr().String()))
 	fmt.Fprintf(cmd.OutOrStdout(), "sluice serve: listening on %s\n", ln.Addr())
 	if o.reconcile > 0 {
 		go reconcileLoop(ctx, c, o.reconcile, log)
 	}
 	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
+	go func() {
+		if tlsCfg != nil {
+			served <- hs.ServeTLS(ln, "", "")
+			return
+		}
+		served <- hs.Serve(ln)
+	}()
 	select {
 	case err := <-served:
 		return err
@@ -189,11 +225,15 @@ func serveClient(ctx context.Context, g *globals, st store.Store, file *limits.F
 }
 
 // routes mounts the API with the health, readiness and metrics endpoints.
-func routes(srv *service.Server, rls *envoyrls.Server, c *sluice.Client, reg *prometheus.Registry) http.Handler {
+func routes(srv *service.Server, rls *envoyrls.Server, authn *auth.Authenticator, c *sluice.Client, reg *prometheus.Registry) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", srv.Handler())
 	if rls != nil {
-		mux.Handle(rls.Handler())
+		path, h := rls.Handler()
+		if authn != nil {
+			h = authn.Middleware(h)
+		}
+		mux.Handle(path, h)
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
@@ -207,7 +247,18 @@ func routes(srv *service.Server, rls *envoyrls.Server, c *sluice.Client, reg *pr
 		}
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	var metrics http.Handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	if authn != nil {
+		next := metrics
+		metrics = authn.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if err := auth.Check(r.Context(), auth.Read); err != nil {
+				http.Error(w, err.Error(), http.StatusForbidden)
+				return
+			}
+			next.ServeHTTP(w, r)
+		}))
+	}
+	mux.Handle("GET /metrics", metrics)
 	return mux
 }
 

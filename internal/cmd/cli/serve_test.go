@@ -101,6 +101,10 @@ func TestServeRefusesNonLoopback(t *testing.T) {
 		{[]string{"--drain", "0s"}, "invalid --drain"},
 		{[]string{"--limits", "/nonexistent/limits.yaml"}, "/nonexistent/limits.yaml"},
 		{[]string{"--envoy", "/nonexistent/envoy.yaml"}, "invalid --envoy"},
+		{[]string{"--auth", "/nonexistent/auth.yaml"}, "invalid --auth"},
+		{[]string{"--tls-cert", "c.pem"}, "invalid --tls-cert/--tls-key: give both"},
+		{[]string{"--client-ca", "ca.pem"}, "client certificates need TLS"},
+		{[]string{"--auth", "testdata/serve-auth-cert.yaml"}, "give --client-ca"},
 	}
 	for _, tt := range tests {
 		_, errs, code := e.run(append([]string{"serve"}, tt.args...)...)
@@ -203,5 +207,88 @@ func TestServeEnvoy(t *testing.T) {
 		if got, want := res.GetOverallCode(), rlsv3.RateLimitResponse_OK; got != want {
 			t.Fatalf("call %d: got %v, want %v", i, got, want)
 		}
+	}
+}
+
+// TestCheckLoopback: any address with authentication, loopback only
+// without.
+func TestCheckLoopback(t *testing.T) {
+	tests := []struct {
+		addr   string
+		authed bool
+		ok     bool
+	}{
+		{"127.0.0.1:7070", false, true},
+		{"[::1]:7070", false, true},
+		{"localhost:7070", false, true},
+		{"0.0.0.0:7070", false, false},
+		{":7070", false, false},
+		{"10.1.2.3:7070", false, false},
+		{"0.0.0.0:7070", true, true},
+		{":7070", true, true},
+	}
+	for _, tt := range tests {
+		if err := checkLoopback(tt.addr, tt.authed); (err == nil) != tt.ok {
+			t.Errorf("checkLoopback(%q, %v): got %v, want ok %v", tt.addr, tt.authed, err, tt.ok)
+		}
+	}
+}
+
+// TestServeAuth runs serve with an authentication file: the API and
+// /metrics refuse a call without a token, and serve the principal's.
+func TestServeAuth(t *testing.T) {
+	e := redisEnv(t)
+	dir := t.TempDir()
+	file, authFile := filepath.Join(dir, "limits.yaml"), filepath.Join(dir, "auth.yaml")
+	if err := os.WriteFile(file, []byte(serveLimits), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := e.ok("serve", "token", "--name", "ops", "--verbs", "acquire,read", "--dimensions", "v#*")
+	token := strings.TrimSpace(strings.SplitN(strings.SplitN(out, "): ", 2)[1], "\n", 2)[0])
+	entry := out[strings.Index(out, "principals:"):]
+	if err := os.WriteFile(authFile, []byte(entry), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan serveResult, 1)
+	go func() {
+		out, errs, code := e.runCtx(ctx, "serve", "--listen", addr, "--limits", file, "--auth", authFile)
+		done <- serveResult{out, errs, code}
+	}()
+	defer func() {
+		stop()
+		if r := <-done; r.code != 0 {
+			t.Errorf("serve exited %d\nstderr:\n%s", r.code, r.errs)
+		}
+	}()
+	base := "http://" + addr
+	waitHealthy(t, base+"/healthz", done)
+	metrics := func(token string) int {
+		req, _ := http.NewRequest(http.MethodGet, base+"/metrics", nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got, want := metrics(""), http.StatusUnauthorized; got != want {
+		t.Errorf("/metrics without a token: got %d, want %d", got, want)
+	}
+	if got, want := metrics(token), http.StatusOK; got != want {
+		t.Errorf("/metrics with the token: got %d, want %d", got, want)
+	}
+	c := sluicev1connect.NewLimiterServiceClient(http.DefaultClient, base)
+	req := connect.NewRequest(&sluicev1.AcquireRequest{Items: []*sluicev1.Item{{Dimension: "v#slots", Cost: 1}}})
+	if _, err := c.Acquire(context.Background(), req); connect.CodeOf(err) != connect.CodeUnauthenticated {
+		t.Errorf("acquire without a token: got %v, want unauthenticated", err)
+	}
+	req.Header().Set("Authorization", "Bearer "+token)
+	if res, err := c.Acquire(context.Background(), req); err != nil || !res.Msg.GetGranted() {
+		t.Errorf("acquire with the token: got %v, %v", res, err)
 	}
 }
