@@ -33,6 +33,7 @@ import (
 	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/service/auth"
 	"github.com/ontopix/sluice/service/gen/sluice/v1/sluicev1connect"
+	"github.com/ontopix/sluice/vendors"
 )
 
 // Defaults of the server's options.
@@ -61,6 +62,10 @@ type Server struct {
 	leases *registry
 	keys   *idempotency
 	auth   *auth.Authenticator
+
+	profiles    []vendors.Profile
+	reactorOpts []vendors.ReactorOption
+	observers   map[string]observer
 
 	mu     sync.Mutex
 	closed bool
@@ -99,6 +104,7 @@ func New(c *sluice.Client, opts ...Option) (*Server, error) {
 	if s.maxBytes < 1024 {
 		return nil, &sluice.FieldError{Field: "max_request_bytes", Value: s.maxBytes, Reason: "must be at least 1024"}
 	}
+	s.buildObservers()
 	s.leases = newRegistry(s.maxLeases)
 	s.keys = newIdempotency(10 * s.maxLeases)
 	return s, nil

@@ -160,6 +160,9 @@ func runServe(cmd *cobra.Command, g *globals, o *serveOptions) error {
 	if authn != nil {
 		sopts = append(sopts, service.WithAuth(authn))
 	}
+	if file != nil {
+		sopts = append(sopts, service.WithProfiles(file.Profiles()))
+	}
 	srv, err := service.New(c, sopts...)
 	if err != nil {
 		return usagef("%v", err)

@@ -1195,6 +1195,355 @@ func (x *BucketState) GetNow() *timestamppb.Timestamp {
 	return nil
 }
 
+type ObserveRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The vendor profile the response belongs to: its dimension prefix, as
+	// "openai#gpt-4o" (vendor and model of a preset) or "anthropic" (a
+	// preset without a model).
+	Profile string `protobuf:"bytes,1,opt,name=profile,proto3" json:"profile,omitempty"`
+	// The response's HTTP status.
+	Status int32 `protobuf:"varint,2,opt,name=status,proto3" json:"status,omitempty"`
+	// The response's headers (names in any case).
+	Headers map[string]string `protobuf:"bytes,3,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The response's body, for an error status (the vendor's error type and
+	// message tell a rate limit from a quota); at most 16 KiB are read.
+	Body          []byte `protobuf:"bytes,4,opt,name=body,proto3" json:"body,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ObserveRequest) Reset() {
+	*x = ObserveRequest{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ObserveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ObserveRequest) ProtoMessage() {}
+
+func (x *ObserveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ObserveRequest.ProtoReflect.Descriptor instead.
+func (*ObserveRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ObserveRequest) GetProfile() string {
+	if x != nil {
+		return x.Profile
+	}
+	return ""
+}
+
+func (x *ObserveRequest) GetStatus() int32 {
+	if x != nil {
+		return x.Status
+	}
+	return 0
+}
+
+func (x *ObserveRequest) GetHeaders() map[string]string {
+	if x != nil {
+		return x.Headers
+	}
+	return nil
+}
+
+func (x *ObserveRequest) GetBody() []byte {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
+type ObserveResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What the response meant: "ok", "rate_limited", "quota_exhausted",
+	// "too_large", "overloaded", "concurrency_limited" or "other_error".
+	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The metric a 429 named ("requests", "tokens", ...); empty when none.
+	Metric string `protobuf:"bytes,2,opt,name=metric,proto3" json:"metric,omitempty"`
+	// Dimensions cooled down for the whole fleet.
+	Cooled []string `protobuf:"bytes,3,rep,name=cooled,proto3" json:"cooled,omitempty"`
+	// Dimensions whose balance was lowered to the vendor's remaining.
+	Synced []string `protobuf:"bytes,4,rep,name=synced,proto3" json:"synced,omitempty"`
+	// Dimensions whose bucket was reconfigured to follow a limit.
+	Resized []string `protobuf:"bytes,5,rep,name=resized,proto3" json:"resized,omitempty"`
+	// Cooled dimensions whose delay was implausibly long and was clamped.
+	Clamped []string `protobuf:"bytes,6,rep,name=clamped,proto3" json:"clamped,omitempty"`
+	// For each token dimension synced: Sluice's balance beside the
+	// vendor's remaining, before the sync.
+	Drift []*Drift `protobuf:"bytes,7,rep,name=drift,proto3" json:"drift,omitempty"`
+	// Set for a response that is not a rate limit but stops calls: a quota
+	// or spend cap, or a request larger than the limit.
+	Error         string `protobuf:"bytes,8,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ObserveResponse) Reset() {
+	*x = ObserveResponse{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ObserveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ObserveResponse) ProtoMessage() {}
+
+func (x *ObserveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ObserveResponse.ProtoReflect.Descriptor instead.
+func (*ObserveResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ObserveResponse) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ObserveResponse) GetMetric() string {
+	if x != nil {
+		return x.Metric
+	}
+	return ""
+}
+
+func (x *ObserveResponse) GetCooled() []string {
+	if x != nil {
+		return x.Cooled
+	}
+	return nil
+}
+
+func (x *ObserveResponse) GetSynced() []string {
+	if x != nil {
+		return x.Synced
+	}
+	return nil
+}
+
+func (x *ObserveResponse) GetResized() []string {
+	if x != nil {
+		return x.Resized
+	}
+	return nil
+}
+
+func (x *ObserveResponse) GetClamped() []string {
+	if x != nil {
+		return x.Clamped
+	}
+	return nil
+}
+
+func (x *ObserveResponse) GetDrift() []*Drift {
+	if x != nil {
+		return x.Drift
+	}
+	return nil
+}
+
+func (x *ObserveResponse) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+// Drift compares Sluice's belief with the vendor's count.
+type Drift struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Dimension string                 `protobuf:"bytes,1,opt,name=dimension,proto3" json:"dimension,omitempty"`
+	// Sluice's balance, in whole tokens (negative when in debt).
+	Believed int64 `protobuf:"varint,2,opt,name=believed,proto3" json:"believed,omitempty"`
+	// What the vendor reported as remaining.
+	Reported      int64 `protobuf:"varint,3,opt,name=reported,proto3" json:"reported,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Drift) Reset() {
+	*x = Drift{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Drift) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Drift) ProtoMessage() {}
+
+func (x *Drift) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Drift.ProtoReflect.Descriptor instead.
+func (*Drift) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *Drift) GetDimension() string {
+	if x != nil {
+		return x.Dimension
+	}
+	return ""
+}
+
+func (x *Drift) GetBelieved() int64 {
+	if x != nil {
+		return x.Believed
+	}
+	return 0
+}
+
+func (x *Drift) GetReported() int64 {
+	if x != nil {
+		return x.Reported
+	}
+	return 0
+}
+
+type WatchRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The dimensions to watch; empty watches every bucket.
+	Dimensions []string `protobuf:"bytes,1,rep,name=dimensions,proto3" json:"dimensions,omitempty"`
+	// How often the buckets are read: 100 ms to 1 min; unset means 1 s.
+	Interval      *durationpb.Duration `protobuf:"bytes,2,opt,name=interval,proto3" json:"interval,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchRequest) Reset() {
+	*x = WatchRequest{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchRequest) ProtoMessage() {}
+
+func (x *WatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
+func (*WatchRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *WatchRequest) GetDimensions() []string {
+	if x != nil {
+		return x.Dimensions
+	}
+	return nil
+}
+
+func (x *WatchRequest) GetInterval() *durationpb.Duration {
+	if x != nil {
+		return x.Interval
+	}
+	return nil
+}
+
+type WatchResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The buckets read, at the first message every one, then those whose
+	// balance, leases, cooldown or configuration changed.
+	Buckets       []*BucketState `protobuf:"bytes,1,rep,name=buckets,proto3" json:"buckets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchResponse) Reset() {
+	*x = WatchResponse{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchResponse) ProtoMessage() {}
+
+func (x *WatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
+func (*WatchResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *WatchResponse) GetBuckets() []*BucketState {
+	if x != nil {
+		return x.Buckets
+	}
+	return nil
+}
+
 var File_sluice_v1_sluice_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_sluice_proto_rawDesc = "" +
@@ -1281,14 +1630,44 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\ftokens_milli\x18\x06 \x01(\x03R\vtokensMilli\x12#\n" +
 	"\ractive_leases\x18\a \x01(\x03R\factiveLeases\x12A\n" +
 	"\x0ecooldown_until\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\rcooldownUntil\x12,\n" +
-	"\x03now\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\x03now2\x99\x03\n" +
+	"\x03now\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\x03now\"\xd4\x01\n" +
+	"\x0eObserveRequest\x12\x18\n" +
+	"\aprofile\x18\x01 \x01(\tR\aprofile\x12\x16\n" +
+	"\x06status\x18\x02 \x01(\x05R\x06status\x12@\n" +
+	"\aheaders\x18\x03 \x03(\v2&.sluice.v1.ObserveRequest.HeadersEntryR\aheaders\x12\x12\n" +
+	"\x04body\x18\x04 \x01(\fR\x04body\x1a:\n" +
+	"\fHeadersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xdf\x01\n" +
+	"\x0fObserveResponse\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x16\n" +
+	"\x06metric\x18\x02 \x01(\tR\x06metric\x12\x16\n" +
+	"\x06cooled\x18\x03 \x03(\tR\x06cooled\x12\x16\n" +
+	"\x06synced\x18\x04 \x03(\tR\x06synced\x12\x18\n" +
+	"\aresized\x18\x05 \x03(\tR\aresized\x12\x18\n" +
+	"\aclamped\x18\x06 \x03(\tR\aclamped\x12&\n" +
+	"\x05drift\x18\a \x03(\v2\x10.sluice.v1.DriftR\x05drift\x12\x14\n" +
+	"\x05error\x18\b \x01(\tR\x05error\"]\n" +
+	"\x05Drift\x12\x1c\n" +
+	"\tdimension\x18\x01 \x01(\tR\tdimension\x12\x1a\n" +
+	"\bbelieved\x18\x02 \x01(\x03R\bbelieved\x12\x1a\n" +
+	"\breported\x18\x03 \x01(\x03R\breported\"e\n" +
+	"\fWatchRequest\x12\x1e\n" +
+	"\n" +
+	"dimensions\x18\x01 \x03(\tR\n" +
+	"dimensions\x125\n" +
+	"\binterval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\binterval\"A\n" +
+	"\rWatchResponse\x120\n" +
+	"\abuckets\x18\x01 \x03(\v2\x16.sluice.v1.BucketStateR\abuckets2\x9d\x04\n" +
 	"\x0eLimiterService\x12B\n" +
 	"\aAcquire\x12\x19.sluice.v1.AcquireRequest\x1a\x1a.sluice.v1.AcquireResponse\"\x00\x129\n" +
 	"\x04Wait\x12\x16.sluice.v1.WaitRequest\x1a\x17.sluice.v1.WaitResponse\"\x00\x12?\n" +
 	"\x06Settle\x12\x18.sluice.v1.SettleRequest\x1a\x19.sluice.v1.SettleResponse\"\x00\x12B\n" +
 	"\aRelease\x12\x19.sluice.v1.ReleaseRequest\x1a\x1a.sluice.v1.ReleaseResponse\"\x00\x12H\n" +
 	"\tHeartbeat\x12\x1b.sluice.v1.HeartbeatRequest\x1a\x1c.sluice.v1.HeartbeatResponse\"\x00\x129\n" +
-	"\x04Peek\x12\x16.sluice.v1.PeekRequest\x1a\x17.sluice.v1.PeekResponse\"\x00B:Z8github.com/ontopix/sluice/service/gen/sluice/v1;sluicev1b\x06proto3"
+	"\x04Peek\x12\x16.sluice.v1.PeekRequest\x1a\x17.sluice.v1.PeekResponse\"\x00\x12B\n" +
+	"\aObserve\x12\x19.sluice.v1.ObserveRequest\x1a\x1a.sluice.v1.ObserveResponse\"\x00\x12>\n" +
+	"\x05Watch\x12\x17.sluice.v1.WatchRequest\x1a\x18.sluice.v1.WatchResponse\"\x000\x01B:Z8github.com/ontopix/sluice/service/gen/sluice/v1;sluicev1b\x06proto3"
 
 var (
 	file_sluice_v1_sluice_proto_rawDescOnce sync.Once
@@ -1302,7 +1681,7 @@ func file_sluice_v1_sluice_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_sluice_proto_rawDescData
 }
 
-var file_sluice_v1_sluice_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_sluice_v1_sluice_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_sluice_v1_sluice_proto_goTypes = []any{
 	(*Item)(nil),                  // 0: sluice.v1.Item
 	(*AcquireRequest)(nil),        // 1: sluice.v1.AcquireRequest
@@ -1321,48 +1700,62 @@ var file_sluice_v1_sluice_proto_goTypes = []any{
 	(*PeekRequest)(nil),           // 14: sluice.v1.PeekRequest
 	(*PeekResponse)(nil),          // 15: sluice.v1.PeekResponse
 	(*BucketState)(nil),           // 16: sluice.v1.BucketState
-	(*durationpb.Duration)(nil),   // 17: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
+	(*ObserveRequest)(nil),        // 17: sluice.v1.ObserveRequest
+	(*ObserveResponse)(nil),       // 18: sluice.v1.ObserveResponse
+	(*Drift)(nil),                 // 19: sluice.v1.Drift
+	(*WatchRequest)(nil),          // 20: sluice.v1.WatchRequest
+	(*WatchResponse)(nil),         // 21: sluice.v1.WatchResponse
+	nil,                           // 22: sluice.v1.ObserveRequest.HeadersEntry
+	(*durationpb.Duration)(nil),   // 23: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
 }
 var file_sluice_v1_sluice_proto_depIdxs = []int32{
 	0,  // 0: sluice.v1.AcquireRequest.items:type_name -> sluice.v1.Item
-	17, // 1: sluice.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
-	17, // 2: sluice.v1.AcquireResponse.retry_in:type_name -> google.protobuf.Duration
+	23, // 1: sluice.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
+	23, // 2: sluice.v1.AcquireResponse.retry_in:type_name -> google.protobuf.Duration
 	5,  // 3: sluice.v1.AcquireResponse.lease:type_name -> sluice.v1.Lease
 	6,  // 4: sluice.v1.AcquireResponse.dimensions:type_name -> sluice.v1.DimensionResult
 	0,  // 5: sluice.v1.WaitRequest.items:type_name -> sluice.v1.Item
-	17, // 6: sluice.v1.WaitRequest.ttl:type_name -> google.protobuf.Duration
-	17, // 7: sluice.v1.WaitRequest.max_wait:type_name -> google.protobuf.Duration
-	17, // 8: sluice.v1.WaitResponse.retry_in:type_name -> google.protobuf.Duration
+	23, // 6: sluice.v1.WaitRequest.ttl:type_name -> google.protobuf.Duration
+	23, // 7: sluice.v1.WaitRequest.max_wait:type_name -> google.protobuf.Duration
+	23, // 8: sluice.v1.WaitResponse.retry_in:type_name -> google.protobuf.Duration
 	5,  // 9: sluice.v1.WaitResponse.lease:type_name -> sluice.v1.Lease
-	18, // 10: sluice.v1.Lease.created_at:type_name -> google.protobuf.Timestamp
-	18, // 11: sluice.v1.Lease.expires_at:type_name -> google.protobuf.Timestamp
+	24, // 10: sluice.v1.Lease.created_at:type_name -> google.protobuf.Timestamp
+	24, // 11: sluice.v1.Lease.expires_at:type_name -> google.protobuf.Timestamp
 	0,  // 12: sluice.v1.Lease.items:type_name -> sluice.v1.Item
-	17, // 13: sluice.v1.DimensionResult.retry_in:type_name -> google.protobuf.Duration
-	17, // 14: sluice.v1.HeartbeatRequest.ttl:type_name -> google.protobuf.Duration
+	23, // 13: sluice.v1.DimensionResult.retry_in:type_name -> google.protobuf.Duration
+	23, // 14: sluice.v1.HeartbeatRequest.ttl:type_name -> google.protobuf.Duration
 	13, // 15: sluice.v1.HeartbeatResponse.results:type_name -> sluice.v1.HeartbeatResult
-	18, // 16: sluice.v1.HeartbeatResult.expires_at:type_name -> google.protobuf.Timestamp
+	24, // 16: sluice.v1.HeartbeatResult.expires_at:type_name -> google.protobuf.Timestamp
 	16, // 17: sluice.v1.PeekResponse.buckets:type_name -> sluice.v1.BucketState
-	17, // 18: sluice.v1.BucketState.refill_period:type_name -> google.protobuf.Duration
-	18, // 19: sluice.v1.BucketState.cooldown_until:type_name -> google.protobuf.Timestamp
-	18, // 20: sluice.v1.BucketState.now:type_name -> google.protobuf.Timestamp
-	1,  // 21: sluice.v1.LimiterService.Acquire:input_type -> sluice.v1.AcquireRequest
-	3,  // 22: sluice.v1.LimiterService.Wait:input_type -> sluice.v1.WaitRequest
-	7,  // 23: sluice.v1.LimiterService.Settle:input_type -> sluice.v1.SettleRequest
-	9,  // 24: sluice.v1.LimiterService.Release:input_type -> sluice.v1.ReleaseRequest
-	11, // 25: sluice.v1.LimiterService.Heartbeat:input_type -> sluice.v1.HeartbeatRequest
-	14, // 26: sluice.v1.LimiterService.Peek:input_type -> sluice.v1.PeekRequest
-	2,  // 27: sluice.v1.LimiterService.Acquire:output_type -> sluice.v1.AcquireResponse
-	4,  // 28: sluice.v1.LimiterService.Wait:output_type -> sluice.v1.WaitResponse
-	8,  // 29: sluice.v1.LimiterService.Settle:output_type -> sluice.v1.SettleResponse
-	10, // 30: sluice.v1.LimiterService.Release:output_type -> sluice.v1.ReleaseResponse
-	12, // 31: sluice.v1.LimiterService.Heartbeat:output_type -> sluice.v1.HeartbeatResponse
-	15, // 32: sluice.v1.LimiterService.Peek:output_type -> sluice.v1.PeekResponse
-	27, // [27:33] is the sub-list for method output_type
-	21, // [21:27] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	23, // 18: sluice.v1.BucketState.refill_period:type_name -> google.protobuf.Duration
+	24, // 19: sluice.v1.BucketState.cooldown_until:type_name -> google.protobuf.Timestamp
+	24, // 20: sluice.v1.BucketState.now:type_name -> google.protobuf.Timestamp
+	22, // 21: sluice.v1.ObserveRequest.headers:type_name -> sluice.v1.ObserveRequest.HeadersEntry
+	19, // 22: sluice.v1.ObserveResponse.drift:type_name -> sluice.v1.Drift
+	23, // 23: sluice.v1.WatchRequest.interval:type_name -> google.protobuf.Duration
+	16, // 24: sluice.v1.WatchResponse.buckets:type_name -> sluice.v1.BucketState
+	1,  // 25: sluice.v1.LimiterService.Acquire:input_type -> sluice.v1.AcquireRequest
+	3,  // 26: sluice.v1.LimiterService.Wait:input_type -> sluice.v1.WaitRequest
+	7,  // 27: sluice.v1.LimiterService.Settle:input_type -> sluice.v1.SettleRequest
+	9,  // 28: sluice.v1.LimiterService.Release:input_type -> sluice.v1.ReleaseRequest
+	11, // 29: sluice.v1.LimiterService.Heartbeat:input_type -> sluice.v1.HeartbeatRequest
+	14, // 30: sluice.v1.LimiterService.Peek:input_type -> sluice.v1.PeekRequest
+	17, // 31: sluice.v1.LimiterService.Observe:input_type -> sluice.v1.ObserveRequest
+	20, // 32: sluice.v1.LimiterService.Watch:input_type -> sluice.v1.WatchRequest
+	2,  // 33: sluice.v1.LimiterService.Acquire:output_type -> sluice.v1.AcquireResponse
+	4,  // 34: sluice.v1.LimiterService.Wait:output_type -> sluice.v1.WaitResponse
+	8,  // 35: sluice.v1.LimiterService.Settle:output_type -> sluice.v1.SettleResponse
+	10, // 36: sluice.v1.LimiterService.Release:output_type -> sluice.v1.ReleaseResponse
+	12, // 37: sluice.v1.LimiterService.Heartbeat:output_type -> sluice.v1.HeartbeatResponse
+	15, // 38: sluice.v1.LimiterService.Peek:output_type -> sluice.v1.PeekResponse
+	18, // 39: sluice.v1.LimiterService.Observe:output_type -> sluice.v1.ObserveResponse
+	21, // 40: sluice.v1.LimiterService.Watch:output_type -> sluice.v1.WatchResponse
+	33, // [33:41] is the sub-list for method output_type
+	25, // [25:33] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_sluice_proto_init() }
@@ -1380,7 +1773,7 @@ func file_sluice_v1_sluice_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_sluice_proto_rawDesc), len(file_sluice_v1_sluice_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

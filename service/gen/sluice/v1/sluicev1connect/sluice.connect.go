@@ -54,6 +54,10 @@ const (
 	LimiterServiceHeartbeatProcedure = "/sluice.v1.LimiterService/Heartbeat"
 	// LimiterServicePeekProcedure is the fully-qualified name of the LimiterService's Peek RPC.
 	LimiterServicePeekProcedure = "/sluice.v1.LimiterService/Peek"
+	// LimiterServiceObserveProcedure is the fully-qualified name of the LimiterService's Observe RPC.
+	LimiterServiceObserveProcedure = "/sluice.v1.LimiterService/Observe"
+	// LimiterServiceWatchProcedure is the fully-qualified name of the LimiterService's Watch RPC.
+	LimiterServiceWatchProcedure = "/sluice.v1.LimiterService/Watch"
 )
 
 // LimiterServiceClient is a client for the sluice.v1.LimiterService service.
@@ -78,6 +82,15 @@ type LimiterServiceClient interface {
 	// Peek reads buckets without changing them; with no dimensions, all of
 	// them.
 	Peek(context.Context, *connect.Request[v1.PeekRequest]) (*connect.Response[v1.PeekResponse], error)
+	// Observe hands a vendor's response (status and headers, and the body of
+	// an error) to the fleet, as the Go transport does in process: a
+	// rate-limit 429 cools its dimension down for the whole fleet, the
+	// rate-limit headers lower balances to what the vendor reports, and a
+	// limit the vendor lowers is followed.
+	Observe(context.Context, *connect.Request[v1.ObserveRequest]) (*connect.Response[v1.ObserveResponse], error)
+	// Watch streams the state of buckets: all of them at once, then each
+	// bucket whose state changed, read every interval, until the call ends.
+	Watch(context.Context, *connect.Request[v1.WatchRequest]) (*connect.ServerStreamForClient[v1.WatchResponse], error)
 }
 
 // NewLimiterServiceClient constructs a client for the sluice.v1.LimiterService service. By default,
@@ -127,6 +140,18 @@ func NewLimiterServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(limiterServiceMethods.ByName("Peek")),
 			connect.WithClientOptions(opts...),
 		),
+		observe: connect.NewClient[v1.ObserveRequest, v1.ObserveResponse](
+			httpClient,
+			baseURL+LimiterServiceObserveProcedure,
+			connect.WithSchema(limiterServiceMethods.ByName("Observe")),
+			connect.WithClientOptions(opts...),
+		),
+		watch: connect.NewClient[v1.WatchRequest, v1.WatchResponse](
+			httpClient,
+			baseURL+LimiterServiceWatchProcedure,
+			connect.WithSchema(limiterServiceMethods.ByName("Watch")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -138,6 +163,8 @@ type limiterServiceClient struct {
 	release   *connect.Client[v1.ReleaseRequest, v1.ReleaseResponse]
 	heartbeat *connect.Client[v1.HeartbeatRequest, v1.HeartbeatResponse]
 	peek      *connect.Client[v1.PeekRequest, v1.PeekResponse]
+	observe   *connect.Client[v1.ObserveRequest, v1.ObserveResponse]
+	watch     *connect.Client[v1.WatchRequest, v1.WatchResponse]
 }
 
 // Acquire calls sluice.v1.LimiterService.Acquire.
@@ -170,6 +197,16 @@ func (c *limiterServiceClient) Peek(ctx context.Context, req *connect.Request[v1
 	return c.peek.CallUnary(ctx, req)
 }
 
+// Observe calls sluice.v1.LimiterService.Observe.
+func (c *limiterServiceClient) Observe(ctx context.Context, req *connect.Request[v1.ObserveRequest]) (*connect.Response[v1.ObserveResponse], error) {
+	return c.observe.CallUnary(ctx, req)
+}
+
+// Watch calls sluice.v1.LimiterService.Watch.
+func (c *limiterServiceClient) Watch(ctx context.Context, req *connect.Request[v1.WatchRequest]) (*connect.ServerStreamForClient[v1.WatchResponse], error) {
+	return c.watch.CallServerStream(ctx, req)
+}
+
 // LimiterServiceHandler is an implementation of the sluice.v1.LimiterService service.
 type LimiterServiceHandler interface {
 	// Acquire makes one attempt: every item is granted, or none is and
@@ -192,6 +229,15 @@ type LimiterServiceHandler interface {
 	// Peek reads buckets without changing them; with no dimensions, all of
 	// them.
 	Peek(context.Context, *connect.Request[v1.PeekRequest]) (*connect.Response[v1.PeekResponse], error)
+	// Observe hands a vendor's response (status and headers, and the body of
+	// an error) to the fleet, as the Go transport does in process: a
+	// rate-limit 429 cools its dimension down for the whole fleet, the
+	// rate-limit headers lower balances to what the vendor reports, and a
+	// limit the vendor lowers is followed.
+	Observe(context.Context, *connect.Request[v1.ObserveRequest]) (*connect.Response[v1.ObserveResponse], error)
+	// Watch streams the state of buckets: all of them at once, then each
+	// bucket whose state changed, read every interval, until the call ends.
+	Watch(context.Context, *connect.Request[v1.WatchRequest], *connect.ServerStream[v1.WatchResponse]) error
 }
 
 // NewLimiterServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -237,6 +283,18 @@ func NewLimiterServiceHandler(svc LimiterServiceHandler, opts ...connect.Handler
 		connect.WithSchema(limiterServiceMethods.ByName("Peek")),
 		connect.WithHandlerOptions(opts...),
 	)
+	limiterServiceObserveHandler := connect.NewUnaryHandler(
+		LimiterServiceObserveProcedure,
+		svc.Observe,
+		connect.WithSchema(limiterServiceMethods.ByName("Observe")),
+		connect.WithHandlerOptions(opts...),
+	)
+	limiterServiceWatchHandler := connect.NewServerStreamHandler(
+		LimiterServiceWatchProcedure,
+		svc.Watch,
+		connect.WithSchema(limiterServiceMethods.ByName("Watch")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/sluice.v1.LimiterService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case LimiterServiceAcquireProcedure:
@@ -251,6 +309,10 @@ func NewLimiterServiceHandler(svc LimiterServiceHandler, opts ...connect.Handler
 			limiterServiceHeartbeatHandler.ServeHTTP(w, r)
 		case LimiterServicePeekProcedure:
 			limiterServicePeekHandler.ServeHTTP(w, r)
+		case LimiterServiceObserveProcedure:
+			limiterServiceObserveHandler.ServeHTTP(w, r)
+		case LimiterServiceWatchProcedure:
+			limiterServiceWatchHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -282,4 +344,12 @@ func (UnimplementedLimiterServiceHandler) Heartbeat(context.Context, *connect.Re
 
 func (UnimplementedLimiterServiceHandler) Peek(context.Context, *connect.Request[v1.PeekRequest]) (*connect.Response[v1.PeekResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.LimiterService.Peek is not implemented"))
+}
+
+func (UnimplementedLimiterServiceHandler) Observe(context.Context, *connect.Request[v1.ObserveRequest]) (*connect.Response[v1.ObserveResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.LimiterService.Observe is not implemented"))
+}
+
+func (UnimplementedLimiterServiceHandler) Watch(context.Context, *connect.Request[v1.WatchRequest], *connect.ServerStream[v1.WatchResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.LimiterService.Watch is not implemented"))
 }
