@@ -1,0 +1,108 @@
+// Package clients_test runs the Python and TypeScript clients' own tests
+// against a real sluice serve (the service on the memory store, with
+// authentication), so that the clients are tested with the server they
+// talk to.
+package clients_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/limits"
+	"github.com/ontopix/sluice/service"
+	"github.com/ontopix/sluice/service/auth"
+	"github.com/ontopix/sluice/store/memstore"
+)
+
+// token is the bearer token the clients' tests send.
+const token = "slc_clients-test"
+
+// limitsFile has the buckets the clients' tests use, and an OpenAI preset
+// for Observe.
+const limitsFile = `presets:
+  - preset: openai
+    model: gpt-4o
+    rpm: 500
+    tpm: 30000
+dimensions:
+  py#rpm: {type: requests, capacity: 3, refill: 3, per: 1m}
+  py#tpm: {type: tokens, capacity: 10000, per: 1m}
+  py#slots: {type: concurrent, capacity: 2}
+  ts#rpm: {type: requests, capacity: 3, refill: 3, per: 1m}
+  ts#tpm: {type: tokens, capacity: 10000, per: 1m}
+  ts#slots: {type: concurrent, capacity: 2}
+`
+
+// serve starts the service and returns its URL.
+func serve(t *testing.T) string {
+	t.Helper()
+	f, err := limits.Parse("limits.yaml", []byte(limitsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := limits.NewClient(ctx, memstore.New(), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	// A bucket a limits file creates starts empty unless reset; fill them.
+	for _, b := range mustBuckets(t, c) {
+		if err := c.PutBucket(context.Background(), b.Bucket, sluice.ResetTokens()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sum := sha256.Sum256([]byte(token))
+	a, err := auth.Parse("auth.yaml", []byte(fmt.Sprintf("principals:\n  - name: clients\n    token_sha256: %s\n    verbs: [admin]\n    dimensions: ['*']\n", hex.EncodeToString(sum[:]))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := service.New(c, service.WithAuth(a), service.WithProfiles(f.Profiles()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(s.Handler())
+	t.Cleanup(hs.Close)
+	return hs.URL
+}
+
+func mustBuckets(t *testing.T, c *sluice.Client) []sluice.BucketState {
+	t.Helper()
+	bs, err := c.Buckets(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bs
+}
+
+// run runs a client's test command in dir with the service's URL and
+// token in its environment, failing the test with its output.
+func run(t *testing.T, url, dir string, name string, args ...string) {
+	t.Helper()
+	if _, err := exec.LookPath(name); err != nil {
+		t.Fatalf("the client's tests need %s: %v", name, err)
+	}
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "SLUICE_URL="+url, "SLUICE_TOKEN="+token)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %v: %v\n%s", name, args, err, out)
+	}
+	t.Logf("%s", out)
+}
+
+// TestPython runs clients/python's unittest suite.
+func TestPython(t *testing.T) {
+	url := serve(t)
+	run(t, url, "python", "python3", "-m", "unittest", "discover", "-v", "-s", "tests")
+}

@@ -1,0 +1,217 @@
+"""A client of `sluice serve`: share vendor API limits with a Go fleet.
+
+Speaks the Sluice API v1 over Connect's JSON protocol with the standard
+library alone (Python 3.9+). Every call is a coroutine; the HTTP request
+runs in a worker thread.
+
+    client = Client("http://127.0.0.1:7070", token=os.environ.get("SLUICE_TOKEN"))
+    async with client.slot({"openai#gpt-4o#rpm": 1, "openai#gpt-4o#tpm": 2000}) as lease:
+        response = await call_openai()
+        await lease.settle("openai#gpt-4o#tpm", response.usage.total_tokens)
+        await client.observe("openai#gpt-4o", response.status_code, response.headers)
+"""
+
+import asyncio
+import base64
+import contextlib
+import json
+import urllib.error
+import urllib.request
+
+__all__ = ["Client", "Lease", "RetryIn", "SluiceError", "SlotTimeout"]
+
+_SERVICE = "/sluice.v1.LimiterService/"
+
+
+class SluiceError(Exception):
+    """An error the service answered: code is Connect's ("not_found",
+    "invalid_argument", "unavailable", "unauthenticated", ...)."""
+
+    def __init__(self, code, message):
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+class SlotTimeout(SluiceError):
+    """No slot within the wait's bound; retry_in (seconds) says when to
+    ask again."""
+
+    def __init__(self, retry_in):
+        super().__init__("slot_timeout", f"no slot within the wait; retry in {retry_in:.3f}s")
+        self.retry_in = retry_in
+
+
+class RetryIn:
+    """A denial: nothing was granted; ask again in `seconds`."""
+
+    def __init__(self, seconds, dimensions):
+        self.seconds = seconds
+        self.dimensions = dimensions
+
+    def __bool__(self):
+        return False
+
+    def __repr__(self):
+        return f"RetryIn({self.seconds:.3f}s)"
+
+
+def _seconds(d):
+    """Parses a protobuf JSON duration ("1.5s")."""
+    return float(d[:-1]) if d else 0.0
+
+
+def _duration(seconds):
+    return f"{seconds:.9f}".rstrip("0").rstrip(".") + "s"
+
+
+def _items(costs):
+    return [{"dimension": d, "cost": int(c)} for d, c in costs.items()]
+
+
+class Lease:
+    """A grant held through the service. Release it, or use Client.slot."""
+
+    def __init__(self, client, msg):
+        self._client = client
+        self.id = msg["id"]
+        self.expires_at = msg.get("expiresAt", "")
+        self.items = {i["dimension"]: int(i.get("cost", 0)) for i in msg.get("items", [])}
+        self.released = False
+
+    async def settle(self, dimension, actual=None, delta=None):
+        """Replaces the estimate on dimension with the actual cost, or
+        changes it by delta (negative refunds)."""
+        body = {"leaseId": self.id, "dimension": dimension}
+        if (actual is None) == (delta is None):
+            raise ValueError("settle: give actual or delta")
+        if actual is not None:
+            body["actual"] = int(actual)
+        else:
+            body["delta"] = int(delta)
+        res = await self._client._call("Settle", body)
+        self.items[dimension] = int(res.get("held", 0))
+        return res
+
+    async def heartbeat(self, ttl=None):
+        """Extends the lease to now + ttl seconds (its own TTL when None)."""
+        body = {"leaseIds": [self.id]}
+        if ttl is not None:
+            body["ttl"] = _duration(ttl)
+        r = (await self._client._call("Heartbeat", body))["results"][0]
+        if r.get("error"):
+            raise SluiceError("lease_" + r["error"], f"lease {self.id} was not extended: {r['error']}")
+        self.expires_at = r.get("expiresAt", self.expires_at)
+
+    async def release(self):
+        """Gives the lease's slots back; True when this call released it."""
+        if self.released:
+            return False
+        res = await self._client._call("Release", {"leaseId": self.id})
+        self.released = True
+        return bool(res.get("released"))
+
+
+class Client:
+    """A client of one `sluice serve` (or a load balancer with session
+    affinity: a lease's calls must reach the server that granted it)."""
+
+    def __init__(self, base_url="http://127.0.0.1:7070", token=None, timeout=30.0):
+        self.base_url = base_url.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+
+    async def acquire(self, costs, ttl=None, caller=None, idempotency_key=None):
+        """One attempt on every dimension of costs ({dimension: cost}, 0
+        for the bucket's cost per call): a Lease, or a falsy RetryIn."""
+        res = await self._call("Acquire", self._request(costs, ttl, caller, idempotency_key))
+        if not res.get("granted"):
+            return RetryIn(_seconds(res.get("retryIn")), res.get("dimensions", []))
+        return Lease(self, res["lease"])
+
+    async def wait(self, costs, max_wait=None, ttl=None, caller=None, idempotency_key=None):
+        """Waits in line on the server, at most max_wait seconds (the
+        client's timeout when None); raises SlotTimeout when the wait would
+        be longer."""
+        bound = self.timeout if max_wait is None else max_wait
+        body = self._request(costs, ttl, caller, idempotency_key)
+        body["maxWait"] = _duration(bound)
+        res = await self._call("Wait", body, timeout=bound + 5)
+        if not res.get("granted"):
+            raise SlotTimeout(_seconds(res.get("retryIn")))
+        return Lease(self, res["lease"])
+
+    @contextlib.asynccontextmanager
+    async def slot(self, costs, max_wait=None, ttl=60.0, caller=None):
+        """Waits for a slot, heartbeats it while the block runs (every
+        third of ttl) and releases it on exit, even on an error."""
+        lease = await self.wait(costs, max_wait=max_wait, ttl=ttl, caller=caller)
+        beat = asyncio.ensure_future(self._beat(lease, ttl))
+        try:
+            yield lease
+        finally:
+            beat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beat
+            with contextlib.suppress(SluiceError, OSError):
+                await lease.release()
+
+    async def _beat(self, lease, ttl):
+        while True:
+            await asyncio.sleep(ttl / 3)
+            with contextlib.suppress(SluiceError, OSError):
+                await lease.heartbeat(ttl)
+
+    async def observe(self, profile, status, headers, body=b""):
+        """Hands a vendor response to the fleet: a 429 cools its dimension
+        down everywhere, rate-limit headers lower balances. profile is a
+        preset's dimension prefix ("openai#gpt-4o", "anthropic")."""
+        if isinstance(body, str):
+            body = body.encode()
+        msg = {"profile": profile, "status": int(status), "headers": {str(k): str(v) for k, v in dict(headers).items()}}
+        if body and int(status) >= 300:
+            msg["body"] = base64.b64encode(body[:16384]).decode()
+        return await self._call("Observe", msg)
+
+    async def observe_response(self, profile, response):
+        """observe() for a response object with status_code (or status),
+        headers and, for an error, text or content: httpx's, requests', or
+        the raw response of the OpenAI and Anthropic SDKs."""
+        status = getattr(response, "status_code", None) or getattr(response, "status", 0)
+        body = b""
+        if int(status) >= 300:
+            body = getattr(response, "content", None) or getattr(response, "text", b"") or b""
+        return await self.observe(profile, status, response.headers, body)
+
+    async def peek(self, *dimensions):
+        """The buckets' states (every bucket when none is named)."""
+        return (await self._call("Peek", {"dimensions": list(dimensions)})).get("buckets", [])
+
+    def _request(self, costs, ttl, caller, key):
+        body = {"items": _items(costs)}
+        if ttl is not None:
+            body["ttl"] = _duration(ttl)
+        if caller:
+            body["caller"] = caller
+        if key:
+            body["idempotencyKey"] = key
+        return body
+
+    async def _call(self, method, body, timeout=None):
+        return await asyncio.to_thread(self._post, method, body, timeout or self.timeout)
+
+    def _post(self, method, body, timeout):
+        req = urllib.request.Request(self.base_url + _SERVICE + method, data=json.dumps(body).encode(), method="POST")
+        req.add_header("Content-Type", "application/json")
+        req.add_header("Connect-Timeout-Ms", str(int(timeout * 1000)))
+        if self.token:
+            req.add_header("Authorization", "Bearer " + self.token)
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
+                return json.loads(resp.read() or b"{}")
+        except urllib.error.HTTPError as e:
+            try:
+                err = json.loads(e.read())
+            except ValueError:
+                err = {"code": "unknown", "message": f"HTTP {e.code}"}
+            raise SluiceError(err.get("code", "unknown"), err.get("message", "")) from None
