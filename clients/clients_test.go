@@ -20,6 +20,7 @@ import (
 	"github.com/ontopix/sluice/service"
 	"github.com/ontopix/sluice/service/auth"
 	"github.com/ontopix/sluice/store/memstore"
+	"github.com/ontopix/sluice/vendors/vendorsim"
 )
 
 // token is the bearer token the clients' tests send.
@@ -32,6 +33,10 @@ const limitsFile = `presets:
     model: gpt-4o
     rpm: 500
     tpm: 30000
+  - preset: anthropic
+    rpm: 50
+    input_tpm: 40000
+    output_tpm: 8000
 dimensions:
   py#rpm: {type: requests, capacity: 3, refill: 3, per: 1m}
   py#tpm: {type: tokens, capacity: 10000, per: 1m}
@@ -105,4 +110,29 @@ func run(t *testing.T, url, dir string, name string, args ...string) {
 func TestPython(t *testing.T) {
 	url := serve(t)
 	run(t, url, "python", "python3", "-m", "unittest", "discover", "-v", "-s", "tests")
+}
+
+// TestTypeScript installs clients/typescript's locked dependencies, builds
+// it and runs its node:test suite, which also drives the official OpenAI
+// and Anthropic SDKs against the vendor simulator.
+func TestTypeScript(t *testing.T) {
+	url := serve(t)
+	openai := sim(t, vendorsim.OpenAI, vendorsim.Limits{RPM: 2, TPM: 100_000})
+	anthropic := sim(t, vendorsim.Anthropic, vendorsim.Limits{RPM: 2, ITPM: 100_000, OTPM: 100_000})
+	run(t, url, "typescript", "npm", "ci", "--no-audit", "--no-fund", "--loglevel=error")
+	t.Setenv("OPENAI_SIM_URL", openai)
+	t.Setenv("ANTHROPIC_SIM_URL", anthropic)
+	run(t, url, "typescript", "npm", "test")
+}
+
+// sim starts a simulated vendor API and returns its URL.
+func sim(t *testing.T, v vendorsim.Vendor, l vendorsim.Limits) string {
+	t.Helper()
+	s, err := vendorsim.New(vendorsim.Config{Vendor: v, Limits: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(s)
+	t.Cleanup(hs.Close)
+	return hs.URL
 }

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Generates the Go code of the Sluice API (service/gen) from proto/ with
-# pinned tools: buf from npm, protoc-gen-go and protoc-gen-connect-go from
-# the Go module proxy, installed once into the git-ignored .ci/tmp/gen.
+# Generates the code of the Sluice API from proto/ with pinned tools: the
+# Go code (service/gen) with buf from npm, protoc-gen-go and
+# protoc-gen-connect-go from the Go module proxy, installed once into the
+# git-ignored .ci/tmp/gen; the TypeScript client's (clients/typescript/
+# src/gen) with protoc-gen-es from its locked npm dependencies.
 #
-#   scripts/gen.sh          lint proto/ and regenerate service/gen
+#   scripts/gen.sh          lint proto/ and regenerate both
 #   scripts/gen.sh --check  lint, regenerate into a temporary directory and
 #                           fail when the checked-in code differs (CI)
 set -euo pipefail
@@ -17,18 +19,22 @@ fi
 [ -x "$tools/bin/protoc-gen-go" ] || GOBIN="$tools/bin" go install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 [ -x "$tools/bin/protoc-gen-connect-go" ] || GOBIN="$tools/bin" go install connectrpc.com/connect/cmd/protoc-gen-connect-go@v1.21.1
 export PATH="$tools/bin:$tools/node_modules/.bin:$PATH"
+ts=clients/typescript
+[ -x "$ts/node_modules/.bin/protoc-gen-es" ] || (cd "$ts" && npm ci --no-audit --no-fund --loglevel=error >&2)
 
 buf lint proto
 if [ "${1:-}" = "--check" ]; then
   out=$(mktemp -d)
   trap 'rm -rf "$out"' EXIT
   buf generate -o "$out"
-  if ! diff -r "$out/service/gen" service/gen; then
-    echo "scripts/gen.sh: service/gen differs from proto/: run scripts/gen.sh and commit the result" >&2
+  (cd "$ts" && buf generate -o "$out/ts")
+  if ! diff -r "$out/service/gen" service/gen || ! diff -r "$out/ts/src/gen" "$ts/src/gen"; then
+    echo "scripts/gen.sh: the generated code differs from proto/: run scripts/gen.sh and commit the result" >&2
     exit 1
   fi
-  echo "service/gen matches proto/"
+  echo "service/gen and $ts/src/gen match proto/"
 else
-  rm -rf service/gen
+  rm -rf service/gen "$ts/src/gen"
   buf generate
+  (cd "$ts" && buf generate)
 fi
