@@ -12,14 +12,16 @@ import (
 	"github.com/ontopix/sluice/store/memstore"
 	"github.com/ontopix/sluice/store/pgstore"
 	"github.com/ontopix/sluice/store/redisstore"
+	"github.com/ontopix/sluice/store/remotestore"
 	"github.com/ontopix/sluice/store/storeurl"
 )
 
 // Openers returns the openers of every store: memory://, redis://,
 // rediss://, redis+cluster://, rediss+cluster://, postgres://,
-// postgresql:// and dynamodb://.
+// postgresql://, dynamodb://, and sluice:// and sluices:// (the store
+// door of sluice serve).
 func Openers() storeurl.Openers {
-	return storeurl.Openers{memstore.URLOpener(), redisstore.URLOpener(), pgstore.URLOpener(), dynamostore.URLOpener()}
+	return storeurl.Openers{memstore.URLOpener(), redisstore.URLOpener(), pgstore.URLOpener(), dynamostore.URLOpener(), remotestore.URLOpener()}
 }
 
 // Open is storeurl.Openers.Open with every store's opener.

@@ -158,7 +158,7 @@ type Opened struct {
 	// Openers.OpenDetailed.
 	Store store.Store
 	// Kind is the scheme family: "memory", "redis", "redis-cluster",
-	// "postgres" or "dynamodb".
+	// "postgres", "dynamodb" or "sluice".
 	Kind string
 	// Redacted is the URL, safe to print.
 	Redacted string

@@ -14,11 +14,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/internal/storewire"
 	"github.com/ontopix/sluice/limits"
 	sluiceprom "github.com/ontopix/sluice/observe/prometheus"
 	"github.com/ontopix/sluice/service"
 	"github.com/ontopix/sluice/service/auth"
 	"github.com/ontopix/sluice/service/envoyrls"
+	"github.com/ontopix/sluice/service/storedoor"
 	"github.com/ontopix/sluice/store"
 )
 
@@ -177,7 +179,7 @@ func runServe(cmd *cobra.Command, g *globals, o *serveOptions) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", o.listen, err)
 	}
-	hs := &http.Server{Handler: routes(srv, rls, authn, c, reg), TLSConfig: tlsCfg, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	hs := &http.Server{Handler: routes(srv, rls, authn, c, reg, op.Store), TLSConfig: tlsCfg, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	hs.Protocols = new(http.Protocols)
 	hs.Protocols.SetHTTP1(true)
 	hs.Protocols.SetUnencryptedHTTP2(tlsCfg == nil)
@@ -228,9 +230,14 @@ func serveClient(ctx context.Context, g *globals, st store.Store, file *limits.F
 }
 
 // routes mounts the API with the health, readiness and metrics endpoints.
-func routes(srv *service.Server, rls *envoyrls.Server, authn *auth.Authenticator, c *sluice.Client, reg *prometheus.Registry) http.Handler {
+func routes(srv *service.Server, rls *envoyrls.Server, authn *auth.Authenticator, c *sluice.Client, reg *prometheus.Registry, st store.Store) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", srv.Handler())
+	var door http.Handler = storedoor.Handler(st)
+	if authn != nil {
+		door = authn.Middleware(door)
+	}
+	mux.Handle(storewire.Prefix, door)
 	if rls != nil {
 		path, h := rls.Handler()
 		if authn != nil {

@@ -292,3 +292,43 @@ func TestServeAuth(t *testing.T) {
 		t.Errorf("acquire with the token: got %v, %v", res, err)
 	}
 }
+
+// TestServeStoreDoor runs serve on Redis, then other sluice commands
+// through its store door (sluice://): they see and change the same
+// buckets as a process on Redis does.
+func TestServeStoreDoor(t *testing.T) {
+	e := redisEnv(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "limits.yaml")
+	if err := os.WriteFile(file, []byte(serveLimits), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan serveResult, 1)
+	go func() {
+		out, errs, code := e.runCtx(ctx, "serve", "--listen", addr, "--limits", file)
+		done <- serveResult{out, errs, code}
+	}()
+	defer func() {
+		stop()
+		if r := <-done; r.code != 0 {
+			t.Errorf("serve exited %d\nstderr:\n%s", r.code, r.errs)
+		}
+	}()
+	waitHealthy(t, "http://"+addr+"/healthz", done)
+	remote := &testEnv{t: t, url: "sluice://" + addr}
+	if out := remote.ok("acquire", "v#slots", "--hold", "0s"); !strings.Contains(out, "GRANTED") {
+		t.Errorf("acquire through the door: %s", out)
+	}
+	if out := remote.ok("bucket", "list"); !strings.Contains(out, "v#slots") {
+		t.Errorf("bucket list through the door: %s", out)
+	}
+	if out := e.ok("bucket", "list"); !strings.Contains(out, "v#slots") {
+		t.Errorf("bucket list on Redis: %s", out)
+	}
+	_, errs, code := (&testEnv{t: t, url: "sluice://" + freeAddr(t)}).run("bucket", "list")
+	if code != 3 {
+		t.Errorf("no server behind sluice://: got exit %d (%s), want 3 (unavailable)", code, errs)
+	}
+}

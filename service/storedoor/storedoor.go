@@ -1,0 +1,223 @@
+// Package storedoor serves a store's operations over HTTP, so that a Go
+// process can use sluice serve as it uses Redis: store/remotestore is the
+// store on the other side. Each operation of the store contract is a POST
+// of its request, in JSON, to /sluice.store.v1/<Operation>; the answer is
+// a storewire.Answer: its result in JSON and its error (internal/storewire),
+// or an error alone with status 4xx when the door itself refuses it.
+// WatchFreed streams the names of freed dimensions, one per line.
+//
+// The door passes requests through unchanged: the remote process's Client
+// keeps its own clock, waits and retries, and the store behind the door
+// decides as it does for a process that reaches it directly. It is raw
+// store access: with authentication, only the admin verb may use it.
+package storedoor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/ontopix/sluice/internal/storewire"
+	"github.com/ontopix/sluice/service/auth"
+	"github.com/ontopix/sluice/store"
+)
+
+// maxBody bounds a request's body.
+const maxBody = 1 << 20
+
+// Handler returns the door to st, to mount at storewire.Prefix.
+func Handler(st store.Store) http.Handler {
+	return &door{st: st, ops: operations(st)}
+}
+
+type door struct {
+	st  store.Store
+	ops map[string]func(ctx context.Context, body []byte) (any, error)
+}
+
+func (d *door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := auth.Check(r.Context(), auth.Admin); err != nil {
+		writeError(w, http.StatusForbidden, err)
+		return
+	}
+	name := strings.TrimPrefix(r.URL.Path, storewire.Prefix)
+	switch name {
+	case "Capabilities":
+		writeJSON(w, capabilities(d.st))
+		return
+	case "WatchFreed":
+		d.watch(w, r)
+		return
+	}
+	op, ok := d.ops[name]
+	if !ok || r.Method != http.MethodPost {
+		writeError(w, http.StatusNotFound, fmt.Errorf("storedoor: no operation %q (POST %s<Operation>)", name, storewire.Prefix))
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("storedoor: %w", err))
+		return
+	}
+	res, err := op(r.Context(), body)
+	ans := storewire.Answer{}
+	if ans.Result, err = marshalResult(res, err); err != nil {
+		ans.Error = storewire.Encode(err)
+	}
+	writeJSON(w, ans)
+}
+
+// marshalResult encodes an operation's result, and passes its error on.
+func marshalResult(res any, err error) (json.RawMessage, error) {
+	if res == nil {
+		return nil, err
+	}
+	b, merr := json.Marshal(res)
+	if merr != nil {
+		return nil, errors.Join(err, merr)
+	}
+	return b, err
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, err error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(storewire.Encode(err))
+}
+
+func capabilities(st store.Store) storewire.Capabilities {
+	var c storewire.Capabilities
+	_, c.Queuer = st.(store.Queuer)
+	_, c.Cooler = st.(store.Cooler)
+	_, c.Syncer = st.(store.Syncer)
+	_, c.FreedWatcher = st.(store.FreedWatcher)
+	if cc, ok := st.(store.CallerClock); ok {
+		c.CallerClock = cc.CallerClock()
+	}
+	return c
+}
+
+// watch streams the store's freed notices, a dimension per line, until
+// the caller goes away; a store without them sends nothing.
+func (d *door) watch(w http.ResponseWriter, r *http.Request) {
+	fl, ok := w.(http.Flusher)
+	fw, watches := d.st.(store.FreedWatcher)
+	if !ok || !watches {
+		writeError(w, http.StatusNotFound, fmt.Errorf("storedoor: the store sends no freed notices"))
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusOK)
+	fl.Flush()
+	notices := make(chan string, 1024)
+	ctx := r.Context()
+	go func() {
+		_ = fw.WatchFreed(ctx, func(dim string) {
+			select {
+			case notices <- dim:
+			default: // a full buffer loses the notice: waiters poll anyway
+			}
+		})
+	}()
+	keepAlive := time.NewTicker(15 * time.Second)
+	defer keepAlive.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case dim := <-notices:
+			if _, err := fmt.Fprintln(w, dim); err != nil {
+				return
+			}
+			fl.Flush()
+		case <-keepAlive.C:
+			if _, err := fmt.Fprintln(w); err != nil {
+				return
+			}
+			fl.Flush()
+		}
+	}
+}
+
+// operations maps each operation the store implements to its handler.
+func operations(st store.Store) map[string]func(context.Context, []byte) (any, error) {
+	ops := map[string]func(context.Context, []byte) (any, error){
+		"Acquire": func(ctx context.Context, b []byte) (any, error) {
+			var req store.AcquireRequest
+			if err := decode(b, &req); err != nil {
+				return nil, err
+			}
+			var res store.AcquireResult
+			err := st.Acquire(ctx, &req, &res)
+			return &res, err
+		},
+		"Release":      call(st.Release),
+		"Adjust":       call(st.Adjust),
+		"Extend":       call(st.Extend),
+		"Penalize":     call(st.Penalize),
+		"Peek":         call(st.Peek),
+		"Reconcile":    call(st.Reconcile),
+		"PutBucket":    callErr(st.PutBucket),
+		"DeleteBucket": callErr(st.DeleteBucket),
+		"ListBuckets":  call(st.ListBuckets),
+		"Leases":       call(st.Leases),
+	}
+	if q, ok := st.(store.Queuer); ok {
+		ops["Reserve"] = func(ctx context.Context, b []byte) (any, error) {
+			var req store.ReserveRequest
+			if err := decode(b, &req); err != nil {
+				return nil, err
+			}
+			var res store.ReserveResult
+			err := q.Reserve(ctx, &req, &res)
+			return &res, err
+		}
+		ops["Cancel"] = call(q.Cancel)
+		ops["Dequeue"] = callErr(q.Dequeue)
+	}
+	if c, ok := st.(store.Cooler); ok {
+		ops["Cooldown"] = call(c.Cooldown)
+	}
+	if y, ok := st.(store.Syncer); ok {
+		ops["Sync"] = call(y.Sync)
+	}
+	return ops
+}
+
+func call[Req, Res any](f func(context.Context, Req) (Res, error)) func(context.Context, []byte) (any, error) {
+	return func(ctx context.Context, b []byte) (any, error) {
+		var req Req
+		if err := decode(b, &req); err != nil {
+			return nil, err
+		}
+		res, err := f(ctx, req)
+		return res, err
+	}
+}
+
+func callErr[Req any](f func(context.Context, Req) error) func(context.Context, []byte) (any, error) {
+	return func(ctx context.Context, b []byte) (any, error) {
+		var req Req
+		if err := decode(b, &req); err != nil {
+			return nil, err
+		}
+		return struct{}{}, f(ctx, req)
+	}
+}
+
+func decode(b []byte, v any) error {
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("storedoor: malformed request: %w: %w", store.ErrInvalid, err)
+	}
+	return nil
+}

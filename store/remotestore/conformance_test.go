@@ -1,0 +1,100 @@
+package remotestore_test
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ontopix/sluice/internal/testing/redistest"
+	"github.com/ontopix/sluice/service/storedoor"
+	"github.com/ontopix/sluice/store"
+	"github.com/ontopix/sluice/store/memstore"
+	"github.com/ontopix/sluice/store/redisstore"
+	"github.com/ontopix/sluice/store/remotestore"
+	"github.com/ontopix/sluice/store/storetest"
+)
+
+// redisAddr is the test redis-server, started once by TestMain.
+var redisAddr string
+
+func TestMain(m *testing.M) {
+	srv, err := redistest.Start()
+	if err == nil {
+		redisAddr = srv.Addr
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL: remotestore tests need redis-server:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = srv.Close()
+	os.Exit(code)
+}
+
+// door serves backing's store door and returns its URL.
+func door(tb testing.TB, backing store.Store) string {
+	hs := httptest.NewServer(storedoor.Handler(backing))
+	tb.Cleanup(hs.Close)
+	return hs.URL
+}
+
+// open opens a remote store on the door at url.
+func open(tb testing.TB, url string) store.Store {
+	tb.Helper()
+	s, err := remotestore.Open(context.Background(), url)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// urls remembers the door of each remote store, for OpenHandle.
+var urls sync.Map // store.Store → string
+
+func harness(backing func(tb testing.TB) store.Store) storetest.Harness {
+	return storetest.Harness{
+		ModelSequences:  300,
+		LinearizeRounds: 5,
+		Goroutines:      16,
+		NewStore: func(tb testing.TB) store.Store {
+			url := door(tb, backing(tb))
+			s := open(tb, url)
+			urls.Store(s, url)
+			return s
+		},
+		OpenHandle: func(tb testing.TB, s store.Store) store.Store {
+			url, _ := urls.Load(s)
+			return open(tb, url.(string))
+		},
+	}
+}
+
+var prefixes atomic.Int64
+
+// TestConformanceMemory runs the suite through the door to a memory store.
+func TestConformanceMemory(t *testing.T) {
+	storetest.Run(t, harness(func(tb testing.TB) store.Store { return memstore.New() }))
+}
+
+// TestConformanceRedis runs the suite through the door to a real
+// redis-server, deciding on the caller's clock.
+func TestConformanceRedis(t *testing.T) {
+	h := harness(func(tb testing.TB) store.Store {
+		rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+		tb.Cleanup(func() { _ = rdb.Close() })
+		s, err := redisstore.New(rdb, redisstore.WithCallerClock(), redisstore.WithPrefix(fmt.Sprintf("rs%d:", prefixes.Add(1))))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return s
+	})
+	h.DedupesOps = true
+	storetest.Run(t, h)
+}
