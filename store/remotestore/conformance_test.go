@@ -11,10 +11,12 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ontopix/sluice/internal/testing/pgtest"
 	"github.com/ontopix/sluice/internal/testing/redistest"
 	"github.com/ontopix/sluice/service/storedoor"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/memstore"
+	"github.com/ontopix/sluice/store/pgstore"
 	"github.com/ontopix/sluice/store/redisstore"
 	"github.com/ontopix/sluice/store/remotestore"
 	"github.com/ontopix/sluice/store/storetest"
@@ -32,7 +34,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "FAIL: remotestore tests need redis-server:", err)
 		os.Exit(1)
 	}
-	code := m.Run()
+	code := pgtest.Main(m)
 	_ = srv.Close()
 	os.Exit(code)
 }
@@ -60,7 +62,7 @@ var urls sync.Map // store.Store → string
 
 func harness(backing func(tb testing.TB) store.Store) storetest.Harness {
 	return storetest.Harness{
-		ModelSequences:  300,
+		ModelSequences:  100, // through HTTP: SLUICE_MODEL_SEQUENCES=N runs more
 		LinearizeRounds: 5,
 		Goroutines:      16,
 		NewStore: func(tb testing.TB) store.Store {
@@ -97,4 +99,45 @@ func TestConformanceRedis(t *testing.T) {
 	})
 	h.DedupesOps = true
 	storetest.Run(t, h)
+}
+
+// TestConformancePostgres runs the suite through the door to a real
+// PostgreSQL, deciding on the caller's clock, on a fresh schema per test.
+func TestConformancePostgres(t *testing.T) {
+	storetest.Run(t, harness(func(tb testing.TB) store.Store {
+		pool := pgtest.Pool(tb, nil)
+		schema := pgtest.Schema()
+		setup, err := pgstore.New(pool, pgstore.WithSchema(schema))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if err := setup.Migrate(context.Background()); err != nil {
+			tb.Fatal(err)
+		}
+		s, err := pgstore.New(pool, pgstore.WithSchema(schema), pgstore.WithCallerClock())
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { _ = s.Close() })
+		return s
+	}))
+}
+
+// BenchmarkConformance runs the suite's benchmarks through the door to a
+// memory store and to Redis.
+func BenchmarkConformance(b *testing.B) {
+	b.Run("memory", func(b *testing.B) {
+		storetest.RunBenchmarks(b, harness(func(tb testing.TB) store.Store { return memstore.New() }))
+	})
+	b.Run("redis", func(b *testing.B) {
+		storetest.RunBenchmarks(b, harness(func(tb testing.TB) store.Store {
+			rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+			tb.Cleanup(func() { _ = rdb.Close() })
+			s, err := redisstore.New(rdb, redisstore.WithCallerClock(), redisstore.WithPrefix(fmt.Sprintf("rb%d:", prefixes.Add(1))))
+			if err != nil {
+				tb.Fatal(err)
+			}
+			return s
+		}))
+	})
 }
