@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"sync"
 	"testing"
 	"time"
 
@@ -93,23 +94,52 @@ func mustBuckets(t *testing.T, c *sluice.Client) []sluice.BucketState {
 // token in its environment, failing the test with its output.
 func run(t *testing.T, url, dir string, name string, args ...string) {
 	t.Helper()
+	out, err := runOut(url, dir, name, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s", out)
+}
+
+func runOut(url, dir string, name string, args ...string) ([]byte, error) {
 	if _, err := exec.LookPath(name); err != nil {
-		t.Fatalf("the client's tests need %s: %v", name, err)
+		return nil, fmt.Errorf("the client's tests need %s: %w", name, err)
 	}
 	cmd := exec.Command(name, args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "SLUICE_URL="+url, "SLUICE_TOKEN="+token)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("%s %v: %v\n%s", name, args, err, out)
+		return out, fmt.Errorf("%s %v: %w\n%s", name, args, err, out)
 	}
-	t.Logf("%s", out)
+	return out, nil
 }
 
-// TestPython runs clients/python's unittest suite.
+// tsBuilt installs clients/typescript's locked dependencies and builds
+// it, once per test binary.
+var tsBuilt = sync.OnceValue(func() error {
+	if _, err := runOut("", "typescript", "npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"); err != nil {
+		return err
+	}
+	_, err := runOut("", "typescript", "node", "node_modules/typescript/bin/tsc", "-p", ".")
+	return err
+})
+
+// buildTypeScript fails the test when clients/typescript cannot be built.
+func buildTypeScript(t *testing.T, _ string) {
+	t.Helper()
+	if err := tsBuilt(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// python is Debian's Python, with python3-pytest (.ci/run installs both).
+const python = "/usr/bin/python3"
+
+// TestPython runs clients/python's tests with pytest.
 func TestPython(t *testing.T) {
 	url := serve(t)
-	run(t, url, "python", "python3", "-m", "unittest", "discover", "-v", "-s", "tests")
+	run(t, url, "python", python, "-m", "pytest", "-v", "tests/test_client.py")
 }
 
 // TestTypeScript installs clients/typescript's locked dependencies, builds
@@ -119,10 +149,10 @@ func TestTypeScript(t *testing.T) {
 	url := serve(t)
 	openai := sim(t, vendorsim.OpenAI, vendorsim.Limits{RPM: 2, TPM: 100_000})
 	anthropic := sim(t, vendorsim.Anthropic, vendorsim.Limits{RPM: 2, ITPM: 100_000, OTPM: 100_000})
-	run(t, url, "typescript", "npm", "ci", "--no-audit", "--no-fund", "--loglevel=error")
+	buildTypeScript(t, url)
 	t.Setenv("OPENAI_SIM_URL", openai)
 	t.Setenv("ANTHROPIC_SIM_URL", anthropic)
-	run(t, url, "typescript", "npm", "test")
+	run(t, url, "typescript", "node", "--test", "dist/test/")
 }
 
 // sim starts a simulated vendor API and returns its URL.

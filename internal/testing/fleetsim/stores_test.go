@@ -2,7 +2,9 @@ package fleetsim
 
 import (
 	"context"
+	"net/http/httptest"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -15,15 +17,26 @@ import (
 	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/internal/testing/ddbtest"
 	"github.com/ontopix/sluice/internal/testing/pgtest"
+	"github.com/ontopix/sluice/service/storedoor"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/dynamostore"
 	"github.com/ontopix/sluice/store/memstore"
 	"github.com/ontopix/sluice/store/pgstore"
 	"github.com/ontopix/sluice/store/redisstore"
+	"github.com/ontopix/sluice/store/remotestore"
 )
 
-// The stores every scenario runs on.
-var stores = []string{"memory", "redis", "postgres", "dynamodb"}
+// The stores every scenario runs on; with SLUICE_FLEET_DOOR=1 also
+// "remote": store/remotestore through sluice serve's store door to Redis.
+var stores = storeKinds()
+
+func storeKinds() []string {
+	kinds := []string{"memory", "redis", "postgres", "dynamodb"}
+	if os.Getenv("SLUICE_FLEET_DOOR") == "1" {
+		kinds = append(kinds, "remote")
+	}
+	return kinds
+}
 
 var prefixes atomic.Int64
 
@@ -97,6 +110,25 @@ func newFleetOn(t *testing.T, kind, redisAddr string) *fleet {
 			v.Host = addr
 			pool := pgtest.PoolAt(t, v.String(), func(c *pgxpool.Config) { c.MaxConns = 8 })
 			s, err := pgstore.New(pool, pgstore.WithSchema(schema), pgstore.WithCallerClock(), pgstore.WithTimeout(opTimeout))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}
+	case "remote":
+		// One service in front of Redis, as a fleet shares one; the proxies
+		// sit between the members and the service.
+		rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+		t.Cleanup(func() { rdb.Close() })
+		backing, err := redisstore.New(rdb, redisstore.WithPrefix("door"+itoa(prefixes.Add(1))+":"), redisstore.WithCallerClock(), redisstore.WithTimeout(opTimeout))
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs := httptest.NewServer(storedoor.Handler(backing))
+		t.Cleanup(hs.Close)
+		f.target = strings.TrimPrefix(hs.URL, "http://")
+		f.open = func(addr string) store.Store {
+			s, err := remotestore.Open(ctx, "http://"+addr, remotestore.WithTimeout(opTimeout))
 			if err != nil {
 				t.Fatal(err)
 			}
