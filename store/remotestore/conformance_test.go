@@ -13,7 +13,6 @@ import (
 
 	"github.com/ontopix/sluice/internal/testing/pgtest"
 	"github.com/ontopix/sluice/internal/testing/redistest"
-	"github.com/ontopix/sluice/service/storedoor"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/memstore"
 	"github.com/ontopix/sluice/store/pgstore"
@@ -41,7 +40,7 @@ func TestMain(m *testing.M) {
 
 // door serves backing's store door and returns its URL.
 func door(tb testing.TB, backing store.Store) string {
-	hs := httptest.NewServer(storedoor.Handler(backing))
+	hs := httptest.NewServer(remotestore.Handler(backing))
 	tb.Cleanup(hs.Close)
 	return hs.URL
 }

@@ -1,5 +1,5 @@
 // Package remotestore is a store that reaches its buckets through sluice
-// serve (its store door, /sluice.store.v1/), so that a Go process uses the
+// serve (its store door, /sluice.store.v1/, which Handler serves), so that a Go process uses the
 // service as it would use Redis: the Client in the process decides, waits
 // and retries; the store behind the service applies each operation as if
 // the process reached it directly. Errors cross the door with their types
@@ -23,7 +23,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ontopix/sluice/internal/storewire"
 	"github.com/ontopix/sluice/store"
 )
 
@@ -48,7 +47,7 @@ type Store struct {
 	http    *http.Client
 	token   string
 	timeout time.Duration
-	caps    storewire.Capabilities
+	caps    capabilities
 	closed  atomic.Bool
 }
 
@@ -103,7 +102,7 @@ func (s *Store) do(ctx context.Context, method, op string, req, out any) error {
 		}
 		body = bytes.NewReader(b)
 	}
-	hr, err := http.NewRequestWithContext(ctx, method, s.base+storewire.Prefix+op, body)
+	hr, err := http.NewRequestWithContext(ctx, method, s.base+Prefix+op, body)
 	if err != nil {
 		return fmt.Errorf("remotestore: %s: %w: %w", op, store.ErrInvalid, err)
 	}
@@ -120,17 +119,21 @@ func (s *Store) do(ctx context.Context, method, op string, req, out any) error {
 	if err != nil {
 		return store.Unavailable(op, err)
 	}
+	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+		// A configuration error, not an outage: retrying will not help.
+		return fmt.Errorf("remotestore: %s: the service refused the call (HTTP %d: %s): its store door needs a token with the admin verb (WithToken, SLUICE_TOKEN)", op, resp.StatusCode, strings.TrimSpace(string(raw)))
+	}
 	if resp.StatusCode != http.StatusOK {
-		var e storewire.Error
+		var e wireError
 		if json.Unmarshal(raw, &e) == nil && e.Message != "" {
-			return e.Decode()
+			return e.decode()
 		}
 		return store.Unavailable(op, fmt.Errorf("HTTP %d from %s", resp.StatusCode, s.base))
 	}
 	if op == "Capabilities" {
 		return json.Unmarshal(raw, out)
 	}
-	var ans storewire.Answer
+	var ans answer
 	if err := json.Unmarshal(raw, &ans); err != nil {
 		return store.Unavailable(op, fmt.Errorf("malformed answer: %w", err))
 	}
@@ -140,7 +143,7 @@ func (s *Store) do(ctx context.Context, method, op string, req, out any) error {
 		}
 	}
 	if ans.Error != nil {
-		return ans.Error.Decode()
+		return ans.Error.decode()
 	}
 	return nil
 }
@@ -263,7 +266,7 @@ func (s *watching) WatchFreed(ctx context.Context, freed func(dimension string))
 }
 
 func (s *watching) watchOnce(ctx context.Context, freed func(string)) error {
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, s.base+storewire.Prefix+"WatchFreed", nil)
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, s.base+Prefix+"WatchFreed", nil)
 	if err != nil {
 		return err
 	}

@@ -14,14 +14,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ontopix/sluice"
-	"github.com/ontopix/sluice/internal/storewire"
 	"github.com/ontopix/sluice/limits"
 	sluiceprom "github.com/ontopix/sluice/observe/prometheus"
 	"github.com/ontopix/sluice/service"
 	"github.com/ontopix/sluice/service/auth"
 	"github.com/ontopix/sluice/service/envoyrls"
-	"github.com/ontopix/sluice/service/storedoor"
 	"github.com/ontopix/sluice/store"
+	"github.com/ontopix/sluice/store/remotestore"
 )
 
 // serveOptions are the flags of sluice serve.
@@ -233,11 +232,19 @@ func serveClient(ctx context.Context, g *globals, st store.Store, file *limits.F
 func routes(srv *service.Server, rls *envoyrls.Server, authn *auth.Authenticator, c *sluice.Client, reg *prometheus.Registry, st store.Store) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", srv.Handler())
-	var door http.Handler = storedoor.Handler(st)
+	door := remotestore.Handler(st)
 	if authn != nil {
-		door = authn.Middleware(door)
+		// Raw store access: the admin verb only.
+		inner := door
+		door = authn.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if err := auth.Check(r.Context(), auth.Admin); err != nil {
+				http.Error(w, err.Error(), http.StatusForbidden)
+				return
+			}
+			inner.ServeHTTP(w, r)
+		}))
 	}
-	mux.Handle(storewire.Prefix, door)
+	mux.Handle(remotestore.Prefix, door)
 	if rls != nil {
 		path, h := rls.Handler()
 		if authn != nil {

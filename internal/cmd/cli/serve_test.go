@@ -291,6 +291,11 @@ func TestServeAuth(t *testing.T) {
 	if res, err := c.Acquire(context.Background(), req); err != nil || !res.Msg.GetGranted() {
 		t.Errorf("acquire with the token: got %v, %v", res, err)
 	}
+	// The store door is raw store access: the admin verb only.
+	_, errs, code := (&testEnv{t: t, url: "sluice://" + addr, env: map[string]string{"SLUICE_TOKEN": token}}).run("bucket", "list")
+	if code != 1 || !strings.Contains(errs, "admin verb") {
+		t.Errorf("the store door without the admin verb: got exit %d, %q; want 1 naming the admin verb", code, errs)
+	}
 }
 
 // TestServeStoreDoor runs serve on Redis, then other sluice commands

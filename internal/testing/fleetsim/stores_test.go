@@ -17,7 +17,6 @@ import (
 	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/internal/testing/ddbtest"
 	"github.com/ontopix/sluice/internal/testing/pgtest"
-	"github.com/ontopix/sluice/service/storedoor"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/dynamostore"
 	"github.com/ontopix/sluice/store/memstore"
@@ -124,7 +123,7 @@ func newFleetOn(t *testing.T, kind, redisAddr string) *fleet {
 		if err != nil {
 			t.Fatal(err)
 		}
-		hs := httptest.NewServer(storedoor.Handler(backing))
+		hs := httptest.NewServer(remotestore.Handler(backing))
 		t.Cleanup(hs.Close)
 		f.target = strings.TrimPrefix(hs.URL, "http://")
 		f.open = func(addr string) store.Store {

@@ -1,16 +1,10 @@
-// Package storedoor serves a store's operations over HTTP, so that a Go
-// process can use sluice serve as it uses Redis: store/remotestore is the
-// store on the other side. Each operation of the store contract is a POST
-// of its request, in JSON, to /sluice.store.v1/<Operation>; the answer is
-// a storewire.Answer: its result in JSON and its error (internal/storewire),
-// or an error alone with status 4xx when the door itself refuses it.
-// WatchFreed streams the names of freed dimensions, one per line.
-//
-// The door passes requests through unchanged: the remote process's Client
-// keeps its own clock, waits and retries, and the store behind the door
-// decides as it does for a process that reaches it directly. It is raw
-// store access: with authentication, only the admin verb may use it.
-package storedoor
+package remotestore
+
+// The store door: the server side of a remote store. Each operation of the
+// store contract is a POST of its request, in JSON, to
+// Prefix+<Operation>; the answer is an answer: its result in JSON and its
+// error, or an error alone with status 4xx when the door itself refuses
+// it. WatchFreed streams the names of freed dimensions, one per line.
 
 import (
 	"context"
@@ -22,15 +16,18 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ontopix/sluice/internal/storewire"
-	"github.com/ontopix/sluice/service/auth"
 	"github.com/ontopix/sluice/store"
 )
 
 // maxBody bounds a request's body.
 const maxBody = 1 << 20
 
-// Handler returns the door to st, to mount at storewire.Prefix.
+// Handler returns the store door to st, to mount at Prefix: what
+// remotestore opens on the other side. The door passes requests through
+// unchanged: the remote process's Client keeps its own clock, waits and
+// retries, and st decides as it does for a process that reaches it
+// directly. It is raw store access (it can create and delete buckets):
+// put authentication in front of it.
 func Handler(st store.Store) http.Handler {
 	return &door{st: st, ops: operations(st)}
 }
@@ -41,14 +38,10 @@ type door struct {
 }
 
 func (d *door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if err := auth.Check(r.Context(), auth.Admin); err != nil {
-		writeError(w, http.StatusForbidden, err)
-		return
-	}
-	name := strings.TrimPrefix(r.URL.Path, storewire.Prefix)
+	name := strings.TrimPrefix(r.URL.Path, Prefix)
 	switch name {
 	case "Capabilities":
-		writeJSON(w, capabilities(d.st))
+		writeJSON(w, capabilitiesOf(d.st))
 		return
 	case "WatchFreed":
 		d.watch(w, r)
@@ -56,18 +49,18 @@ func (d *door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	op, ok := d.ops[name]
 	if !ok || r.Method != http.MethodPost {
-		writeError(w, http.StatusNotFound, fmt.Errorf("storedoor: no operation %q (POST %s<Operation>)", name, storewire.Prefix))
+		writeError(w, http.StatusNotFound, fmt.Errorf("remotestore: no operation %q (POST %s<Operation>)", name, Prefix))
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
-		writeError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("storedoor: %w", err))
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("remotestore: %w", err))
 		return
 	}
 	res, err := op(r.Context(), body)
-	ans := storewire.Answer{}
+	ans := answer{}
 	if ans.Result, err = marshalResult(res, err); err != nil {
-		ans.Error = storewire.Encode(err)
+		ans.Error = encodeError(err)
 	}
 	writeJSON(w, ans)
 }
@@ -92,11 +85,11 @@ func writeJSON(w http.ResponseWriter, v any) {
 func writeError(w http.ResponseWriter, status int, err error) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(storewire.Encode(err))
+	_ = json.NewEncoder(w).Encode(encodeError(err))
 }
 
-func capabilities(st store.Store) storewire.Capabilities {
-	var c storewire.Capabilities
+func capabilitiesOf(st store.Store) capabilities {
+	var c capabilities
 	_, c.Queuer = st.(store.Queuer)
 	_, c.Cooler = st.(store.Cooler)
 	_, c.Syncer = st.(store.Syncer)
@@ -113,7 +106,7 @@ func (d *door) watch(w http.ResponseWriter, r *http.Request) {
 	fl, ok := w.(http.Flusher)
 	fw, watches := d.st.(store.FreedWatcher)
 	if !ok || !watches {
-		writeError(w, http.StatusNotFound, fmt.Errorf("storedoor: the store sends no freed notices"))
+		writeError(w, http.StatusNotFound, fmt.Errorf("remotestore: the store sends no freed notices"))
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -161,16 +154,16 @@ func operations(st store.Store) map[string]func(context.Context, []byte) (any, e
 			err := st.Acquire(ctx, &req, &res)
 			return &res, err
 		},
-		"Release":      call(st.Release),
-		"Adjust":       call(st.Adjust),
-		"Extend":       call(st.Extend),
-		"Penalize":     call(st.Penalize),
-		"Peek":         call(st.Peek),
-		"Reconcile":    call(st.Reconcile),
-		"PutBucket":    callErr(st.PutBucket),
-		"DeleteBucket": callErr(st.DeleteBucket),
-		"ListBuckets":  call(st.ListBuckets),
-		"Leases":       call(st.Leases),
+		"Release":      serve(st.Release),
+		"Adjust":       serve(st.Adjust),
+		"Extend":       serve(st.Extend),
+		"Penalize":     serve(st.Penalize),
+		"Peek":         serve(st.Peek),
+		"Reconcile":    serve(st.Reconcile),
+		"PutBucket":    serveErr(st.PutBucket),
+		"DeleteBucket": serveErr(st.DeleteBucket),
+		"ListBuckets":  serve(st.ListBuckets),
+		"Leases":       serve(st.Leases),
 	}
 	if q, ok := st.(store.Queuer); ok {
 		ops["Reserve"] = func(ctx context.Context, b []byte) (any, error) {
@@ -182,19 +175,19 @@ func operations(st store.Store) map[string]func(context.Context, []byte) (any, e
 			err := q.Reserve(ctx, &req, &res)
 			return &res, err
 		}
-		ops["Cancel"] = call(q.Cancel)
-		ops["Dequeue"] = callErr(q.Dequeue)
+		ops["Cancel"] = serve(q.Cancel)
+		ops["Dequeue"] = serveErr(q.Dequeue)
 	}
 	if c, ok := st.(store.Cooler); ok {
-		ops["Cooldown"] = call(c.Cooldown)
+		ops["Cooldown"] = serve(c.Cooldown)
 	}
 	if y, ok := st.(store.Syncer); ok {
-		ops["Sync"] = call(y.Sync)
+		ops["Sync"] = serve(y.Sync)
 	}
 	return ops
 }
 
-func call[Req, Res any](f func(context.Context, Req) (Res, error)) func(context.Context, []byte) (any, error) {
+func serve[Req, Res any](f func(context.Context, Req) (Res, error)) func(context.Context, []byte) (any, error) {
 	return func(ctx context.Context, b []byte) (any, error) {
 		var req Req
 		if err := decode(b, &req); err != nil {
@@ -205,7 +198,7 @@ func call[Req, Res any](f func(context.Context, Req) (Res, error)) func(context.
 	}
 }
 
-func callErr[Req any](f func(context.Context, Req) error) func(context.Context, []byte) (any, error) {
+func serveErr[Req any](f func(context.Context, Req) error) func(context.Context, []byte) (any, error) {
 	return func(ctx context.Context, b []byte) (any, error) {
 		var req Req
 		if err := decode(b, &req); err != nil {
@@ -217,7 +210,7 @@ func callErr[Req any](f func(context.Context, Req) error) func(context.Context, 
 
 func decode(b []byte, v any) error {
 	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("storedoor: malformed request: %w: %w", store.ErrInvalid, err)
+		return fmt.Errorf("remotestore: malformed request: %w: %w", store.ErrInvalid, err)
 	}
 	return nil
 }

@@ -1,10 +1,9 @@
-// Package storewire is the wire form of the store door: sluice serve's
-// /sluice.store.v1/ routes (package service/storedoor) and the Go store
-// that calls them (store/remotestore). A request and its answer are the
-// store package's own types in JSON; an error is an Error, from which the
+package remotestore
+
+// The wire form of the store door. A request and its answer are the store
+// package's own types in JSON; an error is a wireError, from which the
 // typed errors and sentinels of the store contract are rebuilt, so that
 // errors.Is and errors.As see through the door what they see in process.
-package storewire
 
 import (
 	"context"
@@ -16,12 +15,13 @@ import (
 	"github.com/ontopix/sluice/store"
 )
 
-// Prefix is the routes' path prefix; an operation is Prefix + its name.
+// Prefix is the store door's path prefix; an operation is Prefix + its
+// name.
 const Prefix = "/sluice.store.v1/"
 
-// Capabilities is the answer of Prefix + "Capabilities": the optional
+// capabilities is the answer of Prefix + "Capabilities": the optional
 // capabilities of the store behind the door.
-type Capabilities struct {
+type capabilities struct {
 	Queuer       bool `json:"queuer"`
 	Cooler       bool `json:"cooler"`
 	Syncer       bool `json:"syncer"`
@@ -29,15 +29,15 @@ type Capabilities struct {
 	CallerClock  bool `json:"caller_clock"`
 }
 
-// Answer is an operation's answer: its result, and its error when it
+// answer is an operation's answer: its result, and its error when it
 // failed (a result may come with an error).
-type Answer struct {
+type answer struct {
 	Result json.RawMessage `json:"result,omitempty"`
-	Error  *Error          `json:"error,omitempty"`
+	Error  *wireError      `json:"error,omitempty"`
 }
 
-// Error is an error's wire form.
-type Error struct {
+// wireError is an error's wire form.
+type wireError struct {
 	// Message is the error's text.
 	Message string `json:"message"`
 	// Matches names the sentinels the error matches (errors.Is).
@@ -76,9 +76,9 @@ var sentinels = []struct {
 	{"canceled", context.Canceled},
 }
 
-// Encode returns err's wire form.
-func Encode(err error) *Error {
-	e := &Error{Message: err.Error()}
+// encodeError returns err's wire form.
+func encodeError(err error) *wireError {
+	e := &wireError{Message: err.Error()}
 	for _, s := range sentinels {
 		if errors.Is(err, s.err) {
 			e.Matches = append(e.Matches, s.name)
@@ -101,10 +101,10 @@ func Encode(err error) *Error {
 	return e
 }
 
-// Decode rebuilds an error from its wire form: the typed error it was,
+// decode rebuilds an error from its wire form: the typed error it was,
 // inside an error with the original message that matches every sentinel
 // the original matched.
-func (e *Error) Decode() error {
+func (e *wireError) decode() error {
 	var typed error
 	switch e.Type {
 	case "field":
