@@ -3,7 +3,8 @@
 # Go code (service/gen) with buf from npm, protoc-gen-go and
 # protoc-gen-connect-go from the Go module proxy, installed once into the
 # git-ignored .ci/tmp/gen; the TypeScript client's (clients/typescript/
-# src/gen) with protoc-gen-es from its locked npm dependencies.
+# src/gen) with protoc-gen-es from its locked npm dependencies; and the
+# API reference, docs/api.md (internal/cmd/apidoc).
 #
 #   scripts/gen.sh          lint proto/ and regenerate both
 #   scripts/gen.sh --check  lint, regenerate into a temporary directory and
@@ -28,13 +29,19 @@ if [ "${1:-}" = "--check" ]; then
   trap 'rm -rf "$out"' EXIT
   buf generate -o "$out"
   (cd "$ts" && buf generate -o "$out/ts")
-  if ! diff -r "$out/service/gen" service/gen || ! diff -r "$out/ts/src/gen" "$ts/src/gen"; then
+  buf build proto -o "$out/image.binpb"
+  go run ./internal/cmd/apidoc "$out/image.binpb" > "$out/api.md"
+  if ! diff -r "$out/service/gen" service/gen || ! diff -r "$out/ts/src/gen" "$ts/src/gen" || ! diff "$out/api.md" docs/api.md; then
     echo "scripts/gen.sh: the generated code differs from proto/: run scripts/gen.sh and commit the result" >&2
     exit 1
   fi
-  echo "service/gen and $ts/src/gen match proto/"
+  echo "service/gen, $ts/src/gen and docs/api.md match proto/"
 else
   rm -rf service/gen "$ts/src/gen"
   buf generate
   (cd "$ts" && buf generate)
+  image=$(mktemp)
+  buf build proto -o "$image"
+  go run ./internal/cmd/apidoc "$image" > docs/api.md
+  rm -f "$image"
 fi
