@@ -122,12 +122,13 @@ type serveResult struct {
 
 // waitHealthy polls url until it answers 200, failing the test when the
 // command exits first or after 10 s.
-func waitHealthy(t *testing.T, url string, done <-chan serveResult) {
+func waitHealthy(t *testing.T, url string, done chan serveResult) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		select {
 		case r := <-done:
+			done <- r // for startServe's cleanup
 			t.Fatalf("serve exited %d before it was healthy\nstdout:\n%s\nstderr:\n%s", r.code, r.out, r.errs)
 		default:
 		}
@@ -176,19 +177,7 @@ func TestServeEnvoy(t *testing.T) {
 	if err := os.WriteFile(envoy, []byte("domain: llm\nrules:\n  - entries: [generic_key=slots]\n    dimension: v#slots\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	addr := freeAddr(t)
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan serveResult, 1)
-	go func() {
-		out, errs, code := e.runCtx(ctx, "serve", "--listen", addr, "--limits", file, "--envoy", envoy)
-		done <- serveResult{out, errs, code}
-	}()
-	defer func() {
-		stop()
-		if r := <-done; r.code != 0 {
-			t.Errorf("serve exited %d\nstderr:\n%s", r.code, r.errs)
-		}
-	}()
+	addr, done := startServe(t, e, "--limits", file, "--envoy", envoy)
 	waitHealthy(t, "http://"+addr+"/healthz", done)
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -249,19 +238,7 @@ func TestServeAuth(t *testing.T) {
 	if err := os.WriteFile(authFile, []byte(entry), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	addr := freeAddr(t)
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan serveResult, 1)
-	go func() {
-		out, errs, code := e.runCtx(ctx, "serve", "--listen", addr, "--limits", file, "--auth", authFile)
-		done <- serveResult{out, errs, code}
-	}()
-	defer func() {
-		stop()
-		if r := <-done; r.code != 0 {
-			t.Errorf("serve exited %d\nstderr:\n%s", r.code, r.errs)
-		}
-	}()
+	addr, done := startServe(t, e, "--limits", file, "--auth", authFile)
 	base := "http://" + addr
 	waitHealthy(t, base+"/healthz", done)
 	metrics := func(token string) int {
@@ -308,19 +285,7 @@ func TestServeStoreDoor(t *testing.T) {
 	if err := os.WriteFile(file, []byte(serveLimits), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	addr := freeAddr(t)
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan serveResult, 1)
-	go func() {
-		out, errs, code := e.runCtx(ctx, "serve", "--listen", addr, "--limits", file)
-		done <- serveResult{out, errs, code}
-	}()
-	defer func() {
-		stop()
-		if r := <-done; r.code != 0 {
-			t.Errorf("serve exited %d\nstderr:\n%s", r.code, r.errs)
-		}
-	}()
+	addr, done := startServe(t, e, "--limits", file)
 	waitHealthy(t, "http://"+addr+"/healthz", done)
 	remote := &testEnv{t: t, url: "sluice://" + addr}
 	if out := remote.ok("acquire", "v#slots", "--hold", "0s"); !strings.Contains(out, "GRANTED") {
@@ -336,4 +301,30 @@ func TestServeStoreDoor(t *testing.T) {
 	if code != 3 {
 		t.Errorf("no server behind sluice://: got exit %d (%s), want 3 (unavailable)", code, errs)
 	}
+}
+
+// startServe runs sluice serve on a free loopback address with args until
+// the test ends, then stops it as SIGTERM would and checks that it exited
+// 0. It returns the address and the channel its result arrives on.
+func startServe(t *testing.T, e *testEnv, args ...string) (string, chan serveResult) {
+	t.Helper()
+	addr := freeAddr(t)
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan serveResult, 1)
+	go func() {
+		out, errs, code := e.runCtx(ctx, append([]string{"serve", "--listen", addr}, args...)...)
+		done <- serveResult{out, errs, code}
+	}()
+	t.Cleanup(func() {
+		stop()
+		select {
+		case r := <-done:
+			if r.code != 0 {
+				t.Errorf("serve exited %d\nstderr:\n%s", r.code, r.errs)
+			}
+		case <-time.After(time.Minute):
+			t.Error("serve did not stop within a minute")
+		}
+	})
+	return addr, done
 }
