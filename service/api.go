@@ -90,6 +90,11 @@ func (a *api) wait(ctx context.Context, m *sluicev1.WaitRequest) (*sluicev1.Wait
 	if err != nil {
 		return nil, toConnect(err)
 	}
+	if ctx.Err() != nil {
+		// The caller went away as the slot came: nobody will release it.
+		_ = l.Release(context.WithoutCancel(ctx))
+		return nil, toConnect(ctx.Err())
+	}
 	lease, err := a.hold(ctx, l)
 	if err != nil {
 		return nil, err
