@@ -8,12 +8,18 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ontopix/sluice/internal/testing/ddbtest"
 	"github.com/ontopix/sluice/internal/testing/pgtest"
 	"github.com/ontopix/sluice/internal/testing/redistest"
 	"github.com/ontopix/sluice/store"
+	"github.com/ontopix/sluice/store/dynamostore"
 	"github.com/ontopix/sluice/store/memstore"
 	"github.com/ontopix/sluice/store/pgstore"
 	"github.com/ontopix/sluice/store/redisstore"
@@ -24,7 +30,24 @@ import (
 // redisAddr is the test redis-server, started once by TestMain.
 var redisAddr string
 
+// ddb is DynamoDB Local, started by TestMain while the other servers start.
+var (
+	ddb      *ddbtest.Server
+	ddbErr   error
+	ddbReady = make(chan struct{})
+)
+
 func TestMain(m *testing.M) {
+	go func() {
+		ddb, ddbErr = ddbtest.Start()
+		close(ddbReady)
+	}()
+	defer func() {
+		<-ddbReady
+		if ddb != nil {
+			_ = ddb.Close()
+		}
+	}()
 	srv, err := redistest.Start()
 	if err == nil {
 		redisAddr = srv.Addr
@@ -35,6 +58,10 @@ func TestMain(m *testing.M) {
 	}
 	code := pgtest.Main(m)
 	_ = srv.Close()
+	<-ddbReady
+	if ddb != nil {
+		_ = ddb.Close()
+	}
 	os.Exit(code)
 }
 
@@ -139,4 +166,39 @@ func BenchmarkConformance(b *testing.B) {
 			return s
 		}))
 	})
+}
+
+// TestConformanceDynamoDB runs the suite through the door to DynamoDB
+// Local, on a fresh table per test: the SDKs' table (partition key
+// vendor_dimension) without TTL, whose sweeper would delete the suite's
+// records, dated in the past.
+func TestConformanceDynamoDB(t *testing.T) {
+	<-ddbReady
+	if ddbErr != nil {
+		t.Fatalf("DynamoDB Local is required: %v", ddbErr)
+	}
+	h := harness(func(tb testing.TB) store.Store {
+		db := ddb.Client(dynamostore.ClientOptions)
+		table := ddb.TableName("door")
+		ctx := context.Background()
+		if _, err := db.CreateTable(ctx, &dynamodb.CreateTableInput{
+			TableName:            aws.String(table),
+			AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("vendor_dimension"), AttributeType: types.ScalarAttributeTypeS}},
+			KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("vendor_dimension"), KeyType: types.KeyTypeHash}},
+			BillingMode:          types.BillingModePayPerRequest,
+		}); err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() {
+			_, _ = db.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
+		})
+		s, err := dynamostore.New(db, table, dynamostore.WithTimeout(30*time.Second))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { _ = s.Close() })
+		return s
+	})
+	h.ModelSequences = 20 // each sequence is hundreds of round trips to a slow emulator
+	storetest.Run(t, h)
 }
