@@ -58,6 +58,8 @@ func passwordEnv(scheme string) string {
 	switch scheme {
 	case "postgres", "postgresql":
 		return "PGPASSWORD"
+	case "sluice", "sluices":
+		return "SLUICE_TOKEN"
 	}
 	return "SLUICE_REDIS_PASSWORD"
 }

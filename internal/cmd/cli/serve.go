@@ -123,6 +123,12 @@ func runServe(cmd *cobra.Command, g *globals, o *serveOptions) error {
 	if o.drain <= 0 {
 		return usagef("invalid --drain %s: must be positive", o.drain)
 	}
+	if o.maxLeases < 1 {
+		return usagef("invalid --max-leases %d: must be at least 1", o.maxLeases)
+	}
+	if o.maxBytes < 1024 {
+		return usagef("invalid --max-request-bytes %d: must be at least 1024", o.maxBytes)
+	}
 	var rlsCfg *envoyrls.Config
 	if o.envoy != "" {
 		var err error
