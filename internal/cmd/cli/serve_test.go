@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	sluicev1 "github.com/ontopix/sluice/service/gen/sluice/v1"
 	"github.com/ontopix/sluice/service/gen/sluice/v1/sluicev1connect"
@@ -330,4 +332,48 @@ func startServe(t *testing.T, e *testEnv, args ...string) (string, chan serveRes
 		}
 	})
 	return addr, done
+}
+
+// TestServeDrainsWaits stops serve while a caller waits on the server for
+// a slot: the wait in flight still gets its answer before the server
+// exits, and the slots the server held are released after it.
+func TestServeDrainsWaits(t *testing.T) {
+	e := redisEnv(t)
+	file := filepath.Join(t.TempDir(), "limits.yaml")
+	if err := os.WriteFile(file, []byte(serveLimits), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan serveResult, 1)
+	go func() {
+		out, errs, code := e.runCtx(ctx, "serve", "--listen", addr, "--limits", file, "--drain", "10s")
+		done <- serveResult{out, errs, code}
+	}()
+	waitHealthy(t, "http://"+addr+"/healthz", done)
+	c := sluicev1connect.NewLimiterServiceClient(http.DefaultClient, "http://"+addr)
+	for range 2 {
+		if _, err := c.Acquire(context.Background(), connect.NewRequest(&sluicev1.AcquireRequest{Items: []*sluicev1.Item{{Dimension: "v#slots", Cost: 1}}})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waited := make(chan error, 1)
+	go func() {
+		res, err := c.Wait(context.Background(), connect.NewRequest(&sluicev1.WaitRequest{Items: []*sluicev1.Item{{Dimension: "v#slots", Cost: 1}}, MaxWait: durationpb.New(time.Second)}))
+		if err == nil && res.Msg.GetGranted() {
+			err = fmt.Errorf("granted a slot that is held")
+		}
+		waited <- err
+	}()
+	time.Sleep(200 * time.Millisecond) // the wait is in flight
+	stop()
+	if err := <-waited; err != nil {
+		t.Errorf("the wait in flight at shutdown: %v, want its answer (no slot within 1 s)", err)
+	}
+	if r := <-done; r.code != 0 {
+		t.Fatalf("serve exited %d\nstderr:\n%s", r.code, r.errs)
+	}
+	if out := e.ok("status", "-o", "json"); !strings.Contains(out, `"tokens": 2`) {
+		t.Errorf("after shutdown the held slots are not free:\n%s", out)
+	}
 }
