@@ -18,7 +18,7 @@ type api struct{ s *Server }
 
 func (a *api) Acquire(ctx context.Context, req *connect.Request[sluicev1.AcquireRequest]) (*connect.Response[sluicev1.AcquireResponse], error) {
 	m := req.Msg
-	out, err := dedupe(ctx, a.s, "acquire", owner(ctx)+"\x00"+m.GetCaller(), m.GetIdempotencyKey(), func() (*sluicev1.AcquireResponse, error) {
+	out, err := dedupe(ctx, a.s, "acquire", m.GetCaller(), m.GetIdempotencyKey(), func() (*sluicev1.AcquireResponse, error) {
 		return a.acquire(ctx, m)
 	})
 	if err != nil {
@@ -28,14 +28,7 @@ func (a *api) Acquire(ctx context.Context, req *connect.Request[sluicev1.Acquire
 }
 
 func (a *api) acquire(ctx context.Context, m *sluicev1.AcquireRequest) (*sluicev1.AcquireResponse, error) {
-	if a.s.isClosed() {
-		return nil, errClosing
-	}
-	reqs, err := a.authorized(ctx, m.GetItems())
-	if err != nil {
-		return nil, err
-	}
-	opts, err := acquireOptions(m.GetTtl(), callerOf(ctx, m.GetCaller()))
+	reqs, opts, err := a.begin(ctx, m.GetItems(), m.GetTtl(), m.GetCaller())
 	if err != nil {
 		return nil, err
 	}
@@ -56,7 +49,7 @@ func (a *api) acquire(ctx context.Context, m *sluicev1.AcquireRequest) (*sluicev
 
 func (a *api) Wait(ctx context.Context, req *connect.Request[sluicev1.WaitRequest]) (*connect.Response[sluicev1.WaitResponse], error) {
 	m := req.Msg
-	out, err := dedupe(ctx, a.s, "wait", owner(ctx)+"\x00"+m.GetCaller(), m.GetIdempotencyKey(), func() (*sluicev1.WaitResponse, error) {
+	out, err := dedupe(ctx, a.s, "wait", m.GetCaller(), m.GetIdempotencyKey(), func() (*sluicev1.WaitResponse, error) {
 		return a.wait(ctx, m)
 	})
 	if err != nil {
@@ -66,14 +59,7 @@ func (a *api) Wait(ctx context.Context, req *connect.Request[sluicev1.WaitReques
 }
 
 func (a *api) wait(ctx context.Context, m *sluicev1.WaitRequest) (*sluicev1.WaitResponse, error) {
-	if a.s.isClosed() {
-		return nil, errClosing
-	}
-	reqs, err := a.authorized(ctx, m.GetItems())
-	if err != nil {
-		return nil, err
-	}
-	opts, err := acquireOptions(m.GetTtl(), callerOf(ctx, m.GetCaller()))
+	reqs, opts, err := a.begin(ctx, m.GetItems(), m.GetTtl(), m.GetCaller())
 	if err != nil {
 		return nil, err
 	}
@@ -302,6 +288,25 @@ func (a *api) lease(ctx context.Context, h string) (*sluice.Lease, error) {
 		return l.Lease, nil
 	}
 	return nil, connect.NewError(connect.CodeNotFound, errNotHeld(h))
+}
+
+// begin checks an acquisition before it goes to the store: the server
+// is not shutting down, the caller may acquire its items, and its TTL and
+// caller are valid. It returns the requests, zero costs resolved, and the
+// options.
+func (a *api) begin(ctx context.Context, items []*sluicev1.Item, ttl *durationpb.Duration, caller string) ([]sluice.Request, []sluice.AcquireOption, error) {
+	if a.s.isClosed() {
+		return nil, nil, errClosing
+	}
+	reqs, err := a.authorized(ctx, items)
+	if err != nil {
+		return nil, nil, err
+	}
+	opts, err := acquireOptions(ttl, callerOf(ctx, caller))
+	if err != nil {
+		return nil, nil, err
+	}
+	return reqs, opts, nil
 }
 
 // authorized converts a request's items, checks that the caller may

@@ -145,9 +145,9 @@ func code(err error) connect.Code {
 	return connect.CodeUnknown
 }
 
-// dedupe runs f once per (method, caller, key) within idempotencyWindow
-// and answers a repeated call with the first call's answer. An empty key
-// runs f every time.
+// dedupe runs f once per (method, principal, caller, key) within
+// idempotencyWindow and answers a repeated call with the first call's
+// answer. An empty key runs f every time.
 func dedupe[T any](ctx context.Context, s *Server, method, caller, key string, f func() (*T, error)) (*T, error) {
 	if key == "" {
 		return f()
@@ -155,7 +155,7 @@ func dedupe[T any](ctx context.Context, s *Server, method, caller, key string, f
 	if len(key) > 256 {
 		return nil, invalidArg("idempotency_key", key[:32]+"…", "must be at most 256 bytes")
 	}
-	full := method + "\x00" + caller + "\x00" + key
+	full := method + "\x00" + owner(ctx) + "\x00" + caller + "\x00" + key
 	e, own := s.keys.claim(full, time.Now())
 	if e == nil {
 		return nil, connect.NewError(connect.CodeResourceExhausted, errors.New("service: too many idempotency keys in the last minute"))

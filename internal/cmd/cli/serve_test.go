@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -52,15 +53,9 @@ func TestServe(t *testing.T) {
 	if err := os.WriteFile(file, []byte(serveLimits), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	addr := freeAddr(t)
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan serveResult, 1)
-	go func() {
-		out, errs, code := e.runCtx(ctx, "serve", "--listen", addr, "--limits", file, "--reconcile", "1s")
-		done <- serveResult{out, errs, code}
-	}()
-	base := "http://" + addr
-	waitHealthy(t, base+"/healthz", done)
+	srv := startServe(t, e, "--limits", file, "--reconcile", "1s")
+	base := "http://" + srv.addr
+	waitHealthy(t, base+"/healthz", srv.done)
 
 	c := sluicev1connect.NewLimiterServiceClient(h2cClient(), base, connect.WithGRPC())
 	res, err := c.Acquire(context.Background(), connect.NewRequest(&sluicev1.AcquireRequest{Items: []*sluicev1.Item{{Dimension: "v#slots", Cost: 1}}}))
@@ -75,8 +70,7 @@ func TestServe(t *testing.T) {
 			t.Errorf("%s: got %q, want it to contain %q", path, got, want)
 		}
 	}
-	stop()
-	r := <-done
+	r := srv.stop()
 	if r.code != 0 {
 		t.Fatalf("serve exited %d\nstdout:\n%s\nstderr:\n%s", r.code, r.out, r.errs)
 	}
@@ -133,7 +127,7 @@ func waitHealthy(t *testing.T, url string, done chan serveResult) {
 	for time.Now().Before(deadline) {
 		select {
 		case r := <-done:
-			done <- r // for startServe's cleanup
+			done <- r // for the server's stop
 			t.Fatalf("serve exited %d before it was healthy\nstdout:\n%s\nstderr:\n%s", r.code, r.out, r.errs)
 		default:
 		}
@@ -182,7 +176,8 @@ func TestServeEnvoy(t *testing.T) {
 	if err := os.WriteFile(envoy, []byte("domain: llm\nrules:\n  - entries: [generic_key=slots]\n    dimension: v#slots\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	addr, done := startServe(t, e, "--limits", file, "--envoy", envoy)
+	srv := startServe(t, e, "--limits", file, "--envoy", envoy)
+	addr, done := srv.addr, srv.done
 	waitHealthy(t, "http://"+addr+"/healthz", done)
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -243,7 +238,8 @@ func TestServeAuth(t *testing.T) {
 	if err := os.WriteFile(authFile, []byte(entry), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	addr, done := startServe(t, e, "--limits", file, "--auth", authFile)
+	srv := startServe(t, e, "--limits", file, "--auth", authFile)
+	addr, done := srv.addr, srv.done
 	base := "http://" + addr
 	waitHealthy(t, base+"/healthz", done)
 	metrics := func(token string) int {
@@ -290,7 +286,8 @@ func TestServeStoreDoor(t *testing.T) {
 	if err := os.WriteFile(file, []byte(serveLimits), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	addr, done := startServe(t, e, "--limits", file)
+	srv := startServe(t, e, "--limits", file)
+	addr, done := srv.addr, srv.done
 	waitHealthy(t, "http://"+addr+"/healthz", done)
 	remote := &testEnv{t: t, url: "sluice://" + addr}
 	if out := remote.ok("acquire", "v#slots", "--hold", "0s"); !strings.Contains(out, "GRANTED") {
@@ -308,30 +305,40 @@ func TestServeStoreDoor(t *testing.T) {
 	}
 }
 
-// startServe runs sluice serve on a free loopback address with args until
-// the test ends, then stops it as SIGTERM would and checks that it exited
-// 0. It returns the address and the channel its result arrives on.
-func startServe(t *testing.T, e *testEnv, args ...string) (string, chan serveResult) {
+// server is a run of sluice serve started by startServe.
+type server struct {
+	addr string
+	done chan serveResult
+	stop func() serveResult
+}
+
+// startServe runs sluice serve on a free loopback address with args. Its
+// stop ends it as SIGTERM would and returns how it exited; the test's
+// cleanup stops it too and checks that it exited 0.
+func startServe(t *testing.T, e *testEnv, args ...string) *server {
 	t.Helper()
 	addr := freeAddr(t)
-	ctx, stop := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan serveResult, 1)
 	go func() {
 		out, errs, code := e.runCtx(ctx, append([]string{"serve", "--listen", addr}, args...)...)
 		done <- serveResult{out, errs, code}
 	}()
-	t.Cleanup(func() {
-		stop()
+	stop := sync.OnceValue(func() serveResult {
+		cancel()
 		select {
 		case r := <-done:
-			if r.code != 0 {
-				t.Errorf("serve exited %d\nstderr:\n%s", r.code, r.errs)
-			}
+			return r
 		case <-time.After(time.Minute):
-			t.Error("serve did not stop within a minute")
+			return serveResult{errs: "serve did not stop within a minute", code: -1}
 		}
 	})
-	return addr, done
+	t.Cleanup(func() {
+		if r := stop(); r.code != 0 {
+			t.Errorf("serve exited %d\nstderr:\n%s", r.code, r.errs)
+		}
+	})
+	return &server{addr: addr, done: done, stop: stop}
 }
 
 // TestServeDrainsWaits stops serve while a caller waits on the server for
@@ -343,14 +350,9 @@ func TestServeDrainsWaits(t *testing.T) {
 	if err := os.WriteFile(file, []byte(serveLimits), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	addr := freeAddr(t)
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan serveResult, 1)
-	go func() {
-		out, errs, code := e.runCtx(ctx, "serve", "--listen", addr, "--limits", file, "--drain", "10s")
-		done <- serveResult{out, errs, code}
-	}()
-	waitHealthy(t, "http://"+addr+"/healthz", done)
+	srv := startServe(t, e, "--limits", file, "--drain", "10s")
+	addr := srv.addr
+	waitHealthy(t, "http://"+addr+"/healthz", srv.done)
 	c := sluicev1connect.NewLimiterServiceClient(http.DefaultClient, "http://"+addr)
 	for range 2 {
 		if _, err := c.Acquire(context.Background(), connect.NewRequest(&sluicev1.AcquireRequest{Items: []*sluicev1.Item{{Dimension: "v#slots", Cost: 1}}})); err != nil {
@@ -366,11 +368,11 @@ func TestServeDrainsWaits(t *testing.T) {
 		waited <- err
 	}()
 	time.Sleep(200 * time.Millisecond) // the wait is in flight
-	stop()
+	r := srv.stop()
 	if err := <-waited; err != nil {
 		t.Errorf("the wait in flight at shutdown: %v, want its answer (no slot within 1 s)", err)
 	}
-	if r := <-done; r.code != 0 {
+	if r.code != 0 {
 		t.Fatalf("serve exited %d\nstderr:\n%s", r.code, r.errs)
 	}
 	if out := e.ok("status", "-o", "json"); !strings.Contains(out, `"tokens": 2`) {
