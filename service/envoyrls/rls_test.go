@@ -278,6 +278,7 @@ func TestErrors(t *testing.T) {
 	}{
 		{"no bucket", desc("generic_key", "tokens", "model", "gpt-5"), codes.NotFound, "openai#gpt-5#tpm"},
 		{"above capacity", hits(desc("generic_key", "tokens", "model", "gpt-4o"), 20_000), codes.InvalidArgument, "openai#gpt-4o#tpm"},
+		{"hits beyond any bucket", hits(desc("generic_key", "tokens", "model", "gpt-4o"), 1<<63), codes.InvalidArgument, "openai#gpt-4o#tpm"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -311,5 +312,20 @@ func TestCurrentLimitUnits(t *testing.T) {
 		if l.GetUnit() != tt.unit || l.GetRequestsPerUnit() != tt.n {
 			t.Errorf("%s: got %d per %v, want %d per %v", tt.cfg.Name, l.GetRequestsPerUnit(), l.GetUnit(), tt.n, tt.unit)
 		}
+	}
+}
+
+// TestTwoRequestIDs refuses a call whose descriptors carry two request ids
+// (one call is one request), naming both, and charges nothing.
+func TestTwoRequestIDs(t *testing.T) {
+	r := newRig(t, "memory")
+	_, err := r.rls.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "llm", Descriptors: []*ratelimitv3.RateLimitDescriptor{
+		desc("generic_key", "requests", "request_id", "a"), desc("generic_key", "streams", "request_id", "b"),
+	}})
+	if got := status.Code(err); got != codes.InvalidArgument || !strings.Contains(err.Error(), `"a"`) || !strings.Contains(err.Error(), `"b"`) {
+		t.Errorf("got %v (%v), want InvalidArgument naming both ids", got, err)
+	}
+	if got, want := r.tokens(t, "openai#rpm"), int64(3); got != want {
+		t.Errorf("requests left: got %d, want %d", got, want)
 	}
 }
