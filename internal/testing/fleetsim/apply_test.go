@@ -18,7 +18,7 @@ import (
 // fleet already spends on it: whichever replica creates the bucket, it is
 // created once, full, and never filled again by the others.
 func TestConcurrentCreate(t *testing.T) {
-	for _, kind := range stores {
+	for _, kind := range doorStores {
 		t.Run(kind, func(t *testing.T) {
 			f := newFleet(t, kind)
 			for range 8 {

@@ -68,7 +68,7 @@ func TestLostReply(t *testing.T) {
 		}},
 	}
 	for _, tt := range tests {
-		for _, kind := range stores[1:] {
+		for _, kind := range doorStores[1:] {
 			t.Run(tt.name+"/"+kind, func(t *testing.T) {
 				f := newFleet(t, kind)
 				f.bucket("v#tpm", perPeriod(1000, time.Minute))
@@ -98,7 +98,7 @@ func TestLostReply(t *testing.T) {
 // which chose the lease id, releases it in the background, so the slot
 // comes back within seconds, not at the lease's hour-long expiry.
 func TestLostAcquireReply(t *testing.T) {
-	for _, kind := range stores[1:] {
+	for _, kind := range doorStores[1:] {
 		t.Run(kind, func(t *testing.T) {
 			f := newFleet(t, kind)
 			f.bucket("v#concurrent", sluice.ConcurrentLimit(1))

@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -29,12 +30,26 @@ import (
 // "remote": store/remotestore through sluice serve's store door to Redis.
 var stores = storeKinds()
 
+// doorStores are the stores of the scenarios that break the clock and
+// reply assumptions (skewed clocks, lost and resent replies, concurrent
+// creates): they always run through the store door as well, whose own
+// HTTP retries are one more way for a reply to be lost or resent.
+var doorStores = withDoor(stores)
+
 func storeKinds() []string {
 	kinds := []string{"memory", "redis", "postgres", "dynamodb"}
 	if os.Getenv("SLUICE_FLEET_DOOR") == "1" {
 		kinds = append(kinds, "remote")
 	}
 	return kinds
+}
+
+// withDoor returns kinds with "remote" added if it is not there.
+func withDoor(kinds []string) []string {
+	if slices.Contains(kinds, "remote") {
+		return kinds
+	}
+	return append(slices.Clip(kinds), "remote")
 }
 
 var prefixes atomic.Int64

@@ -25,7 +25,7 @@ func TestSkew(t *testing.T) {
 		{"one jumping back 3 s", []Clock{{}, {JumpAfter: 300 * time.Millisecond, Jump: -3 * time.Second}}},
 	}
 	for _, tt := range tests {
-		for _, kind := range stores {
+		for _, kind := range doorStores {
 			t.Run(tt.name+"/"+kind, func(t *testing.T) {
 				f := newFleet(t, kind)
 				cfg := perPeriod(40, time.Minute)
