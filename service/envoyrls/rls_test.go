@@ -48,8 +48,9 @@ var buckets = []sluice.Bucket{
 
 // rig is the RLS on a store, behind a real gRPC client.
 type rig struct {
-	c   *sluice.Client
-	rls rlsv3.RateLimitServiceClient
+	c    *sluice.Client
+	rls  rlsv3.RateLimitServiceClient
+	addr string // host:port of the server
 }
 
 func newRig(t *testing.T, kind string) *rig {
@@ -95,7 +96,7 @@ func newRig(t *testing.T, kind string) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	return &rig{c: c, rls: rlsv3.NewRateLimitServiceClient(conn)}
+	return &rig{c: c, rls: rlsv3.NewRateLimitServiceClient(conn), addr: strings.TrimPrefix(hs.URL, "http://")}
 }
 
 // desc builds a descriptor from key, value pairs.
