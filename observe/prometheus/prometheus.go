@@ -20,7 +20,7 @@
 //	prometheus.MustRegister(state)
 //	events, err := sluiceprom.NewTransportEvents(prometheus.DefaultRegisterer)
 //	if err != nil { ... }
-//	rt, err := transport.New(client, transport.WithEvents(events))
+//	rt, err := transport.New(client, profiles, transport.WithEvents(events))
 //
 // # Metrics
 //
