@@ -288,3 +288,73 @@ func TestNewStateCollectorErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestWaitingInLine runs waiters in line on a real Client and checks what
+// an alert can see while they wait and after: the debt and the line in
+// time while they sleep, then their waits per dimension, while
+// sluice_acquire_total{outcome="retry_in"} stays at zero throughout.
+func TestWaitingInLine(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		reg := prom.NewRegistry()
+		obs, err := sluiceprom.New(reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		client, err := sluice.New(memstore.New(), sluice.WithObserver(obs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer client.Close()
+		if err := client.PutBucket(ctx, sluice.Bucket{Name: "v#rpm", Config: sluice.PerMinute(sluice.Requests, 60)}); err != nil {
+			t.Fatal(err)
+		}
+		col, err := sluiceprom.NewStateCollector(client, sluiceprom.WithStateCacheFor(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		reg.MustRegister(col)
+		if res, err := client.Acquire(ctx, "v#rpm", sluice.WithCost(60)); err != nil || !res.Granted() {
+			t.Fatalf("Acquire = %v, %v", res.Outcome, err)
+		}
+		var wg sync.WaitGroup
+		for range 3 { // each waits in line for one request: 1, 2 and 3 s
+			wg.Go(func() {
+				l, err := client.Wait(ctx, []sluice.Request{{Dimension: "v#rpm", Cost: 1}})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				l.Release(ctx)
+			})
+		}
+		synctest.Wait() // all three sleep in line
+		during := series(scrape(t, reg))
+		wg.Wait()
+		after := series(scrape(t, reg))
+		tests := []struct {
+			got        map[string]string
+			series, w string
+		}{
+			{during, `sluice_bucket_tokens{dimension="v#rpm"}`, "-3"},
+			{during, `sluice_bucket_debt_tokens{dimension="v#rpm"}`, "3"},
+			{during, `sluice_bucket_queue_seconds{dimension="v#rpm"}`, "3"},
+			{during, `sluice_acquire_total{dimension="v#rpm",outcome="retry_in"}`, "0"},
+			{after, `sluice_dimension_wait_seconds_count{dimension="v#rpm",result="granted"}`, "3"},
+			{after, `sluice_dimension_wait_seconds_sum{dimension="v#rpm",result="granted"}`, "6"},
+			{after, `sluice_dimension_wait_seconds_bucket{dimension="v#rpm",result="granted",le="1"}`, "1"},
+			{after, `sluice_dimension_wait_seconds_bucket{dimension="v#rpm",result="granted",le="2.5"}`, "2"},
+			{after, `sluice_wait_seconds_count{result="granted"}`, "3"},
+			{after, `sluice_acquire_total{dimension="v#rpm",outcome="retry_in"}`, "0"},
+			{after, `sluice_bucket_debt_tokens{dimension="v#rpm"}`, "0"},
+		}
+		for _, tt := range tests {
+			if g := tt.got[tt.series]; g != tt.w {
+				t.Errorf("%s = %q, want %q", tt.series, g, tt.w)
+			}
+		}
+		if t.Failed() {
+			t.Logf("during:\n%v", sortedKeys(during))
+		}
+	})
+}
