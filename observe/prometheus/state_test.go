@@ -333,7 +333,7 @@ func TestWaitingInLine(t *testing.T) {
 		wg.Wait()
 		after := series(scrape(t, reg))
 		tests := []struct {
-			got        map[string]string
+			got       map[string]string
 			series, w string
 		}{
 			{during, `sluice_bucket_tokens{dimension="v#rpm"}`, "-3"},
