@@ -124,3 +124,36 @@ func TestNewTransportEventsErrors(t *testing.T) {
 		t.Errorf("New beside NewTransportEvents: %v", err)
 	}
 }
+
+// TestConstLabelsEverywhere checks that WithConstLabels reaches the state
+// gauges and the vendor series too.
+func TestConstLabelsEverywhere(t *testing.T) {
+	opt := sluiceprom.WithConstLabels(prom.Labels{"service": "summarizer"})
+	f, reg := newTransportEvents(t, opt)
+	f(context.Background(), transport.Event{Vendor: vendors.OpenAI, Model: "m", Status: 200, Outcome: transport.Settled})
+	col, err := sluiceprom.NewStateCollector(stateClient(t, nil), opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg.MustRegister(col)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			n++
+			found := false
+			for _, l := range m.GetLabel() {
+				found = found || (l.GetName() == "service" && l.GetValue() == "summarizer")
+			}
+			if !found {
+				t.Errorf("%s %v: no service label", mf.GetName(), m.GetLabel())
+			}
+		}
+	}
+	if n < 10 {
+		t.Errorf("%d series gathered, want the state and vendor series", n)
+	}
+}
