@@ -3,6 +3,10 @@ package prometheus_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +16,7 @@ import (
 	"github.com/ontopix/sluice"
 	sluiceprom "github.com/ontopix/sluice/observe/prometheus"
 	"github.com/ontopix/sluice/store/memstore"
+	"github.com/ontopix/sluice/store/remotestore"
 	prom "github.com/prometheus/client_golang/prometheus"
 )
 
@@ -357,4 +362,45 @@ func TestWaitingInLine(t *testing.T) {
 			t.Logf("during:\n%v", sortedKeys(during))
 		}
 	})
+}
+
+// TestStateTimeout reads the buckets from a store that never answers (a
+// remote store whose service hangs, on loopback), with the Client's own
+// bound off: WithStateTimeout alone ends the read, and the scrape answers
+// sluice_state_up 0. Without it the test would hang until go test's
+// timeout.
+func TestStateTimeout(t *testing.T) {
+	cancelled := make(chan string, 4)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/Capabilities") {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"result":{}}`)
+			return
+		}
+		io.Copy(io.Discard, r.Body) // then the server notices the caller leave
+		<-r.Context().Done()        // hang until the caller gives up
+		cancelled <- r.URL.Path
+	}))
+	defer srv.Close()
+	ctx := context.Background()
+	st, err := remotestore.Open(ctx, srv.URL, remotestore.WithTimeout(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	cfg := sluice.DefaultConfig()
+	cfg.OpTimeout = 0 // no bound of the Client's own
+	client, err := sluice.New(st, sluice.WithConfig(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	reg := newState(t, client, sluiceprom.WithStateTimeout(50*time.Millisecond))
+	got := series(scrape(t, reg))
+	if got["sluice_state_up"] != "0" || got[`sluice_state_reads_total{result="error"}`] != "1" {
+		t.Errorf("a read past the timeout: up %q, errors %q; want 0 and 1", got["sluice_state_up"], got[`sluice_state_reads_total{result="error"}`])
+	}
+	if p := <-cancelled; !strings.HasSuffix(p, "ListBuckets") {
+		t.Errorf("the call cancelled was %s, want ListBuckets", p)
+	}
 }
