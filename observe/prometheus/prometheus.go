@@ -154,10 +154,15 @@ func newConfig(opts []Option) (config, error) {
 	case c.stateCache < 0:
 		return c, fmt.Errorf("prometheus: %w", &sluice.FieldError{Field: "state_cache_for", Value: c.stateCache, Reason: "must not be negative"})
 	}
+	seen := map[string]bool{}
 	for _, d := range c.stateDims {
-		if d == "" {
+		switch {
+		case d == "":
 			return c, fmt.Errorf("prometheus: %w", &sluice.FieldError{Field: "state_dimensions", Value: d, Reason: "must not hold an empty name"})
+		case seen[d]:
+			return c, fmt.Errorf("prometheus: %w", &sluice.FieldError{Field: "state_dimensions", Value: d, Reason: "names a dimension twice"})
 		}
+		seen[d] = true
 	}
 	return c, nil
 }

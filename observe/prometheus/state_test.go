@@ -281,6 +281,7 @@ func TestNewStateCollectorErrors(t *testing.T) {
 		{"zero timeout", client, []sluiceprom.Option{sluiceprom.WithStateTimeout(0)}, "state_timeout"},
 		{"negative cache", client, []sluiceprom.Option{sluiceprom.WithStateCacheFor(-time.Second)}, "state_cache_for"},
 		{"empty dimension", client, []sluiceprom.Option{sluiceprom.WithStateDimensions("v#rpm", "")}, "state_dimensions"},
+		{"dimension twice", client, []sluiceprom.Option{sluiceprom.WithStateDimensions("v#rpm", "v#tpm", "v#rpm")}, "state_dimensions"},
 		{"no dimensions", client, []sluiceprom.Option{sluiceprom.WithMaxDimensions(0)}, "max_dimensions"},
 	}
 	for _, tt := range tests {
