@@ -176,26 +176,28 @@ func WithMaxDimensions(n int) Option { return func(c *config) { c.maxDims = n } 
 // WithMaxModels sets how many distinct (vendor, model) pairs the vendor
 // metrics of NewTransportEvents label by name (default DefaultMaxModels,
 // at least 1); the calls of the others are counted under model="_other".
-// The other constructors ignore it.
+// Only NewTransportEvents uses it; every constructor rejects an invalid
+// value.
 func WithMaxModels(n int) Option { return func(c *config) { c.maxModels = n } }
 
 // WithStateTimeout bounds the store reads one refresh of a StateCollector
 // makes (default DefaultStateTimeout, positive). Keep it below the
-// scrape timeout. The other constructors ignore it.
+// scrape timeout. Only NewStateCollector uses it; every constructor
+// rejects an invalid value.
 func WithStateTimeout(d time.Duration) Option { return func(c *config) { c.stateTimeout = d } }
 
 // WithStateCacheFor sets how long a StateCollector answers scrapes from
 // its last read, failed or not, before it reads the store again (default
 // DefaultStateCacheFor; 0 reads on every scrape). However many scrapers
-// there are, the store is read at most once per period. The other
-// constructors ignore it.
+// there are, the store is read at most once per period. Only
+// NewStateCollector uses it; every constructor rejects an invalid value.
 func WithStateCacheFor(d time.Duration) Option { return func(c *config) { c.stateCache = d } }
 
 // WithStateDimensions makes a StateCollector read only the named
 // buckets (with Client.Peek, in the order given, the first
 // WithMaxDimensions of them) rather than every bucket of the store
-// (Client.Buckets). A name the store does not hold fails the read. The
-// other constructors ignore it.
+// (Client.Buckets). A name the store does not hold fails the read. Only
+// NewStateCollector uses it; every constructor rejects an invalid value.
 func WithStateDimensions(names ...string) Option {
 	return func(c *config) { c.stateDims = append([]string(nil), names...) }
 }
