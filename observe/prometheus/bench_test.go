@@ -2,11 +2,15 @@ package prometheus_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/ontopix/sluice"
 	sluiceprom "github.com/ontopix/sluice/observe/prometheus"
+	"github.com/ontopix/sluice/store/memstore"
+	"github.com/ontopix/sluice/vendors"
+	"github.com/ontopix/sluice/vendors/transport"
 	prom "github.com/prometheus/client_golang/prometheus"
 )
 
@@ -70,5 +74,47 @@ func BenchmarkPrometheusStoreError(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		obs.StoreError(ctx, e)
+	}
+}
+
+// BenchmarkStateCollect measures one scrape of a StateCollector that
+// reads 100 buckets over memstore every time (no cache).
+func BenchmarkStateCollect(b *testing.B) {
+	ctx := context.Background()
+	client, err := sluice.New(memstore.New())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer client.Close()
+	for i := range 100 {
+		if err := client.PutBucket(ctx, sluice.Bucket{Name: fmt.Sprintf("v#d%03d", i), Config: sluice.PerMinute(sluice.Tokens, 1000)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	col, err := sluiceprom.NewStateCollector(client, sluiceprom.WithStateCacheFor(0))
+	if err != nil {
+		b.Fatal(err)
+	}
+	reg := prom.NewRegistry()
+	reg.MustRegister(col)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := reg.Gather(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkTransportEvent measures one vendor call's update.
+func BenchmarkTransportEvent(b *testing.B) {
+	f, err := sluiceprom.NewTransportEvents(prom.NewRegistry())
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	e := transport.Event{Vendor: vendors.OpenAI, Model: "gpt-4o", Status: 200, Outcome: transport.Settled, Waited: time.Millisecond}
+	b.ReportAllocs()
+	for b.Loop() {
+		f(ctx, e)
 	}
 }

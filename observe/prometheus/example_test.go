@@ -7,9 +7,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"time"
 
 	"github.com/ontopix/sluice"
 	sluiceprom "github.com/ontopix/sluice/observe/prometheus"
+	"github.com/ontopix/sluice/store/memstore"
+	"github.com/ontopix/sluice/vendors"
+	"github.com/ontopix/sluice/vendors/transport"
 	prom "github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -47,4 +51,64 @@ func ExampleNew() {
 	// Output:
 	// sluice_acquire_total{dimension="openai#rpm",outcome="granted",service="summarizer"} 1
 	// sluice_acquire_total{dimension="openai#tpm",outcome="granted",service="summarizer"} 1
+}
+
+// Export the buckets' state: the collector reads them through the Client
+// when scraped, at most once per WithStateCacheFor period.
+func ExampleNewStateCollector() {
+	ctx := context.Background()
+	client, err := sluice.New(memstore.New())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer client.Close()
+	_ = client.PutBucket(ctx, sluice.Bucket{Name: "openai#tpm", Config: sluice.PerMinute(sluice.Tokens, 30_000)})
+	_, _ = client.Acquire(ctx, "openai#tpm", sluice.WithCost(7_500))
+
+	state, err := sluiceprom.NewStateCollector(client, sluiceprom.WithStateCacheFor(5*time.Second))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	reg := prom.NewRegistry()
+	reg.MustRegister(state)
+
+	mfs, _ := reg.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() == "sluice_bucket_capacity_tokens" || mf.GetName() == "sluice_state_up" {
+			fmt.Println(mf.GetName(), mf.GetMetric()[0].GetGauge().GetValue())
+		}
+	}
+	// Output:
+	// sluice_bucket_capacity_tokens 30000
+	// sluice_state_up 1
+}
+
+// Count a vendor transport's calls: pass the EventFunc to transport.New
+// with transport.WithEvents. Here one event is fed by hand.
+func ExampleNewTransportEvents() {
+	reg := prom.NewRegistry()
+	events, err := sluiceprom.NewTransportEvents(reg, sluiceprom.WithMaxModels(20))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	// rt, err := transport.New(client, profiles, transport.WithEvents(events))
+	events(context.Background(), transport.Event{
+		Vendor: vendors.OpenAI, Model: "gpt-4o", Status: 429, Outcome: transport.Rejected,
+		VendorErr: &vendors.Error{Vendor: vendors.OpenAI, Kind: vendors.RateLimited, Status: 429},
+		Reaction:  &vendors.Reaction{Classification: vendors.Classification{Kind: vendors.RateLimited, Metric: vendors.Tokens}},
+	})
+	mfs, _ := reg.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() == "sluice_vendor_rate_limits_total" {
+			for _, l := range mf.GetMetric()[0].GetLabel() {
+				fmt.Printf("%s=%s ", l.GetName(), l.GetValue())
+			}
+			fmt.Println(mf.GetMetric()[0].GetCounter().GetValue())
+		}
+	}
+	// Output:
+	// kind=rate_limited limit=tokens model=gpt-4o vendor=openai 1
 }

@@ -25,7 +25,7 @@ type metrics struct {
 	cooldowns, syncs, driftAhead                                          *prom.CounterVec
 	drift                                                                 *prom.GaugeVec
 	retryIn, delta                                                        *prom.HistogramVec
-	acquireDur, wait, attempts                                            *prom.HistogramVec
+	acquireDur, wait, attempts, dimWait                                   *prom.HistogramVec
 	releases, lost, runs, restored, storeErrs                             *prom.CounterVec
 	recreated                                                             *prom.CounterVec
 	held, reconcileDur                                                    prom.Histogram
@@ -54,6 +54,7 @@ type dimSeries struct {
 	syncs             [len(label.SyncResults)]prom.Counter
 	drift             prom.Gauge
 	driftAhead        prom.Counter
+	waits             [len(label.WaitResults)]prom.Observer
 }
 
 func counter(c config, name, help string, labels ...string) *prom.CounterVec {
@@ -66,11 +67,13 @@ func histogram(c config, name, help string, buckets []float64, labels ...string)
 
 func newMetrics(c config) *metrics {
 	m := &metrics{
-		acquire:     counter(c, "sluice_acquire_total", "Acquisition decisions, per dimension asked for, by outcome.", "dimension", "outcome"),
-		acquireDur:  histogram(c, "sluice_acquire_duration_seconds", "Time an acquisition decision took, store round trips included.", durationBuckets, "outcome"),
-		retryIn:     histogram(c, "sluice_retry_in_seconds", "Wait a denied acquisition was asked to make, per dimension asked for.", retryInBuckets, "dimension"),
-		degraded:    counter(c, "sluice_degraded_grants_total", "Grants made without the store (fail open), per dimension asked for.", "dimension"),
-		wait:        histogram(c, "sluice_wait_seconds", "Time Wait, WithSlot or Slot waited, by result.", waitBuckets, "result"),
+		acquire:    counter(c, "sluice_acquire_total", "Acquisition decisions, per dimension asked for, by outcome.", "dimension", "outcome"),
+		acquireDur: histogram(c, "sluice_acquire_duration_seconds", "Time an acquisition decision took, store round trips included.", durationBuckets, "outcome"),
+		retryIn:    histogram(c, "sluice_retry_in_seconds", "Wait a denied acquisition was asked to make, per dimension asked for.", retryInBuckets, "dimension"),
+		degraded:   counter(c, "sluice_degraded_grants_total", "Grants made without the store (fail open), per dimension asked for.", "dimension"),
+		wait:       histogram(c, "sluice_wait_seconds", "Time Wait, WithSlot or Slot waited, by result.", waitBuckets, "result"),
+		dimWait: histogram(c, "sluice_dimension_wait_seconds", "Time Wait, WithSlot or Slot waited, per dimension asked for, by result.",
+			waitBuckets, "dimension", "result"),
 		attempts:    histogram(c, "sluice_wait_attempts", "Acquisitions one wait made, by result.", attemptBuckets, "result"),
 		settlements: counter(c, "sluice_settlements_total", "Settlements of a lease's estimate, by result.", "dimension", "result"),
 		estimated:   counter(c, "sluice_settle_estimated_tokens_total", "Estimates settled successfully, in tokens.", "dimension"),
@@ -142,12 +145,15 @@ func (m *metrics) dimSeries(dim string) *dimSeries {
 	for i, r := range label.SyncResults {
 		s.syncs[i] = m.syncs.WithLabelValues(dim, r)
 	}
+	for i, r := range label.WaitResults {
+		s.waits[i] = m.dimWait.WithLabelValues(dim, r)
+	}
 	return s
 }
 
 func (m *metrics) collectors() []prom.Collector {
 	return []prom.Collector{
-		m.acquire, m.acquireDur, m.retryIn, m.degraded, m.wait, m.attempts,
+		m.acquire, m.acquireDur, m.retryIn, m.degraded, m.wait, m.dimWait, m.attempts,
 		m.settlements, m.estimated, m.actual, m.delta, m.clamped, m.penalties, m.cooldowns, m.syncs, m.drift, m.driftAhead,
 		m.releases, m.held, m.lost, m.runs, m.reconcileDur, m.restored, m.storeErrs, m.recreated,
 	}
@@ -194,10 +200,16 @@ func (m *metrics) acquired(_ context.Context, e sluice.AcquireEvent) {
 	}
 }
 
+// waited records a wait once in sluice_wait_seconds and once per
+// dimension asked for in sluice_dimension_wait_seconds.
 func (m *metrics) waited(_ context.Context, e sluice.WaitEvent) {
 	r := label.Wait(&e)
-	m.waits[r].Observe(e.Waited.Seconds())
+	w := e.Waited.Seconds()
+	m.waits[r].Observe(w)
 	m.attemptsBy[r].Observe(float64(e.Attempts))
+	for _, d := range e.Dimensions {
+		m.dims.Get(d.Dimension).waits[r].Observe(w)
+	}
 }
 
 func (m *metrics) settled(_ context.Context, e sluice.SettleEvent) {
