@@ -70,6 +70,14 @@ type BucketState struct {
 	// Client.Cooldown); zero when it never had one or a reset ended it. A
 	// time at or before Now means the cooldown is over (see CoolingDown).
 	CooldownUntil time.Time
+	// ReservedUntil is the latest instant at which a reservation on the
+	// bucket becomes valid (see WithPolling for waiting without one); a
+	// time after Now means callers wait in line for that long. Zero when
+	// the bucket never had a reservation.
+	ReservedUntil time.Time
+	// Waiters counts the callers waiting in line for a concurrent
+	// bucket's slots, on stores that keep such a line; 0 otherwise.
+	Waiters int
 	// ActiveLeases counts the bucket's lease records, expired or not.
 	ActiveLeases int
 	// NextExpiry is the earliest expiry among those records (zero if none).
@@ -161,10 +169,13 @@ func settlement(r store.Settlement) Settlement {
 func bucketState(s store.BucketState) BucketState {
 	b := BucketState{
 		Bucket: s.Bucket, Tokens: Millitokens(s.Tokens), LastRefill: time.UnixMilli(s.LastRefill).UTC(),
-		ActiveLeases: s.ActiveLeases, NextExpiry: s.NextExpiry, Now: s.Now,
+		ActiveLeases: s.ActiveLeases, NextExpiry: s.NextExpiry, Now: s.Now, Waiters: s.Waiters,
 	}
 	if s.CooldownUntil != 0 {
 		b.CooldownUntil = time.UnixMilli(s.CooldownUntil).UTC()
+	}
+	if s.ReservedUntil != 0 {
+		b.ReservedUntil = time.UnixMilli(s.ReservedUntil).UTC()
 	}
 	return b
 }
