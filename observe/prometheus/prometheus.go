@@ -61,6 +61,7 @@
 //	sluice_bucket_fill_ratio              gauge      dimension           balance over capacity, 0 to 1
 //	sluice_bucket_debt_tokens             gauge      dimension           what the bucket owes below zero: reservations in line and settled debt
 //	sluice_bucket_queue_seconds           gauge      dimension           time until the balance is back to zero and any cooldown over (requests and tokens buckets)
+//	sluice_bucket_waiters                 gauge      dimension           callers waiting in line for slots (concurrent buckets)
 //	sluice_bucket_cooldown_seconds        gauge      dimension           time left in the cooldown
 //	sluice_bucket_leases                  gauge      dimension           lease records (held, or expired and not yet reconciled)
 //	sluice_bucket_expired_leases          gauge      dimension           lease records past their expiry, not yet reconciled

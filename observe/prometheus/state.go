@@ -38,7 +38,7 @@ type StateCollector struct {
 	dims     []string
 	maxDims  int
 
-	tokens, capacity, fill, debt, queue, cooldown, leases, expired *prom.Desc
+	tokens, capacity, fill, debt, queue, waiters, cooldown, leases, expired *prom.Desc
 	buckets, up, reads                                             *prom.Desc
 
 	mu     sync.Mutex
@@ -72,6 +72,7 @@ func NewStateCollector(client *sluice.Client, opts ...Option) (*StateCollector, 
 		fill:     d("sluice_bucket_fill_ratio", "Balance over capacity, from 0 (empty, or owing) to 1 (full).", "dimension"),
 		debt:     d("sluice_bucket_debt_tokens", "What the bucket owes below zero, in its units: reservations waiting in line and settlements above their estimates; 0 when the balance is 0 or more.", "dimension"),
 		queue:    d("sluice_bucket_queue_seconds", "Time until the balance is back to zero and any cooldown is over, at the refill rate: the line a new reservation joins (requests and tokens buckets only).", "dimension"),
+		waiters:  d("sluice_bucket_waiters", "Callers waiting in line for the bucket's slots (concurrent buckets only; 0 on a store without a waiter line).", "dimension"),
 		cooldown: d("sluice_bucket_cooldown_seconds", "Time left in the bucket's cooldown; 0 when none runs.", "dimension"),
 		leases:   d("sluice_bucket_leases", "Lease records of the bucket (held or expired and not yet reconciled).", "dimension"),
 		expired:  d("sluice_bucket_expired_leases", "Lease records of the bucket past their expiry and not yet reconciled (at most 1000 are counted over all buckets).", "dimension"),
@@ -83,7 +84,7 @@ func NewStateCollector(client *sluice.Client, opts ...Option) (*StateCollector, 
 
 // Describe implements prometheus.Collector.
 func (s *StateCollector) Describe(ch chan<- *prom.Desc) {
-	for _, d := range []*prom.Desc{s.tokens, s.capacity, s.fill, s.debt, s.queue, s.cooldown, s.leases, s.expired, s.buckets, s.up, s.reads} {
+	for _, d := range []*prom.Desc{s.tokens, s.capacity, s.fill, s.debt, s.queue, s.waiters, s.cooldown, s.leases, s.expired, s.buckets, s.up, s.reads} {
 		ch <- d
 	}
 }
@@ -182,6 +183,8 @@ func (s *StateCollector) bucketMetrics(st sluice.BucketState, expired int) []pro
 	}
 	if st.Config.Type != sluice.Concurrent {
 		ms = append(ms, g(s.queue, sluice.TimeUntil(st, 0).Seconds()))
+	} else {
+		ms = append(ms, g(s.waiters, float64(st.Waiters)))
 	}
 	return ms
 }

@@ -320,10 +320,28 @@ func TestWaitingInLine(t *testing.T) {
 			t.Fatal(err)
 		}
 		reg.MustRegister(col)
+		if err := client.PutBucket(ctx, sluice.Bucket{Name: "v#conc", Config: sluice.ConcurrentLimit(1)}); err != nil {
+			t.Fatal(err)
+		}
 		if res, err := client.Acquire(ctx, "v#rpm", sluice.WithCost(60)); err != nil || !res.Granted() {
 			t.Fatalf("Acquire = %v, %v", res.Outcome, err)
 		}
+		slot, err := client.Acquire(ctx, "v#conc")
+		if err != nil || !slot.Granted() {
+			t.Fatalf("Acquire v#conc = %v, %v", slot.Outcome, err)
+		}
 		var wg sync.WaitGroup
+		for range 2 { // both wait in line for the one slot
+			wg.Go(func() {
+				l, err := client.Wait(ctx, []sluice.Request{{Dimension: "v#conc", Cost: 1}})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				time.Sleep(time.Second)
+				l.Release(ctx)
+			})
+		}
 		for range 3 { // each waits in line for one request: 1, 2 and 3 s
 			wg.Go(func() {
 				l, err := client.Wait(ctx, []sluice.Request{{Dimension: "v#rpm", Cost: 1}})
@@ -336,6 +354,7 @@ func TestWaitingInLine(t *testing.T) {
 		}
 		synctest.Wait() // all three sleep in line
 		during := series(scrape(t, reg))
+		slot.Lease.Release(ctx)
 		wg.Wait()
 		after := series(scrape(t, reg))
 		tests := []struct {
@@ -346,11 +365,13 @@ func TestWaitingInLine(t *testing.T) {
 			{during, `sluice_bucket_debt_tokens{dimension="v#rpm"}`, "3"},
 			{during, `sluice_bucket_queue_seconds{dimension="v#rpm"}`, "3"},
 			{during, `sluice_acquire_total{dimension="v#rpm",outcome="retry_in"}`, "0"},
+			{during, `sluice_bucket_waiters{dimension="v#conc"}`, "2"},
+			{after, `sluice_bucket_waiters{dimension="v#conc"}`, "0"},
 			{after, `sluice_dimension_wait_seconds_count{dimension="v#rpm",result="granted"}`, "3"},
 			{after, `sluice_dimension_wait_seconds_sum{dimension="v#rpm",result="granted"}`, "6"},
 			{after, `sluice_dimension_wait_seconds_bucket{dimension="v#rpm",result="granted",le="1"}`, "1"},
 			{after, `sluice_dimension_wait_seconds_bucket{dimension="v#rpm",result="granted",le="2.5"}`, "2"},
-			{after, `sluice_wait_seconds_count{result="granted"}`, "3"},
+			{after, `sluice_wait_seconds_count{result="granted"}`, "5"}, // and the two slots
 			{after, `sluice_acquire_total{dimension="v#rpm",outcome="retry_in"}`, "0"},
 			{after, `sluice_bucket_debt_tokens{dimension="v#rpm"}`, "0"},
 		}
