@@ -39,7 +39,7 @@ type StateCollector struct {
 	maxDims  int
 
 	tokens, capacity, fill, debt, queue, waiters, cooldown, leases, expired *prom.Desc
-	buckets, up, reads                                             *prom.Desc
+	buckets, up, reads                                                      *prom.Desc
 
 	mu     sync.Mutex
 	read   time.Time // when the cached read was made; zero before the first
