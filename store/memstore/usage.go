@@ -68,8 +68,7 @@ func (s *Store) PutUsage(ctx context.Context, rows []store.UsageRow, retention s
 		exp := r.Expires(retention).UnixMilli()
 		id := usageID{r.Start.UnixMilli(), r.Caller, r.Writer}
 		if exp <= nowMs {
-			delete(rs.rows, id)
-			continue
+			continue // past its retention: neither stored nor listed
 		}
 		v := usageVal{counters: maps.Clone(r.Counters), expires: exp}
 		if !r.Updated.IsZero() {
