@@ -235,4 +235,3 @@ func (s *Store) ListUsage(ctx context.Context, q store.UsageQuery) ([]store.Usag
 	}
 	return out, nil
 }
-
