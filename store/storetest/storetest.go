@@ -102,6 +102,11 @@ type Harness struct {
 	// only the operations whose second application changes nothing in any
 	// store.
 	DedupesOps bool
+
+	// PrepareUsage, when set, readies a store that the usage group
+	// (store.Usager) is about to use, e.g. creating the table its usage
+	// history lives in. It is called once per usage test, after NewStore.
+	PrepareUsage func(tb testing.TB, s store.Store)
 }
 
 // Base is the fixed time every test starts at: 2026-01-01T00:00:00Z. Tests
