@@ -35,6 +35,8 @@ type ddbTableView struct {
 	PartitionKey string `json:"partition_key"`
 	TTLAttribute string `json:"ttl_attribute"`
 	TTLStatus    string `json:"ttl_status"`
+	// UsageTable keeps the usage history (the console's charts).
+	UsageTable string `json:"usage_table"`
 }
 
 func newDynamoDBCmd(g *globals) *cobra.Command {
@@ -56,11 +58,13 @@ SLUICE_ENDPOINT_URL; credentials come from the AWS SDK's default chain).`,
 	)
 	create := &cobra.Command{
 		Use:   "create-table [TABLE]",
-		Short: "Create the store's table: on-demand billing, TTL on ttl",
+		Short: "Create the store's tables: on-demand billing, TTL on ttl",
 		Long: `create-table creates the store's table as dynamostore expects it: partition key
 vendor_dimension (string), on-demand billing (PAY_PER_REQUEST), and TTL
 enabled on the ttl attribute, so that DynamoDB eventually deletes lease
-records the reconciler has not. It waits until the table is ACTIVE.
+records the reconciler has not. It also creates the usage history table,
+TABLE-usage (partition key usage_key, sort key start_key, TTL on ttl),
+unless it exists. It waits until the tables are ACTIVE.
 
 TABLE, when given, takes precedence over the table of the store URL and
 SLUICE_TABLE_NAME. A table that already exists is an error (exit 1) unless
@@ -69,7 +73,7 @@ makes sure TTL is enabled on ttl and exits 0. A table with another key is
 always an error.
 
 The caller needs dynamodb:CreateTable, DescribeTable, DescribeTimeToLive
-and UpdateTimeToLive on the table (see docs/stores/dynamodb.md).`,
+and UpdateTimeToLive on both tables (see docs/stores/dynamodb.md).`,
 		Example: `  sluice dynamodb create-table --store 'dynamodb://sluice-limits?region=eu-west-1'
   sluice dynamodb create-table sluice-limits --if-not-exists -o json
   # DynamoDB Local:
@@ -113,8 +117,8 @@ and UpdateTimeToLive on the table (see docs/stores/dynamodb.md).`,
 			if v.Endpoint != "" {
 				where += " at " + v.Endpoint
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s (%s): %s, %s, partition key %s, TTL on %s %s\n",
-				what, where, v.Status, v.BillingMode, v.PartitionKey, v.TTLAttribute, v.TTLStatus)
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s (%s): %s, %s, partition key %s, TTL on %s %s; usage history in %s\n",
+				what, where, v.Status, v.BillingMode, v.PartitionKey, v.TTLAttribute, v.TTLStatus, v.UsageTable)
 			return err
 		},
 	}
@@ -175,6 +179,11 @@ func createTable(ctx context.Context, db *dynamodb.Client, table string, ifNotEx
 		}
 		v.TTLStatus = string(t.TimeToLiveStatus)
 	}
+	usage := table + dynamostore.UsageTableSuffix
+	if err := dynamostore.CreateUsageTable(ctx, db, usage); err != nil {
+		return v, ddbError("create usage table", err)
+	}
+	v.UsageTable = usage
 	return v, nil
 }
 

@@ -22,7 +22,7 @@ func TestDynamoDBCreateTable(t *testing.T) {
 		!strings.Contains(errs, "the DynamoDB table does not exist: create it with 'sluice dynamodb create-table'") {
 		t.Errorf("status on a missing table: exit %d %s", code, errs)
 	}
-	want := "created table " + name + " (region us-east-1 at " + srv.Endpoint + "): ACTIVE, PAY_PER_REQUEST, partition key vendor_dimension, TTL on ttl ENABLED\n"
+	want := "created table " + name + " (region us-east-1 at " + srv.Endpoint + "): ACTIVE, PAY_PER_REQUEST, partition key vendor_dimension, TTL on ttl ENABLED; usage history in " + name + "-usage\n"
 	if out := e.ok("dynamodb", "create-table", name); out != want {
 		t.Errorf("create-table:\n got %q\nwant %q", out, want)
 	}
@@ -33,7 +33,7 @@ func TestDynamoDBCreateTable(t *testing.T) {
 	var v ddbTableView
 	if err := json.Unmarshal([]byte(e.ok("dynamodb", "create-table", name, "--if-not-exists", "-o", "json")), &v); err != nil ||
 		v != (ddbTableView{Table: name, Region: "us-east-1", Endpoint: srv.Endpoint, Status: "ACTIVE", BillingMode: "PAY_PER_REQUEST",
-			PartitionKey: "vendor_dimension", TTLAttribute: "ttl", TTLStatus: "ENABLED"}) {
+			PartitionKey: "vendor_dimension", TTLAttribute: "ttl", TTLStatus: "ENABLED", UsageTable: name + "-usage"}) {
 		t.Errorf("--if-not-exists json: %v %+v", err, v)
 	}
 
