@@ -35,6 +35,8 @@ type Store struct {
 	closed  atomic.Bool
 	// watchers are the running WatchFreed calls.
 	watchers watchers
+	// usage is the usage history (store.Usager).
+	usage usage
 }
 
 type entry struct {
@@ -84,6 +86,7 @@ var (
 	_ store.Queuer = (*Store)(nil)
 	_ store.Cooler = (*Store)(nil)
 	_ store.Syncer = (*Store)(nil)
+	_ store.Usager = (*Store)(nil)
 )
 
 // InProcess implements store.InProcess: every operation works on memory

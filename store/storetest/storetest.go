@@ -143,6 +143,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Resend", func(t *testing.T) { testResend(t, h) })
 	optional("SettleQueue", "reserve", testSettleQueue)
 	optional("Freed", "dequeue", testFreed)
+	optional("Usage", "usage", testUsage)
 }
 
 // env is one test's store plus helpers that fail the test on error.
