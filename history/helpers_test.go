@@ -167,6 +167,16 @@ func (w *want) total(dim, caller string) totals {
 	return out
 }
 
+// of returns the totals of dim and caller, "" being one caller.
+func (w *want) of(dim, caller string) totals {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if c := w.m[[2]string{dim, caller}]; c != nil {
+		return *c
+	}
+	return totals{}
+}
+
 // add adds c to sum.
 func (sum *totals) add(c totals) {
 	sum.Grants += c.Grants
