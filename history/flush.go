@@ -108,6 +108,7 @@ func (r *Recorder) collect(now time.Time) map[string][]put {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.reanchor()
 	for _, s := range r.series {
 		r.roll(s, sec)
 		for _, p := range [2]int64{60, 3600} {

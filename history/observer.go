@@ -30,16 +30,39 @@ func (r *Recorder) Observer() *sluice.Observer {
 	}
 }
 
-// now returns the Recorder's time.
-func (r *Recorder) now() time.Time { return r.clock() }
+// now returns the Recorder's time: its clock's, else the wall clock's.
+func (r *Recorder) now() time.Time {
+	if r.clock != nil {
+		return r.clock()
+	}
+	return time.Now()
+}
+
+// second returns the Recorder's time in Unix seconds, for an event. With
+// no clock given it reads the monotonic clock only, from the wall time
+// read at the last flush (or at New): half the cost of time.Now, for a
+// drift from the wall clock of what it moved since. r.mu is held.
+func (r *Recorder) second() int64 {
+	if r.clock != nil {
+		return r.clock().Unix()
+	}
+	return r.anchor.Add(time.Since(r.anchor)).Unix()
+}
+
+// reanchor reads the wall clock again for second. r.mu is held.
+func (r *Recorder) reanchor() {
+	if r.clock == nil {
+		r.anchor = time.Now()
+	}
+}
 
 func (r *Recorder) acquired(_ context.Context, e sluice.AcquireEvent) {
-	now := r.now().Unix()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
 		return
 	}
+	now := r.second()
 	for i, d := range e.Dimensions {
 		var res *sluice.DimensionResult
 		if i < len(e.Results) {
@@ -73,12 +96,12 @@ func (r *Recorder) acquired(_ context.Context, e sluice.AcquireEvent) {
 }
 
 func (r *Recorder) waited(_ context.Context, e sluice.WaitEvent) {
-	now := r.now().Unix()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
 		return
 	}
+	now := r.second()
 	for _, d := range e.Dimensions {
 		for _, t := range r.tallies(r.lookup(d.Dimension, e.Caller, now), now) {
 			if t != nil {
@@ -92,12 +115,12 @@ func (r *Recorder) settled(_ context.Context, e sluice.SettleEvent) {
 	if e.Err != nil {
 		return // nothing settled; the store error is reported apart
 	}
-	now := r.now().Unix()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
 		return
 	}
+	now := r.second()
 	for _, t := range r.tallies(r.lookup(e.Dimension, e.Caller, now), now) {
 		if t != nil {
 			t.n[cSettled] += e.Actual

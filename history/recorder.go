@@ -36,7 +36,7 @@ const (
 // mutex, never do I/O and never allocate on the steady path.
 type Recorder struct {
 	st     store.Usager // nil: live view only
-	clock  func() time.Time
+	clock  func() time.Time // nil: the wall clock, see second
 	writer string
 	every  time.Duration
 	ret    store.UsageRetention
@@ -48,6 +48,8 @@ type Recorder struct {
 	flushMu sync.Mutex // one flush at a time: rows reach the store in order
 
 	mu      sync.Mutex
+	anchor  time.Time // wall and monotonic time, for second
+	last    *series   // the series of the last event
 	closed  bool
 	series  map[key]*series
 	pending map[rowKey]*acc // ended periods not yet written
@@ -192,7 +194,7 @@ func WithMaxEvents(n int) Option {
 // writes nothing, and Query answers from this process's last minutes.
 func New(st store.Store, opts ...Option) (*Recorder, error) {
 	r := &Recorder{
-		clock: time.Now, writer: store.NewLeaseID().String(), every: DefaultFlushEvery,
+		anchor: time.Now(), writer: store.NewLeaseID().String(), every: DefaultFlushEvery,
 		ret: store.DefaultUsageRetention, window: int64(DefaultLiveWindow / time.Second),
 		maxSer: DefaultMaxSeries, maxEv: DefaultMaxEvents,
 		series: make(map[key]*series), pending: make(map[rowKey]*acc),
@@ -219,6 +221,10 @@ func (r *Recorder) Writes() bool { return r.st != nil }
 // lookup returns the series of (dim, caller) at second now, creating it
 // (and dropping the one idle the longest past the cap). r.mu is held.
 func (r *Recorder) lookup(dim, caller string, now int64) *series {
+	if s := r.last; s != nil && s.dim == dim && s.caller == caller {
+		s.used = now
+		return s
+	}
 	s := r.series[key{dim, caller}]
 	if s == nil {
 		if len(r.series) >= r.maxSer {
@@ -228,6 +234,7 @@ func (r *Recorder) lookup(dim, caller string, now int64) *series {
 		r.series[s.key] = s
 	}
 	s.used = now
+	r.last = s
 	return s
 }
 
@@ -245,6 +252,9 @@ func (r *Recorder) evict() {
 	r.park(old.key, &old.min, 60)
 	r.park(old.key, &old.hour, 3600)
 	delete(r.series, old.key)
+	if r.last == old {
+		r.last = nil
+	}
 }
 
 // park moves a current row to pending. r.mu is held.

@@ -27,12 +27,12 @@ func (r *Recorder) TransportEvent(_ context.Context, e transport.Event) {
 	if e.Reaction != nil {
 		sig = e.Reaction.Classification.Signals
 	}
-	now := r.now().Unix()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
 		return
 	}
+	now := r.second()
 	if e.Outcome == transport.Passed {
 		if e.Vendor == "" {
 			return
