@@ -35,7 +35,7 @@ const (
 // A Recorder is safe for concurrent use. Its observer callbacks take one
 // mutex, never do I/O and never allocate on the steady path.
 type Recorder struct {
-	st     store.Usager // nil: live view only
+	st     store.Usager     // nil: live view only
 	clock  func() time.Time // nil: the wall clock, see second
 	writer string
 	every  time.Duration
