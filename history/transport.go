@@ -18,7 +18,7 @@ import (
 // (its acquisition does, through Observer). Events are recorded under the
 // caller set by WithTransportCaller. The events carry no latency, so none
 // is recorded.
-func (r *Recorder) TransportEvent(_ context.Context, e transport.Event) {
+func (r *Recorder) TransportEvent(ctx context.Context, e transport.Event) {
 	if e.Outcome == transport.Denied {
 		return
 	}
