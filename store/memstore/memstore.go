@@ -8,6 +8,9 @@
 // shards. The store starts no goroutines.
 //
 // The store uses the time passed in each request (the client's Clock).
+// Usage history (store.Usager) expires by time.Now: a row past its
+// retention is neither stored nor listed, and a put drops the expired rows
+// of its dimension at most once a minute.
 package memstore
 
 import (

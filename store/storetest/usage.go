@@ -30,6 +30,9 @@ type usageEnv struct {
 func newUsageEnv(t *testing.T, h Harness) *usageEnv {
 	t.Helper()
 	s := contract.Unwrap(h.NewStore(t))
+	if h.PrepareUsage != nil {
+		h.PrepareUsage(t, s)
+	}
 	u, ok := s.(store.Usager)
 	if !ok {
 		t.Fatalf("storetest: %T does not implement store.Usager", s)
