@@ -159,4 +159,3 @@ func TestExactOnEveryStore(t *testing.T) {
 		})
 	}
 }
-
