@@ -15,8 +15,8 @@ const finalFlushTimeout = 10 * time.Second
 
 // Run flushes every flush interval (WithFlushEvery, 10 s by default) until
 // ctx ends, then flushes once more, within 10 s, and returns that last
-// flush's error. A failed flush keeps its rows for the next one. Run
-// returns at once, nil, when the Recorder writes nothing.
+// flush's error. A failed flush keeps its rows for the next one. When the
+// Recorder writes nothing, Run waits for ctx to end and returns nil.
 func (r *Recorder) Run(ctx context.Context) error {
 	if r.st == nil {
 		<-ctx.Done()
@@ -59,7 +59,8 @@ type put struct {
 // caller's minute and hour), each this writer's absolute totals for its
 // minute or hour. A dimension without changes is not written. Rows a
 // failed call did not write are kept for the next flush; writing them
-// again is harmless, as a row replaces its previous version. It does
+// again is harmless, as a row replaces its previous version; rows the
+// store refuses as invalid (store.ErrInvalid) are dropped. It does
 // nothing, and returns nil, when the Recorder writes nothing.
 func (r *Recorder) Flush(ctx context.Context) error {
 	if r.st == nil {
@@ -85,7 +86,11 @@ func (r *Recorder) Flush(ctx context.Context) error {
 			err = fmt.Errorf("history: write usage of %q (%d rows): %w", d, len(rows), err)
 			errs = append(errs, err)
 			r.event(EventStoreError, d, err.Error())
-			continue
+			if !errors.Is(err, store.ErrInvalid) {
+				continue // kept for the next flush
+			}
+			// The store refuses these rows for good: sending them again
+			// would fail again, and keep them in memory forever.
 		}
 		r.written(puts, now.Unix())
 	}
@@ -108,7 +113,6 @@ func (r *Recorder) collect(now time.Time) map[string][]put {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.reanchor()
 	for _, s := range r.series {
 		r.roll(s, sec)
 		for _, p := range [2]int64{60, 3600} {

@@ -40,21 +40,21 @@ func (r *Recorder) now() time.Time {
 
 // second returns the Recorder's time in Unix seconds, for an event. With
 // no clock given it reads the monotonic clock only, from the wall time
-// read at the last flush (or at New): half the cost of time.Now, for a
-// drift from the wall clock of what it moved since. r.mu is held.
+// read at most 10 s before: half the cost of time.Now, and as far from the
+// wall clock as the wall clock was moved in those seconds. r.mu is held.
 func (r *Recorder) second() int64 {
 	if r.clock != nil {
 		return r.clock().Unix()
 	}
-	return r.anchor.Add(time.Since(r.anchor)).Unix()
+	d := time.Since(r.anchor)
+	if d > reanchorEvery || d < 0 {
+		r.anchor, d = time.Now(), 0
+	}
+	return r.anchor.Add(d).Unix()
 }
 
-// reanchor reads the wall clock again for second. r.mu is held.
-func (r *Recorder) reanchor() {
-	if r.clock == nil {
-		r.anchor = time.Now()
-	}
-}
+// reanchorEvery is how often second reads the wall clock again.
+const reanchorEvery = 10 * time.Second
 
 func (r *Recorder) acquired(_ context.Context, e sluice.AcquireEvent) {
 	r.mu.Lock()

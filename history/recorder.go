@@ -155,8 +155,8 @@ func WithLiveWindow(d time.Duration) Option {
 // WithMaxSeries caps the (dimension, caller) pairs kept in the live view;
 // default 1,000. Past the cap, the pair idle the longest is dropped from
 // the live view (its totals not yet written stay until they are). Each
-// pair's live view takes about 250 bytes per second it saw activity in,
-// at most 225 KB with a 15-minute window.
+// pair's live view takes about 15 KB, plus 250 bytes per second it saw
+// activity in: at most 240 KB with a 15-minute window.
 func WithMaxSeries(n int) Option {
 	return func(r *Recorder) error {
 		if n < 1 {

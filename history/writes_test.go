@@ -2,12 +2,14 @@ package history_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/history"
+	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/memstore"
 )
 
@@ -89,6 +91,38 @@ func TestWritesPerTenSeconds(t *testing.T) {
 			if n < flushes-1 {
 				t.Errorf("%s: %d writes in %s, want about one per flush (%d): activity was not written", d, n, span, flushes)
 			}
+		}
+	})
+}
+
+// TestInvalidRowsDropped: rows the store refuses as invalid are dropped
+// after one try, with an event; the other dimensions' are written.
+func TestInvalidRowsDropped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memstore.New()
+		defer mem.Close()
+		ctx := context.Background()
+		us := newUsageStore(t, mem)
+		rec, _ := history.New(us)
+		obs := rec.Observer()
+		for _, d := range []string{"bad{dimension}", "openai#tpm"} {
+			obs.Acquired(ctx, sluice.AcquireEvent{Dimensions: []sluice.Request{{Dimension: d, Cost: 1}}, Outcome: sluice.Granted})
+		}
+		if err := rec.Flush(ctx); !errors.Is(err, store.ErrInvalid) {
+			t.Fatalf("Flush = %v, want an invalid row", err)
+		}
+		if err := rec.Flush(ctx); err != nil {
+			t.Fatalf("second Flush = %v, want the invalid rows dropped", err)
+		}
+		if got := us.calls(); got["bad{dimension}"] != 1 || got["openai#tpm"] != 1 {
+			t.Errorf("writes = %v, want one of each", got)
+		}
+		if ev := rec.Events(1); len(ev) != 1 || ev[0].Kind != history.EventStoreError || ev[0].Dimension != "bad{dimension}" {
+			t.Errorf("events = %+v, want the refused write", ev)
+		}
+		reader, _ := history.New(mem)
+		if got := query(t, reader, "openai#tpm", "", time.Minute).Grants; got != 1 {
+			t.Errorf("openai#tpm grants = %d, want 1", got)
 		}
 	})
 }
