@@ -218,12 +218,11 @@ func compared(c history.Counts) totals {
 // calls as callers[i%len(callers)] on dims[i%len(dims)], by Acquire (and,
 // every fourth, by Wait bounded by a second), settling each grant to its
 // cost ± 20 tokens, and sleeping step between acquisitions. It returns the
-// grants it got.
-func load(t *testing.T, c *sluice.Client, dims, callers []string, workers, iters int, step time.Duration) int64 {
+// leases it got, and the waits that got none.
+func load(t *testing.T, c *sluice.Client, dims, callers []string, workers, iters int, step time.Duration) (leases, failedWaits int64) {
 	t.Helper()
 	ctx := context.Background()
 	var mu sync.Mutex
-	var grants int64
 	var wg sync.WaitGroup
 	for i := range workers {
 		dim, caller := dims[i%len(dims)], callers[i%len(callers)]
@@ -234,6 +233,11 @@ func load(t *testing.T, c *sluice.Client, dims, callers []string, workers, iters
 					wctx, cancel := context.WithTimeout(ctx, time.Second)
 					l, _ = c.Wait(wctx, []sluice.Request{{Dimension: dim, Cost: 100}}, sluice.WithCaller(caller))
 					cancel()
+					if l == nil {
+						mu.Lock()
+						failedWaits++
+						mu.Unlock()
+					}
 				} else {
 					res, err := c.Acquire(ctx, dim, sluice.WithCost(100), sluice.WithCaller(caller))
 					if err != nil {
@@ -244,7 +248,7 @@ func load(t *testing.T, c *sluice.Client, dims, callers []string, workers, iters
 				}
 				if l != nil {
 					mu.Lock()
-					grants++
+					leases++
 					mu.Unlock()
 					if _, err := l.Settle(ctx, dim, int64(100+(j%3-1)*20)); err != nil {
 						t.Error(err)
@@ -256,13 +260,17 @@ func load(t *testing.T, c *sluice.Client, dims, callers []string, workers, iters
 		})
 	}
 	wg.Wait()
-	return grants
+	return leases, failedWaits
 }
 
 // newClient returns a client on st with the test buckets, observed by obs.
+// Its store calls may take up to 30 s: a loaded test machine stalls the
+// servers (DynamoDB Local most) well past the default 2 s.
 func newClient(t *testing.T, st store.Store, obs ...*sluice.Observer) *sluice.Client {
 	t.Helper()
-	c, err := sluice.New(st, sluice.WithObserver(sluice.Observers(obs...)))
+	cfg := sluice.DefaultConfig()
+	cfg.OpTimeout = testTimeout
+	c, err := sluice.New(st, sluice.WithConfig(cfg), sluice.WithObserver(sluice.Observers(obs...)))
 	if err != nil {
 		t.Fatal(err)
 	}

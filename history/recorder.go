@@ -50,6 +50,7 @@ type Recorder struct {
 	mu      sync.Mutex
 	anchor  time.Time // wall and monotonic time, for second
 	last    *series   // the series of the last event
+	uses    uint64    // events counted, for the series' age
 	closed  bool
 	series  map[key]*series
 	pending map[rowKey]*acc // ended periods not yet written
@@ -79,7 +80,7 @@ func (a *acc) dirty() bool { return a.ver != a.sent }
 // series is one (dimension, caller)'s live ring and current rows.
 type series struct {
 	key
-	used int64 // last event, Unix seconds
+	used uint64 // Recorder.uses at its last event
 	// ring holds one tally per second of the live window, allocated at
 	// the first event in its slot; secs[i] is the Unix second ring[i]
 	// counts (a stale one is reset before use).
@@ -153,7 +154,7 @@ func WithLiveWindow(d time.Duration) Option {
 }
 
 // WithMaxSeries caps the (dimension, caller) pairs kept in the live view;
-// default 1,000. Past the cap, the pair idle the longest is dropped from
+// default 1,000. Past the cap, the pair used the longest ago is dropped from
 // the live view (its totals not yet written stay until they are). Each
 // pair's live view takes about 15 KB, plus 250 bytes per second it saw
 // activity in: at most 240 KB with a 15-minute window.
@@ -218,11 +219,12 @@ func (r *Recorder) Writer() string { return r.writer }
 // keeps usage history).
 func (r *Recorder) Writes() bool { return r.st != nil }
 
-// lookup returns the series of (dim, caller) at second now, creating it
-// (and dropping the one idle the longest past the cap). r.mu is held.
-func (r *Recorder) lookup(dim, caller string, now int64) *series {
+// lookup returns the series of (dim, caller), creating it (and dropping
+// the one used the longest ago past the cap). r.mu is held.
+func (r *Recorder) lookup(dim, caller string) *series {
+	r.uses++
 	if s := r.last; s != nil && s.dim == dim && s.caller == caller {
-		s.used = now
+		s.used = r.uses
 		return s
 	}
 	s := r.series[key{dim, caller}]
@@ -233,12 +235,12 @@ func (r *Recorder) lookup(dim, caller string, now int64) *series {
 		s = &series{key: key{dim, caller}, ring: make([]*tally, r.window), secs: make([]int64, r.window)}
 		r.series[s.key] = s
 	}
-	s.used = now
+	s.used = r.uses
 	r.last = s
 	return s
 }
 
-// evict drops the series idle the longest from the live view. Its current
+// evict drops the series used the longest ago from the live view. Its current
 // rows move to pending, written or not, so that the series, back within
 // the same minute or hour, continues them rather than overwriting them
 // with a new count. r.mu is held.

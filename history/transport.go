@@ -44,7 +44,7 @@ func (r *Recorder) TransportEvent(ctx context.Context, e transport.Event) {
 		if e.Vendor == "" {
 			return
 		}
-		for _, t := range r.tallies(r.lookup(string(e.Vendor), r.tcall, now), now) {
+		for _, t := range r.tallies(r.lookup(string(e.Vendor), r.tcall), now) {
 			if t != nil {
 				t.n[cUnmetered]++
 				t.n[cResp+class]++
@@ -57,7 +57,7 @@ func (r *Recorder) TransportEvent(ctx context.Context, e transport.Event) {
 			continue
 		}
 		rem, known := sig.Metric(c.Metric).RemainingFloor()
-		for _, t := range r.tallies(r.lookup(c.Dimension, r.tcall, now), now) {
+		for _, t := range r.tallies(r.lookup(c.Dimension, r.tcall), now) {
 			if t != nil {
 				t.n[cResp+class]++
 				if known {

@@ -153,7 +153,7 @@ func TestLiveOnly(t *testing.T) {
 	})
 }
 
-// TestEviction: past WithMaxSeries, the series idle the longest leaves the
+// TestEviction: past WithMaxSeries, the series used the longest ago leaves the
 // live view, and its totals still reach the store exactly, also when it
 // comes back within the same minute.
 func TestEviction(t *testing.T) {
