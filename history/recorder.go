@@ -41,6 +41,7 @@ type Recorder struct {
 	every  time.Duration
 	ret    store.UsageRetention
 	window int64 // live window in seconds
+	slots  int64 // ring length: the power of two at or above window
 	maxSer int
 	maxEv  int
 	tcall  string // caller of transport events
@@ -156,7 +157,7 @@ func WithLiveWindow(d time.Duration) Option {
 // WithMaxSeries caps the (dimension, caller) pairs kept in the live view;
 // default 1,000. Past the cap, the pair used the longest ago is dropped from
 // the live view (its totals not yet written stay until they are). Each
-// pair's live view takes about 15 KB, plus 250 bytes per second it saw
+// pair's live view takes about 16 KB, plus 250 bytes per second it saw
 // activity in: at most 240 KB with a 15-minute window.
 func WithMaxSeries(n int) Option {
 	return func(r *Recorder) error {
@@ -209,6 +210,10 @@ func New(st store.Store, opts ...Option) (*Recorder, error) {
 		}
 	}
 	r.events.max = r.maxEv
+	r.slots = 1
+	for r.slots < r.window {
+		r.slots *= 2
+	}
 	return r, nil
 }
 
@@ -232,7 +237,7 @@ func (r *Recorder) lookup(dim, caller string) *series {
 		if len(r.series) >= r.maxSer {
 			r.evict()
 		}
-		s = &series{key: key{dim, caller}, ring: make([]*tally, r.window), secs: make([]int64, r.window)}
+		s = &series{key: key{dim, caller}, ring: make([]*tally, r.slots), secs: make([]int64, r.slots)}
 		r.series[s.key] = s
 	}
 	s.used = r.uses
@@ -293,7 +298,7 @@ func (s *series) row(p int64) *acc {
 // slot returns s's live tally of second now, reset if it held an older
 // second. r.mu is held.
 func (r *Recorder) slot(s *series, now int64) *tally {
-	i := mod(now, r.window)
+	i := now & (r.slots - 1)
 	t := s.ring[i]
 	if t == nil {
 		t = new(tally)
