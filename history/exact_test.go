@@ -234,3 +234,33 @@ func TestFlushFailure(t *testing.T) {
 		}
 	})
 }
+
+// TestQueryDuringFlush: a Query made while a flush's write is in flight,
+// before it reaches the store and after, counts every total once.
+func TestQueryDuringFlush(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memstore.New()
+		defer mem.Close()
+		ctx := context.Background()
+		us := newUsageStore(t, mem)
+		rec, _ := history.New(us)
+		w := newWant()
+		c := newClient(t, mem, rec.Observer(), w.observer())
+		var checked int
+		us.around = func(string) {
+			checked++
+			for _, d := range dims {
+				checkTotals(t, rec, w, d, callers)
+			}
+		}
+		for range 3 {
+			load(t, c, dims, callers, 3, 10, 5*time.Second)
+			if err := rec.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if checked == 0 {
+			t.Fatal("no query ran during a flush")
+		}
+	})
+}

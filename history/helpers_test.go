@@ -28,6 +28,9 @@ type usageStore struct {
 	written bool
 	// twice sends every call twice, as a driver that resends would.
 	twice bool
+	// around, when set, is called before and after each write reaches
+	// the store, with the moment ("before" or "after").
+	around func(moment string)
 }
 
 var errInjected = errors.New("injected store failure")
@@ -46,11 +49,15 @@ func (s *usageStore) PutUsage(ctx context.Context, rows []store.UsageRow, r stor
 	if len(rows) > 0 {
 		s.puts[rows[0].Dimension]++
 	}
-	fail, written, twice := s.fail > 0, s.written, s.twice
+	fail, written, twice, around := s.fail > 0, s.written, s.twice, s.around
 	if fail {
 		s.fail--
 	}
 	s.mu.Unlock()
+	if around != nil {
+		around("before")
+		defer around("after")
+	}
 	if fail && !written {
 		return errInjected
 	}
