@@ -60,7 +60,8 @@ type put struct {
 // minute or hour. A dimension without changes is not written. Rows a
 // failed call did not write are kept for the next flush; writing them
 // again is harmless, as a row replaces its previous version; rows the
-// store refuses as invalid (store.ErrInvalid) are dropped. It does
+// store refuses as invalid (store.ErrInvalid), or because it keeps no
+// history (errors.ErrUnsupported), are dropped. It does
 // nothing, and returns nil, when the Recorder writes nothing.
 func (r *Recorder) Flush(ctx context.Context) error {
 	if r.st == nil {
@@ -86,11 +87,13 @@ func (r *Recorder) Flush(ctx context.Context) error {
 			err = fmt.Errorf("history: write usage of %q (%d rows): %w", d, len(rows), err)
 			errs = append(errs, err)
 			r.event(EventStoreError, d, err.Error())
-			if !errors.Is(err, store.ErrInvalid) {
+			if !errors.Is(err, store.ErrInvalid) && !errors.Is(err, errors.ErrUnsupported) {
 				continue // kept for the next flush
 			}
-			// The store refuses these rows for good: sending them again
-			// would fail again, and keep them in memory forever.
+			// The store refuses these rows for good (they are invalid, or
+			// it keeps no history, as a DynamoDB store without its usage
+			// table): sending them again would fail again, and keep them
+			// in memory forever.
 		}
 		r.written(puts, now.Unix())
 	}

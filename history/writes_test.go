@@ -3,6 +3,7 @@ package history_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -123,6 +124,49 @@ func TestInvalidRowsDropped(t *testing.T) {
 		reader, _ := history.New(mem)
 		if got := query(t, reader, "openai#tpm", "", time.Minute).Grants; got != 1 {
 			t.Errorf("openai#tpm grants = %d, want 1", got)
+		}
+	})
+}
+
+// noHistory is a store whose usage history is not set up, as a DynamoDB
+// store without its usage table: every write fails with an error matching
+// errors.ErrUnsupported.
+type noHistory struct {
+	store.Store
+	puts int
+}
+
+func (s *noHistory) PutUsage(context.Context, []store.UsageRow, store.UsageRetention) error {
+	s.puts++
+	return fmt.Errorf("usage table %q does not exist: %w", "t-usage", errors.ErrUnsupported)
+}
+
+func (s *noHistory) ListUsage(context.Context, store.UsageQuery) ([]store.UsageRow, error) {
+	return nil, errors.ErrUnsupported
+}
+
+// TestUnsupportedDropped: a store that keeps no history refuses the rows
+// for good; they are dropped after one try, with an event, rather than
+// kept and sent again at every flush.
+func TestUnsupportedDropped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memstore.New()
+		defer mem.Close()
+		ctx := context.Background()
+		st := &noHistory{Store: mem}
+		rec, _ := history.New(st)
+		rec.Observer().Acquired(ctx, sluice.AcquireEvent{Dimensions: []sluice.Request{{Dimension: "openai#tpm", Cost: 1}}, Outcome: sluice.Granted})
+		if err := rec.Flush(ctx); !errors.Is(err, errors.ErrUnsupported) {
+			t.Fatalf("Flush = %v, want the store's unsupported error", err)
+		}
+		if err := rec.Flush(ctx); err != nil {
+			t.Fatalf("second Flush = %v, want the rows dropped", err)
+		}
+		if got, want := st.puts, 1; got != want {
+			t.Errorf("writes = %d, want %d", got, want)
+		}
+		if ev := rec.Events(1); len(ev) != 1 || ev[0].Kind != history.EventStoreError {
+			t.Errorf("events = %+v, want the refused write", ev)
 		}
 	})
 }
