@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ontopix/sluice"
@@ -150,11 +151,18 @@ func dur(d time.Duration) string {
 		return d.Truncate(time.Millisecond).String()
 	case d < time.Minute:
 		return d.Truncate(100 * time.Millisecond).String()
-	case d < time.Hour:
-		return d.Truncate(time.Second).String()
 	}
-	s := d.Truncate(time.Minute).String()
-	return s[:len(s)-2] // "2h0m0s" -> "2h0m"
+	s := d.Truncate(time.Second).String()
+	if d >= time.Hour {
+		s = d.Truncate(time.Minute).String()
+	}
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2] // "1m0s" -> "1m", "2h5m0s" -> "2h5m"
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2] // "2h0m" -> "2h"
+	}
+	return s
 }
 
 var (
