@@ -41,6 +41,7 @@ type hCounts struct {
 type hEvent struct {
 	Time                    time.Time
 	Kind, Dimension, Detail string
+	Count                   int
 }
 
 var waitBounds = []time.Duration{10 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond,
