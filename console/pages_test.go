@@ -136,9 +136,9 @@ func TestNoHistory(t *testing.T) {
 	f := newFixture(t)
 	f.h.hist = nil
 	for path, want := range map[string]string{
-		"/ui/":                "(no history configured)",
-		"/ui/d/openai%23rpm":  "No usage history",
-		"/ui/log":             "No usage history",
+		"/ui/":                      "(no history configured)",
+		"/ui/d/openai%23rpm":        "No usage history",
+		"/ui/log":                   "No usage history",
 		"/ui/lease/" + f.lease.ID(): f.lease.ID(),
 	} {
 		status, body := f.get(t, path)
