@@ -15,7 +15,7 @@ import (
 
 // bigFixture fills the fixture's store with 100 dimensions and 1,000 live
 // leases (ten on each of the first 100 concurrent dimensions' slots).
-func bigFixture(b *testing.B) *fixture {
+func bigFixture(b testing.TB) *fixture {
 	f := newFixture(b)
 	ctx := context.Background()
 	for i := range 97 {

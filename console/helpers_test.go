@@ -120,13 +120,15 @@ func newFixture(t testing.TB, opts ...Option) *fixture {
 			{Start: t0.Truncate(time.Hour), Counts: hCounts{Grants: 50, Settled: 900}},
 		},
 	}
-	f.h = newHandler(c, append([]Option{withHist(f.hist)}, opts...)...)
+	ctx, endStreams := context.WithCancel(context.Background())
+	f.h = newHandler(c, append([]Option{withHist(f.hist), WithContext(ctx)}, opts...)...)
 	f.h.now = func() time.Time { return t0 }
 	f.h.newTicker = func(time.Duration) (<-chan time.Time, func()) { return f.ticks, func() {} }
 	mux := http.NewServeMux()
 	mux.Handle("/ui/", http.StripPrefix("/ui", f.h))
 	f.srv = httptest.NewServer(mux)
 	t.Cleanup(f.srv.Close)
+	t.Cleanup(endStreams) // before f.srv.Close, which waits for open streams
 	return f
 }
 
