@@ -198,7 +198,7 @@ func TestBrowser(t *testing.T) {
 		chromedp.Navigate(srv.URL+"/ui/"),
 		chromedp.WaitVisible(chromedp.CSS(`tr[data-dimension="load#slots"]`)),
 	))
-	first, err := chromedp.Run(ctx, chromedp.Evaluate[string](`window.sluiceMark = 1; ` + level))
+	first, err := chromedp.Run(ctx, chromedp.Evaluate[string](`window.sluiceMark = 1; `+level))
 	if err != nil {
 		t.Fatal(err)
 	}
