@@ -200,7 +200,7 @@ func (c *Client) acquire(ctx context.Context, a *acquisition, items []store.Item
 	start := time.Now()
 	res, err := c.decide(ctx, a, items, o)
 	c.obs.Acquired(ctx, AcquireEvent{
-		Dimensions: items, Outcome: res.Outcome, RetryIn: res.RetryIn, Results: res.Dimensions,
+		Dimensions: items, Caller: c.callerOf(o), Outcome: res.Outcome, RetryIn: res.RetryIn, Results: res.Dimensions,
 		Degraded: res.Degraded, Duration: time.Since(start), Err: err,
 	})
 	return res, err

@@ -359,7 +359,7 @@ func (c *Client) takeHanded(lw *localWaiter) *Lease {
 // handedOver reports to the observer that a wait took l, handed over.
 func (c *Client) handedOver(ctx context.Context, l *Lease) {
 	if o := c.obs; o != nil && o.Acquired != nil {
-		o.Acquired(ctx, AcquireEvent{Dimensions: l.Dimensions(), Outcome: Granted, HandedOver: true})
+		o.Acquired(ctx, AcquireEvent{Dimensions: l.Dimensions(), Caller: l.caller, Outcome: Granted, HandedOver: true})
 	}
 }
 

@@ -310,7 +310,7 @@ func (l *Lease) adjustLocked(ctx context.Context, i int, delta int64) (Settlemen
 	}
 	l.unsure.note(i, delta, held, req.Op, err)
 	estimate := l.items[i].Cost
-	l.c.settled(ctx, req.Dimension, estimate, res, late, err)
+	l.c.settled(ctx, req.Dimension, l.caller, estimate, res, late, err)
 	if err != nil {
 		return Settlement{}, err
 	}
@@ -335,9 +335,9 @@ func (c *Client) storeAdjust(ctx context.Context, req store.AdjustRequest) (stor
 
 // settled logs a settlement that reached the store and reports it to the
 // observer: estimate is the cost held before, res.Held the cost after.
-func (c *Client) settled(ctx context.Context, dim string, estimate int64, res store.Settlement, late bool, err error) {
+func (c *Client) settled(ctx context.Context, dim, caller string, estimate int64, res store.Settlement, late bool, err error) {
 	if o := c.obs; o != nil && o.Settled != nil {
-		ev := SettleEvent{Dimension: dim, Estimate: estimate, Actual: res.Held, Applied: res.Applied, Late: late, Err: err}
+		ev := SettleEvent{Dimension: dim, Caller: caller, Estimate: estimate, Actual: res.Held, Applied: res.Applied, Late: late, Err: err}
 		if err != nil {
 			ev.Actual = estimate
 		}

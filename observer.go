@@ -62,6 +62,10 @@ type RecreateEvent struct {
 type AcquireEvent struct {
 	// Dimensions lists the dimensions asked for, in request order.
 	Dimensions []Request
+	// Caller is the caller name the acquisition was made for: the one
+	// given with WithCaller, else Config.Caller; "" when neither names
+	// one.
+	Caller string
 	// Outcome is Granted or RetryIn; zero when Err is set.
 	Outcome Outcome
 	// RetryIn is the wait the store answered, for a RetryIn outcome.
@@ -87,6 +91,9 @@ type AcquireEvent struct {
 type WaitEvent struct {
 	// Dimensions lists the dimensions asked for.
 	Dimensions []Request
+	// Caller is the caller name the wait was made for: the one given with
+	// WithCaller, else Config.Caller; "" when neither names one.
+	Caller string
 	// Waited is the time from the first attempt to the answer.
 	Waited time.Duration
 	// Attempts counts the acquisitions made.
@@ -103,6 +110,8 @@ type WaitEvent struct {
 type SettleEvent struct {
 	// Dimension is the settled dimension.
 	Dimension string
+	// Caller is the caller name recorded on the lease (Lease.Caller).
+	Caller string
 	// Estimate is the lease's cost before, Actual after, in tokens.
 	Estimate, Actual int64
 	// Applied is the change to the balance in millitokens (positive for a

@@ -88,7 +88,7 @@ func (c *Client) wait(ctx context.Context, w *waitCall) (*Lease, error) {
 		reqs = l.Dimensions()
 	}
 	c.obs.Waited(ctx, WaitEvent{
-		Dimensions: reqs, Waited: time.Since(start), Attempts: w.attempts,
+		Dimensions: reqs, Caller: c.callerOf(&w.o), Waited: time.Since(start), Attempts: w.attempts,
 		Granted: l != nil, TimedOut: errors.Is(err, ErrSlotTimeout), Err: err,
 	})
 	return l, err

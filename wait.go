@@ -219,7 +219,7 @@ func (c *Client) reserve(ctx context.Context, w *waitCall, maxWait time.Duration
 // reserved reports a reservation decision to the observer and the log.
 func (c *Client) reserved(ctx context.Context, req *store.ReserveRequest, res *store.ReserveResult, degraded bool, start time.Time, err error) {
 	if o := c.obs; o != nil && o.Acquired != nil {
-		ev := AcquireEvent{Dimensions: req.Items, Degraded: degraded, Duration: time.Since(start), Err: err}
+		ev := AcquireEvent{Dimensions: req.Items, Caller: req.Caller, Degraded: degraded, Duration: time.Since(start), Err: err}
 		switch {
 		case err != nil:
 		case degraded || res.Granted:

@@ -19,6 +19,8 @@ import "context"
 //   - Syncer (Sync): without it, sluice.Client.Sync returns an error
 //     matching errors.ErrUnsupported and changes nothing.
 //   - FreedWatcher: without it, waiters in line poll for freed slots.
+//   - Usager (PutUsage, ListUsage; see usage.go): without it, usage
+//     history is not kept, and a recorder shows only its own process.
 //   - InProcess and CallerClock tell the client how to call the store.
 //
 // A store that wraps another (to record, measure or inject faults) and

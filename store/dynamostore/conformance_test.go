@@ -15,6 +15,7 @@ func TestConformance(t *testing.T) {
 		OpenHandle:     openHandle,
 		Goroutines:     16,
 		ModelSequences: modelSequences,
+		PrepareUsage:   prepareUsage,
 	})
 }
 
@@ -27,6 +28,7 @@ func TestConformanceSeedsPath(t *testing.T) {
 		OpenHandle:     openHandle,
 		Goroutines:     16,
 		ModelSequences: modelSequences,
+		PrepareUsage:   prepareUsage,
 	})
 }
 
@@ -35,6 +37,12 @@ func TestConformanceSeedsPath(t *testing.T) {
 // seconds, not minutes, to go test; SLUICE_MODEL_SEQUENCES=300 (or
 // -args -sluice.sequences=300) runs the suite's default.
 const modelSequences = 40
+
+// prepareUsage creates s's usage table, deleted with tb.
+func prepareUsage(tb testing.TB, s store.Store) {
+	tb.Helper()
+	createUsageTable(tb, s.(*Store))
+}
 
 // openHandle opens another store on s's table through a client of its own,
 // as another process would.

@@ -118,10 +118,11 @@ type Store struct {
 	attempts   int
 	skew       int64 // maximum clock skew, ms (see bucket.Align)
 	skewSet    time.Duration
-	maxLeases  int   // recorded leases one bucket row may list
-	maxWaiters int   // waiter tickets one bucket row may list
-	unchecked  bool  // WithUncheckedLeaseIDs
-	nonce      int64 // random per Store: part of every ClientRequestToken
+	maxLeases  int    // recorded leases one bucket row may list
+	maxWaiters int    // waiter tickets one bucket row may list
+	unchecked  bool   // WithUncheckedLeaseIDs
+	nonce      int64  // random per Store: part of every ClientRequestToken
+	usageTable string // WithUsageTable; "" means table + UsageTableSuffix
 	closed     atomic.Bool
 
 	mu     sync.Mutex

@@ -8,6 +8,9 @@
 // shards. The store starts no goroutines.
 //
 // The store uses the time passed in each request (the client's Clock).
+// Usage history (store.Usager) expires by time.Now: a row past its
+// retention is neither stored nor listed, and a put drops the expired rows
+// of its dimension at most once a minute.
 package memstore
 
 import (
@@ -35,6 +38,8 @@ type Store struct {
 	closed  atomic.Bool
 	// watchers are the running WatchFreed calls.
 	watchers watchers
+	// usage is the usage history (store.Usager).
+	usage usage
 }
 
 type entry struct {
@@ -84,6 +89,7 @@ var (
 	_ store.Queuer = (*Store)(nil)
 	_ store.Cooler = (*Store)(nil)
 	_ store.Syncer = (*Store)(nil)
+	_ store.Usager = (*Store)(nil)
 )
 
 // InProcess implements store.InProcess: every operation works on memory

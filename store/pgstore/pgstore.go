@@ -72,6 +72,7 @@ type Store struct {
 	maxSkew     time.Duration
 	closed      atomic.Bool
 	q           queries
+	usage       usageParts // the usage partitions made sure of (usage.go)
 }
 
 // Option configures a Store.

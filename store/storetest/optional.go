@@ -39,6 +39,8 @@ type capabilities struct {
 	noCooldown bool
 	// noSync: no store.Syncer.
 	noSync bool
+	// noUsage: no store.Usager.
+	noUsage bool
 }
 
 // capabilitiesOf returns what s, behind contract.Checked or not,
@@ -48,12 +50,13 @@ func capabilitiesOf(s store.Store) capabilities {
 	_, q := raw.(store.Queuer)
 	_, c := raw.(store.Cooler)
 	_, y := raw.(store.Syncer)
-	return capabilities{noQueue: !q, noCooldown: !c, noSync: !y}
+	_, u := raw.(store.Usager)
+	return capabilities{noQueue: !q, noCooldown: !c, noSync: !y, noUsage: !u}
 }
 
 // supports reports whether the store implements the operation of a step
 // or request kind: "reserve", "cancel", "dequeue", "cooldown", "sync",
-// and, for the core operations, always.
+// "usage", and, for the core operations, always.
 func (c capabilities) supports(op string) bool {
 	switch op {
 	case "reserve", "cancel", "dequeue":
@@ -62,6 +65,8 @@ func (c capabilities) supports(op string) bool {
 		return !c.noCooldown
 	case "sync":
 		return !c.noSync
+	case "usage":
+		return !c.noUsage
 	}
 	return true
 }

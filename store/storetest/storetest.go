@@ -24,6 +24,9 @@
 // Every test passes time explicitly (a fixed base time plus offsets) and
 // never sleeps, so a store must honour the Now of each request: a store with
 // a server clock runs the suite in its caller-clock mode.
+// The usage-history group (store.Usager, which takes no Now) is the
+// exception: usage rows expire by the wall clock, so it writes rows of the
+// last few hours and still never sleeps.
 //
 // The suite also replays the golden vectors in testdata/vectors at the
 // repository root (see that directory's README.md), which pin the exact
@@ -102,6 +105,11 @@ type Harness struct {
 	// only the operations whose second application changes nothing in any
 	// store.
 	DedupesOps bool
+
+	// PrepareUsage, when set, readies a store that the usage group
+	// (store.Usager) is about to use, e.g. creating the table its usage
+	// history lives in. It is called once per usage test, after NewStore.
+	PrepareUsage func(tb testing.TB, s store.Store)
 }
 
 // Base is the fixed time every test starts at: 2026-01-01T00:00:00Z. Tests
@@ -143,6 +151,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Resend", func(t *testing.T) { testResend(t, h) })
 	optional("SettleQueue", "reserve", testSettleQueue)
 	optional("Freed", "dequeue", testFreed)
+	optional("Usage", "usage", testUsage)
 }
 
 // env is one test's store plus helpers that fail the test on error.

@@ -1,0 +1,128 @@
+package history_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/history"
+	"github.com/ontopix/sluice/store"
+	"github.com/ontopix/sluice/store/memstore"
+)
+
+// TestOneWritePerActiveDimension: each flush writes each dimension with
+// activity since the previous one once, and the others not at all.
+func TestOneWritePerActiveDimension(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memstore.New()
+		defer mem.Close()
+		ctx := context.Background()
+		us := newUsageStore(t, mem)
+		rec, _ := history.New(us)
+		c := newClient(t, mem, rec.Observer())
+		all := []string{"openai#tpm", "anthropic#tpm", "idle#tpm"}
+		// Round k acquires on the dimensions whose bit is set in
+		// active[k], as several callers, over 10 s.
+		active := []int{0b011, 0b001, 0b000, 0b110, 0b100, 0b111}
+		for k, bits := range active {
+			before := us.calls()
+			for i, d := range all {
+				if bits&(1<<i) == 0 {
+					continue
+				}
+				for j := range 5 {
+					if _, err := c.Acquire(ctx, d, sluice.WithCaller(callers[j%len(callers)])); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			time.Sleep(10 * time.Second)
+			if err := rec.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			after := us.calls()
+			for i, d := range all {
+				want := 0
+				if bits&(1<<i) != 0 {
+					want = 1
+				}
+				if got := after[d] - before[d]; got != want {
+					t.Errorf("round %d: %d writes of %s, want %d", k, got, d, want)
+				}
+			}
+		}
+	})
+}
+
+// TestWritesPerTenSeconds measures the store writes Run makes under steady
+// load on three dimensions for two minutes: at most one per dimension per
+// flush interval, and one more for the last flush.
+func TestWritesPerTenSeconds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memstore.New()
+		defer mem.Close()
+		us := newUsageStore(t, mem)
+		rec, _ := history.New(us)
+		c := newClient(t, mem, rec.Observer())
+		ctx, stop := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- rec.Run(ctx) }()
+		all := []string{"openai#tpm", "anthropic#tpm", "idle#tpm"}
+		const span = 2 * time.Minute
+		for end := time.Now().Add(span); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+			for i, d := range all {
+				_, _ = c.Acquire(ctx, d, sluice.WithCaller(callers[i]))
+			}
+		}
+		stop()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		flushes := int(span/history.DefaultFlushEvery) + 1
+		for _, d := range all {
+			n := us.calls()[d]
+			t.Logf("%s: %d writes in %s (%.2f per 10 s) for %d acquisitions per 10 s", d, n, span, float64(n)/float64(span/(10*time.Second)), 100)
+			if n > flushes {
+				t.Errorf("%s: %d writes in %s, more than one per flush (%d)", d, n, span, flushes)
+			}
+			if n < flushes-1 {
+				t.Errorf("%s: %d writes in %s, want about one per flush (%d): activity was not written", d, n, span, flushes)
+			}
+		}
+	})
+}
+
+// TestInvalidRowsDropped: rows the store refuses as invalid are dropped
+// after one try, with an event; the other dimensions' are written.
+func TestInvalidRowsDropped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memstore.New()
+		defer mem.Close()
+		ctx := context.Background()
+		us := newUsageStore(t, mem)
+		rec, _ := history.New(us)
+		obs := rec.Observer()
+		for _, d := range []string{"bad{dimension}", "openai#tpm"} {
+			obs.Acquired(ctx, sluice.AcquireEvent{Dimensions: []sluice.Request{{Dimension: d, Cost: 1}}, Outcome: sluice.Granted})
+		}
+		if err := rec.Flush(ctx); !errors.Is(err, store.ErrInvalid) {
+			t.Fatalf("Flush = %v, want an invalid row", err)
+		}
+		if err := rec.Flush(ctx); err != nil {
+			t.Fatalf("second Flush = %v, want the invalid rows dropped", err)
+		}
+		if got := us.calls(); got["bad{dimension}"] != 1 || got["openai#tpm"] != 1 {
+			t.Errorf("writes = %v, want one of each", got)
+		}
+		if ev := rec.Events(1); len(ev) != 1 || ev[0].Kind != history.EventStoreError || ev[0].Dimension != "bad{dimension}" {
+			t.Errorf("events = %+v, want the refused write", ev)
+		}
+		reader, _ := history.New(mem)
+		if got := query(t, reader, "openai#tpm", "", time.Minute).Grants; got != 1 {
+			t.Errorf("openai#tpm grants = %d, want 1", got)
+		}
+	})
+}

@@ -1,0 +1,310 @@
+package dynamostore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ontopix/sluice/store"
+)
+
+// Usage history (store.Usager) lives in a table of its own, the usage
+// table (by default the store's table name plus UsageTableSuffix; see
+// WithUsageTable and CreateUsageTable), not in the store's table: that
+// one has no sort key, and ListBuckets, Leases and Reconcile Scan it,
+// paying for every item read, so a day of usage rows there would make
+// every Scan dearer.
+//
+// The usage table has the partition key usage_key (S), the row's period
+// and dimension ("m:openai#rpm" for minute rows, "h:openai#rpm" for hour
+// rows), and the sort key start_key (S), the row's Start in Unix ms,
+// zero-padded to 16 digits, then the caller's length, the caller and the
+// writer ("0001767225660000:5:alicewriter-uuid"), so that a read is one
+// Query on a partition with a sort-key range on start. An item holds
+// counters (M of N), updated_ms and expires_ms (N, Unix ms) and ttl (N,
+// Unix seconds, rounded up), the TTL attribute DynamoDB's TTL process
+// deletes expired items by. A put is BatchWriteItem of PutItems, each
+// replacing its item whole, so a resent put leaves what one put left.
+// Reads leave out items past expires_ms, which DynamoDB's TTL process
+// deletes only within a day or two (and DynamoDB Local perhaps never).
+
+// UsageTableSuffix is appended to the store's table name to name its
+// usage table unless WithUsageTable says otherwise.
+const UsageTableSuffix = "-usage"
+
+// Attributes of the usage table.
+const (
+	attrUsagePK      = "usage_key"
+	attrUsageSK      = "start_key"
+	attrUsageCounter = "counters"
+	attrUsageUpdated = "updated_ms"
+	attrUsageExpires = "expires_ms"
+)
+
+// usageBatch is the most items one BatchWriteItem takes.
+const usageBatch = 25
+
+var _ store.Usager = (*Store)(nil)
+
+// WithUsageTable sets the table holding usage history (store.Usager),
+// by default the store's table name plus UsageTableSuffix. Create it with
+// CreateUsageTable.
+func WithUsageTable(table string) Option { return func(s *Store) { s.usageTable = table } }
+
+// UsageTable returns the name of the store's usage table.
+func (s *Store) UsageTable() string {
+	if s.usageTable != "" {
+		return s.usageTable
+	}
+	return s.table + UsageTableSuffix
+}
+
+// CreateUsageTable creates a usage table: partition key usage_key (S),
+// sort key start_key (S), on-demand billing, TTL enabled on ttl. It waits
+// until the table is ACTIVE. A table that already exists is not an error;
+// its TTL setting is still ensured.
+func CreateUsageTable(ctx context.Context, db *dynamodb.Client, table string) error {
+	_, err := db.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName: aws.String(table),
+		AttributeDefinitions: []types.AttributeDefinition{
+			{AttributeName: aws.String(attrUsagePK), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(attrUsageSK), AttributeType: types.ScalarAttributeTypeS},
+		},
+		KeySchema: []types.KeySchemaElement{
+			{AttributeName: aws.String(attrUsagePK), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String(attrUsageSK), KeyType: types.KeyTypeRange},
+		},
+		BillingMode: types.BillingModePayPerRequest,
+	})
+	var inUse *types.ResourceInUseException
+	if err != nil && !errors.As(err, &inUse) {
+		return fmt.Errorf("dynamostore: create usage table %q: %w", table, err)
+	}
+	w := dynamodb.NewTableExistsWaiter(db, func(o *dynamodb.TableExistsWaiterOptions) {
+		o.MinDelay, o.MaxDelay = 100*time.Millisecond, 2*time.Second
+	})
+	if err := w.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)}, 5*time.Minute); err != nil {
+		return fmt.Errorf("dynamostore: waiting for usage table %q to be ACTIVE: %w", table, err)
+	}
+	d, err := db.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(table)})
+	if err == nil && d.TimeToLiveDescription != nil && aws.ToString(d.TimeToLiveDescription.AttributeName) == attrTTL &&
+		(d.TimeToLiveDescription.TimeToLiveStatus == types.TimeToLiveStatusEnabled || d.TimeToLiveDescription.TimeToLiveStatus == types.TimeToLiveStatusEnabling) {
+		return nil
+	}
+	_, err = db.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
+		TableName:               aws.String(table),
+		TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String(attrTTL), Enabled: aws.Bool(true)},
+	})
+	if err != nil {
+		return fmt.Errorf("dynamostore: enable TTL on usage table %q: %w", table, err)
+	}
+	return nil
+}
+
+// usagePK is the partition key of a dimension's rows of period p.
+func usagePK(dim string, p time.Duration) string {
+	if p == time.Hour {
+		return "h:" + dim
+	}
+	return "m:" + dim
+}
+
+// usageStart is the sort key's prefix for a start in Unix ms.
+func usageStart(ms int64) string { return fmt.Sprintf("%016d", ms) }
+
+// usageSK is a row's sort key.
+func usageSK(start int64, caller, writer string) string {
+	return usageStart(start) + ":" + strconv.Itoa(len(caller)) + ":" + caller + writer
+}
+
+// parseUsageSK splits a sort key written by usageSK.
+func parseUsageSK(sk string) (start int64, caller, writer string, err error) {
+	a, rest, ok := strings.Cut(sk, ":")
+	b, rest2, ok2 := strings.Cut(rest, ":")
+	if !ok || !ok2 {
+		return 0, "", "", fmt.Errorf("malformed usage sort key %q", sk)
+	}
+	start, err1 := strconv.ParseInt(a, 10, 64)
+	n, err2 := strconv.Atoi(b)
+	if err1 != nil || err2 != nil || n < 0 || n > len(rest2) {
+		return 0, "", "", fmt.Errorf("malformed usage sort key %q", sk)
+	}
+	return start, rest2[:n], rest2[n:], nil
+}
+
+// usageMissing turns a missing usage table into an error that says how to
+// create it, and matches errors.ErrUnsupported: the store keeps no usage
+// history until it exists.
+func (s *Store) usageMissing(op string, err error) error {
+	var nf *types.ResourceNotFoundException
+	if errors.As(err, &nf) {
+		return fmt.Errorf("dynamostore: %s: the usage table %q does not exist: create it with dynamostore.CreateUsageTable (%w): %w",
+			op, s.UsageTable(), errors.ErrUnsupported, err)
+	}
+	return classify(op, err)
+}
+
+// PutUsage implements store.Usager with BatchWriteItem, 25 items a call.
+// Rows already past their retention (by this process's clock) are
+// skipped. Without a usage table it fails with an error matching
+// errors.ErrUnsupported.
+func (s *Store) PutUsage(ctx context.Context, rows []store.UsageRow, retention store.UsageRetention) error {
+	if err := store.ValidateUsage(rows, retention); err != nil {
+		return err
+	}
+	ctx, cancel, err := s.begin(ctx)
+	defer cancel()
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	type key struct{ pk, sk string }
+	idx := map[key]int{} // a row sent twice in one put: the last one wins
+	var reqs []types.WriteRequest
+	for _, r := range rows {
+		exp := r.Expires(retention)
+		if !exp.After(now) {
+			continue
+		}
+		k := key{usagePK(r.Dimension, r.Period), usageSK(r.Start.UnixMilli(), r.Caller, r.Writer)}
+		counters := make(map[string]types.AttributeValue, len(r.Counters))
+		for name, v := range r.Counters {
+			counters[name] = numInt(v)
+		}
+		expMs := exp.UnixMilli()
+		item := map[string]types.AttributeValue{
+			attrUsagePK: str(k.pk), attrUsageSK: str(k.sk),
+			attrUsageCounter: &types.AttributeValueMemberM{Value: counters},
+			attrUsageExpires: numInt(expMs), attrTTL: numInt((expMs + 999) / 1000),
+		}
+		if !r.Updated.IsZero() {
+			item[attrUsageUpdated] = numInt(r.Updated.UnixMilli())
+		}
+		req := types.WriteRequest{PutRequest: &types.PutRequest{Item: item}}
+		if i, ok := idx[k]; ok {
+			reqs[i] = req
+			continue
+		}
+		idx[k] = len(reqs)
+		reqs = append(reqs, req)
+	}
+	for len(reqs) > 0 {
+		n := min(len(reqs), usageBatch)
+		if err := s.writeUsage(ctx, reqs[:n]); err != nil {
+			return err
+		}
+		reqs = reqs[n:]
+	}
+	return nil
+}
+
+// writeUsage writes one batch, sending the items DynamoDB left
+// unprocessed (throttled) again after a short backoff, until ctx ends.
+func (s *Store) writeUsage(ctx context.Context, reqs []types.WriteRequest) error {
+	table := s.UsageTable()
+	for wait := 10 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
+		out, err := s.db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{
+			RequestItems: map[string][]types.WriteRequest{table: reqs}}, opts)
+		if err != nil {
+			return s.usageMissing("put usage", err)
+		}
+		if reqs = out.UnprocessedItems[table]; len(reqs) == 0 {
+			return nil
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return store.Unavailable("dynamostore: put usage", fmt.Errorf("%d items left unprocessed: %w", len(reqs), ctx.Err()))
+		case <-t.C:
+		}
+	}
+}
+
+// ListUsage implements store.Usager with one paginated, consistent Query:
+// the dimension and period's partition, start_key from From to To.
+// Without a usage table it fails with an error matching
+// errors.ErrUnsupported.
+func (s *Store) ListUsage(ctx context.Context, q store.UsageQuery) ([]store.UsageRow, error) {
+	if err := store.ValidateUsageQuery(q); err != nil {
+		return nil, err
+	}
+	ctx, cancel, err := s.begin(ctx)
+	defer cancel()
+	if err != nil {
+		return nil, err
+	}
+	if !q.From.Before(q.To) {
+		return nil, nil
+	}
+	// A row's sort key starts with its padded Start, followed by ':': the
+	// padded To itself sorts before every row starting at To.
+	in := &dynamodb.QueryInput{
+		TableName:                aws.String(s.UsageTable()),
+		ConsistentRead:           aws.Bool(true),
+		KeyConditionExpression:   aws.String("#pk = :pk AND #sk BETWEEN :lo AND :hi"),
+		FilterExpression:         aws.String("#x > :now"),
+		ExpressionAttributeNames: map[string]string{"#pk": attrUsagePK, "#sk": attrUsageSK, "#x": attrUsageExpires},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk": str(usagePK(q.Dimension, q.Period)), ":lo": str(usageStart(q.From.UnixMilli())),
+			":hi": str(usageStart(q.To.UnixMilli())), ":now": numInt(time.Now().UnixMilli()),
+		},
+	}
+	var out []store.UsageRow
+	p := dynamodb.NewQueryPaginator(s.db, in)
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx, opts)
+		if err != nil {
+			return nil, s.usageMissing("list usage", err)
+		}
+		for _, item := range page.Items {
+			r, err := decodeUsage(item, q)
+			if err != nil {
+				return nil, fmt.Errorf("dynamostore: list usage: %w", err)
+			}
+			if store.UsageInRange(q, r.Start) {
+				out = append(out, r)
+			}
+		}
+	}
+	return out, nil
+}
+
+// decodeUsage reads a usage item.
+func decodeUsage(item map[string]types.AttributeValue, q store.UsageQuery) (store.UsageRow, error) {
+	sk, _ := getS(item, attrUsageSK)
+	start, caller, writer, err := parseUsageSK(sk)
+	if err != nil {
+		return store.UsageRow{}, err
+	}
+	r := store.UsageRow{Dimension: q.Dimension, Caller: caller, Period: q.Period, Start: time.UnixMilli(start).UTC(), Writer: writer}
+	if m, ok := item[attrUsageCounter].(*types.AttributeValueMemberM); ok && len(m.Value) > 0 {
+		r.Counters = make(map[string]int64, len(m.Value))
+		for name, v := range m.Value {
+			n, ok := v.(*types.AttributeValueMemberN)
+			if !ok {
+				return store.UsageRow{}, fmt.Errorf("item %q: counter %q is not a number", sk, name)
+			}
+			x, err := strconv.ParseInt(n.Value, 10, 64)
+			if err != nil {
+				return store.UsageRow{}, fmt.Errorf("item %q: counter %q = %s is not an integer", sk, name, n.Value)
+			}
+			r.Counters[name] = x
+		}
+	}
+	if u, ok := item[attrUsageUpdated].(*types.AttributeValueMemberN); ok {
+		ms, err := strconv.ParseInt(u.Value, 10, 64)
+		if err != nil {
+			return store.UsageRow{}, fmt.Errorf("item %q: updated_ms %q is not an integer", sk, u.Value)
+		}
+		r.Updated = time.UnixMilli(ms).UTC()
+	}
+	return r, nil
+}
