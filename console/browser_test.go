@@ -18,6 +18,7 @@ import (
 
 	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/history"
 	"github.com/ontopix/sluice/store/memstore"
 )
 
@@ -139,7 +140,12 @@ func TestBrowser(t *testing.T) {
 	ctx, consoleErrors := browser(t)
 	dir := artifacts(t)
 
-	c, err := sluice.New(memstore.New())
+	st := memstore.New()
+	rec, err := history.New(st, history.WithFlushEvery(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := sluice.New(st, sluice.WithObserver(rec.Observer()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,10 +168,13 @@ func TestBrowser(t *testing.T) {
 	wg := load(lctx, c, 8)
 	t.Cleanup(func() { stop(); wg.Wait() })
 
-	hist := &fakeHist{live: map[string]hCounts{}, callers: map[string]hCounts{"worker-1": {Grants: 3}}}
+	rctx, stopRec := context.WithCancel(bg)
+	recDone := make(chan struct{})
+	go func() { defer close(recDone); _ = rec.Run(rctx) }()
+	t.Cleanup(func() { stopRec(); <-recDone })
 	mux := http.NewServeMux()
 	hctx, endStreams := context.WithCancel(bg)
-	mux.Handle("/ui/", http.StripPrefix("/ui", newHandler(c, withHist(hist), WithInterval(250*time.Millisecond), WithContext(hctx))))
+	mux.Handle("/ui/", http.StripPrefix("/ui", newHandler(c, WithHistory(rec), WithInterval(250*time.Millisecond), WithContext(hctx))))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	t.Cleanup(endStreams) // before srv.Close, which waits for the streams
@@ -226,9 +235,10 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("lease page lacks its caller:\n%s", body)
 	}
 
-	// A dimension's history: charts drawn, the range switched to 24h in place.
+	// A dimension's history: charts drawn, the range switched to 24h in
+	// place, the workers among its callers.
 	step("dimension", chromedp.Steps(
-		chromedp.Click(chromedp.CSS(`a[href="d/held%23slots"]`)),
+		chromedp.Navigate(srv.URL+"/ui/d/load%23slots"),
 		chromedp.WaitVisible(chromedp.CSS(`#history[data-range="1h"] .chart[data-drawn] canvas`)),
 		chromedp.Evaluate[chromedp.Void](`window.sluiceMark = 2`),
 		chromedp.Click(chromedp.CSS(`.ranges a[data-range="24h"]`)),
@@ -236,6 +246,10 @@ func TestBrowser(t *testing.T) {
 	))
 	if mark, err := chromedp.Run(ctx, chromedp.Evaluate[int](`window.sluiceMark`)); err != nil || mark != 2 {
 		t.Errorf("the range switch reloaded the page (mark %d, %v), want it swapped in place", mark, err)
+	}
+	callers, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("table.callers")))
+	if !strings.Contains(callers, "worker-") {
+		t.Errorf("the callers table lacks the workers:\n%s", callers)
 	}
 	shot("console-dimension.png")
 

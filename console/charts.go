@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/ontopix/sluice/history"
 )
 
 // ranges are the history's ranges, with their steps: minutes for an hour
@@ -62,7 +64,7 @@ func (h *handler) history(ctx context.Context, dim, rng string) historyData {
 	}
 	to := h.now().Truncate(r.Step).Add(r.Step)
 	from := to.Add(-r.Span)
-	pts, err := h.hist.Query(ctx, hQuery{Dimension: dim, From: from, To: to, Step: r.Step})
+	pts, err := h.hist.Query(ctx, history.Query{Dimension: dim, From: from, To: to, Step: r.Step})
 	if err != nil {
 		d.Err = redact(err.Error())
 		return d
@@ -74,7 +76,7 @@ func (h *handler) history(ctx context.Context, dim, rng string) historyData {
 	}
 	d.Callers = callerRows(callers)
 	n := int(r.Span / r.Step)
-	at := make(map[int64]hCounts, len(pts))
+	at := make(map[int64]history.Counts, len(pts))
 	for _, p := range pts {
 		at[p.Start.Unix()] = p.Counts
 	}

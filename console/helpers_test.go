@@ -12,6 +12,7 @@ import (
 
 	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/history"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/memstore"
 )
@@ -23,18 +24,18 @@ var t0 = time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
 // events.
 type fakeHist struct {
 	mu      sync.Mutex
-	points  []hPoint
-	callers map[string]hCounts
-	live    map[string]hCounts
-	events  []hEvent
-	queries []hQuery
+	points  []history.Point
+	callers map[string]history.Counts
+	live    map[string]history.Counts
+	events  []history.Event
+	queries []history.Query
 }
 
-func (f *fakeHist) Query(_ context.Context, q hQuery) ([]hPoint, error) {
+func (f *fakeHist) Query(_ context.Context, q history.Query) ([]history.Point, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.queries = append(f.queries, q)
-	var out []hPoint
+	var out []history.Point
 	for _, p := range f.points {
 		if !p.Start.Before(q.From) && p.Start.Before(q.To) && p.Start.Truncate(q.Step).Equal(p.Start) {
 			out = append(out, p)
@@ -43,21 +44,21 @@ func (f *fakeHist) Query(_ context.Context, q hQuery) ([]hPoint, error) {
 	return out, nil
 }
 
-func (f *fakeHist) Callers(_ context.Context, _ string, _, _ time.Time) (map[string]hCounts, error) {
+func (f *fakeHist) Callers(_ context.Context, _ string, _, _ time.Time) (map[string]history.Counts, error) {
 	return f.callers, nil
 }
 
-func (f *fakeHist) Live(dim string) hCounts {
+func (f *fakeHist) Live(dim string) history.Counts {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if c, ok := f.live[dim]; ok {
 		return c
 	}
-	return hCounts{MinRemaining: -1}
+	return history.Counts{MinRemaining: -1}
 }
 
-func (f *fakeHist) Events(n int) []hEvent {
-	return append([]hEvent(nil), f.events[:min(n, len(f.events))]...)
+func (f *fakeHist) Events(n int) []history.Event {
+	return append([]history.Event(nil), f.events[:min(n, len(f.events))]...)
 }
 
 // countingStore counts the state reads a console makes.
@@ -110,14 +111,14 @@ func newFixture(t testing.TB, opts ...Option) *fixture {
 	}
 	f.lease = res.Lease
 	f.hist = &fakeHist{
-		callers: map[string]hCounts{"alice": {Grants: 7, Reserved: 700, Settled: 650}, "bob": {Grants: 3, Refusals: 2}},
-		live: map[string]hCounts{"openai#tpm": {Grants: 12, Refusals: 3, MinRemaining: 400,
+		callers: map[string]history.Counts{"alice": {Grants: 7, Reserved: 700, Settled: 650}, "bob": {Grants: 3, Refusals: 2}},
+		live: map[string]history.Counts{"openai#tpm": {Grants: 12, Refusals: 3, MinRemaining: 400,
 			Responses: map[string]int64{"2xx": 10, "429_tokens": 2}, WaitHist: []int64{0, 0, 5, 1}}},
-		events: []hEvent{{Time: t0, Kind: "store_error", Dimension: "openai#rpm",
+		events: []history.Event{{Time: t0, Kind: "store_error", Dimension: "openai#rpm",
 			Detail: "dial redis://ops:hunter2@10.0.0.1:6379/0?password=hunter3 failed"}},
-		points: []hPoint{
-			{Start: t0.Truncate(time.Minute), Counts: hCounts{Grants: 5, Refusals: 1}},
-			{Start: t0.Truncate(time.Hour), Counts: hCounts{Grants: 50, Settled: 900}},
+		points: []history.Point{
+			{Start: t0.Truncate(time.Minute), Counts: history.Counts{Grants: 5, Refusals: 1}},
+			{Start: t0.Truncate(time.Hour), Counts: history.Counts{Grants: 50, Settled: 900}},
 		},
 	}
 	ctx, endStreams := context.WithCancel(context.Background())

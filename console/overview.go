@@ -12,6 +12,7 @@ import (
 
 	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/history"
 )
 
 // row is one dimension of the overview, formatted for display.
@@ -60,7 +61,7 @@ func (h *handler) snapshot(ctx context.Context) overviewData {
 	}
 	d.Rows = make([]row, len(states))
 	for i, s := range states {
-		var live *hCounts
+		var live *history.Counts
 		if h.hist != nil {
 			c := h.hist.Live(s.Name)
 			live = &c
@@ -79,7 +80,7 @@ func (h *handler) snapshot(ctx context.Context) overviewData {
 
 // rowOf formats one bucket's state and, when live is not nil, its last
 // minute in this process.
-func rowOf(s sluice.BucketState, live *hCounts) row {
+func rowOf(s sluice.BucketState, live *history.Counts) row {
 	r := row{Name: s.Name, Path: "d/" + url.PathEscape(s.Name), Type: s.Type.String(), Limit: rate(s.Config),
 		Level: s.Tokens.String(), Capacity: s.Capacity, Leases: s.ActiveLeases}
 	if s.Tokens > 0 && s.Capacity > 0 {

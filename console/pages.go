@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/history"
 )
 
 // page is what the layout renders around a page's content.
@@ -71,7 +72,7 @@ func (h *handler) overview(w http.ResponseWriter, r *http.Request) {
 // dimensionData is a dimension's page.
 type dimensionData struct {
 	Row     row
-	Live    *hCounts
+	Live    *history.Counts
 	History historyData
 	Leases  []leaseRow
 	More    bool
@@ -212,7 +213,7 @@ func (h *handler) release(w http.ResponseWriter, r *http.Request) {
 // logData is the event log page.
 type logData struct {
 	Hist   bool
-	Events []hEvent
+	Events []history.Event
 }
 
 // mostEvents bounds the event log page.
@@ -238,7 +239,7 @@ type callerRow struct {
 	R429, Errors, Degraded, Unm int64
 }
 
-func callerRows(m map[string]hCounts) []callerRow {
+func callerRows(m map[string]history.Counts) []callerRow {
 	out := make([]callerRow, 0, len(m))
 	for name, c := range m {
 		cr := callerRow{Caller: name, Grants: c.Grants, Refusals: c.Refusals, Waits: c.Waits, P95: p95(c.WaitHist),
