@@ -201,7 +201,11 @@ func (h *handler) release(w http.ResponseWriter, r *http.Request) {
 	}
 	id := r.PathValue("id")
 	if _, err := h.c.ReleaseLease(r.Context(), id); err != nil {
-		h.fail(w, r, http.StatusBadGateway, "release "+id+": "+err.Error())
+		status := http.StatusBadGateway
+		if errors.Is(err, sluice.ErrInvalid) {
+			status = http.StatusBadRequest
+		}
+		h.fail(w, r, status, "release "+id+": "+err.Error())
 		return
 	}
 	h.log.Info("console.lease_released", "lease", id)

@@ -250,3 +250,16 @@ func waitFor(t testing.TB, cond func() bool) {
 	}
 	t.Fatal("condition not met within 10s")
 }
+
+// TestReleaseBadID answers a lease id that is no lease id with 400.
+func TestReleaseBadID(t *testing.T) {
+	f := newFixture(t, WithAdmin(func(*http.Request) bool { return true }))
+	res, err := http.Post(f.srv.URL+"/ui/lease/not-a-uuid/release", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusBadRequest {
+		t.Errorf("release of a bad id: %d, want 400", res.StatusCode)
+	}
+}
