@@ -140,7 +140,18 @@ func rate(c bucket.Config) string {
 	if c.Type == bucket.Concurrent {
 		return fmt.Sprintf("%d concurrent", c.Capacity)
 	}
-	return fmt.Sprintf("%d/%s", c.RefillAmount, dur(c.RefillPeriod))
+	p := c.RefillPeriod.String()
+	if strings.HasSuffix(p, "m0s") {
+		p = p[:len(p)-2]
+	}
+	if strings.HasSuffix(p, "h0m") {
+		p = p[:len(p)-2]
+	}
+	r := fmt.Sprintf("%d/%s", c.RefillAmount, p)
+	if c.Capacity != c.RefillAmount {
+		r += fmt.Sprintf(" burst %d", c.Capacity)
+	}
+	return r
 }
 
 // dur formats d compactly: "850ms", "12s", "1m30s", "2h0m".

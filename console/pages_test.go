@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ontopix/sluice/bucket"
 )
 
 // TestPages fetches every page mounted at /ui/ and checks what it shows.
@@ -200,6 +202,23 @@ func TestDur(t *testing.T) {
 	} {
 		if got := dur(tt.d); got != tt.want {
 			t.Errorf("dur(%s) = %q, want %q", tt.d, got, tt.want)
+		}
+	}
+}
+
+// TestRate formats limits as the CLI does.
+func TestRate(t *testing.T) {
+	for _, tt := range []struct {
+		c    bucket.Config
+		want string
+	}{
+		{bucket.PerPeriod(bucket.Requests, 60, time.Minute), "60/1m"},
+		{bucket.Config{Type: bucket.Tokens, Capacity: 39200, RefillAmount: 40000, RefillPeriod: 61225 * time.Millisecond}, "40000/1m1.225s burst 39200"},
+		{bucket.PerPeriod(bucket.Requests, 1000, time.Hour), "1000/1h"},
+		{bucket.ConcurrentSlots(5), "5 concurrent"},
+	} {
+		if got := rate(tt.c); got != tt.want {
+			t.Errorf("rate(%+v) = %q, want %q", tt.c, got, tt.want)
 		}
 	}
 }
