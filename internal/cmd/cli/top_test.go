@@ -1,8 +1,14 @@
 package cli
 
 import (
+	"context"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/history"
 )
 
 // TestTop prints frames of the overview on the memory store: one with
@@ -23,6 +29,44 @@ func TestTop(t *testing.T) {
 	}
 	if strings.Contains(out, "openai#rpm") || strings.Contains(out, "\x1b[") {
 		t.Errorf("frames of slots alone, without escapes off a terminal, show:\n%s", out)
+	}
+}
+
+// TestTopHistory shows the fleet's last minute from the usage history
+// another process wrote to the store: three grants, a refusal and a wait
+// of 300ms on openai#rpm.
+func TestTopHistory(t *testing.T) {
+	e := memEnv(t)
+	now := time.Now().Truncate(time.Second) // the store keeps rows for 48 h of the wall clock
+	e.clock.Store(now.UnixMilli())
+	e.ok("bucket", "put", "openai#rpm", "--type", "requests", "--capacity", "60", "--per", "1m")
+	e.ok("bucket", "put", "slots", "--type", "concurrent", "--capacity", "4")
+	before := now.Truncate(time.Minute).Add(-30 * time.Second)
+	rec, err := history.New(e.mem, history.WithClock(sluice.ClockFunc(func() time.Time { return before })))
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs, ctx := rec.Observer(), context.Background()
+	rpm := []sluice.Request{{Dimension: "openai#rpm", Cost: 1}}
+	for range 3 {
+		obs.Acquired(ctx, sluice.AcquireEvent{Dimensions: rpm, Outcome: sluice.Granted, Caller: "app"})
+	}
+	obs.Acquired(ctx, sluice.AcquireEvent{Dimensions: rpm, Outcome: sluice.RetryIn, Caller: "app",
+		Results: []sluice.DimensionResult{{Dimension: "openai#rpm", Cost: 1, RetryIn: time.Second}}})
+	obs.Waited(ctx, sluice.WaitEvent{Dimensions: rpm, Waited: 300 * time.Millisecond, Granted: true, Caller: "app"})
+	if err := rec.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	out := e.ok("top", "--once")
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^GRANTED, REFUSED, 429s and WAIT P95: the fleet's minute from ` + before.UTC().Format("15:04") + `$`),
+		regexp.MustCompile(`(?m)GRANTED\s+REFUSED\s+429s\s+WAIT P95$`),
+		regexp.MustCompile(`(?m)^openai#rpm .*\s3\s+1\s+0\s+<=500ms$`),
+		regexp.MustCompile(`(?m)^slots .*\s0\s+0\s+0\s+-$`),
+	} {
+		if !want.MatchString(out) {
+			t.Errorf("top lacks %s:\n%s", want, out)
+		}
 	}
 }
 
