@@ -62,13 +62,18 @@ func (f *fakeHist) Events(n int) []history.Event {
 }
 
 // countingStore counts the state reads a console makes.
+// Once fail is set, its reads fail with that error.
 type countingStore struct {
 	store.Store
 	lists atomic.Int64
+	fail  atomic.Pointer[error]
 }
 
 func (s *countingStore) ListBuckets(ctx context.Context, req store.ListBucketsRequest) ([]store.BucketState, error) {
 	s.lists.Add(1)
+	if err := s.fail.Load(); err != nil {
+		return nil, *err
+	}
 	return s.Store.ListBuckets(ctx, req)
 }
 

@@ -1,7 +1,9 @@
 package console
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"html"
 	"net/http"
 	"regexp"
@@ -10,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/store"
 )
 
 // TestPages fetches every page mounted at /ui/ and checks what it shows.
@@ -219,6 +222,28 @@ func TestRate(t *testing.T) {
 	} {
 		if got := rate(tt.c); got != tt.want {
 			t.Errorf("rate(%+v) = %q, want %q", tt.c, got, tt.want)
+		}
+	}
+}
+
+// TestStoreDown shows a store failure on the overview, in the page and
+// the stream, without the secrets its message holds.
+func TestStoreDown(t *testing.T) {
+	f := newFixture(t)
+	down := fmt.Errorf("dial redis://app:hunter2@10.1.2.3:6379/0: %w", store.ErrUnavailable)
+	f.st.fail.Store(&down)
+	status, body := f.get(t, "/ui/")
+	if status != 200 || !strings.Contains(body, "Store unavailable: ") || !strings.Contains(body, "redis://REDACTED@10.1.2.3:6379/0") {
+		t.Errorf("overview with the store down: %d\n%s", status, body)
+	}
+	s := openStream(t, context.Background(), f.srv.URL+"/ui/events")
+	e := s.next(t)
+	if !strings.Contains(e.data, "Store unavailable: ") {
+		t.Errorf("event with the store down:\n%s", e.data)
+	}
+	for _, text := range []string{body, e.data} {
+		if strings.Contains(text, "hunter2") {
+			t.Errorf("the password shows:\n%s", text)
 		}
 	}
 }
