@@ -65,6 +65,27 @@ func TestPages(t *testing.T) {
 	}
 }
 
+// TestHeaders sends the pages with a policy that allows only the
+// console's own scripts, and refuses framing.
+func TestHeaders(t *testing.T) {
+	f := newFixture(t)
+	res, err := http.Get(f.srv.URL + "/ui/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	for k, want := range map[string]string{
+		"Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'",
+		"X-Frame-Options":         "DENY",
+		"X-Content-Type-Options":  "nosniff",
+		"Cache-Control":           "no-store",
+	} {
+		if got := res.Header.Get(k); got != want {
+			t.Errorf("%s: %q, want %q", k, got, want)
+		}
+	}
+}
+
 // TestAssets serves the embedded files with their types.
 func TestAssets(t *testing.T) {
 	f := newFixture(t)
