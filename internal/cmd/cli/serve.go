@@ -165,7 +165,11 @@ func runServe(cmd *cobra.Command, g *globals, o *serveOptions) error {
 	}
 	// The console's usage history: recorded from the Client's decisions,
 	// written to the store every 10 s (when it keeps usage history).
-	rec, err := history.New(op.Store, history.WithClock(g.Clock()))
+	var hopts []history.Option
+	if g.Env.Clock != nil { // a test's clock; else the Recorder's cheaper wall clock
+		hopts = append(hopts, history.WithClock(g.Env.Clock))
+	}
+	rec, err := history.New(op.Store, hopts...)
 	if err != nil {
 		return err
 	}
