@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"html"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
@@ -265,6 +267,41 @@ func TestStoreDown(t *testing.T) {
 	for _, text := range []string{body, e.data} {
 		if strings.Contains(text, "hunter2") {
 			t.Errorf("the password shows:\n%s", text)
+		}
+	}
+}
+
+// TestMountedElsewhere serves the console at the root of a server and
+// under a deeper prefix: the links are relative to the page, whatever
+// the prefix.
+func TestMountedElsewhere(t *testing.T) {
+	f := newFixture(t)
+	for _, tt := range []struct {
+		prefix, path, wantBase string
+	}{
+		{"", "/", "./"},
+		{"", "/d/slots", "../"},
+		{"/ops/sluice", "/ops/sluice/", "./"},
+		{"/ops/sluice", "/ops/sluice/leases", "./"},
+		{"/ops/sluice", "/ops/sluice/d/openai%23rpm", "../"},
+		{"/ops/sluice", "/ops/sluice/lease/" + f.lease.ID(), "../"},
+	} {
+		var h http.Handler = f.h
+		if tt.prefix != "" {
+			mux := http.NewServeMux()
+			mux.Handle(tt.prefix+"/", http.StripPrefix(tt.prefix, f.h))
+			h = mux
+		}
+		srv := httptest.NewServer(h)
+		res, err := http.Get(srv.URL + tt.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		srv.Close()
+		if want := `<base href="` + tt.wantBase + `">`; res.StatusCode != 200 || !strings.Contains(string(body), want) {
+			t.Errorf("%s at %s: %d, want 200 with %s", tt.path, tt.prefix, res.StatusCode, want)
 		}
 	}
 }
