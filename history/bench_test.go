@@ -5,60 +5,88 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/history"
+	"github.com/ontopix/sluice/internal/testing/redistest"
+	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/memstore"
+	"github.com/ontopix/sluice/store/redisstore"
 )
 
-// BenchmarkAcquireWithRecorder compares Client.Acquire on memstore without
-// an observer ("off"), with one that does nothing ("noop": what any
-// observer costs the Client), and with the Recorder's ("on"), in the same
-// run: batches of each alternate, and the metrics are each one's time per
-// acquisition and the ratios on/off and on/noop.
+// BenchmarkAcquireWithRecorder compares Client.Acquire without an
+// observer ("off"), with one that does nothing ("noop": what any observer
+// costs the Client), and with the Recorder's ("on"), its Run writing every
+// second to the same store, in the same run: batches of each alternate,
+// and the metrics are each one's time per acquisition and the ratios
+// on/off and on/noop. It runs on the memory store and on Redis.
 func BenchmarkAcquireWithRecorder(b *testing.B) {
+	b.Run("memory", func(b *testing.B) {
+		mem := memstore.New()
+		b.Cleanup(func() { mem.Close() })
+		benchAcquire(b, func() store.Store { return mem }, 128)
+	})
+	b.Run("redis", func(b *testing.B) {
+		srv := redistest.New(b)
+		benchAcquire(b, func() store.Store {
+			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+			st, err := redisstore.New(rdb)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { st.Close(); rdb.Close() })
+			return st
+		}, 16)
+	})
+}
+
+func benchAcquire(b *testing.B, open func() store.Store, batch int) {
 	ctx := context.Background()
-	newBench := func(obs *sluice.Observer) *sluice.Client {
-		st := memstore.New()
-		b.Cleanup(func() { st.Close() })
+	newBench := func(obs *sluice.Observer, name string) *sluice.Client {
 		var opts []sluice.Option
 		if obs != nil {
 			opts = append(opts, sluice.WithObserver(obs))
 		}
-		c, err := sluice.New(st, opts...)
+		c, err := sluice.New(open(), opts...)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := c.PutBucket(ctx, sluice.Bucket{Name: "openai#rpm", Config: sluice.PerPeriod(sluice.Requests, 1<<30, time.Second)}); err != nil {
+		if err := c.PutBucket(ctx, sluice.Bucket{Name: name, Config: sluice.PerPeriod(sluice.Requests, 1<<30, time.Second)}); err != nil {
 			b.Fatal(err)
 		}
 		return c
 	}
-	st := memstore.New()
-	b.Cleanup(func() { st.Close() })
-	rec, err := history.New(st)
+	rec, err := history.New(open(), history.WithFlushEvery(time.Second))
 	if err != nil {
 		b.Fatal(err)
 	}
-	off, on := newBench(nil), newBench(rec.Observer())
-	noop := newBench(&sluice.Observer{Acquired: func(context.Context, sluice.AcquireEvent) {}})
-	run := func(c *sluice.Client, n int) time.Duration {
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- rec.Run(runCtx) }()
+	b.Cleanup(func() { stop(); <-done })
+	clients := [3]*sluice.Client{
+		newBench(nil, "off#rpm"),
+		newBench(&sluice.Observer{Acquired: func(context.Context, sluice.AcquireEvent) {}}, "noop#rpm"),
+		newBench(rec.Observer(), "on#rpm"),
+	}
+	dims := [3]string{"off#rpm", "noop#rpm", "on#rpm"}
+	run := func(i int) time.Duration {
 		start := time.Now()
-		for range n {
-			res, err := c.Acquire(ctx, "openai#rpm", sluice.WithCaller("web"))
+		for range batch {
+			res, err := clients[i].Acquire(ctx, dims[i], sluice.WithCaller("web"))
 			if err != nil || !res.Granted() {
 				b.Fatalf("Acquire = %+v, %v", res, err)
 			}
 		}
 		return time.Since(start)
 	}
-	const batch = 128
-	clients := [3]*sluice.Client{off, noop, on}
 	var spent [3]time.Duration
 	var n int
 	for b.Loop() {
 		for i := range 3 {
 			j := (i + n) % 3 // each first in turn
-			spent[j] += run(clients[j], batch)
+			spent[j] += run(j)
 		}
 		n++
 	}

@@ -162,7 +162,9 @@ type Counts struct {
 	// Degraded the grants made without the store (fail open); Errors the
 	// acquisitions that failed. An acquisition of several dimensions
 	// counts once in each; a refusal counts in the dimensions that were
-	// short.
+	// short. A wait's reservation counts as granted when the store grants
+	// it, also when the wait's deadline then comes before the reservation
+	// is valid and the wait gives it back.
 	Grants, Refusals, Degraded, Errors int64
 	// Waits counts the waits that ended (Wait, WithSlot, Slot), granted
 	// or not; WaitSum is their total duration, and WaitHist their count

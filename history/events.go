@@ -21,6 +21,9 @@ const (
 	EventPenalty = "penalty"
 	// EventLeaseLost: a SlotHandle gave its lease up.
 	EventLeaseLost = "lease_lost"
+	// EventLimit: a Transport reconfigured a bucket to follow a limit the
+	// vendor reported (see TransportEvent).
+	EventLimit = "limit"
 )
 
 // Event is something an operator wants to see in a log: a cooldown, a

@@ -28,6 +28,9 @@ type usageStore struct {
 	written bool
 	// twice sends every call twice, as a driver that resends would.
 	twice bool
+	// around, when set, is called before and after each write reaches
+	// the store, with the moment ("before" or "after").
+	around func(moment string)
 }
 
 var errInjected = errors.New("injected store failure")
@@ -46,11 +49,15 @@ func (s *usageStore) PutUsage(ctx context.Context, rows []store.UsageRow, r stor
 	if len(rows) > 0 {
 		s.puts[rows[0].Dimension]++
 	}
-	fail, written, twice := s.fail > 0, s.written, s.twice
+	fail, written, twice, around := s.fail > 0, s.written, s.twice, s.around
 	if fail {
 		s.fail--
 	}
 	s.mu.Unlock()
+	if around != nil {
+		around("before")
+		defer around("after")
+	}
 	if fail && !written {
 		return errInjected
 	}
@@ -218,12 +225,11 @@ func compared(c history.Counts) totals {
 // calls as callers[i%len(callers)] on dims[i%len(dims)], by Acquire (and,
 // every fourth, by Wait bounded by a second), settling each grant to its
 // cost ± 20 tokens, and sleeping step between acquisitions. It returns the
-// grants it got.
-func load(t *testing.T, c *sluice.Client, dims, callers []string, workers, iters int, step time.Duration) int64 {
+// leases it got, and the waits that got none.
+func load(t *testing.T, c *sluice.Client, dims, callers []string, workers, iters int, step time.Duration) (leases, failedWaits int64) {
 	t.Helper()
 	ctx := context.Background()
 	var mu sync.Mutex
-	var grants int64
 	var wg sync.WaitGroup
 	for i := range workers {
 		dim, caller := dims[i%len(dims)], callers[i%len(callers)]
@@ -234,6 +240,11 @@ func load(t *testing.T, c *sluice.Client, dims, callers []string, workers, iters
 					wctx, cancel := context.WithTimeout(ctx, time.Second)
 					l, _ = c.Wait(wctx, []sluice.Request{{Dimension: dim, Cost: 100}}, sluice.WithCaller(caller))
 					cancel()
+					if l == nil {
+						mu.Lock()
+						failedWaits++
+						mu.Unlock()
+					}
 				} else {
 					res, err := c.Acquire(ctx, dim, sluice.WithCost(100), sluice.WithCaller(caller))
 					if err != nil {
@@ -244,7 +255,7 @@ func load(t *testing.T, c *sluice.Client, dims, callers []string, workers, iters
 				}
 				if l != nil {
 					mu.Lock()
-					grants++
+					leases++
 					mu.Unlock()
 					if _, err := l.Settle(ctx, dim, int64(100+(j%3-1)*20)); err != nil {
 						t.Error(err)
@@ -256,13 +267,17 @@ func load(t *testing.T, c *sluice.Client, dims, callers []string, workers, iters
 		})
 	}
 	wg.Wait()
-	return grants
+	return leases, failedWaits
 }
 
 // newClient returns a client on st with the test buckets, observed by obs.
+// Its store calls may take up to 30 s: a loaded test machine stalls the
+// servers (DynamoDB Local most) well past the default 2 s.
 func newClient(t *testing.T, st store.Store, obs ...*sluice.Observer) *sluice.Client {
 	t.Helper()
-	c, err := sluice.New(st, sluice.WithObserver(sluice.Observers(obs...)))
+	cfg := sluice.DefaultConfig()
+	cfg.OpTimeout = testTimeout
+	c, err := sluice.New(st, sluice.WithConfig(cfg), sluice.WithObserver(sluice.Observers(obs...)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -75,7 +75,7 @@ func (r *Recorder) acquired(_ context.Context, e sluice.AcquireEvent) {
 		if res != nil {
 			cost = res.Cost
 		}
-		for _, t := range r.tallies(r.lookup(d.Dimension, e.Caller, now), now) {
+		for _, t := range r.tallies(r.lookup(d.Dimension, e.Caller), now) {
 			if t == nil {
 				continue
 			}
@@ -103,7 +103,7 @@ func (r *Recorder) waited(_ context.Context, e sluice.WaitEvent) {
 	}
 	now := r.second()
 	for _, d := range e.Dimensions {
-		for _, t := range r.tallies(r.lookup(d.Dimension, e.Caller, now), now) {
+		for _, t := range r.tallies(r.lookup(d.Dimension, e.Caller), now) {
 			if t != nil {
 				t.wait(e.Waited)
 			}
@@ -121,7 +121,7 @@ func (r *Recorder) settled(_ context.Context, e sluice.SettleEvent) {
 		return
 	}
 	now := r.second()
-	for _, t := range r.tallies(r.lookup(e.Dimension, e.Caller, now), now) {
+	for _, t := range r.tallies(r.lookup(e.Dimension, e.Caller), now) {
 		if t != nil {
 			t.n[cSettled] += e.Actual
 			if e.Actual > e.Estimate {

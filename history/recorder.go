@@ -41,6 +41,7 @@ type Recorder struct {
 	every  time.Duration
 	ret    store.UsageRetention
 	window int64 // live window in seconds
+	slots  int64 // ring length: the power of two at or above window
 	maxSer int
 	maxEv  int
 	tcall  string // caller of transport events
@@ -50,6 +51,7 @@ type Recorder struct {
 	mu      sync.Mutex
 	anchor  time.Time // wall and monotonic time, for second
 	last    *series   // the series of the last event
+	uses    uint64    // events counted, for the series' age
 	closed  bool
 	series  map[key]*series
 	pending map[rowKey]*acc // ended periods not yet written
@@ -79,7 +81,7 @@ func (a *acc) dirty() bool { return a.ver != a.sent }
 // series is one (dimension, caller)'s live ring and current rows.
 type series struct {
 	key
-	used int64 // last event, Unix seconds
+	used uint64 // Recorder.uses at its last event
 	// ring holds one tally per second of the live window, allocated at
 	// the first event in its slot; secs[i] is the Unix second ring[i]
 	// counts (a stale one is reset before use).
@@ -153,9 +155,9 @@ func WithLiveWindow(d time.Duration) Option {
 }
 
 // WithMaxSeries caps the (dimension, caller) pairs kept in the live view;
-// default 1,000. Past the cap, the pair idle the longest is dropped from
+// default 1,000. Past the cap, the pair used the longest ago is dropped from
 // the live view (its totals not yet written stay until they are). Each
-// pair's live view takes about 15 KB, plus 250 bytes per second it saw
+// pair's live view takes about 16 KB, plus 250 bytes per second it saw
 // activity in: at most 240 KB with a 15-minute window.
 func WithMaxSeries(n int) Option {
 	return func(r *Recorder) error {
@@ -208,6 +210,10 @@ func New(st store.Store, opts ...Option) (*Recorder, error) {
 		}
 	}
 	r.events.max = r.maxEv
+	r.slots = 1
+	for r.slots < r.window {
+		r.slots *= 2
+	}
 	return r, nil
 }
 
@@ -218,11 +224,12 @@ func (r *Recorder) Writer() string { return r.writer }
 // keeps usage history).
 func (r *Recorder) Writes() bool { return r.st != nil }
 
-// lookup returns the series of (dim, caller) at second now, creating it
-// (and dropping the one idle the longest past the cap). r.mu is held.
-func (r *Recorder) lookup(dim, caller string, now int64) *series {
+// lookup returns the series of (dim, caller), creating it (and dropping
+// the one used the longest ago past the cap). r.mu is held.
+func (r *Recorder) lookup(dim, caller string) *series {
+	r.uses++
 	if s := r.last; s != nil && s.dim == dim && s.caller == caller {
-		s.used = now
+		s.used = r.uses
 		return s
 	}
 	s := r.series[key{dim, caller}]
@@ -230,15 +237,15 @@ func (r *Recorder) lookup(dim, caller string, now int64) *series {
 		if len(r.series) >= r.maxSer {
 			r.evict()
 		}
-		s = &series{key: key{dim, caller}, ring: make([]*tally, r.window), secs: make([]int64, r.window)}
+		s = &series{key: key{dim, caller}, ring: make([]*tally, r.slots), secs: make([]int64, r.slots)}
 		r.series[s.key] = s
 	}
-	s.used = now
+	s.used = r.uses
 	r.last = s
 	return s
 }
 
-// evict drops the series idle the longest from the live view. Its current
+// evict drops the series used the longest ago from the live view. Its current
 // rows move to pending, written or not, so that the series, back within
 // the same minute or hour, continues them rather than overwriting them
 // with a new count. r.mu is held.
@@ -291,7 +298,7 @@ func (s *series) row(p int64) *acc {
 // slot returns s's live tally of second now, reset if it held an older
 // second. r.mu is held.
 func (r *Recorder) slot(s *series, now int64) *tally {
-	i := mod(now, r.window)
+	i := now & (r.slots - 1)
 	t := s.ring[i]
 	if t == nil {
 		t = new(tally)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -17,6 +18,9 @@ import (
 	"github.com/ontopix/sluice/store/pgstore"
 	"github.com/ontopix/sluice/store/redisstore"
 )
+
+// testTimeout bounds the tests' store calls.
+const testTimeout = 30 * time.Second
 
 // backends start a real server each (once per test) and return a function
 // that opens a store on it: each call another process's store on the same
@@ -34,7 +38,7 @@ var backends = []struct {
 		srv := redistest.New(t)
 		return func() store.Store {
 			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
-			st, err := redisstore.New(rdb, redisstore.WithPrefix("hist:"))
+			st, err := redisstore.New(rdb, redisstore.WithPrefix("hist:"), redisstore.WithTimeout(testTimeout))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -46,7 +50,7 @@ var backends = []struct {
 		srv := pgtest.New(t)
 		schema := pgtest.Schema()
 		open := func() *pgstore.Store {
-			st, err := pgstore.New(pgtest.PoolAt(t, srv.URL, nil), pgstore.WithSchema(schema))
+			st, err := pgstore.New(pgtest.PoolAt(t, srv.URL, nil), pgstore.WithSchema(schema), pgstore.WithTimeout(testTimeout))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -70,7 +74,7 @@ var backends = []struct {
 			t.Fatal(err)
 		}
 		return func() store.Store {
-			st, err := dynamostore.New(srv.Client(dynamostore.ClientOptions), table)
+			st, err := dynamostore.New(srv.Client(dynamostore.ClientOptions), table, dynamostore.WithTimeout(testTimeout))
 			if err != nil {
 				t.Fatal(err)
 			}

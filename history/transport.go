@@ -2,6 +2,7 @@ package history
 
 import (
 	"context"
+	"strconv"
 
 	"github.com/ontopix/sluice/vendors"
 	"github.com/ontopix/sluice/vendors/transport"
@@ -17,10 +18,16 @@ import (
 // got its charges (transport.Denied) was not sent and counts nothing here
 // (its acquisition does, through Observer). Events are recorded under the
 // caller set by WithTransportCaller. The events carry no latency, so none
-// is recorded.
+// is recorded. A bucket the response made the Transport reconfigure
+// (vendors.Reaction.Resized) is kept as an EventLimit event.
 func (r *Recorder) TransportEvent(ctx context.Context, e transport.Event) {
 	if e.Outcome == transport.Denied {
 		return
+	}
+	if e.Reaction != nil {
+		for _, d := range e.Reaction.Resized {
+			r.event(EventLimit, d, "bucket reconfigured to follow the vendor's limit (HTTP "+strconv.Itoa(e.Status)+")")
+		}
 	}
 	class := responseClass(e)
 	var sig vendors.Signals
@@ -37,7 +44,7 @@ func (r *Recorder) TransportEvent(ctx context.Context, e transport.Event) {
 		if e.Vendor == "" {
 			return
 		}
-		for _, t := range r.tallies(r.lookup(string(e.Vendor), r.tcall, now), now) {
+		for _, t := range r.tallies(r.lookup(string(e.Vendor), r.tcall), now) {
 			if t != nil {
 				t.n[cUnmetered]++
 				t.n[cResp+class]++
@@ -50,7 +57,7 @@ func (r *Recorder) TransportEvent(ctx context.Context, e transport.Event) {
 			continue
 		}
 		rem, known := sig.Metric(c.Metric).RemainingFloor()
-		for _, t := range r.tallies(r.lookup(c.Dimension, r.tcall, now), now) {
+		for _, t := range r.tallies(r.lookup(c.Dimension, r.tcall), now) {
 			if t != nil {
 				t.n[cResp+class]++
 				if known {

@@ -153,7 +153,7 @@ func TestLiveOnly(t *testing.T) {
 	})
 }
 
-// TestEviction: past WithMaxSeries, the series idle the longest leaves the
+// TestEviction: past WithMaxSeries, the series used the longest ago leaves the
 // live view, and its totals still reach the store exactly, also when it
 // comes back within the same minute.
 func TestEviction(t *testing.T) {
@@ -231,6 +231,9 @@ func TestTransportEvent(t *testing.T) {
 			{Vendor: vendors.OpenAI, Outcome: transport.Denied, Admitted: nil, Err: errors.New("no slot")},
 			{Vendor: vendors.OpenAI, Outcome: transport.Passed, Status: 200, PassReason: "unknown endpoint"},
 		} {
+			if e.Status == 400 {
+				e.Reaction.Resized = []string{"openai#tpm"}
+			}
 			rec.TransportEvent(ctx, e)
 		}
 		want := map[string]int64{"2xx": 2, "429_tokens": 1, "429_requests": 1, "429_other": 1, "4xx": 1, "5xx": 1, "error": 1}
@@ -248,6 +251,9 @@ func TestTransportEvent(t *testing.T) {
 		}
 		if got := query1(t, rec, history.Query{Dimension: "openai#tpm", Step: time.Second}).MinRemaining; got != 29_000 {
 			t.Errorf("openai#tpm MinRemaining = %d, want 29000", got)
+		}
+		if ev := rec.Events(5); len(ev) != 1 || ev[0].Kind != history.EventLimit || ev[0].Dimension != "openai#tpm" {
+			t.Errorf("events = %+v, want one limit change of openai#tpm", ev)
 		}
 		if err := rec.Flush(ctx); err != nil {
 			t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ontopix/sluice/store"
+	"github.com/ontopix/sluice/store/storetest"
 )
 
 // createUsageTable creates s's usage table, deleted with tb.
@@ -82,4 +83,13 @@ func equalN(a, b types.AttributeValue) bool {
 	x, ok1 := a.(*types.AttributeValueMemberN)
 	y, ok2 := b.(*types.AttributeValueMemberN)
 	return ok1 && ok2 && x.Value == y.Value
+}
+
+// BenchmarkConformance runs the suite's benchmarks against DynamoDB Local,
+// the usage-history ones included.
+func BenchmarkConformance(b *testing.B) {
+	storetest.RunBenchmarks(b, storetest.Harness{
+		NewStore:     func(tb testing.TB) store.Store { return newStore(tb) },
+		PrepareUsage: prepareUsage,
+	})
 }

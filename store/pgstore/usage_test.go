@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/ontopix/sluice/internal/testing/pgtest"
 	"github.com/ontopix/sluice/store"
 )
@@ -128,5 +130,27 @@ func TestUsagePartitionRace(t *testing.T) {
 	rows, err := s.ListUsage(ctx, store.UsageQuery{Dimension: "openai#rpm", Period: time.Minute, From: start, To: start.Add(48 * time.Hour)})
 	if err != nil || len(rows) != procs*48 {
 		t.Errorf("ListUsage = %d rows, %v; want %d", len(rows), err, procs*48)
+	}
+}
+
+// TestUsageExpiredRowHidden checks that a row past its own expiry, in a
+// partition kept for newer rows, is not listed.
+func TestUsageExpiredRowHidden(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	start := time.Now().UTC().Truncate(time.Minute).Add(-time.Hour)
+	rows := []store.UsageRow{
+		{Dimension: "openai#rpm", Caller: "alice", Period: time.Minute, Start: start, Writer: "w1", Counters: map[string]int64{"grants": 1}},
+		{Dimension: "openai#rpm", Caller: "bob", Period: time.Minute, Start: start, Writer: "w1", Counters: map[string]int64{"grants": 2}},
+	}
+	if err := s.PutUsage(ctx, rows, store.UsageRetention{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, `UPDATE `+pgx.Identifier{s.schema}.Sanitize()+`.usage_minute SET expires = now() - interval '1 second' WHERE caller = 'bob'`); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.ListUsage(ctx, store.UsageQuery{Dimension: "openai#rpm", Period: time.Minute, From: start, To: start.Add(time.Minute)})
+	if err != nil || len(got) != 1 || got[0].Caller != "alice" {
+		t.Errorf("ListUsage = %+v, %v; want alice's row alone", got, err)
 	}
 }

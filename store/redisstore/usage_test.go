@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -125,4 +126,43 @@ func expireTime(t *testing.T, c redis.UniversalClient, key string) int64 {
 		t.Fatalf("PEXPIRETIME %s: %v", key, err)
 	}
 	return ms
+}
+
+// TestUsagePutResent loses the reply to a usage put after the server ran
+// it, so that go-redis sends the script again: the rows are as one put
+// left them, and a stored row past its expiry, still in its hash, is not
+// listed.
+func TestUsagePutResent(t *testing.T) {
+	ctx := context.Background()
+	l := newLossyStore(t)
+	if err := usagePutScript.Load(ctx, l.rdb).Err(); err != nil { // so that EVALSHA runs on the first send
+		t.Fatal(err)
+	}
+	start := time.Now().UTC().Truncate(time.Minute).Add(-time.Hour)
+	row := store.UsageRow{Dimension: "v#rpm", Caller: "alice", Period: time.Minute, Start: start, Writer: "w1", Counters: map[string]int64{"grants": 7}}
+	lost := l.loseNextReply(usagePutScript)
+	if err := l.PutUsage(ctx, []store.UsageRow{row}, store.UsageRetention{}); err != nil {
+		t.Fatalf("PutUsage with its reply lost: %v", err)
+	}
+	if !lost() {
+		t.Fatal("the proxy lost no reply: the test did not test a resend")
+	}
+	l.proxy.SetHook(nil)
+	q := store.UsageQuery{Dimension: "v#rpm", Period: time.Minute, From: start, To: start.Add(time.Minute)}
+	rows, err := l.ListUsage(ctx, q)
+	if err != nil || len(rows) != 1 || rows[0].Counters["grants"] != 7 {
+		t.Fatalf("ListUsage after a resent put = %+v, %v; want one row of 7 grants", rows, err)
+	}
+
+	// A row whose own expiry has passed, in a hash that lives on for
+	// its newer rows, is left out.
+	_, prefix, rest := l.usageKeys("v#rpm", time.Minute)
+	key := prefix + strconv.FormatInt(start.Truncate(time.Hour).UnixMilli(), 10) + rest
+	past := fmt.Sprintf(`{"c":{"grants":1},"x":%d}`, time.Now().Add(-time.Second).UnixMilli())
+	if err := l.rdb.HSet(ctx, key, usageField(start.UnixMilli(), "bob", "w1"), past).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if rows, err := l.ListUsage(ctx, q); err != nil || len(rows) != 1 || rows[0].Caller != "alice" {
+		t.Errorf("ListUsage = %+v, %v; want alice's row alone", rows, err)
+	}
 }

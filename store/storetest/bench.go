@@ -106,4 +106,6 @@ func RunBenchmarks(b *testing.B, h Harness) {
 			}
 		})
 	})
+
+	runUsageBenchmarks(b, h)
 }

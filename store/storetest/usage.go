@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -118,7 +119,7 @@ func testUsage(t *testing.T, h Harness) {
 		rows := []store.UsageRow{
 			e.row("openai#rpm", "", "w1", 0, map[string]int64{"grants": 3, "refusals": 1}),
 			e.row("openai#rpm", "alice", "w1", 0, map[string]int64{"grants": 7, "min_remaining": -1}),
-			e.row("openai#rpm", "alice", "w1", 1, map[string]int64{"grants": 1 << 40}),
+			e.row("openai#rpm", "alice", "w1", 1, map[string]int64{"grants": 1 << 40, "max": math.MaxInt64, "min": math.MinInt64}),
 			e.row("openai#rpm", "bob|x:y", "w1", 2, nil),
 		}
 		rows[3].Updated = time.Time{}
