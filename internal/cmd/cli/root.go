@@ -59,7 +59,7 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 store unavailable, 4 RETRY_IN (acquire).`,
 	clikit.Configure(root, env)
 	g.AddStoreFlags(root)
 	root.AddCommand(newVersionCmd(g), newStatusCmd(g), newBucketCmd(g), newLeasesCmd(g),
-		newAcquireCmd(g), newReleaseCmd(g), newPenalizeCmd(g), newCooldownCmd(g), newSyncCmd(g), newReconcileCmd(g), newLimitsCmd(g),
+		newAcquireCmd(g), newReleaseCmd(g), newPenalizeCmd(g), newCooldownCmd(g), newSyncCmd(g), newReconcileCmd(g), newLimitsCmd(g), newTopCmd(g),
 		newPostgresCmd(g), newDynamoDBCmd(g), newServeCmd(g), newCompletionCmd(root))
 	return root
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/console"
+	"github.com/ontopix/sluice/history"
 	"github.com/ontopix/sluice/limits"
 	sluiceprom "github.com/ontopix/sluice/observe/prometheus"
 	"github.com/ontopix/sluice/service"
@@ -46,8 +48,10 @@ func newServeCmd(g *globals) *cobra.Command {
 		Short: "Serve the Sluice API to other languages and gateways",
 		Long: `Serve runs the Sluice API v1 (proto/sluice/v1/sluice.proto) on one port:
 Connect (JSON or binary over HTTP/1.1), gRPC and gRPC-Web, with gRPC health
-checking, /healthz (the process runs), /readyz (the store answers) and
-/metrics (Prometheus). Callers in any language acquire, wait in line,
+checking, /healthz (the process runs), /readyz (the store answers),
+/metrics (Prometheus) and /ui, the operator console: a live dashboard of
+the buckets, leases, usage history per dimension and caller, and events
+(docs/console.md). Callers in any language acquire, wait in line,
 settle, heartbeat and release leases on the store's buckets.
 
 The server holds the leases it grants: a lease's calls go to the server that
@@ -59,7 +63,8 @@ the leases it still holds.
 Without --auth, serve listens only on a loopback address. With it, every
 call needs a bearer token or a client certificate the file names, and may
 use only the verbs and dimensions the file gives it; 'sluice serve token'
-makes a token. --tls-cert and --tls-key serve TLS; --client-ca verifies
+makes a token. The console is read-only; with --auth it needs the read verb,
+and releasing a lease from it the admin verb. --tls-cert and --tls-key serve TLS; --client-ca verifies
 client certificates.`,
 		Example: `  sluice serve --store redis://127.0.0.1:6379/0 --limits limits.yaml
   curl -s -H 'Content-Type: application/json' \
@@ -158,11 +163,30 @@ func runServe(cmd *cobra.Command, g *globals, o *serveOptions) error {
 	if err != nil {
 		return err
 	}
-	c, err := serveClient(ctx, g, op.Store, file, log, o.failOpen, sluice.WithObserver(obs))
+	// The console's usage history: recorded from the Client's decisions,
+	// written to the store every 10 s (when it keeps usage history).
+	var hopts []history.Option
+	if g.Env.Clock != nil { // a test's clock; else the Recorder's cheaper wall clock
+		hopts = append(hopts, history.WithClock(g.Env.Clock))
+	}
+	rec, err := history.New(op.Store, hopts...)
+	if err != nil {
+		return err
+	}
+	c, err := serveClient(ctx, g, op.Store, file, log, o.failOpen, sluice.WithObserver(sluice.Observers(obs, rec.Observer())))
 	if err != nil {
 		return err
 	}
 	defer c.Close()
+	recCtx, stopRec := context.WithCancel(ctx)
+	recDone := make(chan struct{})
+	go func() {
+		defer close(recDone)
+		if err := rec.Run(recCtx); err != nil {
+			log.Warn("serve.history_flush_failed", slog.String("error", err.Error()))
+		}
+	}()
+	defer func() { stopRec(); <-recDone }() // the last flush, before the store closes
 	sopts := []service.Option{service.WithMaxLeases(o.maxLeases), service.WithMaxRequestBytes(o.maxBytes)}
 	if authn != nil {
 		sopts = append(sopts, service.WithAuth(authn))
@@ -184,7 +208,11 @@ func runServe(cmd *cobra.Command, g *globals, o *serveOptions) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", o.listen, err)
 	}
-	hs := &http.Server{Handler: routes(srv, rls, authn, c, reg, op.Store), TLSConfig: tlsCfg, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	uiCtx, endUI := context.WithCancel(context.WithoutCancel(ctx))
+	defer endUI()
+	ui := consoleHandler(uiCtx, c, rec, authn, log)
+	hs := &http.Server{Handler: routes(srv, rls, authn, c, reg, op.Store, ui), TLSConfig: tlsCfg, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	hs.RegisterOnShutdown(endUI) // open dashboards' streams end, so that the drain does not wait for them
 	hs.Protocols = new(http.Protocols)
 	hs.Protocols.SetHTTP1(true)
 	hs.Protocols.SetUnencryptedHTTP2(tlsCfg == nil)
@@ -234,10 +262,31 @@ func serveClient(ctx context.Context, g *globals, st store.Store, file *limits.F
 	return limits.NewClient(ctx, st, file, opts...)
 }
 
-// routes mounts the API with the health, readiness and metrics endpoints.
-func routes(srv *service.Server, rls *envoyrls.Server, authn *auth.Authenticator, c *sluice.Client, reg *prometheus.Registry, st store.Store) http.Handler {
+// consoleHandler is the operator console served at /ui/: read-only, and
+// with --auth for the principals with the read verb, who may change state
+// (release a lease) only with the admin verb.
+func consoleHandler(ctx context.Context, c *sluice.Client, rec *history.Recorder, authn *auth.Authenticator, log *slog.Logger) http.Handler {
+	opts := []console.Option{console.WithHistory(rec), console.WithContext(ctx), console.WithLogger(log)}
+	if authn == nil {
+		return console.Handler(c, opts...)
+	}
+	opts = append(opts, console.WithAdmin(func(r *http.Request) bool { return auth.Check(r.Context(), auth.Admin) == nil }))
+	ui := console.Handler(c, opts...)
+	return authn.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := auth.Check(r.Context(), auth.Read); err != nil {
+			http.Error(w, err.Error(), http.StatusForbidden)
+			return
+		}
+		ui.ServeHTTP(w, r)
+	}))
+}
+
+// routes mounts the API with the health, readiness and metrics endpoints
+// and the console (ui) at /ui/.
+func routes(srv *service.Server, rls *envoyrls.Server, authn *auth.Authenticator, c *sluice.Client, reg *prometheus.Registry, st store.Store, ui http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", srv.Handler())
+	mux.Handle("/ui/", http.StripPrefix("/ui", ui))
 	door := remotestore.Handler(st)
 	if authn != nil {
 		// Raw store access: the admin verb only.
