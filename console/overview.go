@@ -24,7 +24,11 @@ type row struct {
 	Capacity int64
 	FillPct  float64
 	// Debt is the tokens owed below zero, "" when none.
-	Debt   string
+	Debt string
+	// Queue is the line: callers waiting for a concurrent bucket's slots,
+	// or how long until a rate bucket's reservations are all valid; ""
+	// when there is none.
+	Queue  string
 	Leases int
 	// Cooldown is the time left in a running cooldown, "" when none.
 	Cooldown string
@@ -92,6 +96,7 @@ func rowOf(s sluice.BucketState, live *history.Counts) row {
 	if s.CoolingDown() {
 		r.Cooldown = dur(s.CooldownUntil.Sub(s.Now))
 	}
+	r.Queue = queue(s)
 	if live == nil {
 		return r
 	}
@@ -109,6 +114,21 @@ func rowOf(s sluice.BucketState, live *history.Counts) row {
 		r.DriftWarn = math.Abs(drift) > float64(s.Capacity)/10
 	}
 	return r
+}
+
+// queue describes a bucket's line: "3 waiting" for a concurrent bucket,
+// "2.5s" until a rate bucket's last reservation is valid; "" when none.
+func queue(s sluice.BucketState) string {
+	if s.Type == bucket.Concurrent {
+		if s.Waiters > 0 {
+			return fmt.Sprintf("%d waiting", s.Waiters)
+		}
+		return ""
+	}
+	if s.ReservedUntil.After(s.Now) {
+		return dur(s.ReservedUntil.Sub(s.Now))
+	}
+	return ""
 }
 
 // p95 is the 95th percentile of a wait histogram over waitBounds, as the

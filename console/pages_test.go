@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/bucket"
 	"github.com/ontopix/sluice/store"
 )
@@ -302,6 +303,30 @@ func TestMountedElsewhere(t *testing.T) {
 		srv.Close()
 		if want := `<base href="` + tt.wantBase + `">`; res.StatusCode != 200 || !strings.Contains(string(body), want) {
 			t.Errorf("%s at %s: %d, want 200 with %s", tt.path, tt.prefix, res.StatusCode, want)
+		}
+	}
+}
+
+// TestQueue: the overview's queue column shows who waits for a concurrent
+// bucket's slots, and how far a rate bucket's reservations reach.
+func TestQueue(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	conc := bucket.Config{Type: bucket.Concurrent, Capacity: 2}
+	rate := bucket.Config{Type: bucket.Requests, Capacity: 60, RefillAmount: 60, RefillPeriod: time.Minute}
+	tests := []struct {
+		name string
+		s    sluice.BucketState
+		want string
+	}{
+		{"slots, nobody waits", sluice.BucketState{Bucket: sluice.Bucket{Name: "c", Config: conc}, Now: now}, ""},
+		{"slots, three wait", sluice.BucketState{Bucket: sluice.Bucket{Name: "c", Config: conc}, Now: now, Waiters: 3}, "3 waiting"},
+		{"rate, no reservation", sluice.BucketState{Bucket: sluice.Bucket{Name: "r", Config: rate}, Now: now}, ""},
+		{"rate, reservations past", sluice.BucketState{Bucket: sluice.Bucket{Name: "r", Config: rate}, Now: now, ReservedUntil: now.Add(-time.Second)}, ""},
+		{"rate, 2.5 s of reservations", sluice.BucketState{Bucket: sluice.Bucket{Name: "r", Config: rate}, Now: now, ReservedUntil: now.Add(2500 * time.Millisecond)}, "2.5s"},
+	}
+	for _, tt := range tests {
+		if got := rowOf(tt.s, nil).Queue; got != tt.want {
+			t.Errorf("%s: queue %q, want %q", tt.name, got, tt.want)
 		}
 	}
 }
