@@ -178,6 +178,15 @@ func runServe(cmd *cobra.Command, g *globals, o *serveOptions) error {
 		return err
 	}
 	defer c.Close()
+	// Gauges of the buckets' state (level, fill, debt, queue, leases),
+	// read from the store at most every 5 s whatever the scrapers do.
+	state, err := sluiceprom.NewStateCollector(c)
+	if err != nil {
+		return err
+	}
+	if err := reg.Register(state); err != nil {
+		return err
+	}
 	recCtx, stopRec := context.WithCancel(ctx)
 	recDone := make(chan struct{})
 	go func() {

@@ -65,9 +65,13 @@ func TestServe(t *testing.T) {
 	if !res.Msg.GetGranted() {
 		t.Fatalf("got %v, want a slot", res.Msg)
 	}
-	for path, want := range map[string]string{"/readyz": "ok", "/metrics": `sluice_acquire_total{dimension="v#slots",outcome="granted"} 1`} {
-		if got := get(t, base+path); !strings.Contains(got, want) {
-			t.Errorf("%s: got %q, want it to contain %q", path, got, want)
+	for _, tt := range []struct{ path, want string }{
+		{"/readyz", "ok"},
+		{"/metrics", `sluice_acquire_total{dimension="v#slots",outcome="granted"} 1`},
+		{"/metrics", `sluice_bucket_leases{dimension="v#slots"} 1`}, // the state gauges
+	} {
+		if got := get(t, base+tt.path); !strings.Contains(got, tt.want) {
+			t.Errorf("%s: got %q, want it to contain %q", tt.path, got, tt.want)
 		}
 	}
 	r := srv.stop()
