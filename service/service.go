@@ -33,7 +33,6 @@ import (
 	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/service/auth"
 	"github.com/ontopix/sluice/service/gen/sluice/v1/sluicev1connect"
-	"github.com/ontopix/sluice/service/internal/unary"
 	"github.com/ontopix/sluice/vendors"
 )
 
@@ -118,7 +117,6 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	opts := []connect.HandlerOption{connect.WithReadMaxBytes(s.maxBytes)}
 	path, h := sluicev1connect.NewLimiterServiceHandler(&api{s}, opts...)
-	h = unary.Handler(h, sluicev1connect.LimiterServiceWatchProcedure)
 	if s.auth != nil {
 		h = s.auth.Middleware(h)
 	}

@@ -25,7 +25,6 @@ import (
 
 	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/service/auth"
-	"github.com/ontopix/sluice/service/internal/unary"
 )
 
 // Procedure is the RPC's path.
@@ -66,7 +65,7 @@ func (s *Server) Handler(opts ...connect.HandlerOption) (string, http.Handler) {
 		}
 		return connect.NewResponse(res), nil
 	}, opts...)
-	return Procedure, unary.Handler(h)
+	return Procedure, h
 }
 
 // Close releases the leases of requests whose stream has not ended.
