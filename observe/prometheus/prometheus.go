@@ -74,6 +74,8 @@
 //	sluice_vendor_calls_total             counter    vendor, model, status, outcome  calls by HTTP status class (1xx to 5xx, none) and transport.Outcome
 //	sluice_vendor_rate_limits_total       counter    vendor, model, limit, kind      429 responses by the limit named (requests, tokens, other) and vendors.Kind
 //	sluice_vendor_wait_seconds            histogram  vendor, model                   time metered calls waited for their charges
+//	sluice_vendor_latency_seconds         histogram  vendor, model                   time the vendor took to the response's headers
+//	sluice_vendor_call_seconds            histogram  vendor, model                   time from sending a call to the end of its response
 //	sluice_vendor_remaining_tokens        gauge      dimension                       the vendor's remaining at the latest sync of a token dimension
 //	sluice_vendor_drift_tokens            gauge      dimension                       Sluice's balance minus that remaining (vendors.Drift)
 //

@@ -25,11 +25,11 @@ const (
 
 // vendorMetrics holds the vendor-side series fed by a Transport's events.
 type vendorMetrics struct {
-	calls, limited   *prom.CounterVec
-	wait             *prom.HistogramVec
-	drift, remaining *prom.GaugeVec
-	models           *label.Dimensions[string]
-	dims             *label.Dimensions[string]
+	calls, limited      *prom.CounterVec
+	wait, latency, took *prom.HistogramVec
+	drift, remaining    *prom.GaugeVec
+	models              *label.Dimensions[string]
+	dims                *label.Dimensions[string]
 }
 
 // NewTransportEvents registers the vendor-side metrics on reg and returns
@@ -60,6 +60,12 @@ func NewTransportEvents(reg prom.Registerer, opts ...Option) (transport.EventFun
 			"vendor", "model", "limit", "kind"),
 		wait: histogram(c, "sluice_vendor_wait_seconds", "Time calls through the vendor transport waited for their charges.",
 			waitBuckets, "vendor", "model"),
+		latency: histogram(c, "sluice_vendor_latency_seconds",
+			"Time the vendor took to answer calls through the vendor transport: from sending the request to the response's headers (a stream's come before its first token).",
+			waitBuckets, "vendor", "model"),
+		took: histogram(c, "sluice_vendor_call_seconds",
+			"Time calls through the vendor transport that got a response took, from sending the request to the end of the body.",
+			waitBuckets, "vendor", "model"),
 		remaining: prom.NewGaugeVec(prom.GaugeOpts{Name: "sluice_vendor_remaining_tokens", ConstLabels: c.constLabels,
 			Help: "What the vendor reported as remaining at the latest sync of a token dimension, in tokens."}, []string{"dimension"}),
 		drift: prom.NewGaugeVec(prom.GaugeOpts{Name: "sluice_vendor_drift_tokens", ConstLabels: c.constLabels,
@@ -67,7 +73,7 @@ func NewTransportEvents(reg prom.Registerer, opts ...Option) (transport.EventFun
 		models: label.NewDimensions(c.maxModels, modelLabel),
 		dims:   label.NewDimensions(c.maxDims, func(d string) string { return d }),
 	}
-	if err := register(reg, []prom.Collector{m.calls, m.limited, m.wait, m.remaining, m.drift}); err != nil {
+	if err := register(reg, []prom.Collector{m.calls, m.limited, m.wait, m.latency, m.took, m.remaining, m.drift}); err != nil {
 		return nil, err
 	}
 	return m.event, nil
@@ -92,6 +98,10 @@ func (m *vendorMetrics) event(_ context.Context, e transport.Event) {
 	}
 	if e.Outcome != transport.Passed {
 		m.wait.WithLabelValues(vendor, model).Observe(e.Waited.Seconds())
+	}
+	if e.Status != 0 {
+		m.latency.WithLabelValues(vendor, model).Observe(e.Latency.Seconds())
+		m.took.WithLabelValues(vendor, model).Observe(e.Duration.Seconds())
 	}
 	if e.Reaction != nil {
 		for _, d := range e.Reaction.Drift {

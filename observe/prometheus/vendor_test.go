@@ -35,6 +35,7 @@ func rateLimited(model string, kind vendors.Kind, metric vendors.Metric) transpo
 // feedTransport sends one event of each kind a Transport reports.
 func feedTransport(ctx context.Context, f transport.EventFunc) {
 	f(ctx, transport.Event{Vendor: vendors.OpenAI, Model: "gpt-4o", Status: 200, Outcome: transport.Settled, Waited: 2 * time.Second,
+		Latency: 500 * time.Millisecond, Duration: 4 * time.Second,
 		Reaction: &vendors.Reaction{Drift: []vendors.Drift{{Dimension: "openai#tpm", Believed: 9000, Reported: 7000}}}})
 	f(ctx, transport.Event{Vendor: vendors.OpenAI, Model: "gpt-4o", Status: 200, Outcome: transport.Settled, Waited: 0,
 		Reaction: &vendors.Reaction{Drift: []vendors.Drift{{Dimension: "openai#tpm", Believed: 5000, Reported: 5500}}}})
@@ -65,6 +66,10 @@ func TestTransportEvents(t *testing.T) {
 		{`sluice_vendor_rate_limits_total{kind="quota_exhausted",limit="other",model="gpt-4o",vendor="openai"}`, "1"},
 		{`sluice_vendor_rate_limits_total{kind="overloaded",limit="other",model="claude",vendor="anthropic"}`, ""}, // a 529 is no 429
 		{`sluice_vendor_wait_seconds_count{model="gpt-4o",vendor="openai"}`, "6"},
+		{`sluice_vendor_latency_seconds_count{model="gpt-4o",vendor="openai"}`, "6"}, // every response
+		{`sluice_vendor_latency_seconds_sum{model="gpt-4o",vendor="openai"}`, "0.5"},
+		{`sluice_vendor_call_seconds_sum{model="gpt-4o",vendor="openai"}`, "4"},
+		{`sluice_vendor_latency_seconds_count{model="claude",vendor="anthropic"}`, "2"}, // the 529 and the pass-through: not the calls without a response
 		{`sluice_vendor_wait_seconds_sum{model="gpt-4o",vendor="openai"}`, "3"},
 		{`sluice_vendor_wait_seconds_count{model="claude",vendor="anthropic"}`, "3"}, // the pass-through waited for nothing
 		{`sluice_vendor_wait_seconds_sum{model="claude",vendor="anthropic"}`, "30"},

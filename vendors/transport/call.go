@@ -32,12 +32,13 @@ type call struct {
 	done     atomic.Bool
 	period   time.Duration
 	body     atomic.Pointer[body]
-	mu       sync.Mutex // guards timer, stopCtx and extraErr
+	mu       sync.Mutex // guards timer, stopCtx, extraErr and sent
 	timer    *time.Timer
 	stopCtx  func() bool
 	extraErr []error
 	inCap    int64 // the most input tokens the request could hold
 	capped   atomic.Bool
+	sent     time.Time // when the request was handed on (guarded by mu); zero before
 }
 
 // hold takes h, which renews the lease until the call finishes, and starts
@@ -88,6 +89,7 @@ func (c *call) addErr(err error) {
 func (c *call) finish(o Outcome, u vendors.Usage, complete func() []vendors.Charge, err error) {
 	c.once.Do(func() {
 		c.mu.Lock()
+		sent := c.sent
 		c.done.Store(true)
 		if c.timer != nil {
 			c.timer.Stop()
@@ -124,6 +126,9 @@ func (c *call) finish(o Outcome, u vendors.Usage, complete func() []vendors.Char
 		errs = append(errs, c.extraErr...)
 		c.mu.Unlock()
 		c.ev.Outcome, c.ev.Usage, c.ev.Err = o, u, errors.Join(errs...)
+		if !sent.IsZero() {
+			c.ev.Duration = c.t.clock.Now().Sub(sent)
+		}
 		c.ev.Final = make([]vendors.Charge, len(c.ev.Admitted))
 		for i, a := range c.ev.Admitted {
 			a.Amount = c.lease.Cost(a.Dimension)

@@ -108,6 +108,12 @@ type Event struct {
 	// WithPolling.
 	Waited   time.Duration
 	Attempts int
+	// Latency is how long the vendor took to answer, by the Transport's
+	// clock: from sending the request to the response's headers (for a
+	// stream, the time to its first byte); 0 when no response came.
+	// Duration runs from sending the request to the end of the call: the
+	// body read or closed, or the failure; 0 for a call never sent.
+	Latency, Duration time.Duration
 	// Reaction is what the vendor's response did to the buckets
 	// (cooldown, sync, limit following); nil when no response came. Its
 	// Drift is how far Sluice's balances were from the vendor's remaining

@@ -123,6 +123,10 @@ func (t *Transport) send(c *call, next sender, req *http.Request, raw []byte, st
 		WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(true) },
 	}
 	out := withBody(req.WithContext(httptrace.WithClientTrace(req.Context(), trace)), raw)
+	sent := t.clock.Now()
+	c.mu.Lock()
+	c.sent = sent
+	c.mu.Unlock()
 	resp, err := next(out)
 	if err != nil {
 		o := Charged
@@ -132,7 +136,7 @@ func (t *Transport) send(c *call, next sender, req *http.Request, raw []byte, st
 		c.finish(o, vendors.Usage{}, nil, err)
 		return nil, err
 	}
-	c.ev.Status = resp.StatusCode
+	c.ev.Status, c.ev.Latency = resp.StatusCode, t.clock.Now().Sub(sent)
 	rerr := t.react(c, resp)
 	if rerr != nil {
 		c.addErr(rerr)

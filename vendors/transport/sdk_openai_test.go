@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -283,5 +284,54 @@ func TestOpenAIQuotaExhausted(t *testing.T) {
 			t.Errorf("event %v %v cooled %v, want rejected, quota exhausted, nothing cooled", ev.Outcome, ev.VendorErr, ev.Reaction.Cooled)
 		}
 		wantDebits(t, before, e.balances(t), map[string]int64{"openai#gpt-4o#tpm": 0, "openai#gpt-4o#rpm": 1})
+	})
+}
+
+// The event times the vendor: Latency from sending the request to the
+// response's headers, Duration to the end of the call. The simulated
+// vendor produces its first token after 300 ms and six more 20 ms apart: a
+// whole response comes after 420 ms; a stream's headers come at once and
+// its last token after 420 ms.
+func TestEventLatency(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := openAIProfile(t, vendors.OpenAILimits{Model: "gpt-4o", RPM: 600, TPM: 100_000})
+		e := newEnv(t, vendorsim.Config{Vendor: vendorsim.OpenAI, Limits: vendorsim.Limits{RPM: 600, TPM: 100_000},
+			TimeToFirstToken: vendorsim.FixedDuration(300 * time.Millisecond), PerOutputToken: vendorsim.FixedDuration(20 * time.Millisecond)}, p)
+		oc := openAIClient(e, 0)
+		params := openai.ChatCompletionNewParams{Model: "gpt-4o", MaxTokens: openai.Int(50),
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello there")}}
+		if _, err := oc.Chat.Completions.New(testCtx(t), params, outputSeven); err != nil {
+			t.Fatal(err)
+		}
+		whole := lastEvent(t, e)
+		stream := oc.Chat.Completions.NewStreaming(testCtx(t), params, outputSeven)
+		for stream.Next() {
+		}
+		if err := stream.Err(); err != nil {
+			t.Fatal(err)
+		}
+		stream.Close()
+		synctest.Wait()
+		streamed := lastEvent(t, e)
+		const all = 300*time.Millisecond + 6*20*time.Millisecond
+		tests := []struct {
+			name              string
+			ev                transport.Event
+			latency, duration time.Duration
+		}{
+			{"whole response", whole, all, all},
+			{"stream", streamed, 0, all},
+		}
+		for _, tt := range tests {
+			if tt.ev.Outcome != transport.Settled {
+				t.Errorf("%s: event %v (%v), want settled", tt.name, tt.ev.Outcome, tt.ev.Err)
+			}
+			if got, want := tt.ev.Latency, tt.latency; got != want {
+				t.Errorf("%s: Latency = %v, want %v", tt.name, got, want)
+			}
+			if got, want := tt.ev.Duration, tt.duration; got != want {
+				t.Errorf("%s: Duration = %v, want %v", tt.name, got, want)
+			}
+		}
 	})
 }
