@@ -18,7 +18,7 @@ const finalFlushTimeout = 10 * time.Second
 // flush's error. A failed flush keeps its rows for the next one. When the
 // Recorder writes nothing, Run waits for ctx to end and returns nil.
 func (r *Recorder) Run(ctx context.Context) error {
-	if r.st == nil {
+	if r.usage() == nil {
 		<-ctx.Done()
 		return nil
 	}
@@ -61,10 +61,11 @@ type put struct {
 // failed call did not write are kept for the next flush; writing them
 // again is harmless, as a row replaces its previous version; rows the
 // store refuses as invalid (store.ErrInvalid), or because it keeps no
-// history (errors.ErrUnsupported), are dropped. It does
+// history (errors.ErrUnsupported: the Recorder then keeps the live view
+// only), are dropped. It does
 // nothing, and returns nil, when the Recorder writes nothing.
 func (r *Recorder) Flush(ctx context.Context) error {
-	if r.st == nil {
+	if r.usage() == nil {
 		return nil
 	}
 	r.flushMu.Lock()
@@ -87,7 +88,7 @@ func (r *Recorder) Flush(ctx context.Context) error {
 			err = fmt.Errorf("history: write usage of %q (%d rows): %w", d, len(rows), err)
 			errs = append(errs, err)
 			r.event(EventStoreError, d, err.Error())
-			if !errors.Is(err, store.ErrInvalid) && !errors.Is(err, errors.ErrUnsupported) {
+			if !errors.Is(err, store.ErrInvalid) && !r.unsupported(err) {
 				continue // kept for the next flush
 			}
 			// The store refuses these rows for good (they are invalid, or

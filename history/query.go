@@ -82,7 +82,7 @@ func (r *Recorder) Query(ctx context.Context, q Query) ([]Point, error) {
 // are summed, as in Query.
 func (r *Recorder) Callers(ctx context.Context, dimension string, from, to time.Time) (map[string]Counts, error) {
 	step := time.Second
-	if r.st != nil {
+	if r.usage() != nil {
 		step = time.Minute
 		if from.Before(r.now().Add(-r.ret.Minute)) {
 			step = time.Hour
@@ -129,13 +129,17 @@ func (r *Recorder) Live(dimension string) Counts {
 // step seconds: the live view's for a step of a second or when the store
 // keeps no history, else the store's rows merged with this writer's.
 func (r *Recorder) gather(ctx context.Context, dim string, step, from, to int64, add func(caller string, start int64, t *tally)) error {
-	if step == 1 || r.st == nil {
+	if step == 1 || r.usage() == nil {
 		r.ring(dim, from, to, func(caller string, sec int64, t *tally) { add(caller, floor(sec, step), t) })
 		return nil
 	}
 	mem := r.mine(dim, step, from, to)
 	rows, err := r.st.ListUsage(ctx, store.UsageQuery{Dimension: dim, Period: time.Duration(step) * time.Second,
 		From: time.Unix(from, 0), To: time.Unix(to, 0)})
+	if r.unsupported(err) { // the store keeps no history after all
+		r.ring(dim, from, to, func(caller string, sec int64, t *tally) { add(caller, floor(sec, step), t) })
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("history: read usage of %q: %w", dim, err)
 	}

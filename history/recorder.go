@@ -1,8 +1,10 @@
 package history
 
 import (
+	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ontopix/sluice"
@@ -35,7 +37,10 @@ const (
 // A Recorder is safe for concurrent use. Its observer callbacks take one
 // mutex, never do I/O and never allocate on the steady path.
 type Recorder struct {
-	st     store.Usager     // nil: live view only
+	st store.Usager // nil: live view only
+	// off is set when the store answered that it keeps no usage history
+	// (errors.ErrUnsupported): the Recorder keeps the live view only.
+	off    atomic.Bool
 	clock  func() time.Time // nil: the wall clock, see second
 	writer string
 	every  time.Duration
@@ -222,7 +227,26 @@ func (r *Recorder) Writer() string { return r.writer }
 
 // Writes reports whether the Recorder writes to its store (the store
 // keeps usage history).
-func (r *Recorder) Writes() bool { return r.st != nil }
+func (r *Recorder) Writes() bool { return r.usage() != nil }
+
+// usage returns the store's usage history, nil when there is none (the
+// store lacks it, or answered that it keeps none).
+func (r *Recorder) usage() store.Usager {
+	if r.off.Load() {
+		return nil
+	}
+	return r.st
+}
+
+// unsupported turns the Recorder to the live view only when err says that
+// the store keeps no usage history, and reports whether it did.
+func (r *Recorder) unsupported(err error) bool {
+	if !errors.Is(err, errors.ErrUnsupported) {
+		return false
+	}
+	r.off.Store(true)
+	return true
+}
 
 // lookup returns the series of (dim, caller), creating it (and dropping
 // the one used the longest ago past the cap). r.mu is held.
@@ -314,7 +338,7 @@ func (r *Recorder) slot(s *series, now int64) *tally {
 // need be (taking back a parked row of the same period), each counted as
 // changed; nil when the Recorder writes nothing. r.mu is held.
 func (r *Recorder) rows(s *series, now int64) (minute, hour *tally) {
-	if r.st == nil {
+	if r.usage() == nil {
 		return nil, nil
 	}
 	r.roll(s, now)

@@ -168,5 +168,12 @@ func TestUnsupportedDropped(t *testing.T) {
 		if ev := rec.Events(1); len(ev) != 1 || ev[0].Kind != history.EventStoreError {
 			t.Errorf("events = %+v, want the refused write", ev)
 		}
+		if rec.Writes() {
+			t.Error("Writes() = true after the store said it keeps no history")
+		}
+		// Its minutes come from the live view, not from the store.
+		if got := query(t, rec, "openai#tpm", "", time.Minute).Grants; got != 1 {
+			t.Errorf("grants by the minute = %d, want 1 from the live view", got)
+		}
 	})
 }

@@ -41,6 +41,7 @@ var (
 	_ store.Queuer = checked{}
 	_ store.Cooler = checked{}
 	_ store.Syncer = checked{}
+	_ store.Usager = checked{}
 )
 
 func (c checked) Acquire(ctx context.Context, req *store.AcquireRequest, res *store.AcquireResult) error {
@@ -174,3 +175,13 @@ func (c checked) Dequeue(ctx context.Context, req store.DequeueRequest) error {
 }
 
 func (c checked) Close() error { return c.s.Close() }
+
+// PutUsage and ListUsage forward to the store (which validates the rows
+// itself), or answer errors.ErrUnsupported when it keeps no history.
+func (c checked) PutUsage(ctx context.Context, rows []store.UsageRow, r store.UsageRetention) error {
+	return AsUsager(c.s).PutUsage(ctx, rows, r)
+}
+
+func (c checked) ListUsage(ctx context.Context, q store.UsageQuery) ([]store.UsageRow, error) {
+	return AsUsager(c.s).ListUsage(ctx, q)
+}

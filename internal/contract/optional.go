@@ -41,6 +41,14 @@ func AsSyncer(s store.Store) store.Syncer {
 	return noSync{s}
 }
 
+// AsUsager is AsQueuer for store.Usager.
+func AsUsager(s store.Store) store.Usager {
+	if u, ok := s.(store.Usager); ok {
+		return u
+	}
+	return noUsage{s}
+}
+
 type noQueue struct{ store.Store }
 
 func (noQueue) Reserve(context.Context, *store.ReserveRequest, *store.ReserveResult) error {
@@ -61,6 +69,16 @@ func (noCooldown) Cooldown(context.Context, store.CooldownRequest) (store.Cooldo
 	return store.CooldownResult{}, Unsupported("cooldown")
 }
 
+type noUsage struct{ store.Store }
+
+func (noUsage) PutUsage(context.Context, []store.UsageRow, store.UsageRetention) error {
+	return Unsupported("put usage")
+}
+
+func (noUsage) ListUsage(context.Context, store.UsageQuery) ([]store.UsageRow, error) {
+	return nil, Unsupported("list usage")
+}
+
 type noSync struct{ store.Store }
 
 func (noSync) Sync(context.Context, store.SyncRequest) (store.SyncResult, error) {
@@ -68,7 +86,7 @@ func (noSync) Sync(context.Context, store.SyncRequest) (store.SyncResult, error)
 }
 
 // Forward is the store it embeds with every optional operation of the
-// contract (store.Queuer, store.Cooler, store.Syncer) forwarded to it, or
+// contract (store.Queuer, store.Cooler, store.Syncer, store.Usager) forwarded to it, or
 // answered with an error matching errors.ErrUnsupported when it lacks
 // one. A wrapper that embeds Forward in place of store.Store keeps the
 // capabilities of the store it wraps.
@@ -78,6 +96,7 @@ var (
 	_ store.Queuer = Forward{}
 	_ store.Cooler = Forward{}
 	_ store.Syncer = Forward{}
+	_ store.Usager = Forward{}
 )
 
 // Reserve forwards to AsQueuer(f.Store).
@@ -103,4 +122,14 @@ func (f Forward) Cooldown(ctx context.Context, req store.CooldownRequest) (store
 // Sync forwards to AsSyncer(f.Store).
 func (f Forward) Sync(ctx context.Context, req store.SyncRequest) (store.SyncResult, error) {
 	return AsSyncer(f.Store).Sync(ctx, req)
+}
+
+// PutUsage forwards to AsUsager(f.Store).
+func (f Forward) PutUsage(ctx context.Context, rows []store.UsageRow, r store.UsageRetention) error {
+	return AsUsager(f.Store).PutUsage(ctx, rows, r)
+}
+
+// ListUsage forwards to AsUsager(f.Store).
+func (f Forward) ListUsage(ctx context.Context, q store.UsageQuery) ([]store.UsageRow, error) {
+	return AsUsager(f.Store).ListUsage(ctx, q)
 }
