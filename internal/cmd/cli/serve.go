@@ -173,6 +173,18 @@ func runServe(cmd *cobra.Command, g *globals, o *serveOptions) error {
 	if err != nil {
 		return err
 	}
+	// The recorder outlives the drain and the client's Close: what the
+	// calls finishing during shutdown do is recorded and written by its
+	// last flush, made before the store closes (defers run in reverse).
+	recCtx, stopRec := context.WithCancel(context.WithoutCancel(ctx))
+	recDone := make(chan struct{})
+	go func() {
+		defer close(recDone)
+		if err := rec.Run(recCtx); err != nil {
+			log.Warn("serve.history_flush_failed", slog.String("error", err.Error()))
+		}
+	}()
+	defer func() { stopRec(); <-recDone }()
 	c, err := serveClient(ctx, g, op.Store, file, log, o.failOpen, sluice.WithObserver(sluice.Observers(obs, rec.Observer())))
 	if err != nil {
 		return err
@@ -187,15 +199,6 @@ func runServe(cmd *cobra.Command, g *globals, o *serveOptions) error {
 	if err := reg.Register(state); err != nil {
 		return err
 	}
-	recCtx, stopRec := context.WithCancel(ctx)
-	recDone := make(chan struct{})
-	go func() {
-		defer close(recDone)
-		if err := rec.Run(recCtx); err != nil {
-			log.Warn("serve.history_flush_failed", slog.String("error", err.Error()))
-		}
-	}()
-	defer func() { stopRec(); <-recDone }() // the last flush, before the store closes
 	sopts := []service.Option{service.WithMaxLeases(o.maxLeases), service.WithMaxRequestBytes(o.maxBytes)}
 	if authn != nil {
 		sopts = append(sopts, service.WithAuth(authn))

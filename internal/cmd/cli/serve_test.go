@@ -20,8 +20,10 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/ontopix/sluice/history"
 	sluicev1 "github.com/ontopix/sluice/service/gen/sluice/v1"
 	"github.com/ontopix/sluice/service/gen/sluice/v1/sluicev1connect"
+	"github.com/ontopix/sluice/store/allstores"
 )
 
 // freeAddr returns a loopback address no one listens on.
@@ -381,5 +383,29 @@ func TestServeDrainsWaits(t *testing.T) {
 	}
 	if out := e.ok("status", "-o", "json"); !strings.Contains(out, `"tokens": 2`) {
 		t.Errorf("after shutdown the held slots are not free:\n%s", out)
+	}
+	// The usage history in the store counts the wait that ended during the
+	// drain: the recorder's last flush comes after it.
+	st, err := allstores.Open(context.Background(), e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	reader, err := history.New(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	pts, err := reader.Query(context.Background(), history.Query{Dimension: "v#slots", From: now.Add(-time.Hour).Truncate(time.Hour), To: now.Add(time.Hour), Step: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got history.Counts
+	for _, p := range pts {
+		got.Grants += p.Counts.Grants
+		got.Waits += p.Counts.Waits
+	}
+	if got.Grants != 2 || got.Waits != 1 {
+		t.Errorf("usage history after shutdown: %d grants and %d waits, want 2 and the wait that ended in the drain\nstderr:\n%s", got.Grants, got.Waits, r.errs)
 	}
 }
