@@ -1,6 +1,7 @@
 package history
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -79,7 +80,16 @@ func (r *Recorder) Flush(ctx context.Context) error {
 	slices.Sort(dims)
 	var errs []error
 	for _, d := range dims {
-		puts := byDim[d]
+		puts, bad := r.valid(byDim[d])
+		if bad != nil {
+			// A row no store would take (a caller name too long, say): it
+			// is dropped alone, so that the dimension's others are written.
+			errs = append(errs, bad)
+			r.event(EventStoreError, d, bad.Error())
+		}
+		if len(puts) == 0 {
+			continue
+		}
 		rows := make([]store.UsageRow, len(puts))
 		for i, p := range puts {
 			rows[i] = p.row
@@ -99,6 +109,28 @@ func (r *Recorder) Flush(ctx context.Context) error {
 		r.written(puts, now.Unix())
 	}
 	return errors.Join(errs...)
+}
+
+// valid returns the puts whose rows the store's rules accept, and an
+// error naming the others, which it notes as written (dropped): sending
+// them again would fail again.
+func (r *Recorder) valid(puts []put) ([]put, error) {
+	ok := puts[:0:0]
+	var bad []put
+	var first error
+	for _, p := range puts {
+		if err := store.ValidateUsage([]store.UsageRow{p.row}, r.ret); err != nil {
+			bad = append(bad, p)
+			first = cmp.Or(first, err)
+			continue
+		}
+		ok = append(ok, p)
+	}
+	if bad == nil {
+		return puts, nil
+	}
+	r.written(bad, r.now().Unix())
+	return ok, fmt.Errorf("history: %d usage rows dropped: %w", len(bad), first)
 }
 
 // collect returns the rows with changes the store lacks, by dimension, and

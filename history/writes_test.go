@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -115,8 +116,8 @@ func TestInvalidRowsDropped(t *testing.T) {
 		if err := rec.Flush(ctx); err != nil {
 			t.Fatalf("second Flush = %v, want the invalid rows dropped", err)
 		}
-		if got := us.calls(); got["bad{dimension}"] != 1 || got["openai#tpm"] != 1 {
-			t.Errorf("writes = %v, want one of each", got)
+		if got := us.calls(); got["bad{dimension}"] != 0 || got["openai#tpm"] != 1 {
+			t.Errorf("writes = %v, want none of the invalid dimension (refused before the store) and one of the other", got)
 		}
 		if ev := rec.Events(1); len(ev) != 1 || ev[0].Kind != history.EventStoreError || ev[0].Dimension != "bad{dimension}" {
 			t.Errorf("events = %+v, want the refused write", ev)
@@ -174,6 +175,35 @@ func TestUnsupportedDropped(t *testing.T) {
 		// Its minutes come from the live view, not from the store.
 		if got := query(t, rec, "openai#tpm", "", time.Minute).Grants; got != 1 {
 			t.Errorf("grants by the minute = %d, want 1 from the live view", got)
+		}
+	})
+}
+
+// TestInvalidCallerDropsOnlyItsRows: an acquisition under a caller name no
+// store takes (it failed, and is counted as an error) does not keep the
+// dimension's other callers from being written.
+func TestInvalidCallerDropsOnlyItsRows(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memstore.New()
+		defer mem.Close()
+		ctx := context.Background()
+		rec, _ := history.New(mem)
+		obs := rec.Observer()
+		for range 5 {
+			obs.Acquired(ctx, sluice.AcquireEvent{Dimensions: []sluice.Request{{Dimension: "openai#tpm", Cost: 1}}, Caller: "web", Outcome: sluice.Granted})
+		}
+		obs.Acquired(ctx, sluice.AcquireEvent{Dimensions: []sluice.Request{{Dimension: "openai#tpm", Cost: 1}}, Caller: strings.Repeat("c", 201), Err: store.ErrInvalid})
+		if err := rec.Flush(ctx); !errors.Is(err, store.ErrInvalid) {
+			t.Fatalf("Flush = %v, want the invalid caller's rows refused", err)
+		}
+		if err := rec.Flush(ctx); err != nil {
+			t.Fatalf("second Flush = %v, want the invalid rows dropped", err)
+		}
+		reader, _ := history.New(mem)
+		for _, step := range []time.Duration{time.Minute, time.Hour} {
+			if got := query(t, reader, "openai#tpm", "web", step).Grants; got != 5 {
+				t.Errorf("web's grants by the %v in the store = %d, want 5", step, got)
+			}
 		}
 	})
 }
