@@ -72,7 +72,7 @@ func (r *Recorder) Flush(ctx context.Context) error {
 	r.flushMu.Lock()
 	defer r.flushMu.Unlock()
 	now := r.now()
-	byDim := r.collect(now)
+	byDim, sec := r.collect(now)
 	dims := make([]string, 0, len(byDim))
 	for d := range byDim {
 		dims = append(dims, d)
@@ -80,7 +80,7 @@ func (r *Recorder) Flush(ctx context.Context) error {
 	slices.Sort(dims)
 	var errs []error
 	for _, d := range dims {
-		puts, bad := r.valid(byDim[d])
+		puts, bad := r.valid(byDim[d], sec)
 		if bad != nil {
 			// A row no store would take (a caller name too long, say): it
 			// is dropped alone, so that the dimension's others are written.
@@ -106,7 +106,7 @@ func (r *Recorder) Flush(ctx context.Context) error {
 			// table): sending them again would fail again, and keep them
 			// in memory forever.
 		}
-		r.written(puts, now.Unix())
+		r.written(puts, sec)
 	}
 	return errors.Join(errs...)
 }
@@ -114,7 +114,7 @@ func (r *Recorder) Flush(ctx context.Context) error {
 // valid returns the puts whose rows the store's rules accept, and an
 // error naming the others, which it notes as written (dropped): sending
 // them again would fail again.
-func (r *Recorder) valid(puts []put) ([]put, error) {
+func (r *Recorder) valid(puts []put, sec int64) ([]put, error) {
 	ok := puts[:0:0]
 	var bad []put
 	var first error
@@ -129,14 +129,14 @@ func (r *Recorder) valid(puts []put) ([]put, error) {
 	if bad == nil {
 		return puts, nil
 	}
-	r.written(bad, r.now().Unix())
+	r.written(bad, sec)
 	return ok, fmt.Errorf("history: %d usage rows dropped: %w", len(bad), first)
 }
 
 // collect returns the rows with changes the store lacks, by dimension, and
-// ends the rows whose period is over.
-func (r *Recorder) collect(now time.Time) map[string][]put {
-	sec := now.Unix()
+// ends the rows whose period is over, at the Recorder's second, which it
+// returns too.
+func (r *Recorder) collect(now time.Time) (map[string][]put, int64) {
 	out := make(map[string][]put)
 	add := func(k rowKey, a *acc) {
 		if !a.dirty() {
@@ -149,6 +149,7 @@ func (r *Recorder) collect(now time.Time) map[string][]put {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	sec := r.second() // the events' own time, which never goes back
 	for _, s := range r.series {
 		r.roll(s, sec)
 		for _, p := range [2]int64{60, 3600} {
@@ -164,7 +165,7 @@ func (r *Recorder) collect(now time.Time) map[string][]put {
 		}
 		add(k, a)
 	}
-	return out
+	return out, sec
 }
 
 // written notes that the store has puts: a row unchanged since is clean,

@@ -42,15 +42,23 @@ func (r *Recorder) now() time.Time {
 // no clock given it reads the monotonic clock only, from the wall time
 // read at most 10 s before: half the cost of time.Now, and as far from the
 // wall clock as the wall clock was moved in those seconds. r.mu is held.
+//
+// It never goes back, even when the wall clock is set back: events and
+// flushes (collect) are dated by it, so that an event is never dated in a
+// period a flush has already closed.
 func (r *Recorder) second() int64 {
+	var sec int64
 	if r.clock != nil {
-		return r.clock().Unix()
+		sec = r.clock().Unix()
+	} else {
+		d := time.Since(r.anchor)
+		if d > reanchorEvery || d < 0 {
+			r.anchor, d = time.Now(), 0
+		}
+		sec = r.anchor.Add(d).Unix()
 	}
-	d := time.Since(r.anchor)
-	if d > reanchorEvery || d < 0 {
-		r.anchor, d = time.Now(), 0
-	}
-	return r.anchor.Add(d).Unix()
+	r.latest = max(r.latest, sec)
+	return r.latest
 }
 
 // reanchorEvery is how often second reads the wall clock again.

@@ -55,6 +55,7 @@ type Recorder struct {
 
 	mu      sync.Mutex
 	anchor  time.Time // wall and monotonic time, for second
+	latest  int64     // the latest second handed out by second: time never goes back
 	last    *series   // the series of the last event
 	uses    uint64    // events counted, for the series' age
 	closed  bool

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -206,4 +207,52 @@ func TestInvalidCallerDropsOnlyItsRows(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestClockSetBack: the clock is set back into a minute a flush has
+// already written and closed. The event is dated at the latest time the
+// Recorder saw, so that the closed minute's row keeps its total instead of
+// being replaced by a fresh row holding the late event alone.
+func TestClockSetBack(t *testing.T) {
+	mem := memstore.New()
+	defer mem.Close()
+	ctx := context.Background()
+	// hh:01:05 two hours ago: within the store's retention of minute rows.
+	at := time.Now().UTC().Truncate(time.Hour).Add(-2*time.Hour + 65*time.Second)
+	first, second := at.Format("15:04"), at.Add(time.Minute).Format("15:04")
+	rec, err := history.New(mem, history.WithClock(sluice.ClockFunc(func() time.Time { return at })))
+	if err != nil {
+		t.Fatal(err)
+	}
+	grant := func() {
+		rec.Observer().Acquired(ctx, sluice.AcquireEvent{Dimensions: []sluice.Request{{Dimension: "openai#tpm", Cost: 1}}, Outcome: sluice.Granted})
+	}
+	for range 10 {
+		grant()
+	}
+	flush := func() {
+		if err := rec.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flush()
+	at = at.Add(time.Minute) // hh:02:05: the hh:01 row is closed and written
+	flush()
+	at = at.Add(-15 * time.Second) // set back to hh:01:50
+	grant()
+	flush()
+	reader, _ := history.New(mem)
+	ps, err := reader.Query(ctx, history.Query{Dimension: "openai#tpm", From: at.Add(-time.Hour), To: at.Add(time.Hour), Step: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, p := range ps {
+		if p.Counts.Grants > 0 {
+			got[p.Start.UTC().Format("15:04")] = p.Counts.Grants
+		}
+	}
+	if want := map[string]int64{first: 10, second: 1}; !maps.Equal(got, want) {
+		t.Errorf("grants by minute = %v, want %v", got, want)
+	}
 }
