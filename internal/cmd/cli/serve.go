@@ -274,18 +274,24 @@ func serveClient(ctx context.Context, g *globals, st store.Store, file *limits.F
 	return limits.NewClient(ctx, st, file, opts...)
 }
 
+// everyDimension is the dimension name a principal's patterns must match
+// for the console and /metrics, which show every dimension: only a pattern
+// that matches any name ("*") matches it.
+const everyDimension = "*"
+
 // consoleHandler is the operator console served at /ui/: read-only, and
-// with --auth for the principals with the read verb, who may change state
-// (release a lease) only with the admin verb.
+// with --auth for the principals with the read verb on every dimension,
+// who may change state (release a lease) only with the admin verb on
+// every dimension.
 func consoleHandler(ctx context.Context, c *sluice.Client, rec *history.Recorder, authn *auth.Authenticator, log *slog.Logger) http.Handler {
 	opts := []console.Option{console.WithHistory(rec), console.WithContext(ctx), console.WithLogger(log)}
 	if authn == nil {
 		return console.Handler(c, opts...)
 	}
-	opts = append(opts, console.WithAdmin(func(r *http.Request) bool { return auth.Check(r.Context(), auth.Admin) == nil }))
+	opts = append(opts, console.WithAdmin(func(r *http.Request) bool { return auth.Check(r.Context(), auth.Admin, everyDimension) == nil }))
 	ui := console.Handler(c, opts...)
 	return authn.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := auth.Check(r.Context(), auth.Read); err != nil {
+		if err := auth.Check(r.Context(), auth.Read, everyDimension); err != nil {
 			http.Error(w, err.Error(), http.StatusForbidden)
 			return
 		}
@@ -335,7 +341,7 @@ func routes(srv *service.Server, rls *envoyrls.Server, authn *auth.Authenticator
 	if authn != nil {
 		next := metrics
 		metrics = authn.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if err := auth.Check(r.Context(), auth.Read); err != nil {
+			if err := auth.Check(r.Context(), auth.Read, everyDimension); err != nil {
 				http.Error(w, err.Error(), http.StatusForbidden)
 				return
 			}

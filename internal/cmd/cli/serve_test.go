@@ -230,7 +230,8 @@ func TestCheckLoopback(t *testing.T) {
 }
 
 // TestServeAuth runs serve with an authentication file: the API and
-// /metrics refuse a call without a token, and serve the principal's.
+// /metrics refuse a call without a token, and serve the principal's;
+// /metrics, which shows every dimension, needs read on all of them.
 func TestServeAuth(t *testing.T) {
 	e := redisEnv(t)
 	dir := t.TempDir()
@@ -241,6 +242,10 @@ func TestServeAuth(t *testing.T) {
 	out := e.ok("serve", "token", "--name", "ops", "--verbs", "acquire,read", "--dimensions", "v#*")
 	token := strings.TrimSpace(strings.SplitN(strings.SplitN(out, "): ", 2)[1], "\n", 2)[0])
 	entry := out[strings.Index(out, "principals:"):]
+	// A scraper sees every dimension: /metrics needs read on all ("*").
+	out = e.ok("serve", "token", "--name", "scraper", "--verbs", "read", "--dimensions", "*")
+	scraper := strings.TrimSpace(strings.SplitN(strings.SplitN(out, "): ", 2)[1], "\n", 2)[0])
+	entry += out[strings.Index(out, "principals:\n")+len("principals:\n"):]
 	if err := os.WriteFile(authFile, []byte(entry), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -263,8 +268,11 @@ func TestServeAuth(t *testing.T) {
 	if got, want := metrics(""), http.StatusUnauthorized; got != want {
 		t.Errorf("/metrics without a token: got %d, want %d", got, want)
 	}
-	if got, want := metrics(token), http.StatusOK; got != want {
-		t.Errorf("/metrics with the token: got %d, want %d", got, want)
+	if got, want := metrics(token), http.StatusForbidden; got != want {
+		t.Errorf("/metrics with a token for v#* only: got %d, want %d", got, want)
+	}
+	if got, want := metrics(scraper), http.StatusOK; got != want {
+		t.Errorf("/metrics with read on every dimension: got %d, want %d", got, want)
 	}
 	c := sluicev1connect.NewLimiterServiceClient(http.DefaultClient, base)
 	req := connect.NewRequest(&sluicev1.AcquireRequest{Items: []*sluicev1.Item{{Dimension: "v#slots", Cost: 1}}})

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"net/http"
 	"os"
@@ -76,7 +77,8 @@ func TestServeConsole(t *testing.T) {
 }
 
 // TestServeConsoleAuth runs serve with --auth: the console needs a
-// principal with the read verb, and a release needs the admin verb.
+// principal with the read verb, and a release needs the admin verb, both
+// on every dimension ("*"): the console shows them all.
 func TestServeConsoleAuth(t *testing.T) {
 	e := memEnv(t)
 	dir := t.TempDir()
@@ -84,15 +86,19 @@ func TestServeConsoleAuth(t *testing.T) {
 	if err := os.WriteFile(file, []byte(serveLimits), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	principal := func(name, verbs string) (token, entry string) {
-		out := e.ok("serve", "token", "--name", name, "--verbs", verbs, "--dimensions", "*")
+	principal := func(name, verbs string, dims ...string) (token, entry string) {
+		out := e.ok("serve", "token", "--name", name, "--verbs", verbs, "--dimensions", cmp.Or(strings.Join(dims, ","), "*"))
 		token = strings.TrimSpace(strings.SplitN(strings.SplitN(out, "): ", 2)[1], "\n", 2)[0])
 		return token, out[strings.Index(out, "principals:\n")+len("principals:\n"):]
 	}
 	reader, readEntry := principal("viewer", "read")
 	admin, adminEntry := principal("ops", "admin")
 	acquirer, acquireEntry := principal("app", "acquire")
-	if err := os.WriteFile(authFile, []byte("principals:\n"+readEntry+adminEntry+acquireEntry), 0o600); err != nil {
+	// Scoped to some dimensions: the console shows them all, so neither
+	// may use it.
+	teamReader, teamReadEntry := principal("team-viewer", "read", "v#*")
+	teamAdmin, teamAdminEntry := principal("team-ops", "admin,read", "v#*")
+	if err := os.WriteFile(authFile, []byte("principals:\n"+readEntry+adminEntry+acquireEntry+teamReadEntry+teamAdminEntry), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	srv := startServe(t, e, "--limits", file, "--auth", authFile)
@@ -131,6 +137,8 @@ func TestServeConsoleAuth(t *testing.T) {
 		{"GET", "/ui/", "nobody", "", http.StatusUnauthorized},
 		{"GET", "/ui/", "an acquirer", acquirer, http.StatusForbidden},
 		{"GET", "/ui/", "a reader", reader, http.StatusOK},
+		{"GET", "/ui/", "a reader of v#* only", teamReader, http.StatusForbidden},
+		{"POST", release, "an admin of v#* only", teamAdmin, http.StatusForbidden},
 		{"GET", "/ui/lease/" + id, "a reader", reader, http.StatusOK},
 		{"POST", release, "a reader", reader, http.StatusForbidden},
 		{"POST", release, "an admin", admin, http.StatusSeeOther},
