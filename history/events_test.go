@@ -115,6 +115,9 @@ func TestOptionsAndQueries(t *testing.T) {
 		{"no from", history.Query{Dimension: "d", To: now, Step: time.Minute}, "from"},
 		{"to before from", history.Query{Dimension: "d", From: now, To: now.Add(-time.Minute), Step: time.Minute}, "to"},
 		{"too many points", history.Query{Dimension: "d", From: now.Add(-200 * 24 * time.Hour), To: now, Step: time.Minute}, "to"},
+		{"a range beyond int64 seconds", history.Query{Dimension: "d", From: time.Unix(1, 0), To: time.Unix(6e18, 0), Step: time.Second}, "to"},
+		{"before 1970", history.Query{Dimension: "d", From: time.Unix(-6e18, 0), To: now, Step: time.Second}, "from"},
+		{"a range whose seconds overflow", history.Query{Dimension: "d", From: time.Unix(-6e18, 0), To: time.Unix(6e18, 0), Step: time.Second}, "from"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := rec.Query(context.Background(), tt.q)

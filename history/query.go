@@ -49,6 +49,10 @@ func (r *Recorder) Query(ctx context.Context, q Query) ([]Point, error) {
 	if err := checkQuery(q); err != nil {
 		return nil, fmt.Errorf("history: query: %w", err)
 	}
+	if q.To.Sub(q.From) > time.Duration(MaxPoints)*q.Step { // Sub saturates: no overflow
+		return nil, fmt.Errorf("history: query: %w", &bucket.FieldError{Field: "to", Value: q.To.UTC().Format(time.RFC3339),
+			Reason: fmt.Sprintf("the range holds more than %d steps of %s", MaxPoints, q.Step)})
+	}
 	step := int64(q.Step / time.Second)
 	from, to := floor(q.From.Unix(), step), ceil(q.To)
 	n := (to - from + step - 1) / step
@@ -213,6 +217,8 @@ func checkQuery(q Query) error {
 		return &bucket.FieldError{Field: "step", Value: q.Step, Reason: "must be 1s, 1m0s or 1h0m0s"}
 	case q.From.IsZero():
 		return &bucket.FieldError{Field: "from", Value: q.From, Reason: "must be set"}
+	case q.From.Before(time.Unix(0, 0)):
+		return &bucket.FieldError{Field: "from", Value: q.From.UTC().Format(time.RFC3339Nano), Reason: "must not be before 1970"}
 	case !q.To.After(q.From):
 		return &bucket.FieldError{Field: "to", Value: q.To.UTC().Format(time.RFC3339Nano), Reason: "must be after from (" + q.From.UTC().Format(time.RFC3339Nano) + ")"}
 	}
