@@ -71,7 +71,7 @@ func NewTransportEvents(reg prom.Registerer, opts ...Option) (transport.EventFun
 		drift: prom.NewGaugeVec(prom.GaugeOpts{Name: "sluice_vendor_drift_tokens", ConstLabels: c.constLabels,
 			Help: "Sluice's balance minus the vendor's reported remaining at the latest sync of a token dimension, in tokens (positive: Sluice believed it had tokens the vendor had counted)."}, []string{"dimension"}),
 		models: label.NewDimensions(c.maxModels, modelLabel),
-		dims:   label.NewDimensions(c.maxDims, func(d string) string { return d }),
+		dims:   label.NewDimensions(c.maxDims, validLabel),
 	}
 	if err := register(reg, []prom.Collector{m.calls, m.limited, m.wait, m.latency, m.took, m.remaining, m.drift}); err != nil {
 		return nil, err
@@ -83,10 +83,15 @@ func NewTransportEvents(reg prom.Registerer, opts ...Option) (transport.EventFun
 // key itself for label.OtherDimension.
 func modelLabel(key string) string {
 	if _, model, ok := strings.Cut(key, "\x00"); ok {
-		return model
+		key = model
 	}
-	return key
+	return validLabel(key)
 }
+
+// validLabel returns s with its invalid UTF-8 replaced: a label value
+// must be UTF-8, and a model name comes from a request (an Azure
+// deployment from its URL's path) that may hold any bytes.
+func validLabel(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
 
 // event records one finished call.
 func (m *vendorMetrics) event(_ context.Context, e transport.Event) {

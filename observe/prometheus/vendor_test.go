@@ -162,3 +162,21 @@ func TestConstLabelsEverywhere(t *testing.T) {
 		t.Errorf("%d series gathered, want the state and vendor series", n)
 	}
 }
+
+// A model name that is not UTF-8 (an Azure deployment from a request's
+// URL may hold any bytes) is recorded with its bad bytes replaced, where
+// Prometheus would panic on the raw label value.
+func TestTransportEventsInvalidUTF8(t *testing.T) {
+	f, reg := newTransportEvents(t)
+	f(context.Background(), transport.Event{Vendor: vendors.Azure, Model: "gpt\xff", Status: 200, Outcome: transport.Settled,
+		Reaction: &vendors.Reaction{Drift: []vendors.Drift{{Dimension: "azure#\xfe#tpm", Believed: 10, Reported: 5}}}})
+	got := series(scrape(t, reg))
+	for _, want := range []string{
+		"sluice_vendor_calls_total{model=\"gpt\ufffd\",outcome=\"settled\",status=\"2xx\",vendor=\"azure\"}",
+		"sluice_vendor_drift_tokens{dimension=\"azure#\ufffd#tpm\"}",
+	} {
+		if got[want] == "" {
+			t.Errorf("no series %s in\n%v", want, sortedKeys(got))
+		}
+	}
+}
