@@ -103,7 +103,9 @@ type handler struct {
 	pages    map[string]*template.Template
 	rows     *template.Template
 	hub      *hub
-	mux      *http.ServeMux
+	// maxStreams bounds the open event streams (maxStreams; tests lower it).
+	maxStreams int
+	mux        *http.ServeMux
 	// newTicker makes the hub's ticker; tests replace it to tick by hand.
 	newTicker func(time.Duration) (<-chan time.Time, func())
 }
@@ -122,6 +124,7 @@ func newHandler(c *sluice.Client, opts ...Option) *handler {
 	}
 	h.parse()
 	h.hub = newHub(h)
+	h.maxStreams = maxStreams
 	h.routes()
 	return h
 }

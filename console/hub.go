@@ -26,11 +26,23 @@ type hub struct {
 
 func newHub(h *handler) *hub { return &hub{h: h, subs: map[chan []byte]struct{}{}} }
 
-// join opens a mailbox, starting the refresh loop if it is the first.
-func (b *hub) join() chan []byte {
+// maxStreams bounds the open event streams: each holds a connection and
+// a goroutine, and costs a write per refresh.
+const maxStreams = 256
+
+// streamWriteTimeout bounds one frame's write: a client that stops
+// reading is dropped, rather than holding its goroutine for ever.
+const streamWriteTimeout = 10 * time.Second
+
+// join opens a mailbox, starting the refresh loop if it is the first; nil
+// when max streams are open already.
+func (b *hub) join(max int) chan []byte {
 	ch := make(chan []byte, 1)
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if len(b.subs) >= max {
+		return nil
+	}
 	b.subs[ch] = struct{}{}
 	if b.last != nil {
 		ch <- b.last
@@ -119,21 +131,30 @@ func sseEvent(name string, data []byte) []byte {
 // events streams the overview's rows as server-sent events, one frame
 // per interval, until the client leaves or the console's context ends.
 func (h *handler) events(w http.ResponseWriter, r *http.Request) {
+	ch := h.hub.join(h.maxStreams)
+	if ch == nil {
+		w.Header().Set("Retry-After", "10")
+		http.Error(w, "too many open live views; try again later", http.StatusServiceUnavailable)
+		return
+	}
+	defer h.hub.leave(ch)
 	rc := http.NewResponseController(w)
-	_ = rc.SetWriteDeadline(time.Time{}) // a stream outlives a server's WriteTimeout
+	// A stream outlives a server's WriteTimeout; each write has its own.
+	write := func(b []byte) bool {
+		_ = rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+		if _, err := w.Write(b); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
 	w.WriteHeader(http.StatusOK)
 	// The client reconnects after a dropped stream; tell it how soon.
-	if _, err := w.Write([]byte("retry: 2000\n\n")); err != nil {
+	if !write([]byte("retry: 2000\n\n")) {
 		return
 	}
-	if err := rc.Flush(); err != nil {
-		return
-	}
-	ch := h.hub.join()
-	defer h.hub.leave(ch)
 	for {
 		select {
 		case <-r.Context().Done():
@@ -141,10 +162,7 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 		case <-h.ctx.Done():
 			return
 		case f := <-ch:
-			if _, err := w.Write(f); err != nil {
-				return
-			}
-			if err := rc.Flush(); err != nil {
+			if !write(f) {
 				return
 			}
 		}

@@ -263,3 +263,40 @@ func TestReleaseBadID(t *testing.T) {
 		t.Errorf("release of a bad id: %d, want 400", res.StatusCode)
 	}
 }
+
+// TestEventsCapped: beyond the cap of open streams, a new one is refused
+// with 503 and Retry-After; once one leaves, a new one is let in.
+func TestEventsCapped(t *testing.T) {
+	f := newFixture(t)
+	f.h.maxStreams = 2
+	ctx, cancel := context.WithCancel(context.Background())
+	first := openStream(t, ctx, f.srv.URL+"/ui/events")
+	first.next(t)
+	second := openStream(t, context.Background(), f.srv.URL+"/ui/events")
+	second.next(t)
+	res, err := http.Get(f.srv.URL + "/ui/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") == "" {
+		t.Fatalf("a third stream: %d, Retry-After %q; want 503 with Retry-After", res.StatusCode, res.Header.Get("Retry-After"))
+	}
+	cancel() // the first leaves
+	for range first.ch {
+	}
+	for i := 0; ; i++ { // its handler notices at its next frame or at once
+		f.h.hub.mu.Lock()
+		n := len(f.h.hub.subs)
+		f.h.hub.mu.Unlock()
+		if n < 2 {
+			break
+		}
+		if i == 3000 { // 30 s: a loaded machine's scheduling, not a timing assert
+			t.Fatal("the first stream's handler did not leave")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	third := openStream(t, context.Background(), f.srv.URL+"/ui/events")
+	third.next(t)
+}
