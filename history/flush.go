@@ -73,6 +73,13 @@ func (r *Recorder) Flush(ctx context.Context) error {
 	defer r.flushMu.Unlock()
 	now := r.now()
 	byDim, sec := r.collect(now)
+	r.mu.Lock()
+	dropped := r.dropped
+	r.dropped = 0
+	r.mu.Unlock()
+	if dropped > 0 {
+		r.event(EventStoreError, "", fmt.Sprintf("history: %d minute rows dropped: %d rows were waiting for the store already", dropped, r.maxPending))
+	}
 	dims := make([]string, 0, len(byDim))
 	for d := range byDim {
 		dims = append(dims, d)
@@ -161,6 +168,10 @@ func (r *Recorder) collect(now time.Time) (map[string][]put, int64) {
 	for k, a := range r.pending {
 		if !a.dirty() && k.start+k.period <= sec {
 			delete(r.pending, k) // parked clean, and over
+			continue
+		}
+		if k.start+k.period+int64(r.ret.For(time.Duration(k.period)*time.Second)/time.Second) <= sec {
+			delete(r.pending, k) // past its retention: no store would keep it
 			continue
 		}
 		add(k, a)

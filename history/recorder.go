@@ -61,7 +61,11 @@ type Recorder struct {
 	closed  bool
 	series  map[key]*series
 	pending map[rowKey]*acc // ended periods not yet written
-	events  eventRing
+	// dropped counts the minute rows not kept because pending was full
+	// (maxPending), since the last flush reported them.
+	dropped    int
+	maxPending int // maxPending; tests lower it
+	events     eventRing
 }
 
 // key names a series.
@@ -205,7 +209,7 @@ func New(st store.Store, opts ...Option) (*Recorder, error) {
 		anchor: time.Now(), writer: store.NewLeaseID().String(), every: DefaultFlushEvery,
 		ret: store.DefaultUsageRetention, window: int64(DefaultLiveWindow / time.Second),
 		maxSer: DefaultMaxSeries, maxEv: DefaultMaxEvents,
-		series: make(map[key]*series), pending: make(map[rowKey]*acc),
+		series: make(map[key]*series), pending: make(map[rowKey]*acc), maxPending: maxPending,
 	}
 	if u, ok := contract.Unwrap(st).(store.Usager); ok {
 		r.st = u
@@ -289,9 +293,17 @@ func (r *Recorder) evict() {
 	}
 }
 
+// maxPending bounds the ended rows kept for a store that cannot be
+// written (an outage): past it, ended minute rows are dropped, counted
+// and reported by the next flush, while hour rows, 60 times fewer, are
+// still kept, so that the hours stay whole.
+const maxPending = 200_000
+
 // park moves a current row to pending. r.mu is held.
 func (r *Recorder) park(k key, a *acc, period int64) {
-	if a.start != 0 {
+	if a.start != 0 && period == 60 && len(r.pending) >= r.maxPending {
+		r.dropped++
+	} else if a.start != 0 {
 		c := *a
 		r.pending[rowKey{k, period, a.start}] = &c
 	}
