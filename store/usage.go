@@ -187,13 +187,20 @@ func validateRow(r UsageRow) error {
 }
 
 // ValidateUsageQuery checks a ListUsage query: a valid dimension, a period
-// of time.Minute or time.Hour, and From not after To. Its error is a
+// of time.Minute or time.Hour, From and To between the Unix epoch and year
+// 9999, and From not after To. Its error is a
 // *bucket.FieldError (it matches ErrInvalid) naming the field and value.
 func ValidateUsageQuery(q UsageQuery) error {
 	if err := usageName(q.Dimension); err != nil {
 		return err
 	}
 	if err := usagePeriod(q.Period); err != nil {
+		return err
+	}
+	if err := usageTime("from", q.From); err != nil {
+		return err
+	}
+	if err := usageTime("to", q.To); err != nil {
 		return err
 	}
 	if q.To.Before(q.From) {

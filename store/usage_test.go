@@ -84,6 +84,9 @@ func TestValidateUsageQuery(t *testing.T) {
 		{"no dimension", "dimension", func(q *store.UsageQuery) { q.Dimension = "" }},
 		{"day period", "period", func(q *store.UsageQuery) { q.Period = 24 * time.Hour }},
 		{"to before from", "to", func(q *store.UsageQuery) { q.To = q.From.Add(-time.Minute) }},
+		{"from before 1970", "from", func(q *store.UsageQuery) { q.From = time.Unix(-3600, 0) }},
+		{"both before 1970", "from", func(q *store.UsageQuery) { q.From, q.To = time.Unix(-7200, 0), time.Unix(-3600, 0) }},
+		{"to after 9999", "to", func(q *store.UsageQuery) { q.To = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) }},
 	}
 	for _, tt := range tests {
 		q := ok
