@@ -198,7 +198,7 @@ func dur(d time.Duration) string {
 }
 
 var (
-	userinfo = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.\-]*://)[^/@\s]+@`)
+	userinfo = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.\-]*://)[^/\s]*@`) // up to the authority's last @: a password may hold one
 	secretKV = regexp.MustCompile(`(?i)((?:password|passwd|pwd|token|secret|key|sig|signature|credential)[A-Za-z_\-]*=)[^&\s"']+`)
 	bearer   = regexp.MustCompile(`(?i)(bearer\s+)\S+`)
 )

@@ -185,6 +185,7 @@ func TestRedact(t *testing.T) {
 		{"Authorization: Bearer slc_abc", "Authorization: Bearer REDACTED"},
 		{"dynamodb://t?region=us-east-1", "dynamodb://t?region=us-east-1"},
 		{"no secret here", "no secret here"},
+		{"redis://u:p@ss@h:6379/0 and redis://h2", "redis://REDACTED@h:6379/0 and redis://h2"}, // an @ in the password
 	} {
 		if got := redact(tt.in); got != tt.want {
 			t.Errorf("redact(%q) = %q, want %q", tt.in, got, tt.want)
