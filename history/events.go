@@ -1,6 +1,9 @@
 package history
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // The kinds of Event.
 const (
@@ -91,11 +94,18 @@ func (e *eventRing) newest(n int) []Event {
 
 // event records one event.
 func (r *Recorder) event(kind, dim, detail string) {
+	if len(detail) > maxDetail {
+		detail = strings.ToValidUTF8(detail[:maxDetail], "") + "…"
+	}
 	t := r.now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.events.add(Event{Time: t, Kind: kind, Dimension: dim, Detail: detail})
 }
+
+// maxDetail bounds an event's Detail, in bytes: the events kept take at
+// most about a megabyte, whatever the errors say.
+const maxDetail = 1024
 
 // Events returns the last n events, newest first: at most the number kept
 // (1,000 by default, WithMaxEvents). Events survive neither a restart nor

@@ -3,8 +3,10 @@ package history
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/store"
@@ -77,5 +79,19 @@ func TestPendingBounded(t *testing.T) {
 				t.Errorf("dropped rows reported: %v, want %v", reported, tt.dropped)
 			}
 		})
+	}
+}
+
+// TestEventDetailBounded: an event keeps at most maxDetail bytes of its
+// detail (and valid UTF-8), whatever the error said.
+func TestEventDetailBounded(t *testing.T) {
+	r, err := New(memstore.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.event(EventStoreError, "d", strings.Repeat("é", 5000))
+	got := r.Events(1)[0].Detail
+	if len(got) > maxDetail+len("…") || !utf8.ValidString(got) || !strings.HasSuffix(got, "…") {
+		t.Errorf("detail of %d bytes (valid UTF-8: %v), want at most %d and marked cut", len(got), utf8.ValidString(got), maxDetail)
 	}
 }
