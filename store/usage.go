@@ -46,8 +46,9 @@ type UsageQuery struct {
 	Dimension string
 	// Period is time.Minute or time.Hour.
 	Period time.Duration
-	// From and To bound the rows' Start: From <= Start < To. From must not
-	// be after To; equal bounds select nothing.
+	// From and To bound the rows' Start: From <= Start < To. Both lie
+	// between the Unix epoch and year 9999 (a zero From is refused), and
+	// From must not be after To; equal bounds select nothing.
 	From, To time.Time
 }
 

@@ -39,7 +39,7 @@ func TestUsageItems(t *testing.T) {
 	if !errors.Is(err, errors.ErrUnsupported) || errors.Is(err, store.ErrUnavailable) {
 		t.Errorf("PutUsage without a usage table: %v, want an error matching errors.ErrUnsupported", err)
 	}
-	if _, err := s.ListUsage(ctx, store.UsageQuery{Dimension: "openai#rpm", Period: time.Minute, To: time.Now()}); !errors.Is(err, errors.ErrUnsupported) {
+	if _, err := s.ListUsage(ctx, store.UsageQuery{Dimension: "openai#rpm", Period: time.Minute, From: row.Start, To: time.Now()}); !errors.Is(err, errors.ErrUnsupported) {
 		t.Errorf("ListUsage without a usage table: %v, want an error matching errors.ErrUnsupported", err)
 	}
 	createUsageTable(t, s)
