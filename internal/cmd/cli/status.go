@@ -38,6 +38,12 @@ type bucketView struct {
 	// CooldownUntil is the end of a cooldown running at At; absent when
 	// none is.
 	CooldownUntil *time.Time `json:"cooldown_until,omitempty"`
+	// Waiters counts the callers in line for a concurrent bucket's slots;
+	// absent when none are.
+	Waiters int `json:"waiters,omitempty"`
+	// ReservedUntil is when a rate bucket's last reservation becomes
+	// valid, while callers wait in line; absent otherwise.
+	ReservedUntil *time.Time `json:"reserved_until,omitempty"`
 	// TimeToFull is how long until the bucket is full if nothing else
 	// takes from it; null for a concurrent bucket waiting on releases.
 	TimeToFull *jsonout.Duration `json:"time_to_full"`
@@ -61,11 +67,28 @@ func viewOf(s sluice.BucketState) bucketView {
 		t := s.CooldownUntil.UTC()
 		v.CooldownUntil = &t
 	}
+	v.Waiters = s.Waiters
+	if s.ReservedUntil.After(s.Now) {
+		t := s.ReservedUntil.UTC()
+		v.ReservedUntil = &t
+	}
 	if d := sluice.TimeUntil(s, s.Capacity); d >= 0 && (s.Type != bucket.Concurrent || d == 0) {
 		ttf := jsonout.Duration(d.Truncate(time.Millisecond))
 		v.TimeToFull = &ttf
 	}
 	return v
+}
+
+// queue describes the line: callers waiting for slots, or how long until
+// the reservations are all valid; "-" when there is none.
+func (v bucketView) queue() string {
+	switch {
+	case v.Waiters > 0:
+		return clikit.Itoa(int64(v.Waiters)) + " waiting"
+	case v.ReservedUntil != nil:
+		return clikit.Dur(v.ReservedUntil.Sub(v.At))
+	}
+	return "-"
 }
 
 func (v bucketView) timeToFull() string {

@@ -30,7 +30,9 @@ func newTopCmd(g *globals) *cobra.Command {
 		Short: "Watch the fleet's buckets live in the terminal, as the console's overview shows them",
 		Long: `top redraws the fleet overview every --interval until interrupted: one row
 per bucket (or per DIMENSION named) with its level against capacity, a fill
-bar, the debt it owes, the lease records it holds, how long until it is full
+bar, the debt it owes, the line (callers waiting for slots, or how long
+until the reservations of callers waiting in line are valid), the lease
+records it holds, how long until it is full
 again, and the time left in a running cooldown. The header sums the leases,
 the buckets cooling down and those in debt. On a store that keeps usage
 history (the memory, Redis, PostgreSQL and DynamoDB stores, written by
@@ -145,7 +147,7 @@ func topFrame(ctx context.Context, g *globals, c *sluice.Client, fleet *fleetMin
 		fmt.Fprintf(w, "GRANTED, REFUSED, 429s and WAIT P95: the fleet's minute from %s\n\n", minute.Format("15:04"))
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprint(tw, "DIMENSION\tTYPE\tLIMIT\tLEVEL\tFILL\t\tDEBT\tLEASES\tFULL IN\tCOOLDOWN")
+	fmt.Fprint(tw, "DIMENSION\tTYPE\tLIMIT\tLEVEL\tFILL\t\tDEBT\tQUEUE\tLEASES\tFULL IN\tCOOLDOWN")
 	if counts != nil {
 		fmt.Fprint(tw, "\tGRANTED\tREFUSED\t429s\tWAIT P95")
 	}
@@ -160,8 +162,8 @@ func topFrame(ctx context.Context, g *globals, c *sluice.Client, fleet *fleetMin
 		if v.CooldownUntil != nil {
 			cool = clikit.Dur(v.CooldownUntil.Sub(v.At)) + " left"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.1f%%\t%s\t%d\t%s\t%s", v.Dimension, v.Type, rateOf(v), level,
-			fillBar(v.FillPct), v.FillPct, debtCol, v.ActiveLeases, v.timeToFull(), cool)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.1f%%\t%s\t%s\t%d\t%s\t%s", v.Dimension, v.Type, rateOf(v), level,
+			fillBar(v.FillPct), v.FillPct, debtCol, v.queue(), v.ActiveLeases, v.timeToFull(), cool)
 		if counts != nil {
 			n := counts[v.Dimension]
 			r429 := n.Responses[history.Class429Req] + n.Responses[history.Class429Tokens] + n.Responses[history.Class429Other]

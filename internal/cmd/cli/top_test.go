@@ -9,6 +9,7 @@ import (
 
 	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/history"
+	"github.com/ontopix/sluice/internal/cmd/clikit"
 )
 
 // TestTop prints frames of the overview on the memory store: one with
@@ -104,6 +105,31 @@ func TestFillBar(t *testing.T) {
 	} {
 		if got := fillBar(tt.pct); got != tt.want {
 			t.Errorf("fillBar(%v) = %q, want %q", tt.pct, got, tt.want)
+		}
+	}
+}
+
+// TestTopQueue: the QUEUE column shows the callers waiting for a
+// concurrent bucket's slots, or how long until a rate bucket's
+// reservations are all valid.
+func TestTopQueue(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	later := at.Add(2500 * time.Millisecond)
+	conc := sluice.Bucket{Name: "slots", Config: sluice.ConcurrentLimit(2)}
+	rate := sluice.Bucket{Name: "rpm", Config: sluice.PerMinute(sluice.Requests, 60)}
+	tests := []struct {
+		name string
+		s    sluice.BucketState
+		want string
+	}{
+		{"no line", sluice.BucketState{Bucket: conc, Now: at}, "-"},
+		{"two waiting for slots", sluice.BucketState{Bucket: conc, Now: at, Waiters: 2}, "2 waiting"},
+		{"reservations 2.5 s ahead", sluice.BucketState{Bucket: rate, Now: at, ReservedUntil: later}, clikit.Dur(2500 * time.Millisecond)},
+		{"reservations past", sluice.BucketState{Bucket: rate, Now: later, ReservedUntil: at}, "-"},
+	}
+	for _, tt := range tests {
+		if got := viewOf(tt.s).queue(); got != tt.want {
+			t.Errorf("%s: queue %q, want %q", tt.name, got, tt.want)
 		}
 	}
 }
