@@ -2,6 +2,7 @@ package history_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -114,5 +115,28 @@ func BenchmarkRecorderAcquired(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		acquired(ctx, ev)
+	}
+}
+
+// BenchmarkLive reads one dimension's last minute, as the console does
+// once per dimension per refresh, with 100 dimensions of 10 callers each
+// active in the last 15 minutes. It holds the Recorder's lock throughout,
+// so its time is a pause of the acquire path's callbacks.
+func BenchmarkLive(b *testing.B) {
+	rec, err := history.New(memstore.New())
+	if err != nil {
+		b.Fatal(err)
+	}
+	obs := rec.Observer()
+	ctx := context.Background()
+	for d := range 100 {
+		for c := range 10 {
+			obs.Acquired(ctx, sluice.AcquireEvent{Dimensions: []sluice.Request{{Dimension: "d" + strconv.Itoa(d), Cost: 1}},
+				Caller: "c" + strconv.Itoa(c), Outcome: sluice.Granted})
+		}
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		_ = rec.Live("d50")
 	}
 }

@@ -171,10 +171,7 @@ func (r *Recorder) mine(dim string, period, from, to int64) map[rowKey]tally {
 	in := func(k rowKey) bool { return k.dim == dim && k.period == period && k.start >= from && k.start < to }
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, s := range r.series {
-		if s.dim != dim {
-			continue
-		}
+	for _, s := range r.byDim[dim] {
 		if a := s.row(period); a.start != 0 {
 			if k := (rowKey{s.key, period, a.start}); in(k) {
 				out[k] = a.t
@@ -196,8 +193,15 @@ func (r *Recorder) ring(dim string, from, to int64, f func(caller string, sec in
 	from = max(from, now-r.window+1)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, s := range r.series {
-		if s.dim != dim {
+	for _, s := range r.byDim[dim] {
+		if to-from < r.slots {
+			// A short range (Live's minute): its own slots only.
+			for sec := from; sec < to; sec++ {
+				i := sec & (r.slots - 1)
+				if t := s.ring[i]; t != nil && s.secs[i] == sec {
+					f(s.caller, sec, t)
+				}
+			}
 			continue
 		}
 		for i, t := range s.ring {

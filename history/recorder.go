@@ -3,6 +3,7 @@ package history
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -60,7 +61,8 @@ type Recorder struct {
 	uses    uint64    // events counted, for the series' age
 	closed  bool
 	series  map[key]*series
-	pending map[rowKey]*acc // ended periods not yet written
+	byDim   map[string][]*series // the series of each dimension, for its reads
+	pending map[rowKey]*acc      // ended periods not yet written
 	// dropped counts the minute rows not kept because pending was full
 	// (maxPending), since the last flush reported them.
 	dropped    int
@@ -209,7 +211,7 @@ func New(st store.Store, opts ...Option) (*Recorder, error) {
 		anchor: time.Now(), writer: store.NewLeaseID().String(), every: DefaultFlushEvery,
 		ret: store.DefaultUsageRetention, window: int64(DefaultLiveWindow / time.Second),
 		maxSer: DefaultMaxSeries, maxEv: DefaultMaxEvents,
-		series: make(map[key]*series), pending: make(map[rowKey]*acc), maxPending: maxPending,
+		series: make(map[key]*series), byDim: make(map[string][]*series), pending: make(map[rowKey]*acc), maxPending: maxPending,
 	}
 	if u, ok := contract.Unwrap(st).(store.Usager); ok {
 		r.st = u
@@ -268,6 +270,7 @@ func (r *Recorder) lookup(dim, caller string) *series {
 		}
 		s = &series{key: key{dim, caller}, ring: make([]*tally, r.slots), secs: make([]int64, r.slots)}
 		r.series[s.key] = s
+		r.byDim[dim] = append(r.byDim[dim], s)
 	}
 	s.used = r.uses
 	r.last = s
@@ -288,6 +291,11 @@ func (r *Recorder) evict() {
 	r.park(old.key, &old.min, 60)
 	r.park(old.key, &old.hour, 3600)
 	delete(r.series, old.key)
+	if rest := slices.DeleteFunc(r.byDim[old.dim], func(s *series) bool { return s == old }); len(rest) > 0 {
+		r.byDim[old.dim] = rest
+	} else {
+		delete(r.byDim, old.dim)
+	}
 	if r.last == old {
 		r.last = nil
 	}
