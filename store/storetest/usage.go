@@ -176,6 +176,7 @@ func testUsage(t *testing.T, h Harness) {
 	t.Run("BadInput", func(t *testing.T) { testUsageBadInput(t, h) })
 	t.Run("Retention", func(t *testing.T) { testUsageRetention(t, h) })
 	t.Run("Concurrent", func(t *testing.T) { testUsageConcurrent(t, h) })
+	t.Run("Model", func(t *testing.T) { testUsageModel(t, h) })
 }
 
 // testUsageRange checks the bounds [From, To) and a day of minute rows
