@@ -26,21 +26,29 @@ func CreateTable(ctx context.Context, db *dynamodb.Client, table string) error {
 // sweeper promptly, which would delete the lease records of tests that use
 // fixed past times behind their back.
 func createTable(ctx context.Context, db *dynamodb.Client, table string, ttl bool) error {
-	_, err := db.CreateTable(ctx, &dynamodb.CreateTableInput{
+	return ensureTable(ctx, db, &dynamodb.CreateTableInput{
 		TableName:            aws.String(table),
 		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(attrPK), AttributeType: types.ScalarAttributeTypeS}},
 		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(attrPK), KeyType: types.KeyTypeHash}},
 		BillingMode:          types.BillingModePayPerRequest,
-	})
+	}, "table", ttl)
+}
+
+// ensureTable creates the table in (what names it in errors: "table",
+// "usage table") unless it exists, waits until it is ACTIVE, and, with
+// ttl, makes sure TTL is enabled on the ttl attribute.
+func ensureTable(ctx context.Context, db *dynamodb.Client, in *dynamodb.CreateTableInput, what string, ttl bool) error {
+	table := aws.ToString(in.TableName)
+	_, err := db.CreateTable(ctx, in)
 	var inUse *types.ResourceInUseException
 	if err != nil && !errors.As(err, &inUse) {
-		return fmt.Errorf("dynamostore: create table %q: %w", table, err)
+		return fmt.Errorf("dynamostore: create %s %q: %w", what, table, err)
 	}
 	w := dynamodb.NewTableExistsWaiter(db, func(o *dynamodb.TableExistsWaiterOptions) {
 		o.MinDelay, o.MaxDelay = 100*time.Millisecond, 2*time.Second
 	})
 	if err := w.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)}, 5*time.Minute); err != nil {
-		return fmt.Errorf("dynamostore: waiting for table %q to be ACTIVE: %w", table, err)
+		return fmt.Errorf("dynamostore: waiting for %s %q to be ACTIVE: %w", what, table, err)
 	}
 	if !ttl {
 		return nil
@@ -55,7 +63,7 @@ func createTable(ctx context.Context, db *dynamodb.Client, table string, ttl boo
 		TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String(attrTTL), Enabled: aws.Bool(true)},
 	})
 	if err != nil {
-		return fmt.Errorf("dynamostore: enable TTL on %q: %w", table, err)
+		return fmt.Errorf("dynamostore: enable TTL on %s %q: %w", what, table, err)
 	}
 	return nil
 }

@@ -71,7 +71,7 @@ func (s *Store) UsageTable() string {
 // until the table is ACTIVE. A table that already exists is not an error;
 // its TTL setting is still ensured.
 func CreateUsageTable(ctx context.Context, db *dynamodb.Client, table string) error {
-	_, err := db.CreateTable(ctx, &dynamodb.CreateTableInput{
+	return ensureTable(ctx, db, &dynamodb.CreateTableInput{
 		TableName: aws.String(table),
 		AttributeDefinitions: []types.AttributeDefinition{
 			{AttributeName: aws.String(attrUsagePK), AttributeType: types.ScalarAttributeTypeS},
@@ -82,30 +82,7 @@ func CreateUsageTable(ctx context.Context, db *dynamodb.Client, table string) er
 			{AttributeName: aws.String(attrUsageSK), KeyType: types.KeyTypeRange},
 		},
 		BillingMode: types.BillingModePayPerRequest,
-	})
-	var inUse *types.ResourceInUseException
-	if err != nil && !errors.As(err, &inUse) {
-		return fmt.Errorf("dynamostore: create usage table %q: %w", table, err)
-	}
-	w := dynamodb.NewTableExistsWaiter(db, func(o *dynamodb.TableExistsWaiterOptions) {
-		o.MinDelay, o.MaxDelay = 100*time.Millisecond, 2*time.Second
-	})
-	if err := w.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)}, 5*time.Minute); err != nil {
-		return fmt.Errorf("dynamostore: waiting for usage table %q to be ACTIVE: %w", table, err)
-	}
-	d, err := db.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(table)})
-	if err == nil && d.TimeToLiveDescription != nil && aws.ToString(d.TimeToLiveDescription.AttributeName) == attrTTL &&
-		(d.TimeToLiveDescription.TimeToLiveStatus == types.TimeToLiveStatusEnabled || d.TimeToLiveDescription.TimeToLiveStatus == types.TimeToLiveStatusEnabling) {
-		return nil
-	}
-	_, err = db.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
-		TableName:               aws.String(table),
-		TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String(attrTTL), Enabled: aws.Bool(true)},
-	})
-	if err != nil {
-		return fmt.Errorf("dynamostore: enable TTL on usage table %q: %w", table, err)
-	}
-	return nil
+	}, "usage table", true)
 }
 
 // usagePK is the partition key of a dimension's rows of period p.
