@@ -1,0 +1,128 @@
+package fleetsim
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/history"
+	"github.com/ontopix/sluice/store/dynamostore"
+)
+
+// TestUsageHistory runs the usage history in the fleet's world: three
+// members with clocks 2 s apart (one drifting 5 % fast), each with its
+// own history.Recorder writing through its own fault proxy, while every
+// other flush of each loses its reply (the store wrote the rows; the
+// member does not know, keeps them and writes them again) and some
+// acquisitions lose theirs. Afterwards the fleet's history, read by
+// another process, holds exactly what the members saw: their grants and
+// their errors, by caller, whatever their clocks and the lost replies;
+// and the bucket was never over-admitted.
+func TestUsageHistory(t *testing.T) {
+	for _, kind := range stores {
+		if kind == "remote" { // the store door keeps no usage history
+			continue
+		}
+		t.Run(kind, func(t *testing.T) {
+			ctx := context.Background()
+			f := newFleet(t, kind)
+			reader := f.open(f.target)
+			if ds, ok := reader.(*dynamostore.Store); ok {
+				if err := dynamostore.CreateUsageTable(ctx, ddbServer.Client(dynamostore.ClientOptions), ds.UsageTable()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			f.bucket("v#tpm", perPeriod(60, time.Minute))
+			clocks := []Clock{{}, {Offset: 2 * time.Second}, {Drift: 0.05, Offset: -2 * time.Second}}
+			type member struct {
+				m         *Member
+				rec       *history.Recorder
+				caller    string
+				seen      history.Counts // what the member's client answered
+				lostFlush int
+			}
+			var ms []*member
+			for i, c := range clocks {
+				c.start = f.rec.start
+				m := &Member{Clock: &c, rec: f.rec}
+				addr := ""
+				if kind != "memory" {
+					p, err := NewProxy(f.target)
+					if err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(func() { p.Close() })
+					m.Proxy, addr = p, p.Addr
+				}
+				st := f.open(addr)
+				rec, err := history.New(st, history.WithClock(m.Clock))
+				if err != nil {
+					t.Fatal(err)
+				}
+				cfg := sluice.DefaultConfig()
+				cfg.OpTimeout, cfg.Caller = shortTimeout, "member-"+itoa(int64(i))
+				cl, err := sluice.New(st, sluice.WithClock(m.Clock), sluice.WithConfig(cfg), sluice.WithObserver(rec.Observer()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = cl.Close() })
+				m.Client = cl
+				ms = append(ms, &member{m: m, rec: rec, caller: "member-" + itoa(int64(i))})
+			}
+			for round := range 8 {
+				for i, x := range ms {
+					for call := range 4 {
+						if x.m.Proxy != nil && (round+i+call)%7 == 0 {
+							x.m.Proxy.DropReplies(1) // this acquisition's reply is lost
+						}
+						ok, err := x.m.Acquire(ctx, "v#tpm", 1)
+						switch {
+						case err != nil:
+							x.seen.Errors++
+						case ok:
+							x.seen.Grants++
+						default:
+							x.seen.Refusals++
+						}
+					}
+					if x.m.Proxy != nil && round%2 == 0 {
+						x.m.Proxy.DropReplies(1) // the flush's reply is lost
+						x.lostFlush++
+					}
+					_ = x.rec.Flush(ctx) // a lost reply keeps the rows for the next one
+				}
+			}
+			for _, x := range ms {
+				if err := x.rec.Flush(ctx); err != nil {
+					t.Fatalf("%s: last flush: %v", x.caller, err)
+				}
+			}
+			rd, err := history.New(reader)
+			if err != nil {
+				t.Fatal(err)
+			}
+			now := time.Now()
+			for _, x := range ms {
+				pts, err := rd.Query(ctx, history.Query{Dimension: "v#tpm", Caller: x.caller,
+					From: now.Add(-2 * time.Hour), To: now.Add(2 * time.Hour), Step: time.Hour})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got history.Counts
+				for _, p := range pts {
+					got.Grants += p.Counts.Grants
+					got.Refusals += p.Counts.Refusals
+					got.Errors += p.Counts.Errors
+				}
+				t.Logf("%s: saw %d grants, %d refusals, %d errors; history holds %d, %d, %d (%d flush replies lost)",
+					x.caller, x.seen.Grants, x.seen.Refusals, x.seen.Errors, got.Grants, got.Refusals, got.Errors, x.lostFlush)
+				if got.Grants != x.seen.Grants || got.Refusals != x.seen.Refusals || got.Errors != x.seen.Errors {
+					t.Errorf("%s: history holds %d grants, %d refusals, %d errors; the member saw %d, %d, %d",
+						x.caller, got.Grants, got.Refusals, got.Errors, x.seen.Grants, x.seen.Refusals, x.seen.Errors)
+				}
+			}
+			f.verify("v#tpm", 0) // the acquisitions themselves: excess 0
+		})
+	}
+}
