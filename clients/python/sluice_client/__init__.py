@@ -75,6 +75,9 @@ class Lease:
     def __init__(self, client, msg):
         self._client = client
         self.id = msg["id"]
+        # When the lease took effect (a wait's reservation: when it became
+        # valid) and when it expires, as RFC 3339 strings.
+        self.created_at = msg.get("createdAt", "")
         self.expires_at = msg.get("expiresAt", "")
         self.items = {i["dimension"]: int(i.get("cost", 0)) for i in msg.get("items", [])}
         self.released = False

@@ -62,6 +62,8 @@ export class SlotTimeout extends Error {
 export class Lease implements AsyncDisposable {
   readonly granted = true;
   readonly id: string;
+  /** When the lease took effect (for a wait, when its reservation became valid). */
+  readonly createdAt: Date;
   expiresAt: Date;
   readonly items = new Map<string, bigint>();
   released = false;
@@ -69,6 +71,7 @@ export class Lease implements AsyncDisposable {
 
   constructor(private readonly rpc: Client<typeof LimiterService>, msg: LeaseMsg) {
     this.id = msg.id;
+    this.createdAt = msg.createdAt ? timestampDate(msg.createdAt) : new Date(0);
     this.expiresAt = msg.expiresAt ? timestampDate(msg.expiresAt) : new Date(0);
     for (const it of msg.items) this.items.set(it.dimension, it.cost);
   }
