@@ -71,8 +71,8 @@ func (r *Recorder) Flush(ctx context.Context) error {
 	}
 	r.flushMu.Lock()
 	defer r.flushMu.Unlock()
-	now := r.now()
-	byDim, sec := r.collect(now)
+	r.lastPut = max(r.now().UnixMilli(), r.lastPut+1)
+	byDim, sec := r.collect(time.UnixMilli(r.lastPut).UTC())
 	r.mu.Lock()
 	dropped := r.dropped
 	r.dropped = 0

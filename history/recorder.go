@@ -53,6 +53,10 @@ type Recorder struct {
 	tcall  string // caller of transport events
 
 	flushMu sync.Mutex // one flush at a time: rows reach the store in order
+	// lastPut is the Updated of the last flush's rows, in Unix ms, under
+	// flushMu: each flush's is later, even when the wall clock is set
+	// back, as stores ignore a put older than the row they hold.
+	lastPut int64
 
 	mu      sync.Mutex
 	anchor  time.Time // wall and monotonic time, for second

@@ -256,3 +256,45 @@ func TestClockSetBack(t *testing.T) {
 		t.Errorf("grants by minute = %v, want %v", got, want)
 	}
 }
+
+// TestClockSetBackKeepsWriting: the clock is set back within a minute
+// a flush has written, and the minute's row changes again. Stores ignore
+// a put older than the row they hold (a late put), so the Recorder's puts
+// must keep getting later whatever its clock says: the row gets the new
+// total.
+func TestClockSetBackKeepsWriting(t *testing.T) {
+	mem := memstore.New()
+	defer mem.Close()
+	ctx := context.Background()
+	// hh:01:30 two hours ago: within the store's retention of minute rows.
+	at := time.Now().UTC().Truncate(time.Hour).Add(-2*time.Hour + 90*time.Second)
+	rec, err := history.New(mem, history.WithClock(sluice.ClockFunc(func() time.Time { return at })))
+	if err != nil {
+		t.Fatal(err)
+	}
+	grant := func(n int) {
+		for range n {
+			rec.Observer().Acquired(ctx, sluice.AcquireEvent{Dimensions: []sluice.Request{{Dimension: "openai#tpm", Cost: 1}}, Outcome: sluice.Granted})
+		}
+		if err := rec.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	grant(10)
+	at = at.Add(-20 * time.Second) // set back to hh:01:10
+	grant(1)
+	reader, _ := history.New(mem)
+	for _, step := range []time.Duration{time.Minute, time.Hour} {
+		ps, err := reader.Query(ctx, history.Query{Dimension: "openai#tpm", From: at.Add(-time.Hour), To: at.Add(time.Hour), Step: step})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got int64
+		for _, p := range ps {
+			got += p.Counts.Grants
+		}
+		if got != 11 {
+			t.Errorf("grants by the %v in the store = %d, want 11", step, got)
+		}
+	}
+}

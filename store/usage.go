@@ -14,7 +14,11 @@ import (
 // Writer differs). Readers sum rows over writers.
 //
 // A row is identified by (Dimension, Caller, Period, Start, Writer); a put
-// replaces the row of that identity whole.
+// replaces the row of that identity whole, unless the stored row was
+// Updated later than the put's: a writer's put that arrives after its own
+// later put (a request stalled on one connection while the next flush
+// went through another, a resend after a timeout) is ignored, so that a
+// row never goes back to older totals.
 type UsageRow struct {
 	// Dimension is the bucket's name, e.g. "openai#rpm". Required; the
 	// rules of a bucket name apply (see ValidateUsage).
@@ -35,8 +39,11 @@ type UsageRow struct {
 	// at most MaxCounterNameLen bytes of UTF-8); a store keeps them
 	// opaquely. Nil and empty are the same: a row with no counters.
 	Counters map[string]int64
-	// Updated is when the writer last put the row. Stores keep it to the
-	// millisecond.
+	// Updated is when the writer last put the row; it orders one writer's
+	// puts of a row, and a writer must never put a row with an earlier
+	// Updated than it put before (history.Recorder keeps it increasing
+	// even when the wall clock is set back). Required. Stores keep it to
+	// the millisecond and compare it at that precision.
 	Updated time.Time
 }
 
@@ -78,7 +85,10 @@ const (
 type Usager interface {
 	// PutUsage upserts rows, replacing each (Dimension, Caller, Period,
 	// Start, Writer) row's Counters and Updated whole, so that a put sent
-	// twice (a retry, a driver's resend) leaves what one put leaves. All
+	// twice (a retry, a driver's resend) leaves what one put leaves; a row
+	// whose stored Updated is after the put's is left as it is (the put
+	// is late), and of two rows of one identity in one put the later
+	// Updated wins (the last one when they are equal). All
 	// rows of one call have the same Dimension. retention is how long rows
 	// of each period must be kept at least; the store expires them by its
 	// own means afterwards (Redis key expiry, a DynamoDB TTL attribute,
@@ -126,10 +136,10 @@ func (row UsageRow) Expires(r UsageRetention) time.Time {
 // ValidateUsage checks a PutUsage call: a retention with no negative field,
 // and rows of one valid dimension, each with a period of time.Minute or
 // time.Hour, a Start aligned to it and not before the Unix epoch, a valid
-// caller, a non-empty writer and valid counter names. Its error is a
-// *bucket.FieldError (it matches ErrInvalid) naming the field and the
-// value, prefixed with the row's index when a row is at fault. Every store
-// calls it before it writes anything.
+// caller, a non-empty writer, valid counter names and an Updated time.
+// Its error is a *bucket.FieldError (it matches ErrInvalid) naming the
+// field and the value, prefixed with the row's index when a row is at
+// fault. Every store calls it before it writes anything.
 func ValidateUsage(rows []UsageRow, retention UsageRetention) error {
 	if retention.Minute < 0 {
 		return invalid("retention.minute", retention.Minute, "must not be negative (zero means 48h)")
@@ -179,12 +189,10 @@ func validateRow(r UsageRow) error {
 			return invalid("counter name", name, fmt.Sprintf("must be non-empty valid UTF-8 of at most %d bytes", MaxCounterNameLen))
 		}
 	}
-	if !r.Updated.IsZero() {
-		if err := usageTime("updated", r.Updated); err != nil {
-			return err
-		}
+	if r.Updated.IsZero() {
+		return invalid("updated", "0001-01-01T00:00:00Z", "must be set: it orders a writer's puts of a row")
 	}
-	return nil
+	return usageTime("updated", r.Updated)
 }
 
 // ValidateUsageQuery checks a ListUsage query: a valid dimension, a period

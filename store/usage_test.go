@@ -28,7 +28,8 @@ func TestValidateUsage(t *testing.T) {
 	}{
 		{"valid", func(*store.UsageRow) {}, store.UsageRetention{}, "", ""},
 		{"valid hour row", func(r *store.UsageRow) { r.Period = time.Hour }, store.UsageRetention{}, "", ""},
-		{"no caller, no counters, no updated", func(r *store.UsageRow) { r.Caller, r.Counters, r.Updated = "", nil, time.Time{} }, store.UsageRetention{}, "", ""},
+		{"no caller, no counters", func(r *store.UsageRow) { r.Caller, r.Counters = "", nil }, store.UsageRetention{}, "", ""},
+		{"no updated", func(r *store.UsageRow) { r.Updated = time.Time{} }, store.UsageRetention{}, "updated", "0001-01-01T00:00:00Z"},
 		{"empty dimension", func(r *store.UsageRow) { r.Dimension = "" }, store.UsageRetention{}, "dimension", ""},
 		{"lease# dimension", func(r *store.UsageRow) { r.Dimension = "lease#x" }, store.UsageRetention{}, "dimension", "lease#x"},
 		{"second period", func(r *store.UsageRow) { r.Period = time.Second }, store.UsageRetention{}, "period", "1s"},

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/ontopix/sluice/store"
 )
@@ -30,8 +31,10 @@ import (
 // Query on a partition with a sort-key range on start. An item holds
 // counters (M of N), updated_ms and expires_ms (N, Unix ms) and ttl (N,
 // Unix seconds, rounded up), the TTL attribute DynamoDB's TTL process
-// deletes expired items by. A put is BatchWriteItem of PutItems, each
-// replacing its item whole, so a resent put leaves what one put left.
+// deletes expired items by. A put is a PutItem per row, each replacing its
+// item whole unless the stored item's updated_ms is later, so a resent
+// put leaves what one put left and a late one leaves what the later one
+// left.
 // Reads leave out items past expires_ms, which DynamoDB's TTL process
 // deletes only within a day or two (and DynamoDB Local perhaps never).
 
@@ -47,9 +50,6 @@ const (
 	attrUsageUpdated = "updated_ms"
 	attrUsageExpires = "expires_ms"
 )
-
-// usageBatch is the most items one BatchWriteItem takes.
-const usageBatch = 25
 
 var _ store.Usager = (*Store)(nil)
 
@@ -128,10 +128,12 @@ func (s *Store) usageMissing(op string, err error) error {
 	return classify(op, err)
 }
 
-// PutUsage implements store.Usager with BatchWriteItem, 25 items a call.
-// Rows already past their retention (by this process's clock) are
-// skipped. Without a usage table it fails with an error matching
-// errors.ErrUnsupported.
+// PutUsage implements store.Usager with one conditional PutItem per row,
+// usageWriters at a time: a row replaces the stored one unless that was
+// updated later (BatchWriteItem takes no condition, so it could roll a
+// row back to a late put's totals). Rows already past their retention (by
+// this process's clock) are skipped. Without a usage table it fails with
+// an error matching errors.ErrUnsupported.
 func (s *Store) PutUsage(ctx context.Context, rows []store.UsageRow, retention store.UsageRetention) error {
 	if err := store.ValidateUsage(rows, retention); err != nil {
 		return err
@@ -143,8 +145,9 @@ func (s *Store) PutUsage(ctx context.Context, rows []store.UsageRow, retention s
 	}
 	now := time.Now()
 	type key struct{ pk, sk string }
-	idx := map[key]int{} // a row sent twice in one put: the last one wins
-	var reqs []types.WriteRequest
+	idx := map[key]int{} // a row sent twice in one put: the later Updated wins
+	var items []map[string]types.AttributeValue
+	var updated []int64
 	for _, r := range rows {
 		exp := r.Expires(retention)
 		if !exp.After(now) {
@@ -155,54 +158,51 @@ func (s *Store) PutUsage(ctx context.Context, rows []store.UsageRow, retention s
 		for name, v := range r.Counters {
 			counters[name] = numInt(v)
 		}
-		expMs := exp.UnixMilli()
+		expMs, upd := exp.UnixMilli(), r.Updated.UnixMilli()
 		item := map[string]types.AttributeValue{
 			attrUsagePK: str(k.pk), attrUsageSK: str(k.sk),
 			attrUsageCounter: &types.AttributeValueMemberM{Value: counters},
+			attrUsageUpdated: numInt(upd),
 			attrUsageExpires: numInt(expMs), attrTTL: numInt((expMs + 999) / 1000),
 		}
-		if !r.Updated.IsZero() {
-			item[attrUsageUpdated] = numInt(r.Updated.UnixMilli())
-		}
-		req := types.WriteRequest{PutRequest: &types.PutRequest{Item: item}}
 		if i, ok := idx[k]; ok {
-			reqs[i] = req
+			if upd >= updated[i] {
+				items[i], updated[i] = item, upd
+			}
 			continue
 		}
-		idx[k] = len(reqs)
-		reqs = append(reqs, req)
+		idx[k] = len(items)
+		items, updated = append(items, item), append(updated, upd)
 	}
-	for len(reqs) > 0 {
-		n := min(len(reqs), usageBatch)
-		if err := s.writeUsage(ctx, reqs[:n]); err != nil {
-			return err
-		}
-		reqs = reqs[n:]
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(usageWriters)
+	for i, item := range items {
+		g.Go(func() error { return s.putUsageRow(gctx, item, updated[i]) })
 	}
-	return nil
+	return g.Wait()
 }
 
-// writeUsage writes one batch, sending the items DynamoDB left
-// unprocessed (throttled) again after a short backoff, until ctx ends.
-func (s *Store) writeUsage(ctx context.Context, reqs []types.WriteRequest) error {
-	table := s.UsageTable()
-	for wait := 10 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
-		out, err := s.db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{
-			RequestItems: map[string][]types.WriteRequest{table: reqs}}, opts)
-		if err != nil {
-			return s.usageMissing("put usage", err)
-		}
-		if reqs = out.UnprocessedItems[table]; len(reqs) == 0 {
-			return nil
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return store.Unavailable("dynamostore: put usage", fmt.Errorf("%d items left unprocessed: %w", len(reqs), ctx.Err()))
-		case <-t.C:
-		}
+// usageWriters is how many rows one PutUsage writes at a time.
+const usageWriters = 8
+
+// putUsageRow writes one row unless the stored one was updated after
+// updated; a failed condition is that late put, not an error.
+func (s *Store) putUsageRow(ctx context.Context, item map[string]types.AttributeValue, updated int64) error {
+	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                 aws.String(s.UsageTable()),
+		Item:                      item,
+		ConditionExpression:       aws.String("attribute_not_exists(#u) OR #u <= :u"),
+		ExpressionAttributeNames:  map[string]string{"#u": attrUsageUpdated},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":u": numInt(updated)},
+	}, opts)
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return nil
 	}
+	if err != nil {
+		return s.usageMissing("put usage", err)
+	}
+	return nil
 }
 
 // ListUsage implements store.Usager with one paginated, consistent Query:

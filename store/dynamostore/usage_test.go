@@ -34,7 +34,7 @@ func TestUsageItems(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
 	row := store.UsageRow{Dimension: "openai#rpm", Caller: "alice", Period: time.Minute,
-		Start: time.Now().UTC().Truncate(time.Minute).Add(-time.Hour), Writer: "w1", Counters: map[string]int64{"grants": 3}}
+		Start: time.Now().UTC().Truncate(time.Minute).Add(-time.Hour), Writer: "w1", Counters: map[string]int64{"grants": 3}, Updated: time.Now()}
 	err := s.PutUsage(ctx, []store.UsageRow{row}, store.UsageRetention{})
 	if !errors.Is(err, errors.ErrUnsupported) || errors.Is(err, store.ErrUnavailable) {
 		t.Errorf("PutUsage without a usage table: %v, want an error matching errors.ErrUnsupported", err)

@@ -39,7 +39,8 @@ type usageVal struct {
 }
 
 // PutUsage implements store.Usager. Each row replaces the row of its
-// identity; a row already past its retention (by time.Now) is not kept.
+// identity unless that row was Updated later; a row already past its
+// retention (by time.Now) is not kept.
 func (s *Store) PutUsage(ctx context.Context, rows []store.UsageRow, retention store.UsageRetention) error {
 	if err := s.check(); err != nil {
 		return err
@@ -70,11 +71,11 @@ func (s *Store) PutUsage(ctx context.Context, rows []store.UsageRow, retention s
 		if exp <= nowMs {
 			continue // past its retention: neither stored nor listed
 		}
-		v := usageVal{counters: maps.Clone(r.Counters), expires: exp}
-		if !r.Updated.IsZero() {
-			v.updated = r.Updated.UnixMilli()
+		upd := r.Updated.UnixMilli()
+		if old, ok := rs.rows[id]; ok && old.updated > upd {
+			continue // a late put: the row holds a later one's totals
 		}
-		rs.rows[id] = v
+		rs.rows[id] = usageVal{counters: maps.Clone(r.Counters), expires: exp, updated: upd}
 	}
 	for k, rs := range u.series {
 		if k.dimension != rows[0].Dimension || now.Sub(rs.swept) < time.Minute {

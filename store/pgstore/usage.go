@@ -57,8 +57,10 @@ type usageParts struct {
 	known map[string]bool
 }
 
-// PutUsage implements store.Usager. Rows already past their retention (by
-// this process's clock) are skipped.
+// PutUsage implements store.Usager in one upsert whose update is
+// conditioned on the stored row's updated time not being later than the
+// put's. Rows already past their retention (by this process's clock) are
+// skipped.
 func (s *Store) PutUsage(ctx context.Context, rows []store.UsageRow, retention store.UsageRetention) error {
 	if err := store.ValidateUsage(rows, retention); err != nil {
 		return err
@@ -83,7 +85,7 @@ func (s *Store) putUsage(ctx context.Context, rows []store.UsageRow, p time.Dura
 		caller, writer string
 	}
 	tab := usageTables[p]
-	idx := map[key]int{} // a row sent twice in one put: the last one wins
+	idx := map[key]int{} // a row sent twice in one put: the later Updated wins
 	var callers, writers, counters []string
 	var starts, updated, expires []*time.Time
 	var newest time.Time
@@ -99,15 +101,14 @@ func (s *Store) putUsage(ctx context.Context, rows []store.UsageRow, p time.Dura
 		if r.Counters == nil {
 			js = []byte("{}")
 		}
-		var upd *time.Time
-		if !r.Updated.IsZero() {
-			u := r.Updated.UTC().Truncate(time.Millisecond)
-			upd = &u
-		}
+		u := r.Updated.UTC().Truncate(time.Millisecond)
+		upd := &u
 		start := r.Start.UTC()
 		k := key{start.UnixMilli(), r.Caller, r.Writer}
 		if i, ok := idx[k]; ok {
-			counters[i], updated[i], expires[i] = string(js), upd, &exp
+			if !u.Before(*updated[i]) {
+				counters[i], updated[i], expires[i] = string(js), upd, &exp
+			}
 			continue
 		}
 		idx[k] = len(callers)
@@ -125,7 +126,8 @@ func (s *Store) putUsage(ctx context.Context, rows []store.UsageRow, p time.Dura
 SELECT $1, t.s, t.c, t.w, t.x::jsonb, t.u, t.e
 FROM unnest($2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::timestamptz[]) AS t(s, c, w, x, u, e)
 ON CONFLICT (dimension, start, caller, writer) DO UPDATE
-SET counters = EXCLUDED.counters, updated = EXCLUDED.updated, expires = GREATEST(u.expires, EXCLUDED.expires)`
+SET counters = EXCLUDED.counters, updated = EXCLUDED.updated, expires = GREATEST(u.expires, EXCLUDED.expires)
+WHERE u.updated IS NULL OR u.updated <= EXCLUDED.updated`
 	for attempt := 0; ; attempt++ {
 		if err := s.usagePartitions(ctx, tab, starts, newest, retention.For(p), now); err != nil {
 			return err

@@ -47,7 +47,7 @@ func TestUsagePartitions(t *testing.T) {
 	today := time.Now().UTC().Truncate(24 * time.Hour)
 	old := today.AddDate(0, 0, -3).Add(5 * time.Hour)
 	minute := func(start time.Time) store.UsageRow {
-		return store.UsageRow{Dimension: "openai#rpm", Period: time.Minute, Start: start, Writer: "w1", Counters: map[string]int64{"grants": 1}}
+		return store.UsageRow{Dimension: "openai#rpm", Period: time.Minute, Start: start, Writer: "w1", Counters: map[string]int64{"grants": 1}, Updated: start}
 	}
 	long := store.UsageRetention{Minute: 10 * 24 * time.Hour}
 	if err := s.PutUsage(ctx, []store.UsageRow{minute(old), minute(today)}, long); err != nil {
@@ -59,7 +59,7 @@ func TestUsagePartitions(t *testing.T) {
 	if got := partitions(t, s, "usage_minute"); !slices.Equal(got, want) {
 		t.Errorf("partitions = %v, want %v", got, want)
 	}
-	hour := store.UsageRow{Dimension: "openai#rpm", Period: time.Hour, Start: today, Writer: "w1"}
+	hour := store.UsageRow{Dimension: "openai#rpm", Period: time.Hour, Start: today, Writer: "w1", Updated: today}
 	if err := s.PutUsage(ctx, []store.UsageRow{hour}, store.UsageRetention{}); err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestUsagePartitionRace(t *testing.T) {
 			var rows []store.UsageRow
 			for k := range 48 {
 				rows = append(rows, store.UsageRow{Dimension: "openai#rpm", Period: time.Minute, Start: start.Add(time.Duration(k) * 30 * time.Minute),
-					Writer: fmt.Sprintf("w%d", i), Counters: map[string]int64{"grants": 1}})
+					Writer: fmt.Sprintf("w%d", i), Counters: map[string]int64{"grants": 1}, Updated: start})
 			}
 			errs <- h.PutUsage(ctx, rows, store.UsageRetention{})
 		})
@@ -140,8 +140,8 @@ func TestUsageExpiredRowHidden(t *testing.T) {
 	s := newStore(t)
 	start := time.Now().UTC().Truncate(time.Minute).Add(-time.Hour)
 	rows := []store.UsageRow{
-		{Dimension: "openai#rpm", Caller: "alice", Period: time.Minute, Start: start, Writer: "w1", Counters: map[string]int64{"grants": 1}},
-		{Dimension: "openai#rpm", Caller: "bob", Period: time.Minute, Start: start, Writer: "w1", Counters: map[string]int64{"grants": 2}},
+		{Dimension: "openai#rpm", Caller: "alice", Period: time.Minute, Start: start, Writer: "w1", Counters: map[string]int64{"grants": 1}, Updated: start},
+		{Dimension: "openai#rpm", Caller: "bob", Period: time.Minute, Start: start, Writer: "w1", Counters: map[string]int64{"grants": 2}, Updated: start},
 	}
 	if err := s.PutUsage(ctx, rows, store.UsageRetention{}); err != nil {
 		t.Fatal(err)

@@ -34,7 +34,9 @@ import (
 //
 // A put is one script (usage_put.lua) that HSETs every row, which replaces
 // its value whole, so that go-redis's resend of the script, or a caller's
-// retry, leaves what one put left (HINCRBY would count twice). Each hash
+// retry, leaves what one put left (HINCRBY would count twice); a row whose
+// stored value was updated later than the put's is left alone, so that a
+// late put never rolls it back. Each hash
 // expires (PEXPIREAT) at the end of its bucket plus the retention of its
 // period, pushed later by later puts and never earlier; the index expires
 // with its newest bucket, and a put drops from it the buckets past the
@@ -137,15 +139,12 @@ func (s *Store) putUsage(ctx context.Context, rows []store.UsageRow, p time.Dura
 			byStart[bs] = b
 			buckets = append(buckets, b)
 		}
-		v := usageValue{Counters: r.Counters, Expires: r.Expires(retention).UnixMilli()}
-		if !r.Updated.IsZero() {
-			v.Updated = r.Updated.UnixMilli()
-		}
+		v := usageValue{Counters: r.Counters, Updated: r.Updated.UnixMilli(), Expires: r.Expires(retention).UnixMilli()}
 		js, err := json.Marshal(v)
 		if err != nil {
 			return fmt.Errorf("redisstore: put usage: %w", err)
 		}
-		b.fields = append(b.fields, usageField(r.Start.UnixMilli(), r.Caller, r.Writer), string(js))
+		b.fields = append(b.fields, usageField(r.Start.UnixMilli(), r.Caller, r.Writer), v.Updated, string(js))
 	}
 	if len(buckets) == 0 {
 		return nil
@@ -158,7 +157,7 @@ func (s *Store) putUsage(ctx context.Context, rows []store.UsageRow, p time.Dura
 	for _, b := range buckets {
 		keys = append(keys, prefix+strconv.FormatInt(b.start, 10)+rest)
 		exp := time.UnixMilli(b.start).Add(span + ret).UnixMilli()
-		args = append(args, b.start, exp, len(b.fields)/2)
+		args = append(args, b.start, exp, len(b.fields)/3)
 		args = append(args, b.fields...)
 	}
 	_, err := s.write(ctx, "put usage", usagePutScript, keys, args...)

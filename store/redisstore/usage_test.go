@@ -61,7 +61,7 @@ func TestUsageKeys(t *testing.T) {
 			var rows []store.UsageRow
 			for k := -24 * 60; k < 60; k++ {
 				rows = append(rows, store.UsageRow{Dimension: "openai#rpm", Caller: "alice", Period: time.Minute,
-					Start: hour.Add(time.Duration(k) * time.Minute), Writer: "w1", Counters: map[string]int64{"grants": 1}})
+					Start: hour.Add(time.Duration(k) * time.Minute), Writer: "w1", Counters: map[string]int64{"grants": 1}, Updated: hour})
 			}
 			ret := store.UsageRetention{Minute: 30 * time.Hour}
 			if err := s.PutUsage(ctx, rows, ret); err != nil {
@@ -139,7 +139,7 @@ func TestUsagePutResent(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now().UTC().Truncate(time.Minute).Add(-time.Hour)
-	row := store.UsageRow{Dimension: "v#rpm", Caller: "alice", Period: time.Minute, Start: start, Writer: "w1", Counters: map[string]int64{"grants": 7}}
+	row := store.UsageRow{Dimension: "v#rpm", Caller: "alice", Period: time.Minute, Start: start, Writer: "w1", Counters: map[string]int64{"grants": 7}, Updated: start}
 	lost := l.loseNextReply(usagePutScript)
 	if err := l.PutUsage(ctx, []store.UsageRow{row}, store.UsageRetention{}); err != nil {
 		t.Fatalf("PutUsage with its reply lost: %v", err)

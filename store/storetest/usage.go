@@ -122,7 +122,6 @@ func testUsage(t *testing.T, h Harness) {
 			e.row("openai#rpm", "alice", "w1", 1, map[string]int64{"grants": 1 << 40, "max": math.MaxInt64, "min": math.MinInt64}),
 			e.row("openai#rpm", "bob|x:y", "w1", 2, nil),
 		}
-		rows[3].Updated = time.Time{}
 		e.put(rows, none)
 		e.wantRows("all", e.minutes("openai#rpm", 0, 60), rows)
 		e.wantRows("another dimension", e.minutes("openai#tpm", 0, 60), nil)
@@ -139,6 +138,27 @@ func testUsage(t *testing.T, h Harness) {
 		e.put(second, none)
 		e.put(second, none)
 		e.wantRows("replaced whole (the counter absent from the second put is gone)", e.minutes("openai#rpm", 0, 60), second)
+	})
+	t.Run("LatePutIgnored", func(t *testing.T) {
+		e := newUsageEnv(t, h)
+		early := e.row("openai#rpm", "alice", "w1", 0, map[string]int64{"grants": 3})
+		late := early
+		late.Counters, late.Updated = map[string]int64{"grants": 5}, early.Updated.Add(10*time.Second)
+		other := e.row("openai#rpm", "bob", "w1", 0, map[string]int64{"grants": 1})
+		e.put([]store.UsageRow{late}, none)
+		e.put([]store.UsageRow{early, other}, none) // the earlier put, arriving last
+		e.wantRows("an earlier put after a later one", e.minutes("openai#rpm", 0, 60), []store.UsageRow{late, other})
+		sub := late
+		sub.Updated = late.Updated.Add(999 * time.Microsecond) // the same millisecond
+		sub.Counters = map[string]int64{"grants": 6}
+		e.put([]store.UsageRow{sub}, none)
+		e.wantRows("a put of the same millisecond replaces", e.minutes("openai#rpm", 0, 60), []store.UsageRow{sub, other})
+		e.put([]store.UsageRow{late}, none) // a resend of the put it replaced
+		e.wantRows("a resend of the same millisecond replaces", e.minutes("openai#rpm", 0, 60), []store.UsageRow{late, other})
+		newer := late
+		newer.Counters, newer.Updated = map[string]int64{"grants": 9}, late.Updated.Add(10*time.Second)
+		e.put([]store.UsageRow{newer, early}, none) // one put naming the row twice
+		e.wantRows("the later of two rows in one put", e.minutes("openai#rpm", 0, 60), []store.UsageRow{newer, other})
 	})
 	t.Run("WritersKeptApart", func(t *testing.T) {
 		e := newUsageEnv(t, h)
@@ -252,6 +272,7 @@ func testUsageBadInput(t *testing.T, h Harness) {
 		{"caller too long", with(func(r *store.UsageRow) { r.Caller = strings.Repeat("c", store.MaxCallerLen+1) }), none, []string{"caller", "ccc"}},
 		{"caller not UTF-8", with(func(r *store.UsageRow) { r.Caller = "a\xffb" }), none, []string{"caller"}},
 		{"empty counter name", with(func(r *store.UsageRow) { r.Counters = map[string]int64{"": 1} }), none, []string{"counter name"}},
+		{"no updated time", with(func(r *store.UsageRow) { r.Updated = time.Time{} }), none, []string{"updated", "0001-01-01T00:00:00Z"}},
 		{"negative minute retention", []store.UsageRow{good()}, store.UsageRetention{Minute: -time.Hour}, []string{"retention.minute", "-1h0m0s"}},
 		{"negative hour retention", []store.UsageRow{good()}, store.UsageRetention{Hour: -time.Second}, []string{"retention.hour", "-1s"}},
 	}
@@ -297,7 +318,7 @@ func testUsageRetention(t *testing.T, h Harness) {
 	e.wantRows("minute rows under a 1h retention", e.minutes("openai#rpm", -600, 600), []store.UsageRow{recent})
 	// Hour rows: one that ended 3h ago and one that ended at most an hour
 	// ago, under a 2h retention.
-	h1 := store.UsageRow{Dimension: "openai#rpm", Period: time.Hour, Start: hourAgo.Add(-3 * time.Hour), Writer: "w1", Counters: map[string]int64{"grants": 3}}
+	h1 := store.UsageRow{Dimension: "openai#rpm", Period: time.Hour, Start: hourAgo.Add(-3 * time.Hour), Writer: "w1", Counters: map[string]int64{"grants": 3}, Updated: hourAgo}
 	h2 := h1
 	h2.Start, h2.Counters = hourAgo, map[string]int64{"grants": 4}
 	e.put([]store.UsageRow{h1, h2}, short)
@@ -325,6 +346,9 @@ func testUsageConcurrent(t *testing.T, h Harness) {
 					e.row("openai#rpm", "shared", writer, 0, map[string]int64{"grants": n, "waits": 2 * n}),
 					e.row("openai#rpm", "shared", writer, 1, map[string]int64{"grants": n}),
 					e.row("openai#rpm", writer, writer, 0, map[string]int64{"grants": 100 * n}),
+				}
+				for i := range rows { // each put later than the one before
+					rows[i].Updated = rows[i].Updated.Add(time.Duration(n) * time.Millisecond)
 				}
 				for range 2 { // a resend
 					if err := e.u.PutUsage(e.ctx, rows, store.UsageRetention{}); err != nil {

@@ -21,9 +21,10 @@ type usageKey struct {
 }
 
 // testUsageModel runs random sequences of usage puts and lists against a
-// reference model: a map from each row's identity to the last row put
-// under it (a put replaces, never adds; a resend of an earlier put,
-// even after later ones, is a put like any other). After every step a
+// reference model: a map from each row's identity to the row put under it
+// with the latest Updated, to the millisecond (a put replaces, never adds;
+// a resend of an earlier put that arrives after a later one leaves the
+// later one's row; of equal Updated, the last put). After every step a
 // random range of one period is listed and compared with the model.
 // Each sequence has its own dimension; the sequence count is a tenth of
 // the model-based test's (at least 3), as a usage step is cheap to check
@@ -83,7 +84,10 @@ func usageSequence(e *usageEnv, seed uint64) bool {
 		}
 		e.put(rows, store.UsageRetention{})
 		for _, r := range rows {
-			model[usageKey{r.Caller, r.Writer, r.Period, r.Start}] = r
+			k := usageKey{r.Caller, r.Writer, r.Period, r.Start}
+			if old, ok := model[k]; !ok || r.Updated.UnixMilli() >= old.Updated.UnixMilli() {
+				model[k] = r
+			}
 		}
 		q := store.UsageQuery{Dimension: dim, Period: time.Minute, From: e.min(rng.IntN(6))}
 		q.To = q.From.Add(time.Duration(rng.IntN(7)) * time.Minute)

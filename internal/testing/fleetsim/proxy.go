@@ -5,6 +5,7 @@
 package fleetsim
 
 import (
+	"bytes"
 	"errors"
 	"net"
 	"sync"
@@ -27,6 +28,9 @@ type Proxy struct {
 	replyLat  func() time.Duration
 	drops     int
 	dropped   int
+	hold      []byte        // a request chunk holding these bytes is held back
+	holdFor   time.Duration // by this long
+	held      chan struct{} // closed when the held chunk has been sent on
 	cut       bool
 	conns     map[net.Conn]struct{}
 	closed    bool
@@ -60,6 +64,34 @@ func (p *Proxy) SetLatency(requests, replies func() time.Duration) {
 	p.mu.Lock()
 	p.latency, p.replyLat = requests, replies
 	p.mu.Unlock()
+}
+
+// HoldBack holds the next request chunk that contains match back for d
+// before sending it on, even when the client has given up on it and
+// closed its connection meanwhile: a request that reaches the server
+// after the client's later ones, as one stalled on a connection while the
+// next went through another does. The returned channel is closed when the
+// chunk has been sent on to the server.
+func (p *Proxy) HoldBack(match []byte, d time.Duration) <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.hold, p.holdFor, p.held = bytes.Clone(match), d, make(chan struct{})
+	return p.held
+}
+
+// holdBack holds chunk back when it is the one HoldBack waits for, and
+// returns the channel to close once it has been sent on (nil otherwise).
+func (p *Proxy) holdBack(chunk []byte) chan struct{} {
+	p.mu.Lock()
+	if p.hold == nil || !bytes.Contains(chunk, p.hold) {
+		p.mu.Unlock()
+		return nil
+	}
+	d, held := p.holdFor, p.held
+	p.hold = nil
+	p.mu.Unlock()
+	time.Sleep(d)
+	return held
 }
 
 // DropReplies makes the next n replies vanish: the request reaches the
@@ -164,7 +196,12 @@ func (p *Proxy) serve(c net.Conn) {
 				if replied.Swap(false) { // a new request: delay it once
 					p.delay(false)
 				}
-				if _, werr := s.Write(buf[:n]); werr != nil {
+				held := p.holdBack(buf[:n])
+				_, werr := s.Write(buf[:n])
+				if held != nil {
+					close(held)
+				}
+				if werr != nil {
 					return
 				}
 			}
