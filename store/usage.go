@@ -80,8 +80,10 @@ const (
 
 // Usager is the optional capability of a store that keeps usage history
 // (see package history). A store without it keeps none; the caller shows
-// only what its own process saw. Every store in this module except
-// remotestore implements it. Implementations are safe for concurrent use.
+// only what its own process saw. Every store in this module implements it
+// (remotestore through the store behind its service, answering with an
+// error matching errors.ErrUnsupported when that store keeps none).
+// Implementations are safe for concurrent use.
 type Usager interface {
 	// PutUsage upserts rows, replacing each (Dimension, Caller, Period,
 	// Start, Writer) row's Counters and Updated whole, so that a put sent

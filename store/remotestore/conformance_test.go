@@ -73,9 +73,9 @@ func door(tb testing.TB, backing store.Store) string {
 }
 
 // open opens a remote store on the door at url.
-func open(tb testing.TB, url string) store.Store {
+func open(tb testing.TB, url string, opts ...remotestore.Option) store.Store {
 	tb.Helper()
-	s, err := remotestore.Open(context.Background(), url)
+	s, err := remotestore.Open(context.Background(), url, opts...)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -83,23 +83,26 @@ func open(tb testing.TB, url string) store.Store {
 	return s
 }
 
-// urls remembers the door of each remote store, for OpenHandle.
-var urls sync.Map // store.Store → string
+// urls remembers the door of each remote store, for OpenHandle, and
+// backings the store behind it, for PrepareUsage.
+var urls, backings sync.Map // store.Store → string, store.Store
 
-func harness(backing func(tb testing.TB) store.Store) storetest.Harness {
+func harness(backing func(tb testing.TB) store.Store, opts ...remotestore.Option) storetest.Harness {
 	return storetest.Harness{
 		ModelSequences:  100, // through HTTP: SLUICE_MODEL_SEQUENCES=N runs more
 		LinearizeRounds: 5,
 		Goroutines:      16,
 		NewStore: func(tb testing.TB) store.Store {
-			url := door(tb, backing(tb))
-			s := open(tb, url)
+			b := backing(tb)
+			url := door(tb, b)
+			s := open(tb, url, opts...)
 			urls.Store(s, url)
+			backings.Store(s, b)
 			return s
 		},
 		OpenHandle: func(tb testing.TB, s store.Store) store.Store {
 			url, _ := urls.Load(s)
-			return open(tb, url.(string))
+			return open(tb, url.(string), opts...)
 		},
 	}
 }
@@ -198,7 +201,17 @@ func TestConformanceDynamoDB(t *testing.T) {
 		}
 		tb.Cleanup(func() { _ = s.Close() })
 		return s
-	})
+	}, remotestore.WithTimeout(30*time.Second)) // as the store's own: the emulator is slow
 	h.ModelSequences = 20 // each sequence is hundreds of round trips to a slow emulator
+	h.PrepareUsage = func(tb testing.TB, s store.Store) {
+		b, _ := backings.Load(s)
+		ds := b.(*dynamostore.Store)
+		if err := dynamostore.CreateUsageTable(context.Background(), ddb.Client(dynamostore.ClientOptions), ds.UsageTable()); err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() {
+			_, _ = ddb.Client(dynamostore.ClientOptions).DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(ds.UsageTable())})
+		})
+	}
 	storetest.Run(t, h)
 }

@@ -94,6 +94,7 @@ func capabilitiesOf(st store.Store) capabilities {
 	_, c.Cooler = st.(store.Cooler)
 	_, c.Syncer = st.(store.Syncer)
 	_, c.FreedWatcher = st.(store.FreedWatcher)
+	_, c.Usager = st.(store.Usager)
 	if cc, ok := st.(store.CallerClock); ok {
 		c.CallerClock = cc.CallerClock()
 	}
@@ -183,6 +184,10 @@ func operations(st store.Store) map[string]func(context.Context, []byte) (any, e
 	}
 	if y, ok := st.(store.Syncer); ok {
 		ops["Sync"] = serve(y.Sync)
+	}
+	if u, ok := st.(store.Usager); ok {
+		ops["PutUsage"] = serveErr(func(ctx context.Context, p usagePut) error { return u.PutUsage(ctx, p.Rows, p.Retention) })
+		ops["ListUsage"] = serve(u.ListUsage)
 	}
 	return ops
 }

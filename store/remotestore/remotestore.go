@@ -7,7 +7,9 @@
 //
 // The store has the optional capabilities of the store behind the service
 // (store.Queuer, store.Cooler, store.Syncer, store.FreedWatcher,
-// store.CallerClock), learnt when it is opened.
+// store.CallerClock), learnt when it is opened, and store.Usager, which
+// answers with an error matching errors.ErrUnsupported when the store
+// behind keeps no usage history.
 package remotestore
 
 import (

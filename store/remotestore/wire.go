@@ -27,6 +27,13 @@ type capabilities struct {
 	Syncer       bool `json:"syncer"`
 	FreedWatcher bool `json:"freed_watcher"`
 	CallerClock  bool `json:"caller_clock"`
+	Usager       bool `json:"usager"`
+}
+
+// usagePut is a PutUsage request on the wire.
+type usagePut struct {
+	Rows      []store.UsageRow     `json:"rows"`
+	Retention store.UsageRetention `json:"retention"`
 }
 
 // answer is an operation's answer: its result, and its error when it

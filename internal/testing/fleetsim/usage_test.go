@@ -23,10 +23,7 @@ import (
 // request held up on one connection while the next went through another
 // does: the rows must keep the later totals.
 func TestUsageHistory(t *testing.T) {
-	for _, kind := range stores {
-		if kind == "remote" { // the store door keeps no usage history
-			continue
-		}
+	for _, kind := range doorStores {
 		t.Run(kind, func(t *testing.T) {
 			ctx := context.Background()
 			f := newFleet(t, kind)
