@@ -29,7 +29,9 @@ package console
 
 import (
 	"context"
+	"crypto/sha256"
 	"embed"
+	"encoding/base64"
 	"html/template"
 	"io/fs"
 	"log/slog"
@@ -166,11 +168,44 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("X-Frame-Options", "DENY")
-	// Scripts only from the console's own files; styles may be inline
-	// (the fill bars, the charts' layout).
-	w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'")
+	w.Header().Set("Content-Security-Policy", csp)
 	w.Header().Set("Referrer-Policy", "same-origin")
 	h.mux.ServeHTTP(w, r)
+}
+
+// The console's stylesheets are inlined in the pages' heads (uPlot's in
+// the chart pages only), so that a first visit paints without waiting for
+// them.
+var (
+	consoleCSS = inlineStyle("assets/console.css")
+	chartCSS   = inlineStyle("assets/vendor/uPlot.min.css")
+)
+
+// csp is the pages' Content-Security-Policy: scripts only from the
+// console's own files; style elements only from its own files or with the
+// hash of an inlined stylesheet; style attributes allowed (the fill bars,
+// the charts' layout).
+var csp = "default-src 'self'; script-src 'self'; style-src 'self' " + consoleCSS.hash + " " + chartCSS.hash +
+	"; style-src-attr 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'"
+
+// style is an embedded stylesheet as a <style> element, and the source
+// expression ('sha256-…') that allows it.
+type style struct {
+	elem template.HTML
+	hash string
+}
+
+func inlineStyle(path string) style {
+	b, err := fs.ReadFile(files, path)
+	if err != nil {
+		panic(err)
+	}
+	css := strings.TrimSpace(string(b))
+	if strings.Contains(css, "</") {
+		panic("console: " + path + " cannot be inlined in a <style> element")
+	}
+	sum := sha256.Sum256([]byte(css))
+	return style{elem: template.HTML("<style>" + css + "</style>"), hash: "'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"}
 }
 
 // base returns the relative link from r's page to the console's root
