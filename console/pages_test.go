@@ -161,6 +161,41 @@ func TestInlineStyles(t *testing.T) {
 	}
 }
 
+// TestAssetRevalidation: an asset has an entity tag, and a request that
+// presents it gets 304 Not Modified.
+func TestAssetRevalidation(t *testing.T) {
+	f := newFixture(t)
+	url := f.srv.URL + "/ui/assets/vendor/htmx.min.js"
+	res, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	tag := res.Header.Get("ETag")
+	if res.StatusCode != 200 || !strings.HasPrefix(tag, `"`) || res.Header.Get("Cache-Control") != "public, max-age=3600" {
+		t.Fatalf("%d, ETag %q, Cache-Control %q", res.StatusCode, tag, res.Header.Get("Cache-Control"))
+	}
+	req, _ := http.NewRequest("GET", url, nil)
+	req.Header.Set("If-None-Match", tag)
+	res, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusNotModified {
+		t.Errorf("revalidation: %d, want 304", res.StatusCode)
+	}
+	req.Header.Set("If-None-Match", `"stale"`)
+	res, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 200 {
+		t.Errorf("with another tag: %d, want 200", res.StatusCode)
+	}
+}
+
 // TestAssets serves the embedded files with their types.
 func TestAssets(t *testing.T) {
 	f := newFixture(t)
