@@ -3,7 +3,9 @@ package console
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -295,6 +297,32 @@ func TestBrowserFirstPaint(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("visit %d: first contentful paint %.0f ms (100 dimensions, 1,000 leases)", i+1, fcp)
+	}
+	// The floor: a one-line page on another site (127.0.0.2), visited the
+	// same way in a new tab: what any first visit costs in this browser.
+	if l, err := net.Listen("tcp", "127.0.0.2:0"); err != nil {
+		t.Logf("floor not measured: %v", err)
+	} else {
+		floor := &httptest.Server{Listener: l, Config: &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			_, _ = io.WriteString(w, "<!doctype html><title>floor</title><p>Sluice</p>")
+		})}}
+		floor.Start()
+		defer floor.Close()
+		tctx, closeTab := chromedp.NewContext(sctx)
+		defer closeTab()
+		if err := chromedp.Do(tctx, chromedp.Navigate("about:blank")); err != nil {
+			t.Fatal(err)
+		}
+		settle(tctx)
+		if err := chromedp.Do(tctx, chromedp.Navigate(floor.URL)); err != nil {
+			t.Fatal(err)
+		}
+		fcp, err := chromedp.Run(tctx, chromedp.Evaluate[float64](firstPaint, chromedp.EvalAwaitPromise))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("floor: first contentful paint %.0f ms (a one-line page, first visit, new tab)", fcp)
 	}
 	if errs := consoleErrors(); len(errs) > 0 {
 		t.Errorf("console errors:\n%s", strings.Join(errs, "\n"))
