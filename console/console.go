@@ -29,7 +29,9 @@ package console
 
 import (
 	"context"
+	"crypto/sha256"
 	"embed"
+	"encoding/base64"
 	"html/template"
 	"io/fs"
 	"log/slog"
@@ -140,6 +142,10 @@ func (h *handler) routes() {
 	assets := http.StripPrefix("/assets/", http.FileServerFS(static))
 	m.Handle("GET /assets/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "public, max-age=3600")
+		if tag, ok := assetTags[strings.TrimPrefix(r.URL.Path, "/assets/")]; ok {
+			// Once the hour is over, a browser revalidates: 304 Not Modified.
+			w.Header().Set("ETag", tag)
+		}
 		assets.ServeHTTP(w, r)
 	}))
 	m.HandleFunc("GET /{$}", h.overview)
@@ -166,12 +172,67 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("X-Frame-Options", "DENY")
-	// Scripts only from the console's own files; styles may be inline
-	// (the fill bars, the charts' layout).
-	w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'")
+	w.Header().Set("Content-Security-Policy", csp)
 	w.Header().Set("Referrer-Policy", "same-origin")
 	h.mux.ServeHTTP(w, r)
 }
+
+// The console's stylesheets are inlined in the pages' heads (uPlot's in
+// the chart pages only), so that a first visit paints without waiting for
+// them.
+var (
+	consoleCSS = inlineStyle("assets/console.css")
+	chartCSS   = inlineStyle("assets/vendor/uPlot.min.css")
+)
+
+// csp is the pages' Content-Security-Policy: scripts only from the
+// console's own files; style elements only from its own files or with the
+// hash of an inlined stylesheet; style attributes allowed (the fill bars,
+// the charts' layout).
+var csp = "default-src 'self'; script-src 'self'; style-src 'self' " + consoleCSS.hash + " " + chartCSS.hash +
+	"; style-src-attr 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'"
+
+// style is an embedded stylesheet as a <style> element, and the source
+// expression ('sha256-…') that allows it.
+type style struct {
+	elem template.HTML
+	hash string
+}
+
+func inlineStyle(path string) style {
+	b, err := fs.ReadFile(files, path)
+	if err != nil {
+		panic(err)
+	}
+	css := strings.TrimSpace(string(b))
+	if strings.Contains(css, "</") {
+		panic("console: " + path + " cannot be inlined in a <style> element")
+	}
+	sum := sha256.Sum256([]byte(css))
+	return style{elem: template.HTML("<style>" + css + "</style>"), hash: "'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"}
+}
+
+// assetTags are the embedded assets' entity tags (a hash of each file), by
+// path under assets/.
+var assetTags = func() map[string]string {
+	tags := map[string]string{}
+	err := fs.WalkDir(files, "assets", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := fs.ReadFile(files, path)
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(b)
+		tags[strings.TrimPrefix(path, "assets/")] = `"` + base64.RawURLEncoding.EncodeToString(sum[:12]) + `"`
+		return nil
+	})
+	if err != nil {
+		panic(err)
+	}
+	return tags
+}()
 
 // base returns the relative link from r's page to the console's root
 // ("./" or "../"), for the page's <base href>.

@@ -27,6 +27,9 @@ var funcs = template.FuncMap{
 	"dur": dur,
 	"ts":  func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
 	"esc": url.PathEscape,
+	// The inlined stylesheets (see csp).
+	"consoleCSS": func() template.HTML { return consoleCSS.elem },
+	"chartCSS":   func() template.HTML { return chartCSS.elem },
 }
 
 // parse loads the templates: one set per page, each with the layout and

@@ -2,10 +2,13 @@ package console
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"html"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -78,14 +81,118 @@ func TestHeaders(t *testing.T) {
 	}
 	res.Body.Close()
 	for k, want := range map[string]string{
-		"Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'",
-		"X-Frame-Options":         "DENY",
-		"X-Content-Type-Options":  "nosniff",
-		"Cache-Control":           "no-store",
+		"X-Frame-Options":        "DENY",
+		"X-Content-Type-Options": "nosniff",
+		"Cache-Control":          "no-store",
 	} {
 		if got := res.Header.Get(k); got != want {
 			t.Errorf("%s: %q, want %q", k, got, want)
 		}
+	}
+	policy := cspDirectives(res.Header.Get("Content-Security-Policy"))
+	for k, want := range map[string]string{
+		"default-src":     "'self'",
+		"script-src":      "'self'",
+		"style-src-attr":  "'unsafe-inline'",
+		"img-src":         "'self' data:",
+		"frame-ancestors": "'none'",
+	} {
+		if got := policy[k]; got != want {
+			t.Errorf("Content-Security-Policy: %s %q, want %q", k, got, want)
+		}
+	}
+	if style := policy["style-src"]; !strings.HasPrefix(style, "'self' ") || strings.Contains(style, "unsafe") {
+		t.Errorf("Content-Security-Policy: style-src %q, want 'self' and the inlined stylesheets' hashes", style)
+	}
+}
+
+// cspDirectives splits a Content-Security-Policy into its directives.
+func cspDirectives(policy string) map[string]string {
+	m := map[string]string{}
+	for d := range strings.SplitSeq(policy, ";") {
+		name, value, _ := strings.Cut(strings.TrimSpace(d), " ")
+		m[name] = value
+	}
+	return m
+}
+
+// TestInlineStyles: the pages' <style> elements are the embedded
+// stylesheets, each allowed by its hash in the policy's style-src, and
+// the pages link no stylesheet (a first visit paints without fetching
+// one).
+func TestInlineStyles(t *testing.T) {
+	f := newFixture(t)
+	styleElem := regexp.MustCompile(`(?s)<style>(.*?)</style>`)
+	for path, want := range map[string][]string{
+		"/ui/":                 {"assets/console.css"},
+		"/ui/leases":           {"assets/console.css"},
+		"/ui/d/openai%23rpm":   {"assets/console.css", "assets/vendor/uPlot.min.css"},
+		"/ui/lease/nonesuch-1": {"assets/console.css"},
+	} {
+		res, err := http.Get(f.srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		body := string(b)
+		if strings.Contains(body, `rel="stylesheet"`) {
+			t.Errorf("%s links a stylesheet", path)
+		}
+		style := " " + cspDirectives(res.Header.Get("Content-Security-Policy"))["style-src"] + " "
+		got := styleElem.FindAllStringSubmatch(body, -1)
+		if len(got) != len(want) {
+			t.Errorf("%s: %d style elements, want %d", path, len(got), len(want))
+			continue
+		}
+		for i, m := range got {
+			css, err := fs.ReadFile(files, want[i])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m[1] != strings.TrimSpace(string(css)) {
+				t.Errorf("%s: style element %d is not %s", path, i, want[i])
+			}
+			sum := sha256.Sum256([]byte(m[1]))
+			if h := "'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"; !strings.Contains(style, " "+h+" ") {
+				t.Errorf("%s: style element %d (%s) has hash %s, not in style-src %q", path, i, want[i], h, style)
+			}
+		}
+	}
+}
+
+// TestAssetRevalidation: an asset has an entity tag, and a request that
+// presents it gets 304 Not Modified.
+func TestAssetRevalidation(t *testing.T) {
+	f := newFixture(t)
+	url := f.srv.URL + "/ui/assets/vendor/htmx.min.js"
+	res, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	tag := res.Header.Get("ETag")
+	if res.StatusCode != 200 || !strings.HasPrefix(tag, `"`) || res.Header.Get("Cache-Control") != "public, max-age=3600" {
+		t.Fatalf("%d, ETag %q, Cache-Control %q", res.StatusCode, tag, res.Header.Get("Cache-Control"))
+	}
+	req, _ := http.NewRequest("GET", url, nil)
+	req.Header.Set("If-None-Match", tag)
+	res, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusNotModified {
+		t.Errorf("revalidation: %d, want 304", res.StatusCode)
+	}
+	req.Header.Set("If-None-Match", `"stale"`)
+	res, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 200 {
+		t.Errorf("with another tag: %d, want 200", res.StatusCode)
 	}
 }
 
