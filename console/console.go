@@ -108,6 +108,7 @@ type handler struct {
 	// maxStreams bounds the open event streams (maxStreams; tests lower it).
 	maxStreams int
 	mux        *http.ServeMux
+	gz         gzipPool
 	// newTicker makes the hub's ticker; tests replace it to tick by hand.
 	newTicker func(time.Duration) (<-chan time.Time, func())
 }
@@ -138,16 +139,7 @@ func realTicker(d time.Duration) (<-chan time.Time, func()) {
 
 func (h *handler) routes() {
 	m := http.NewServeMux()
-	static, _ := fs.Sub(files, "assets")
-	assets := http.StripPrefix("/assets/", http.FileServerFS(static))
-	m.Handle("GET /assets/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Cache-Control", "public, max-age=3600")
-		if tag, ok := assetTags[strings.TrimPrefix(r.URL.Path, "/assets/")]; ok {
-			// Once the hour is over, a browser revalidates: 304 Not Modified.
-			w.Header().Set("ETag", tag)
-		}
-		assets.ServeHTTP(w, r)
-	}))
+	m.HandleFunc("GET /assets/", serveAsset)
 	m.HandleFunc("GET /{$}", h.overview)
 	m.HandleFunc("GET /events", h.events)
 	m.HandleFunc("GET /d/{dim}", h.dimension)
@@ -211,28 +203,6 @@ func inlineStyle(path string) style {
 	sum := sha256.Sum256([]byte(css))
 	return style{elem: template.HTML("<style>" + css + "</style>"), hash: "'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"}
 }
-
-// assetTags are the embedded assets' entity tags (a hash of each file), by
-// path under assets/.
-var assetTags = func() map[string]string {
-	tags := map[string]string{}
-	err := fs.WalkDir(files, "assets", func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := fs.ReadFile(files, path)
-		if err != nil {
-			return err
-		}
-		sum := sha256.Sum256(b)
-		tags[strings.TrimPrefix(path, "assets/")] = `"` + base64.RawURLEncoding.EncodeToString(sum[:12]) + `"`
-		return nil
-	})
-	if err != nil {
-		panic(err)
-	}
-	return tags
-}()
 
 // base returns the relative link from r's page to the console's root
 // ("./" or "../"), for the page's <base href>.

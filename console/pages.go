@@ -59,8 +59,7 @@ func (h *handler) render(w http.ResponseWriter, r *http.Request, status int, nam
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_, _ = w.Write(b.Bytes())
+	h.writeBody(w, r, status, b.Bytes())
 }
 
 // fail renders the error page with a message free of secrets.
@@ -120,7 +119,7 @@ func (h *handler) historyFragment(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	_, _ = w.Write(b.Bytes())
+	h.writeBody(w, r, http.StatusOK, b.Bytes())
 }
 
 // leaseRow is a lease formatted for display.
