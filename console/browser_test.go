@@ -224,8 +224,8 @@ func TestBrowser(t *testing.T) {
 	id := stuck.Lease.ID()
 	step("lease", chromedp.Steps(
 		chromedp.Click(chromedp.CSS(`header a[href="leases"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`a.lease[href="lease/`+id+`"]`)),
-		chromedp.Click(chromedp.CSS(`a.lease[href="lease/`+id+`"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`a.lease[href^="lease/`+id+`?dim="]`)),
+		chromedp.Click(chromedp.CSS(`a.lease[href^="lease/`+id+`?dim="]`)),
 		chromedp.WaitVisible(chromedp.ID("lease-id")),
 	))
 	got, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("lease-id")))

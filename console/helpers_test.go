@@ -67,6 +67,16 @@ type countingStore struct {
 	store.Store
 	lists atomic.Int64
 	fail  atomic.Pointer[error]
+	// leaseDims records the Dimension of each Leases call.
+	mu        sync.Mutex
+	leaseDims []string
+}
+
+func (s *countingStore) Leases(ctx context.Context, q store.LeaseQuery) ([]store.LeaseRecord, error) {
+	s.mu.Lock()
+	s.leaseDims = append(s.leaseDims, q.Dimension)
+	s.mu.Unlock()
+	return s.Store.Leases(ctx, q)
 }
 
 func (s *countingStore) ListBuckets(ctx context.Context, req store.ListBucketsRequest) ([]store.BucketState, error) {

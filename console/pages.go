@@ -125,6 +125,7 @@ func (h *handler) historyFragment(w http.ResponseWriter, r *http.Request) {
 // leaseRow is a lease formatted for display.
 type leaseRow struct {
 	ID, Caller, Dims string
+	Dim              string // the first dimension: the lease page's hint
 	Age, TTL         string
 	Expired          bool
 	Created, Expires time.Time
@@ -139,7 +140,11 @@ func (h *handler) leaseRows(ls []sluice.LeaseRecord) []leaseRow {
 		for j, d := range l.Dimensions {
 			parts[j] = d.Dimension + ":" + itoa(d.Cost)
 		}
-		out[i] = leaseRow{ID: l.ID, Caller: l.Caller, Dims: strings.Join(parts, " "), Age: dur(now.Sub(l.CreatedAt)),
+		var first string
+		if len(l.Dimensions) > 0 {
+			first = l.Dimensions[0].Dimension
+		}
+		out[i] = leaseRow{ID: l.ID, Caller: l.Caller, Dims: strings.Join(parts, " "), Dim: first, Age: dur(now.Sub(l.CreatedAt)),
 			TTL: dur(l.ExpiresAt.Sub(now)), Expired: !l.ExpiresAt.After(now), Created: l.CreatedAt, Expires: l.ExpiresAt, Items: l.Dimensions}
 	}
 	return out
@@ -169,8 +174,11 @@ func (h *handler) leases(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, http.StatusOK, "leases", page{Title: "Leases", Data: d})
 }
 
-func (h *handler) findLease(ctx context.Context, id string) (leaseRow, bool, error) {
-	ls, err := h.c.Leases(ctx, sluice.LeaseQuery{})
+// findLease finds a lease by id among the leases of dim (one of its
+// dimensions: the links of the console's pages carry it), or among all
+// leases when dim is empty.
+func (h *handler) findLease(ctx context.Context, id, dim string) (leaseRow, bool, error) {
+	ls, err := h.c.Leases(ctx, sluice.LeaseQuery{Dimension: dim})
 	if err != nil {
 		return leaseRow{}, false, err
 	}
@@ -183,11 +191,15 @@ func (h *handler) findLease(ctx context.Context, id string) (leaseRow, bool, err
 }
 
 func (h *handler) lease(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	l, ok, err := h.findLease(r.Context(), id)
+	id, dim := r.PathValue("id"), r.URL.Query().Get("dim")
+	l, ok, err := h.findLease(r.Context(), id, dim)
 	switch {
+	case errors.Is(err, sluice.ErrInvalid):
+		h.fail(w, r, http.StatusBadRequest, "leases: "+err.Error())
 	case err != nil:
 		h.fail(w, r, http.StatusServiceUnavailable, "leases: "+err.Error())
+	case !ok && dim != "":
+		h.fail(w, r, http.StatusNotFound, "lease "+id+" not found on "+dim+": released, reclaimed or never granted")
 	case !ok:
 		h.fail(w, r, http.StatusNotFound, "lease "+id+" not found: released, reclaimed or never granted")
 	default:

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -43,10 +44,13 @@ func TestPages(t *testing.T) {
 		{"/ui/d/openai%23rpm/history?range=7d", 200, []string{`data-range="7d"`, "Tokens per hour", "Callers over 7d"}, []string{"<html"}},
 		{"/ui/d/openai%23rpm?range=bogus", 200, []string{`data-range="1h"`}, nil},
 		{"/ui/d/nope", 404, []string{"dimension nope"}, nil},
-		{"/ui/leases", 200, []string{"Live leases", `href="lease/` + id + `"`, "slots:1", "alice", "1m"}, nil},
+		{"/ui/leases", 200, []string{"Live leases", `href="lease/` + id + `?dim=slots"`, "slots:1", "alice", "1m"}, nil},
 		{"/ui/leases?dim=openai%23rpm", 200, []string{"Live leases of openai#rpm", "No live leases."}, []string{id}},
 		{"/ui/lease/" + id, 200, []string{`<base href="../">`, id, `href="d/slots"`, "Read-only: releasing a lease needs the admin scope"},
 			[]string{"<form"}},
+		{"/ui/lease/" + id + "?dim=slots", 200, []string{id, `href="d/slots"`}, nil},
+		{"/ui/lease/" + id + "?dim=openai%23rpm", 404, []string{"not found on openai#rpm"}, nil},
+		{"/ui/lease/" + id + "?dim=%7Bbad%7D%23rpm", 404, []string{"not found on {bad}#rpm"}, nil},
 		{"/ui/lease/0b8a2b9e-6f7c-4c52-9d61-000000000000", 404, []string{"not found"}, nil},
 		{"/ui/log", 200, []string{"store_error", "redis://REDACTED@10.0.0.1:6379/0?password=REDACTED"}, []string{"hunter2", "hunter3", "ops:"}},
 		{"/ui/nowhere", 404, nil, nil},
@@ -435,6 +439,33 @@ func TestQueue(t *testing.T) {
 	for _, tt := range tests {
 		if got := rowOf(tt.s, nil).Queue; got != tt.want {
 			t.Errorf("%s: queue %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestLeasePageReadsOneDimension: a lease's link carries one of its
+// dimensions, and its page reads only that dimension's leases, not every
+// lease of the fleet; a link without it reads them all.
+func TestLeasePageReadsOneDimension(t *testing.T) {
+	f := newFixture(t)
+	id := f.lease.ID()
+	for _, tt := range []struct {
+		path, want string
+	}{
+		{"/ui/lease/" + id + "?dim=slots", "slots"},
+		{"/ui/lease/" + id, ""},
+	} {
+		f.st.mu.Lock()
+		f.st.leaseDims = nil
+		f.st.mu.Unlock()
+		if status, body := f.get(t, tt.path); status != 200 || !strings.Contains(body, id) {
+			t.Fatalf("%s: %d", tt.path, status)
+		}
+		f.st.mu.Lock()
+		got := slices.Clone(f.st.leaseDims)
+		f.st.mu.Unlock()
+		if len(got) != 1 || got[0] != tt.want {
+			t.Errorf("%s: the store's Leases calls asked for dimensions %q, want one for %q", tt.path, got, tt.want)
 		}
 	}
 }
