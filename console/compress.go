@@ -23,8 +23,10 @@ import (
 const minGzip = 1024
 
 // acceptsGzip reports whether r's Accept-Encoding allows gzip (RFC 9110:
-// "gzip" or "*" without q=0).
+// "gzip" without q=0, else "*" without q=0; gzip;q=0 refuses it even with
+// "*").
 func acceptsGzip(r *http.Request) bool {
+	gz, star := 0, 0 // 0: not named, 1: allowed, -1: refused
 	for _, v := range r.Header.Values("Accept-Encoding") {
 		for _, part := range strings.Split(v, ",") {
 			name, params, _ := strings.Cut(strings.TrimSpace(part), ";")
@@ -40,12 +42,21 @@ func acceptsGzip(r *http.Request) bool {
 					}
 				}
 			}
+			verdict := -1
 			if q > 0 {
-				return true
+				verdict = 1
+			}
+			if name == "*" {
+				star = verdict
+			} else {
+				gz = verdict
 			}
 		}
 	}
-	return false
+	if gz != 0 {
+		return gz > 0
+	}
+	return star > 0
 }
 
 // gzipPool holds gzip writers between responses (a writer's state is

@@ -26,6 +26,8 @@ func TestAcceptsGzip(t *testing.T) {
 		{"deflate, br", false},
 		{"identity", false},
 		{"*;q=0", false},
+		{"gzip;q=0, *", false},
+		{"*;q=0, gzip", true},
 	}
 	for _, tt := range tests {
 		r, _ := http.NewRequest("GET", "/", nil)
