@@ -26,6 +26,9 @@ type call struct {
 	items []item
 	// of maps each descriptor to its item, or -1 when no rule maps it.
 	of []int
+	// The arrays behind items and of for a small call.
+	itemsBuf [4]item
+	ofBuf    [4]int
 }
 
 type item struct {
@@ -35,11 +38,17 @@ type item struct {
 
 // parse maps req's descriptors to dimensions by the rules.
 func (s *Server) parse(req *rlsv3.RateLimitRequest) (*call, error) {
-	c := &call{of: make([]int, len(req.GetDescriptors()))}
-	at := map[string]int{}
+	c := new(call)
+	c.items = c.itemsBuf[:0]
+	if n := len(req.GetDescriptors()); n <= len(c.ofBuf) {
+		c.of = c.ofBuf[:n]
+	} else {
+		c.of = make([]int, n)
+	}
+	var buf [8]entry
 	for i, d := range req.GetDescriptors() {
 		c.of[i] = -1
-		entries := make([]entry, 0, len(d.GetEntries()))
+		entries := buf[:0]
 		for _, e := range d.GetEntries() {
 			if s.cfg.CorrelationKey != "" && e.GetKey() == s.cfg.CorrelationKey {
 				if c.corr != "" && c.corr != e.GetValue() {
@@ -61,13 +70,12 @@ func (s *Server) parse(req *rlsv3.RateLimitRequest) (*call, error) {
 		if d.GetIsNegativeHits() {
 			hits = -hits
 		}
-		k, seen := at[dim]
-		if !seen {
+		k := c.index(dim)
+		if k < 0 {
 			if len(c.items) == store.MaxItems {
 				return nil, invalid(fmt.Sprintf("the descriptors map to more than %d dimensions", store.MaxItems))
 			}
 			k = len(c.items)
-			at[dim] = k
 			c.items = append(c.items, item{dim: dim})
 		}
 		c.items[k].hits += hits
@@ -76,10 +84,20 @@ func (s *Server) parse(req *rlsv3.RateLimitRequest) (*call, error) {
 	return c, nil
 }
 
+// index returns the index of dim's item, or -1.
+func (c *call) index(dim string) int {
+	for k, it := range c.items {
+		if it.dim == dim {
+			return k
+		}
+	}
+	return -1
+}
+
 // match returns the dimension of the first rule that matches entries.
 func (s *Server) match(entries []entry) (string, bool) {
-	for _, r := range s.cfg.Rules {
-		if dim, ok := r.match(entries); ok {
+	for i := range s.rules {
+		if dim, ok := s.rules[i].match(entries); ok {
 			return dim, true
 		}
 	}

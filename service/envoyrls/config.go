@@ -135,18 +135,41 @@ func (r Rule) check(correlation string) error {
 // entry is one key and value of a descriptor.
 type entry struct{ key, value string }
 
-// match returns r's dimension for entries, and whether r matches them.
-func (r Rule) match(entries []entry) (string, bool) {
-	if len(entries) != len(r.Entries) {
+// matcher is a Rule compiled for the request path: its entries' keys
+// and values split once, and the placeholders of its dimension spelled out.
+type matcher struct {
+	keys, values []string
+	exact        []bool
+	dimension    string
+	holes        []string // "{key}" of each entry, when the dimension has any
+}
+
+func compile(r Rule) matcher {
+	m := matcher{dimension: r.Dimension}
+	templated := strings.Contains(r.Dimension, "{")
+	for _, e := range r.Entries {
+		k, v, exact := strings.Cut(e, "=")
+		m.keys, m.values, m.exact = append(m.keys, k), append(m.values, v), append(m.exact, exact)
+		if templated {
+			m.holes = append(m.holes, "{"+k+"}")
+		}
+	}
+	return m
+}
+
+// match returns m's dimension for entries, and whether m matches them.
+func (m *matcher) match(entries []entry) (string, bool) {
+	if len(entries) != len(m.keys) {
 		return "", false
 	}
-	dim := r.Dimension
-	for i, e := range r.Entries {
-		k, v, exact := strings.Cut(e, "=")
-		if entries[i].key != k || exact && entries[i].value != v {
+	for i, k := range m.keys {
+		if entries[i].key != k || m.exact[i] && entries[i].value != m.values[i] {
 			return "", false
 		}
-		dim = strings.ReplaceAll(dim, "{"+k+"}", entries[i].value)
+	}
+	dim := m.dimension
+	for i, h := range m.holes {
+		dim = strings.ReplaceAll(dim, h, entries[i].value)
 	}
 	return dim, true
 }

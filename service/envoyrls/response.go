@@ -2,7 +2,6 @@ package envoyrls
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,13 +13,16 @@ import (
 
 	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/store"
 )
 
 // okFor answers OK for n descriptors, none of them limited.
 func okFor(n int) *rlsv3.RateLimitResponse {
 	out := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)}
+	sts := make([]rlsv3.RateLimitResponse_DescriptorStatus, n)
 	for i := range out.Statuses {
-		out.Statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+		sts[i].Code = rlsv3.RateLimitResponse_OK
+		out.Statuses[i] = &sts[i]
 	}
 	return out
 }
@@ -34,21 +36,19 @@ func (s *Server) response(ctx context.Context, c *call, res sluice.Result) *rlsv
 	if !res.Granted() {
 		out.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 	}
-	dims := make([]string, len(c.items))
-	for k, it := range c.items {
-		dims[k] = it.dim
-	}
-	specs := s.specs.get(ctx, dims, s.now())
-	var policy, state []string
+	var specs [store.MaxItems]*spec
+	s.specs.get(ctx, c.items, s.now(), specs[:len(c.items)])
+	var pbuf, sbuf [128]byte
+	policy, state := pbuf[:0], sbuf[:0]
 	for k, it := range c.items {
 		if k >= len(res.Dimensions) {
 			break
 		}
 		r := res.Dimensions[k]
-		spec, known := specs[it.dim]
+		sp := specs[k]
 		reset := r.RetryIn
-		if reset == 0 && known {
-			reset = toFull(spec, r.Remaining)
+		if reset == 0 && sp != nil {
+			reset = toFull(sp.cfg, r.Remaining)
 		}
 		for i, at := range c.of {
 			if at != k {
@@ -60,26 +60,48 @@ func (s *Server) response(ctx context.Context, c *call, res sluice.Result) *rlsv
 			if !res.Granted() && r.RetryIn > 0 {
 				st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 			}
-			if known {
-				st.CurrentLimit = currentLimit(it.dim, spec)
+			if sp != nil {
+				st.CurrentLimit = sp.limit
 			}
 		}
-		name := sfString(it.dim)
-		if known {
-			policy = append(policy, fmt.Sprintf("%s;q=%d;w=%d", name, spec.Capacity, windowSeconds(spec)))
+		var name string
+		if sp != nil {
+			name = sp.name
+			policy = appendItem(policy, sp.policy)
+		} else {
+			name = sfString(it.dim)
 		}
-		state = append(state, fmt.Sprintf("%s;r=%d;t=%d", name, max(int64(r.Remaining)/1000, 0), ceilSeconds(reset)))
+		state = appendItem(state, name)
+		state = append(state, ";r="...)
+		state = strconv.AppendInt(state, max(int64(r.Remaining)/1000, 0), 10)
+		state = append(state, ";t="...)
+		state = strconv.AppendInt(state, ceilSeconds(reset), 10)
+	}
+	hv := make([]corev3.HeaderValue, 3)
+	out.ResponseHeadersToAdd = make([]*corev3.HeaderValue, 0, len(hv))
+	add := func(key, value string) {
+		h := &hv[len(out.ResponseHeadersToAdd)]
+		h.Key, h.Value = key, value
+		out.ResponseHeadersToAdd = append(out.ResponseHeadersToAdd, h)
 	}
 	if len(policy) > 0 {
-		out.ResponseHeadersToAdd = append(out.ResponseHeadersToAdd, &corev3.HeaderValue{Key: "RateLimit-Policy", Value: strings.Join(policy, ", ")})
+		add("RateLimit-Policy", string(policy))
 	}
 	if len(state) > 0 {
-		out.ResponseHeadersToAdd = append(out.ResponseHeadersToAdd, &corev3.HeaderValue{Key: "RateLimit", Value: strings.Join(state, ", ")})
+		add("RateLimit", string(state))
 	}
 	if !res.Granted() {
-		out.ResponseHeadersToAdd = append(out.ResponseHeadersToAdd, &corev3.HeaderValue{Key: "Retry-After", Value: strconv.FormatInt(ceilSeconds(res.RetryIn), 10)})
+		add("Retry-After", strconv.FormatInt(ceilSeconds(res.RetryIn), 10))
 	}
 	return out
+}
+
+// appendItem appends a list member of a structured field to list.
+func appendItem(list []byte, member string) []byte {
+	if len(list) > 0 {
+		list = append(list, ", "...)
+	}
+	return append(list, member...)
 }
 
 // sfString writes s as a structured-field string (RFC 8941).
@@ -172,44 +194,62 @@ const specTTL = 30 * time.Second
 type specCache struct {
 	c  *sluice.Client
 	mu sync.Mutex
-	by map[string]spec
+	by map[string]*spec
 }
 
+// spec is a bucket's configuration as answers describe it. It is never
+// modified once cached: answers share it.
 type spec struct {
 	cfg bucket.Config
 	at  time.Time
+	// name is the dimension as a structured-field string, policy its
+	// RateLimit-Policy member and limit its current_limit.
+	name, policy string
+	limit        *rlsv3.RateLimitResponse_RateLimit
+}
+
+func newSpec(dim string, cfg bucket.Config, at time.Time) *spec {
+	name := sfString(dim)
+	return &spec{
+		cfg: cfg, at: at, name: name,
+		policy: name + ";q=" + strconv.FormatInt(cfg.Capacity, 10) + ";w=" + strconv.FormatInt(windowSeconds(cfg), 10),
+		limit:  currentLimit(dim, cfg),
+	}
 }
 
 func newSpecCache(c *sluice.Client) *specCache {
-	return &specCache{c: c, by: map[string]spec{}}
+	return &specCache{c: c, by: map[string]*spec{}}
 }
 
-// get returns the configurations of dims, reading the missing or stale
-// ones in one Peek; a failed read leaves them out.
-func (sc *specCache) get(ctx context.Context, dims []string, now time.Time) map[string]bucket.Config {
-	out := make(map[string]bucket.Config, len(dims))
+// get fills out with the configurations of items' dimensions, reading the
+// missing or stale ones in one Peek; one whose read failed is nil.
+func (sc *specCache) get(ctx context.Context, items []item, now time.Time, out []*spec) {
 	var miss []string
 	sc.mu.Lock()
-	for _, d := range dims {
-		if sp, ok := sc.by[d]; ok && now.Sub(sp.at) < specTTL {
-			out[d] = sp.cfg
+	for k, it := range items {
+		if sp := sc.by[it.dim]; sp != nil && now.Sub(sp.at) < specTTL {
+			out[k] = sp
 		} else {
-			miss = append(miss, d)
+			miss = append(miss, it.dim)
 		}
 	}
 	sc.mu.Unlock()
 	if len(miss) == 0 {
-		return out
+		return
 	}
 	states, err := sc.c.Peek(ctx, miss...)
 	if err != nil {
-		return out
+		return
 	}
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
 	for _, st := range states {
-		sc.by[st.Name] = spec{st.Config, now}
-		out[st.Name] = st.Config
+		sp := newSpec(st.Name, st.Config, now)
+		sc.by[st.Name] = sp
+		for k, it := range items {
+			if it.dim == st.Name {
+				out[k] = sp
+			}
+		}
 	}
-	return out
 }

@@ -38,6 +38,9 @@ type Server struct {
 	reqs  *correlations
 	specs *specCache
 	now   func() time.Time
+	// rules are cfg.Rules compiled, and opts every acquisition's options.
+	rules []matcher
+	opts  []sluice.AcquireOption
 }
 
 // New returns a Server deciding through c as cfg maps descriptors. cfg
@@ -52,6 +55,10 @@ func New(c *sluice.Client, cfg Config) (*Server, error) {
 	s := &Server{c: c, cfg: cfg, log: c.Logger(), now: time.Now}
 	s.reqs = newCorrelations()
 	s.specs = newSpecCache(c)
+	for _, r := range cfg.Rules {
+		s.rules = append(s.rules, compile(r))
+	}
+	s.opts = []sluice.AcquireOption{sluice.WithTTL(cfg.LeaseTTL), sluice.WithCaller("envoy")}
 	return s, nil
 }
 
@@ -119,7 +126,7 @@ func (s *Server) acquire(ctx context.Context, call *call) (*rlsv3.RateLimitRespo
 		// until the end-of-stream call settles it.
 		reqs[i] = sluice.Request{Dimension: it.dim, Cost: max(it.hits, 1)}
 	}
-	res, err := s.c.AcquireMany(ctx, reqs, sluice.WithTTL(s.cfg.LeaseTTL), sluice.WithCaller("envoy"))
+	res, err := s.c.AcquireMany(ctx, reqs, s.opts...)
 	if err != nil {
 		return nil, toConnect(err)
 	}

@@ -15,16 +15,16 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 	}
 	now := req.Now.UnixMilli()
 	n := len(req.Items)
-	var esBuf [store.MaxItems]*entry
-	var order [store.MaxItems]uint8
-	es := esBuf[:n]
-	if err := s.lockItems(req.Items, es, order[:]); err != nil {
+	sc := s.scratch()
+	defer s.works.Put(sc)
+	es := sc.es[:n]
+	defer clear(es)
+	if err := s.lockItems(req.Items, es, sc.order[:]); err != nil {
 		return err
 	}
 	defer unlockAll(es)
 
-	var next [store.MaxItems]bucket.State
-	var costs [store.MaxItems]int64
+	next, costs := &sc.next, &sc.costs
 	record := req.Record
 	for i, e := range es {
 		if e.deleted {
@@ -48,8 +48,8 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 	if l := s.leaseByID(req.ID); l != nil {
 		return s.replay(req, res, l, es, costs[:n], now)
 	}
-	var ats [store.MaxItems]int64
-	if refuseBehind(es, costs[:n], now, ats[:n], res.Items) {
+	ats := &sc.ats
+	if refuseBehind(es, costs[:n], now, ats[:n], &sc.waits, res.Items) {
 		res.Granted, res.Recorded, res.Ahead, res.ExpiresAt = false, false, 0, time.Time{}
 		res.RetryIn, res.Behind = 0, 0
 		for i, e := range es {
@@ -63,9 +63,7 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 	res.Behind = 0
 	granted := true
 	var retry int64
-	var aligned [store.MaxItems]bucket.State
-	var ahead [store.MaxItems]int
-	var aheadCost [store.MaxItems]int64
+	aligned, ahead, aheadCost := &sc.aligned, &sc.ahead, &sc.aheadCost
 	queueAhead(es, req.ID, now, ahead[:n], aheadCost[:n])
 	for i, e := range es {
 		aligned[i] = e.st
@@ -139,14 +137,13 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 }
 
 // refuseBehind aligns now with every bucket of es, filling ats with the
-// decision times (see bucket.Align). When now is more than the maximum
+// decision times (see bucket.Align), with waits as its scratch space. When now is more than the maximum
 // skew behind a time-based bucket's refill timestamp, it fills items with
 // the refusal (each such item's wait is bucket.SkewRetry, every other
 // item's 0) and reports true: the admission is refused and nothing
 // changes. The caller holds the locks of es.
-func refuseBehind(es []*entry, costs []int64, now int64, ats []int64, items []store.ItemResult) bool {
+func refuseBehind(es []*entry, costs []int64, now int64, ats []int64, waits *[store.MaxItems]int64, items []store.ItemResult) bool {
 	refused := false
-	var waits [store.MaxItems]int64
 	for i, e := range es {
 		ats[i], waits[i] = bucket.Align(e.lim, e.st, now, skewMs)
 		refused = refused || waits[i] > 0

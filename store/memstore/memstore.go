@@ -40,6 +40,8 @@ type Store struct {
 	watchers watchers
 	// usage is the usage history (store.Usager).
 	usage usage
+	// works holds the scratch space of acquisitions and reservations.
+	works sync.Pool
 }
 
 type entry struct {
@@ -239,4 +241,27 @@ func (e *entry) state(now int64) store.BucketState {
 		}
 	}
 	return bs
+}
+
+// work is one acquisition's or reservation's scratch space: arrays of
+// MaxItems that would make the caller's stack frame large enough to grow
+// the stack of every short-lived goroutine (a server's request handler)
+// that makes the call.
+type work struct {
+	es            [store.MaxItems]*entry
+	order         [store.MaxItems]uint8
+	next, aligned [store.MaxItems]bucket.State
+	costs, ats    [store.MaxItems]int64
+	waits         [store.MaxItems]int64
+	aheadCost     [store.MaxItems]int64
+	ahead         [store.MaxItems]int
+}
+
+// scratch returns a work from s's pool; the caller puts it back, with no
+// entry left in es.
+func (s *Store) scratch() *work {
+	if w, ok := s.works.Get().(*work); ok {
+		return w
+	}
+	return new(work)
 }

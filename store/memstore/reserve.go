@@ -16,14 +16,15 @@ func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest, res *sto
 	}
 	now := req.Now.UnixMilli()
 	n := len(req.Items)
-	var esBuf [store.MaxItems]*entry
-	var order [store.MaxItems]uint8
-	es := esBuf[:n]
-	if err := s.lockItems(req.Items, es, order[:]); err != nil {
+	sc := s.scratch()
+	defer s.works.Put(sc)
+	es := sc.es[:n]
+	defer clear(es)
+	if err := s.lockItems(req.Items, es, sc.order[:]); err != nil {
 		return err
 	}
 	defer unlockAll(es)
-	var costs [store.MaxItems]int64
+	costs := &sc.costs
 	for i, e := range es {
 		if e.deleted {
 			return &store.ConfigurationError{Dimension: e.b.Name}
@@ -46,9 +47,8 @@ func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest, res *sto
 	if l := s.leaseByID(req.ID); l != nil {
 		return s.replayReserve(req, res, l, es, costs[:n], now)
 	}
-	var states, next [store.MaxItems]bucket.State
-	var ats [store.MaxItems]int64
-	if refuseBehind(es, costs[:n], now, ats[:n], res.Items) {
+	states, next, ats := &sc.aligned, &sc.next, &sc.ats
+	if refuseBehind(es, costs[:n], now, ats[:n], &sc.waits, res.Items) {
 		for i, e := range es {
 			res.Wait = max(res.Wait, res.Items[i].RetryIn)
 			if res.Items[i].RetryIn > 0 {
