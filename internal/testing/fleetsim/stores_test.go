@@ -26,8 +26,9 @@ import (
 	"github.com/ontopix/sluice/store/remotestore"
 )
 
-// The stores every scenario runs on; with SLUICE_FLEET_DOOR=1 also
-// "remote": store/remotestore through sluice serve's store door to Redis.
+// The stores every scenario runs on: the four stores, and "remote",
+// store/remotestore through sluice serve's store door to Redis, unless
+// SLUICE_FLEET_DOOR=0.
 var stores = storeKinds()
 
 // doorStores are the stores of the scenarios that break the clock and
@@ -38,7 +39,7 @@ var doorStores = withDoor(stores)
 
 func storeKinds() []string {
 	kinds := []string{"memory", "redis", "postgres", "dynamodb"}
-	if os.Getenv("SLUICE_FLEET_DOOR") == "1" {
+	if os.Getenv("SLUICE_FLEET_DOOR") != "0" {
 		kinds = append(kinds, "remote")
 	}
 	return kinds
