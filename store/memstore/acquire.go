@@ -137,11 +137,11 @@ func (s *Store) Acquire(ctx context.Context, req *store.AcquireRequest, res *sto
 }
 
 // refuseBehind aligns now with every bucket of es, filling ats with the
-// decision times (see bucket.Align), with waits as its scratch space. When now is more than the maximum
-// skew behind a time-based bucket's refill timestamp, it fills items with
-// the refusal (each such item's wait is bucket.SkewRetry, every other
-// item's 0) and reports true: the admission is refused and nothing
-// changes. The caller holds the locks of es.
+// decision times (see bucket.Align); waits is its scratch space. When now
+// is more than the maximum skew behind a time-based bucket's refill
+// timestamp, it fills items with the refusal (each such item's wait is
+// bucket.SkewRetry, every other item's 0) and reports true: the admission
+// is refused and nothing changes. The caller holds the locks of es.
 func refuseBehind(es []*entry, costs []int64, now int64, ats []int64, waits *[store.MaxItems]int64, items []store.ItemResult) bool {
 	refused := false
 	for i, e := range es {
