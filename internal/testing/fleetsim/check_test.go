@@ -62,6 +62,9 @@ func (f *fleet) verifyWithin(dim string, minUse, slack float64) {
 		f.t.Logf("%s on %s: %v (allowed excess %.2f); use %.1f %%", dim, f.kind, r, slack, 100*use)
 	} else {
 		f.t.Errorf("%s on %s: over the limit: %v (allowed excess %.2f); use %.1f %%", dim, f.kind, r, slack, 100*use)
+		if path := f.keepHistory(dim, r); path != "" {
+			f.t.Logf("history kept in %s", path)
+		}
 	}
 	if minUse > 0 && use < minUse {
 		if f.lenient {
