@@ -58,7 +58,7 @@ func (c *Client) attempt(ctx context.Context, w *waitCall, o *acquireOptions) (R
 }
 
 // pollLoop waits out RETRY_IN answers, plus jitter, until a grant or the
-// timeout.
+// timeout. It asks nothing once the context's deadline has passed.
 func (c *Client) pollLoop(ctx context.Context, w *waitCall) (*Lease, error) {
 	for {
 		w.attempts++
@@ -74,10 +74,24 @@ func (c *Client) pollLoop(ctx context.Context, w *waitCall) (*Lease, error) {
 		if left <= 0 {
 			return nil, c.timeoutError(ctx, w)
 		}
-		if err := sleep(ctx, min(jitter(res.RetryIn), left)); err != nil {
+		err = sleep(ctx, min(jitter(res.RetryIn), left))
+		if pastDeadline(ctx) {
+			// The sleep ran to the caller's deadline, whichever the
+			// runtime saw first (its timer or the context's): an answer
+			// asked for now could not be used.
+			return nil, c.timeoutError(ctx, w)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
+}
+
+// pastDeadline reports that ctx has a deadline and it has passed, by its
+// timer or by the clock, unless the caller cancelled ctx first.
+func pastDeadline(ctx context.Context) bool {
+	_, ok := ctx.Deadline()
+	return ok && callerDone(ctx) && !errors.Is(ctx.Err(), context.Canceled)
 }
 
 // left returns how long w may still wait: until the context's deadline,
