@@ -273,9 +273,10 @@ var refundUseOpen = map[string]string{
 // loaded machine whose first store calls are slow, the bucket stayed near
 // full while the first refunds were on their way, and they paid for
 // 207–650 tokens above capacity + refill. With one clock and a clean
-// network, use is at least 95 % of capacity + refill. In a hostile fleet — clocks up to
-// 400 ms apart (inside the maximum skew) and one drifting, 1–4 ms of
-// latency each way, and a reply lost every 200 ms in one member —
+// network, use is at least 95 % of capacity + refill. In a hostile fleet
+// — clocks up to 400 ms apart (inside the maximum skew) and one
+// drifting, 1–4 ms of latency each way, and a reply lost every 200 ms in
+// one member —
 // the excess is the refill of the time the fastest clock runs ahead, as
 // the guarantee prices it, and use is reported: lost reservations and
 // settlements cost tokens by design.
