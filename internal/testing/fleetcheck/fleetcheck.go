@@ -69,6 +69,22 @@ const (
 	Restart
 )
 
+// String names k in lower case ("grant", "charge", "release", "restart"),
+// or "kind(N)" for a value outside the constants.
+func (k Kind) String() string {
+	switch k {
+	case Grant:
+		return "grant"
+	case Charge:
+		return "charge"
+	case Release:
+		return "release"
+	case Restart:
+		return "restart"
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
 // Event is one recorded event. Lo <= Hi, in reference milliseconds.
 type Event struct {
 	Kind   Kind

@@ -164,3 +164,16 @@ func FuzzCheckMatchesDefinition(f *testing.F) {
 		}
 	})
 }
+
+func TestKindString(t *testing.T) {
+	for _, tc := range []struct {
+		k    Kind
+		want string
+	}{
+		{Grant, "grant"}, {Charge, "charge"}, {Release, "release"}, {Restart, "restart"}, {0, "kind(0)"}, {9, "kind(9)"},
+	} {
+		if got := tc.k.String(); got != tc.want {
+			t.Errorf("Kind(%d).String() = %q, want %q", uint8(tc.k), got, tc.want)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"testing"
 
 	"github.com/ontopix/sluice/internal/testing/fleetcheck"
 )
@@ -13,8 +14,9 @@ import (
 // keepHistory writes dim's recorded history, with the checker's report, to
 // $SLUICE_ARTIFACTS/fleetsim/<test>.txt when that variable is set (CI keeps
 // the folder), so that an excess found once can be read event by event:
-// one line per event in the order of its Hi, marked "in" when the report's
-// window counts it. It returns the file's path, or "" when nothing was
+// one line per event in the order of its Hi, marked "in" when it is a
+// grant or charge that lies inside the report's window (a charge there
+// counts only against the grants valid after it). It returns the file's path, or "" when nothing was
 // written.
 func (f *fleet) keepHistory(dim string, r fleetcheck.Report) string {
 	dir := os.Getenv("SLUICE_ARTIFACTS")
@@ -37,7 +39,7 @@ func (f *fleet) keepHistory(dim string, r fleetcheck.Report) string {
 		if e.Lo >= r.From && e.Hi <= r.To && (e.Kind == fleetcheck.Grant || e.Kind == fleetcheck.Charge) {
 			in = "in"
 		}
-		fmt.Fprintf(&b, "%s %d %d %d %s %s\n", kindName(e.Kind), e.Lo, e.Hi, e.Cost, e.Lease, in)
+		fmt.Fprintf(&b, "%v %d %d %d %s %s\n", e.Kind, e.Lo, e.Hi, e.Cost, e.Lease, in)
 	}
 	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
 		f.t.Logf("history not kept: %v", err)
@@ -46,17 +48,27 @@ func (f *fleet) keepHistory(dim string, r fleetcheck.Report) string {
 	return path
 }
 
-// kindName names an event kind in a kept history.
-func kindName(k fleetcheck.Kind) string {
-	switch k {
-	case fleetcheck.Grant:
-		return "grant"
-	case fleetcheck.Charge:
-		return "charge"
-	case fleetcheck.Release:
-		return "release"
-	case fleetcheck.Restart:
-		return "restart"
+// keepHistory writes one line per event, in the order of their Hi, each
+// marked when it lies inside the report's window.
+func TestKeepHistory(t *testing.T) {
+	t.Setenv("SLUICE_ARTIFACTS", t.TempDir())
+	f := &fleet{t: t, kind: "memory", rec: NewRecorder()}
+	f.rec.Limit("v#tpm", fleetcheck.Limit{Capacity: 10, Amount: 10, PeriodMs: 1000})
+	f.rec.Add("v#tpm", fleetcheck.Event{Kind: fleetcheck.Grant, Lo: 5, Hi: 9, Cost: 4, Lease: "b"})
+	f.rec.Add("v#tpm", fleetcheck.Event{Kind: fleetcheck.Grant, Lo: 0, Hi: 2, Cost: 3, Lease: "a"})
+	f.rec.Add("v#tpm", fleetcheck.Event{Kind: fleetcheck.Charge, Lo: 6, Hi: 7, Cost: 2})
+	path := f.keepHistory("v#tpm", fleetcheck.Report{Name: "v#tpm", From: 5, To: 9})
+	if path == "" {
+		t.Fatal("no history written")
 	}
-	return fmt.Sprintf("kind%d", k)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	got := lines[len(lines)-3:]
+	want := []string{"grant 0 2 3 a ", "charge 6 7 2  in", "grant 5 9 4 b in"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("history lines %q, want %q", got, want)
+	}
 }
