@@ -67,8 +67,14 @@ func (g *gen) add(st Step) {
 	g.steps = append(g.steps, st)
 }
 
+// genBase is the time base of the generator's model: Base, a real instant
+// as in the checker's runs. At the Unix epoch a reservation made at the
+// base and valid at once would be valid at 0, which the model reads as "no
+// reservation".
+func genBase() int64 { return Base.UnixMilli() }
+
 func (g *gen) sequence(n int) []Step {
-	g.m = newModel(0)
+	g.m = newModel(genBase())
 	g.hosts = g.clocks()
 	rpm, tpm, conc, fast := g.dims()
 	for _, d := range []string{rpm, tpm, conc, fast} {
