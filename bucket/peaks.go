@@ -16,12 +16,12 @@ package bucket
 // balance since the grant, in the bucket's history as corrected by every
 // refund made since (a refund raises the balance, in that history, from
 // its own grant on), the refund is min(R, capacity − M), and never below
-// zero. Peaks keeps, for every instant a pending call may have been
+// zero. The type peaks keeps, for every instant a pending call may have been
 // granted at, an upper bound of that M: a short list of (instant, level)
 // entries, oldest first, levels falling. A call granted at g reads the
 // last entry at or before g. Each write of the bucket notes its balance
-// (NotePeak), each grant adds an entry (GrantPeak), and each refund
-// updates the entries as the corrected history requires (RefundPeak):
+// (notePeak), each grant adds an entry (grantPeak), and each refund
+// updates the entries as the corrected history requires (refundPeak):
 // entries from the refunded call's on rise by the refund, older ones to
 // at least the refunded entry's new level.
 //
@@ -33,32 +33,32 @@ package bucket
 // neighbouring entries (the older instant, the higher level), which only
 // raises a bound: refunds come out smaller, never larger.
 
-// Peak is one entry of Peaks.
-type Peak struct {
+// peak is one entry of peaks.
+type peak struct {
 	// At is an instant in Unix milliseconds, on the bucket's clock.
 	At int64
 	// Level bounds, in millitokens, the bucket's corrected balance at
-	// every instant from At to now (see Peaks).
+	// every instant from At to now (see peaks).
 	Level int64
 }
 
-// Peaks bounds the refunds a bucket may give back (see RefundPeak). It is
+// peaks bounds the refunds a bucket may give back (see refundPeak). It is
 // ordered by At, rising, with Level falling. The zero value (empty) knows
 // nothing: a refund of a call granted before its first entry gives
 // nothing back. It is a value: the functions below return a new slice
 // and never modify the one they are given.
-type Peaks []Peak
+type peaks []peak
 
-// MaxPeaks is the number of entries a store keeps per bucket.
-const MaxPeaks = 8
+// maxPeaks is the number of entries a store keeps per bucket.
+const maxPeaks = 8
 
-// NotePeak returns p with level, the bucket's balance in millitokens at
+// notePeak returns p with level, the bucket's balance in millitokens at
 // the current instant, taken into account: every entry's Level becomes at
 // least level. A store calls it on every write of the bucket, after
 // refilling it to the write's instant and before the write's own change:
 // between two writes the balance only rises, so the balance at each write
 // bounds it over the interval before.
-func NotePeak(p Peaks, level int64) Peaks {
+func notePeak(p peaks, level int64) peaks {
 	i := len(p)
 	for i > 0 && p[i-1].Level <= level {
 		i--
@@ -66,25 +66,25 @@ func NotePeak(p Peaks, level int64) Peaks {
 	if i == len(p) {
 		return p
 	}
-	out := make(Peaks, i+1, max(i+1, len(p)))
+	out := make(peaks, i+1, max(i+1, len(p)))
 	copy(out, p[:i])
-	out[i] = Peak{At: p[i].At, Level: level}
+	out[i] = peak{At: p[i].At, Level: level}
 	return out
 }
 
-// GrantPeak returns p with an entry for a grant made at the instant at
+// grantPeak returns p with an entry for a grant made at the instant at
 // (Unix milliseconds on the bucket's clock) that left the balance at level
 // millitokens, merging entries so that at most n remain (n of 1 or
-// more). NotePeak must have noted the balance before the grant's charge.
+// more). The balance before the grant's charge must have been noted (notePeak).
 // A grant at or before the last entry's instant, or that left the balance
 // at or above its level, adds nothing: the last entry already bounds it.
-func GrantPeak(p Peaks, at, level int64, n int) Peaks {
+func grantPeak(p peaks, at, level int64, n int) peaks {
 	if k := len(p); k > 0 && (p[k-1].At >= at || p[k-1].Level <= level) {
 		return p
 	}
-	out := make(Peaks, len(p), len(p)+1)
+	out := make(peaks, len(p), len(p)+1)
 	copy(out, p)
-	out = append(out, Peak{At: at, Level: level})
+	out = append(out, peak{At: at, Level: level})
 	for len(out) > max(n, 1) {
 		out = mergeClosest(out)
 	}
@@ -93,7 +93,7 @@ func GrantPeak(p Peaks, at, level int64, n int) Peaks {
 
 // mergeClosest removes the entry whose level is closest to the one before
 // it: the older entry, whose level is higher, then bounds its interval too.
-func mergeClosest(p Peaks) Peaks {
+func mergeClosest(p peaks) peaks {
 	best := 1
 	for i := 2; i < len(p); i++ {
 		if p[i-1].Level-p[i].Level < p[best-1].Level-p[best].Level {
@@ -103,17 +103,17 @@ func mergeClosest(p Peaks) Peaks {
 	return append(p[:best:best], p[best+1:]...)
 }
 
-// RefundPeak returns how many of amount millitokens a call granted at
+// refundPeak returns how many of amount millitokens a call granted at
 // grantedAt (Unix milliseconds on the bucket's clock) may give back to a
 // bucket of the given capacity, and p updated for that refund. The refund
 // is min(amount, capacity − M), never below zero, where M is the level of
 // the last entry at or before grantedAt; with no such entry it is zero.
-// The bucket's balance must be at most every entry's level (NotePeak at
+// The bucket's balance must be at most every entry's level (notePeak at
 // the refund's instant), so that balance + refund never exceeds the
 // capacity. A store that then gives back less than the bound (a floor or
-// a cooldown's ceiling) may keep the returned Peaks: a higher bound only
+// a cooldown's ceiling) may keep the returned peaks: a higher bound only
 // makes later refunds smaller.
-func RefundPeak(p Peaks, grantedAt, amount, capacity int64) (Peaks, int64) {
+func refundPeak(p peaks, grantedAt, amount, capacity int64) (peaks, int64) {
 	e := -1
 	for i := len(p) - 1; i >= 0; i-- {
 		if p[i].At <= grantedAt {
@@ -130,7 +130,7 @@ func RefundPeak(p Peaks, grantedAt, amount, capacity int64) (Peaks, int64) {
 		return p, 0
 	}
 	raised := m + refund
-	out := make(Peaks, 0, len(p))
+	out := make(peaks, 0, len(p))
 	for i, pk := range p {
 		if i >= e {
 			pk.Level += refund

@@ -36,14 +36,14 @@ func corrected(l Limits, start, now int64, calls []refundCall) int64 {
 type refundRule func(g, amount, balance int64) int64
 
 // refundRun grants and settles random calls on one bucket with at most n
-// entries of Peaks, refunding by rule, and returns the first step where
+// entries of peaks, refunding by rule, and returns the first step where
 // the balance rose above the corrected balance (or, when exact, differs
 // from it), or "", and the millitokens refunded in all. Refill is a whole
 // number of millitokens per millisecond, so that the corrected balance is
 // exact whatever instants it is refilled at. Steps are at least a
 // millisecond apart when exact is true, and often at the same instant
 // otherwise.
-func refundRun(seed uint64, n int, exact bool, rule func(p *Peaks, capacity int64) refundRule) (string, int64) {
+func refundRun(seed uint64, n int, exact bool, rule func(p *peaks, capacity int64) refundRule) (string, int64) {
 	rng := rand.New(rand.NewPCG(seed, 11))
 	capacity := (10 + rng.Int64N(990)) * Milli
 	perMs := 1 + rng.Int64N(50)
@@ -51,7 +51,7 @@ func refundRun(seed uint64, n int, exact bool, rule func(p *Peaks, capacity int6
 	now := int64(1_000_000)
 	start := now
 	s := State{Tokens: capacity, Last: now}
-	var p Peaks
+	var p peaks
 	refund := rule(&p, capacity)
 	var calls []refundCall
 	var refunded int64
@@ -67,7 +67,7 @@ func refundRun(seed uint64, n int, exact bool, rule func(p *Peaks, capacity int6
 			now++ // grants at one instant share an entry: exact only apart
 		}
 		s = Refill(l, s, now)
-		p = NotePeak(p, s.Tokens)
+		p = notePeak(p, s.Tokens)
 		if r := rng.IntN(2); r == 0 {
 			e := (1 + rng.Int64N(capacity/Milli/2)) * Milli
 			a := rng.Int64N(e + 1)
@@ -76,7 +76,7 @@ func refundRun(seed uint64, n int, exact bool, rule func(p *Peaks, capacity int6
 			}
 			if s.Tokens >= e {
 				s.Tokens -= e
-				p = GrantPeak(p, now, s.Tokens, n)
+				p = grantPeak(p, now, s.Tokens, n)
 				calls = append(calls, refundCall{g: now, e: e, a: a})
 			}
 		} else {
@@ -104,11 +104,11 @@ func refundRun(seed uint64, n int, exact bool, rule func(p *Peaks, capacity int6
 	return "", refunded
 }
 
-// peakRule refunds by RefundPeak.
-func peakRule(p *Peaks, capacity int64) refundRule {
+// peakRule refunds by refundPeak.
+func peakRule(p *peaks, capacity int64) refundRule {
 	return func(g, amount, _ int64) int64 {
 		var r int64
-		*p, r = RefundPeak(*p, g, amount, capacity)
+		*p, r = refundPeak(*p, g, amount, capacity)
 		return r
 	}
 }
@@ -127,31 +127,31 @@ func TestRefundPeakExact(t *testing.T) {
 			t.Fatalf("seed %d, unbounded: %s", seed, what)
 		}
 		exact += all
-		for _, n := range []int{1 << 30, MaxPeaks, 2, 1} {
+		for _, n := range []int{1 << 30, maxPeaks, 2, 1} {
 			for _, apart := range []bool{true, false} {
 				what, all := refundRun(seed, n, apart && n == 1<<30, peakRule)
 				if what != "" {
 					t.Fatalf("seed %d, %d entries: %s", seed, n, what)
 				}
-				if n == MaxPeaks && apart {
+				if n == maxPeaks && apart {
 					bounded += all
 				}
 			}
 		}
 	}
-	t.Logf("with %d entries, refunds gave back %.1f %% of what the exact bound gives", MaxPeaks, 100*float64(bounded)/float64(exact))
+	t.Logf("with %d entries, refunds gave back %.1f %% of what the exact bound gives", maxPeaks, 100*float64(bounded)/float64(exact))
 }
 
 // TestRefundToCapacityOverAdmits shows that the checker above sees the
 // fault it guards against: refunding in full up to the capacity, as
 // stores did before, leaves the balance above the corrected one.
 func TestRefundToCapacityOverAdmits(t *testing.T) {
-	naive := func(_ *Peaks, capacity int64) refundRule {
+	naive := func(_ *peaks, capacity int64) refundRule {
 		return func(_, amount, balance int64) int64 { return min(amount, capacity-balance) }
 	}
 	over := 0
 	for seed := range uint64(100) {
-		if what, _ := refundRun(seed, MaxPeaks, false, naive); what != "" {
+		if what, _ := refundRun(seed, maxPeaks, false, naive); what != "" {
 			over++
 		}
 	}
@@ -164,22 +164,22 @@ func TestRefundToCapacityOverAdmits(t *testing.T) {
 func TestRefundPeak(t *testing.T) {
 	tests := []struct {
 		name      string
-		p         Peaks
+		p         peaks
 		g, amount int64
 		want      int64
-		wantPeaks Peaks
+		wantPeaks peaks
 	}{
-		{"before every entry", Peaks{{10, 500}}, 5, 300, 0, Peaks{{10, 500}}},
+		{"before every entry", peaks{{10, 500}}, 5, 300, 0, peaks{{10, 500}}},
 		{"empty", nil, 5, 300, 0, nil},
-		{"room for all", Peaks{{0, 900}, {10, 400}}, 12, 300, 300, Peaks{{0, 900}, {10, 700}}},
-		{"the cap took part", Peaks{{0, 900}, {10, 800}}, 12, 300, 200, Peaks{{0, 1000}}},
-		{"full since", Peaks{{0, 1000}}, 12, 300, 0, Peaks{{0, 1000}}},
-		{"older entries rise", Peaks{{0, 600}, {10, 500}, {20, 100}}, 10, 300, 300, Peaks{{0, 800}, {20, 400}}},
+		{"room for all", peaks{{0, 900}, {10, 400}}, 12, 300, 300, peaks{{0, 900}, {10, 700}}},
+		{"the cap took part", peaks{{0, 900}, {10, 800}}, 12, 300, 200, peaks{{0, 1000}}},
+		{"full since", peaks{{0, 1000}}, 12, 300, 0, peaks{{0, 1000}}},
+		{"older entries rise", peaks{{0, 600}, {10, 500}, {20, 100}}, 10, 300, 300, peaks{{0, 800}, {20, 400}}},
 	}
 	for _, tt := range tests {
-		gotP, got := RefundPeak(tt.p, tt.g, tt.amount, 1000)
+		gotP, got := refundPeak(tt.p, tt.g, tt.amount, 1000)
 		if got != tt.want || !slices.Equal(gotP, tt.wantPeaks) {
-			t.Errorf("%s: RefundPeak(%v, %d, %d, 1000) = %v, %d; want %v, %d", tt.name, tt.p, tt.g, tt.amount, gotP, got, tt.wantPeaks, tt.want)
+			t.Errorf("%s: refundPeak(%v, %d, %d, 1000) = %v, %d; want %v, %d", tt.name, tt.p, tt.g, tt.amount, gotP, got, tt.wantPeaks, tt.want)
 		}
 	}
 }
