@@ -14,22 +14,25 @@ import (
 // settle, a pending reservation to cancel), so a step that only makes sense
 // at its own base would reach the checker's model as a step no caller can
 // send, and the checker would stop on it instead of testing the store.
-// SLUICE_LONG=1 runs 60,000 seeds.
+// It replays the first 2,000 sequences the model-based test generates
+// (60,000 with SLUICE_LONG=1), and sequence 56004, whose first steps make
+// a reservation at the start of the sequence, valid at once: at a base of
+// 0 that reservation is valid at instant 0, which the model reads as none.
 func TestGeneratorAgreesWithChecker(t *testing.T) {
-	seeds := []uint64{56004} // a reservation made at the base, valid at once
+	numbers := []uint64{56004}
 	n := uint64(2000)
 	if os.Getenv("SLUICE_LONG") != "" {
 		n = 60000
 	}
-	for s := range n {
-		seeds = append(seeds, s+1)
+	for i := range n {
+		numbers = append(numbers, i+1)
 	}
 	mc := &modelChecker{}
-	for _, seed := range seeds {
-		steps := mc.generate(seed)
-		at := Base.UnixMilli() + int64(seed%7+1)*int64(48*time.Hour/time.Millisecond)
+	for _, num := range numbers {
+		steps := mc.generate(num)
+		at := Base.UnixMilli() + int64(num%7+1)*int64(48*time.Hour/time.Millisecond)
 		if i, what := divergence(steps, genBase(), at); what != "" {
-			t.Fatalf("seed %d, step %d (%s): %s", seed, i, jsonString(steps[i]), what)
+			t.Fatalf("sequence %d (on a store: go test -run TestConformance/Model -args -sluice.seed=%d), step %d (%s): %s", num, num, i, jsonString(steps[i]), what)
 		}
 	}
 }
