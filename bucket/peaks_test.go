@@ -43,8 +43,8 @@ type refundRule func(g, amount, balance int64) int64
 // exact whatever instants it is refilled at. Steps are at least a
 // millisecond apart when exact is true, and often at the same instant
 // otherwise.
-func refundRun(seed uint64, n int, exact bool, rule func(p *peaks, capacity int64) refundRule) (string, int64) {
-	rng := rand.New(rand.NewPCG(seed, 11))
+func refundRun(run uint64, n int, exact bool, rule func(p *peaks, capacity int64) refundRule) (string, int64) {
+	rng := rand.New(rand.NewPCG(run, 11)) // run numbers the random bucket and its calls
 	capacity := (10 + rng.Int64N(990)) * Milli
 	perMs := 1 + rng.Int64N(50)
 	l := Limits{Type: Tokens, Capacity: capacity, Amount: perMs * 1000, Period: 1000}
@@ -121,17 +121,17 @@ func peakRule(p *peaks, capacity int64) refundRule {
 // take; with fewer entries, or grants at one instant, it is never above it.
 func TestRefundPeakExact(t *testing.T) {
 	var exact, bounded int64
-	for seed := range uint64(300) {
-		what, all := refundRun(seed, 1<<30, true, peakRule)
+	for run := range uint64(300) {
+		what, all := refundRun(run, 1<<30, true, peakRule)
 		if what != "" {
-			t.Fatalf("seed %d, unbounded: %s", seed, what)
+			t.Fatalf("run %d, unbounded: %s", run, what)
 		}
 		exact += all
 		for _, n := range []int{1 << 30, maxPeaks, 2, 1} {
 			for _, apart := range []bool{true, false} {
-				what, all := refundRun(seed, n, apart && n == 1<<30, peakRule)
+				what, all := refundRun(run, n, apart && n == 1<<30, peakRule)
 				if what != "" {
-					t.Fatalf("seed %d, %d entries: %s", seed, n, what)
+					t.Fatalf("run %d, %d entries: %s", run, n, what)
 				}
 				if n == maxPeaks && apart {
 					bounded += all
@@ -150,8 +150,8 @@ func TestRefundToCapacityOverAdmits(t *testing.T) {
 		return func(_, amount, balance int64) int64 { return min(amount, capacity-balance) }
 	}
 	over := 0
-	for seed := range uint64(100) {
-		if what, _ := refundRun(seed, maxPeaks, false, naive); what != "" {
+	for run := range uint64(100) {
+		if what, _ := refundRun(run, maxPeaks, false, naive); what != "" {
 			over++
 		}
 	}
