@@ -214,7 +214,8 @@ func (c *Client) released(ctx context.Context, l *Lease, found bool, err error) 
 }
 
 // Adjust settles the estimate on dimension by delta tokens: positive
-// charges more (the balance may go into debt down to the bucket's floor),
+// charges more (the balance may go into debt, at most the bucket's
+// max debt deeper than it was; debt is never forgiven),
 // negative refunds (at most what the lease holds on it). Concurrent
 // dimensions cannot be adjusted.
 //

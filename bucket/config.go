@@ -89,9 +89,12 @@ type Config struct {
 	RefillPeriod time.Duration
 	// CostPerCall is the cost of an acquisition that names none. Zero means 1.
 	CostPerCall int64
-	// MaxDebt is how far below zero Adjust may drive the balance, in tokens.
-	// Zero means the default, Capacity; NoDebt (-1) forbids debt. Concurrent
-	// buckets never take debt, whatever this says.
+	// MaxDebt is how far one settlement (Adjust) may drive the balance
+	// below zero, in tokens, or below its level when it is already in debt:
+	// it bounds what one charge above its estimate adds, and debt is never
+	// forgiven, so several such charges may go deeper. Zero means the
+	// default, Capacity; NoDebt (-1) forbids debt: charges stop at zero.
+	// Concurrent buckets never take debt, whatever this says.
 	MaxDebt int64
 }
 
@@ -115,7 +118,7 @@ func (c Config) Cost() int64 {
 	return c.CostPerCall
 }
 
-// Debt returns the effective maximum debt in tokens.
+// Debt returns the effective maximum debt one settlement may add, in tokens.
 func (c Config) Debt() int64 {
 	switch {
 	case c.Type == Concurrent || c.MaxDebt == NoDebt:
@@ -175,7 +178,8 @@ type Limits struct {
 	Amount int64
 	// Period is the refill period in milliseconds; 0 for concurrent buckets.
 	Period int64
-	// Floor is the lowest balance Adjust may reach, in millitokens (<= 0).
+	// Floor is the lowest balance one charge of Adjust may reach from a
+	// balance at or above zero, in millitokens (<= 0).
 	Floor int64
 }
 

@@ -90,7 +90,7 @@ func prodLess(a, b, c, d int64) bool {
 // State is a bucket's mutable state.
 type State struct {
 	// Tokens is the balance in millitokens at time Last. It is at most the
-	// capacity and may be negative (debt), down to the floor.
+	// capacity and may be negative (debt), down to MinBalance.
 	Tokens int64
 	// Last is the refill timestamp in Unix milliseconds: the instant up to
 	// which refill has been credited.
@@ -202,16 +202,19 @@ func RetryIn(l Limits, s State, now, cost int64) int64 {
 
 // Adjust settles an estimate: a positive delta charges delta more
 // millitokens, a negative delta refunds -delta. The balance is refilled to now
-// first and then clamped to [Floor, Capacity]: debt never goes below the
-// floor, and a refund never lifts the balance above the capacity. During a
-// cooldown (now before s.Until) a refund lifts the balance at most to zero,
-// so that the bucket resumes at its refill rate and not in a burst. It
-// returns the new state and the change actually applied to the balance
-// (positive for a charge).
+// first; a refund never lifts it above the capacity. During a cooldown (now
+// before s.Until) a refund lifts the balance at most to zero, so that the
+// bucket resumes at its refill rate and not in a burst. It returns the new
+// state and the change actually applied to the balance (positive for a
+// charge).
 //
-// The floor is lowered by what outstanding reservations owe (ReservedDebt),
-// and the clamp never raises a balance already below it: a charge or a
-// refund never hands reserved tokens out a second time.
+// A charge is usage that happened, so debt is never forgiven: the floor
+// (-Config.Debt) bounds what one charge adds, not the debt. One charge
+// takes the balance at most to the floor below zero, or, when the balance
+// is already negative, at most the floor's depth below where it was; the
+// floor is also lowered by what outstanding reservations owe
+// (ReservedDebt), so that a charge never hands reserved tokens out a
+// second time. The balance never goes below MinBalance.
 func Adjust(l Limits, s State, now, delta int64) (State, int64) {
 	r := Refill(l, s, now)
 	before := r.Tokens
@@ -219,7 +222,7 @@ func Adjust(l Limits, s State, now, delta int64) (State, int64) {
 	if now < r.Until {
 		ceiling = min(ceiling, max(before, 0))
 	}
-	floor := min(EffectiveFloor(l, r, now), before)
+	floor := min(EffectiveFloor(l, r, now), before, max(min(before, 0)+l.Floor, MinBalance))
 	t := before - delta
 	if t < floor {
 		t = floor

@@ -90,7 +90,7 @@ func TestTake(t *testing.T) {
 }
 
 func TestAdjust(t *testing.T) {
-	tpm := PerPeriod(Tokens, 10_000, time.Minute).Limits() // floor -10000 tokens
+	tpm := PerPeriod(Tokens, 10_000, time.Minute).Limits() // max debt 10000 tokens per charge
 	tests := []struct {
 		name        string
 		s           State
@@ -100,7 +100,10 @@ func TestAdjust(t *testing.T) {
 	}{
 		{"refund", State{Tokens: 1_000_000, Last: 0, Until: 0, Reserved: 0}, -700_000, State{Tokens: 1_700_000, Last: 0, Until: 0, Reserved: 0, Charged: -700_000}, -700_000},
 		{"charge into debt", State{Tokens: 0, Last: 0, Until: 0, Reserved: 0}, 600_000, State{Tokens: -600_000, Last: 0, Until: 0, Reserved: 0, Charged: 600_000}, 600_000},
-		{"debt stops at the floor", State{Tokens: -9_000_000, Last: 0, Until: 0, Reserved: 0}, 5_000_000, State{Tokens: -10_000_000, Last: 0, Until: 0, Reserved: 0, Charged: 1_000_000}, 1_000_000},
+		{"one charge stops at the floor", State{Tokens: 1_000_000, Last: 0, Until: 0, Reserved: 0}, 15_000_000, State{Tokens: -10_000_000, Last: 0, Until: 0, Reserved: 0, Charged: 11_000_000}, 11_000_000},
+		{"a second charge goes below the floor", State{Tokens: -10_000_000, Last: 0, Until: 0, Reserved: 0}, 5_000_000, State{Tokens: -15_000_000, Last: 0, Until: 0, Reserved: 0, Charged: 5_000_000}, 5_000_000},
+		{"one charge adds at most the max debt", State{Tokens: -4_000_000, Last: 0, Until: 0, Reserved: 0}, 30_000_000, State{Tokens: -14_000_000, Last: 0, Until: 0, Reserved: 0, Charged: 10_000_000}, 10_000_000},
+		{"a refund in deep debt keeps the rest", State{Tokens: -25_000_000, Last: 0, Until: 0, Reserved: 0}, -1_000_000, State{Tokens: -24_000_000, Last: 0, Until: 0, Reserved: 0, Charged: -1_000_000}, -1_000_000},
 		{"refund stops at capacity", State{Tokens: 9_500_000, Last: 0, Until: 0, Reserved: 0}, -1_000_000, State{Tokens: 10_000_000, Last: 0, Until: 0, Reserved: 0, Charged: -500_000}, -500_000},
 	}
 	for _, tt := range tests {

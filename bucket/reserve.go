@@ -78,8 +78,8 @@ func ReservedDebt(l Limits, s State, now int64) int64 {
 
 // EffectiveFloor returns the lowest balance a clamp may leave at now: the
 // configured floor lowered by ReservedDebt, and never below MinBalance.
-// Adjust and Reconfigure clamp to it, so that the debt reservations created
-// is never forgiven and the tokens they reserved are never handed out twice.
+// Adjust clamps at most to it, so that the debt reservations created is
+// never forgiven and the tokens they reserved are never handed out twice.
 func EffectiveFloor(l Limits, s State, now int64) int64 {
 	return max(l.Floor-ReservedDebt(l, s, now), MinBalance)
 }

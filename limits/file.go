@@ -39,7 +39,7 @@
 //	    per: 1m             # refill period: 1s, 1m, 1h, 1d or a duration
 //	    refill: 500         # tokens per period (default: capacity)
 //	    cost_per_call: 1    # default cost (default 1)
-//	    max_debt: 0         # tokens below zero a settlement may go (0: capacity, -1: none)
+//	    max_debt: 0         # tokens one settlement may add to the debt (0: capacity, -1: no debt)
 //	presets:
 //	  - preset: openai      # <vendor>[#<model>]#rpm, #tpm, #rpd, #tpd
 //	    model: gpt-4o-mini

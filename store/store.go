@@ -350,8 +350,9 @@ type Restored struct {
 
 // AdjustRequest is the input of Store.Adjust.
 //
-// A positive Delta charges more tokens (the balance may go into debt, down
-// to the floor), and the lease's cost grows by the whole tokens actually
+// A positive Delta charges more tokens (the balance may go into debt, at
+// most the bucket's max debt below zero or below a balance already in
+// debt: debt is never forgiven), and the lease's cost grows by the whole tokens actually
 // charged (HeldAfter); it is applied even after the lease expired, since
 // usage reported late still counted at the vendor. A negative one refunds,
 // at most the lease's cost for that dimension, and fails with

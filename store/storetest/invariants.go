@@ -128,12 +128,16 @@ func (v *invariants) windowCheck(m *model, b *mBucket, st Step, e Expect) string
 	w.lasts = append(w.lasts, w.end)
 	w.debits = append(w.debits, debit(st, e, name))
 	w.end = b.st.Last
+	// A balance starts a window at most at the capacity and ends it where
+	// it is: at the floor or above, or below it when settlements kept debt
+	// that was already there (Adjust never forgives debt).
+	low := min(b.lim.Floor, b.st.Tokens)
 	var sum int64
 	for i := len(w.debits) - 1; i >= 0; i-- {
 		sum += w.debits[i]
 		earned := (w.end - w.lasts[i]) * b.lim.Amount / b.lim.Period
-		if allowed := b.lim.Capacity - b.lim.Floor + earned; sum > allowed {
-			return fmt.Sprintf("%s: %d millitokens debited over the last %d steps, more than capacity - floor + earned = %d",
+		if allowed := b.lim.Capacity - low + earned; sum > allowed {
+			return fmt.Sprintf("%s: %d millitokens debited over the last %d steps, more than capacity - min(floor, balance) + earned = %d",
 				name, sum, len(w.debits)-i, allowed)
 		}
 	}

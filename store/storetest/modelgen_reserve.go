@@ -123,7 +123,7 @@ type usage struct {
 // usage admitted at valid instants (grants at their decision time,
 // reservations at their valid instant, minus the reservations cancelled
 // before their valid instant; settled charges are usage beyond estimates
-// that the debt floor allows for, and only make later grants wait) in any window
+// that happened, and only make later grants wait) in any window
 // [a, b] is at most the capacity plus what the bucket earns over b−a. The
 // record restarts when something may legitimately raise the balance (a
 // refund, a reconfiguration, a re-creation; the refill timestamp never

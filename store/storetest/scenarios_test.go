@@ -427,6 +427,20 @@ func scenarios() []Vector {
 				acqQ(320, "W1", 60_000, 5000, it("pool#concurrent", 2)),
 				peek(320, "pool#concurrent"),
 			)),
+		v("debt-kept", "settlements above their estimates keep the debt already there: each charge adds at most max_debt (default: the capacity) below the balance it finds, so a series goes deeper than one charge may; a refund in deep debt is kept whole; grants wait for the whole debt to refill",
+			s(
+				putB(0, tpm, "tokens", 1000, 1000, 60_000),
+				acq(0, "A", 60_000, true, it(tpm, 300)),
+				acq(0, "B", 60_000, true, it(tpm, 300)),
+				acq(0, "C", 60_000, true, it(tpm, 300)),
+				adjust(10, "A", tpm, 1000),
+				adjust(10, "B", tpm, 1000),
+				adjust(10, "C", tpm, 5000),
+				peek(10, tpm),
+				adjust(20, "B", tpm, -200),
+				acq(20, "D", 60_000, false, it(tpm, 100)),
+				peek(20, tpm),
+			)),
 	}
 }
 

@@ -66,8 +66,11 @@ BEGIN
     al := __SCHEMA__.align(b.refill_amount * 1000, b.last_refill_ms, v_now, p_skew);
     r := __SCHEMA__.refill(b.capacity * 1000, b.refill_amount * 1000, b.refill_period_ms, b.tokens, al[1],
                            b.cooldown_until_ms, al[2]);
+    -- Debt is never forgiven: one charge goes at most the floor's depth
+    -- below zero, or below the balance when it is already in debt.
     fl := least(__SCHEMA__.effective_floor(__SCHEMA__.floor_milli(b.limit_type, b.capacity, b.max_debt),
-                                           b.refill_amount * 1000, b.refill_period_ms, b.reserved_until_ms, al[2]), r[1]);
+                                           b.refill_amount * 1000, b.refill_period_ms, b.reserved_until_ms, al[2]), r[1],
+                greatest(least(r[1], 0) + __SCHEMA__.floor_milli(b.limit_type, b.capacity, b.max_debt), -1000000000000000));
     v_ceil := b.capacity * 1000;
     IF al[2] < b.cooldown_until_ms THEN
         v_ceil := least(v_ceil, greatest(r[1], 0));

@@ -104,7 +104,9 @@ end
 
 -- adjust is bucket.Adjust: returns tokens, last, applied. During a cooldown
 -- a refund lifts the balance at most to zero; the floor is the effective
--- floor, and never raises a balance already below it.
+-- floor, never raises a balance already below it, and a balance already in
+-- debt may go the configured floor's depth below where it is (debt is
+-- never forgiven), never below MIN_BALANCE.
 local function adjust(L, tok, last, u, res, now, delta)
   local t, l = refill(L, tok, last, u, now)
   local before = t
@@ -121,6 +123,16 @@ local function adjust(L, tok, last, u, res, now, delta)
   local floor = effectiveFloor(L, res, now)
   if before < floor then
     floor = before
+  end
+  local deeper = L.floor
+  if before < 0 then
+    deeper = before + L.floor
+  end
+  if deeper < MIN_BALANCE then
+    deeper = MIN_BALANCE
+  end
+  if deeper < floor then
+    floor = deeper
   end
   t = before - delta
   if t < floor then

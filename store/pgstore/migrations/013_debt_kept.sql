@@ -1,0 +1,7 @@
+-- A settlement never forgives debt (bucket.Adjust): the floor bounds what
+-- one charge adds below zero, or below the balance when it is already in
+-- debt, not the debt itself, since a debt is usage that happened. adjust is
+-- redefined with that one clamp changed.
+--
+-- Its functions are in functions/, which Migrate applies after the
+-- migrations; no table changed, so this file only holds the version.
