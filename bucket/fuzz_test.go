@@ -58,7 +58,17 @@ func FuzzInvariants(f *testing.F) {
 				s = next
 			case 2:
 				now += step
-				s, _ = Adjust(l, s, now, int64(op)*int64(op)*Milli*int64(i+1))
+				delta := int64(op) * int64(op) * Milli * int64(i+1)
+				before := Refill(l, s, now).Tokens
+				next, applied := Adjust(l, s, now, delta)
+				// Debt is never forgiven: one charge takes all of delta
+				// down to the floor's depth below zero, or below a
+				// balance already in debt (never below MinBalance).
+				room := max(before-max(min(before, 0)+l.Floor, MinBalance), 0)
+				if applied != min(delta, room) || next.Tokens != before-applied {
+					t.Fatalf("after op %d: charge of %d from %d applied %d, leaving %d; want %d applied", i, delta, before, applied, next.Tokens, min(delta, room))
+				}
+				s = next
 			case 3:
 				now += step
 				s, _ = Adjust(l, s, now, -int64(op)*Milli)
@@ -66,8 +76,8 @@ func FuzzInvariants(f *testing.F) {
 				now += step
 				s = Penalize(l, s, now, int64(op)*4%1001)
 			}
-			if s.Tokens > l.Capacity || s.Tokens < l.Floor {
-				t.Fatalf("after op %d: tokens %d outside [%d, %d]", i, s.Tokens, l.Floor, l.Capacity)
+			if s.Tokens > l.Capacity || s.Tokens < MinBalance {
+				t.Fatalf("after op %d: tokens %d outside [%d, %d]", i, s.Tokens, MinBalance, l.Capacity)
 			}
 			if s.Last > now && op%5 != 0 {
 				t.Fatalf("after op %d: Last %d is after now %d", i, s.Last, now)
@@ -88,7 +98,7 @@ func FuzzRetryInExact(f *testing.F) {
 			return
 		}
 		l := c.Limits()
-		if tokens < l.Floor || tokens > l.Capacity {
+		if tokens < MinBalance || tokens > l.Capacity {
 			return
 		}
 		if cost < 1 || cost > c.Capacity {
@@ -158,7 +168,7 @@ func FuzzCooldown(f *testing.F) {
 	f.Add(uint8(1), int64(90), int64(90), int64(60_000), int64(-1), int64(0), int64(10_000), int64(9_000), int64(86_400_000), int64(90), int64(60_000))
 	f.Fuzz(func(t *testing.T, kind uint8, capacity, amount, periodMs, debt, tokens, last, now, length, cost, later int64) {
 		c, ok := fuzzConfig(kind, capacity, amount, periodMs, debt)
-		if !ok || c.Type == Concurrent || tokens < c.Limits().Floor || tokens > c.Limits().Capacity || cost < 1 || cost > c.Capacity {
+		if !ok || c.Type == Concurrent || tokens < MinBalance || tokens > c.Limits().Capacity || cost < 1 || cost > c.Capacity {
 			return
 		}
 		l := c.Limits()

@@ -62,7 +62,11 @@ func randomConfig(r *rand.Rand, typ bucket.LimitType) bucket.Config {
 func randomCase(r *rand.Rand) mathCase {
 	c := randomConfig(r, 0)
 	l := c.Limits()
-	tok := pick(r, l.Floor, l.Capacity, l.Floor, 0, l.Capacity, l.Capacity-1, -1)
+	low := l.Floor // settlements keep debt: a time-based balance reaches MinBalance
+	if l.Amount > 0 {
+		low = bucket.MinBalance
+	}
+	tok := pick(r, low, l.Capacity, l.Floor, 0, l.Capacity, l.Capacity-1, -1, l.Floor-1, 2*l.Floor, low)
 	last := pick(r, 0, bucket.MaxTimeMs, 0, bucket.MaxTimeMs, 1_700_000_000_000)
 	var now int64
 	switch r.IntN(4) {
