@@ -110,12 +110,18 @@ func New(c *sluice.Client, opts ...Option) (*Server, error) {
 	return s, nil
 }
 
+// compressMinBytes is the smallest answer the server compresses for a
+// client that accepts gzip: a decision's answer is a few dozen bytes, and
+// compressing it took a third of the server's CPU; a Peek of many buckets
+// is still compressed.
+const compressMinBytes = 1024
+
 // Handler returns the server's routes: the LimiterService under
 // /sluice.v1.LimiterService/ and gRPC health checking
 // (/grpc.health.v1.Health/), to be mounted at the root of a mux.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	opts := []connect.HandlerOption{connect.WithReadMaxBytes(s.maxBytes)}
+	opts := []connect.HandlerOption{connect.WithReadMaxBytes(s.maxBytes), connect.WithCompressMinBytes(compressMinBytes)}
 	path, h := sluicev1connect.NewLimiterServiceHandler(&api{s}, opts...)
 	if s.auth != nil {
 		h = s.auth.Middleware(h)
