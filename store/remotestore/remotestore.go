@@ -31,7 +31,8 @@ import (
 // Option configures Open.
 type Option func(*Store)
 
-// WithHTTPClient sets the HTTP client (default: a client of its own).
+// WithHTTPClient sets the HTTP client (default: a client of its own that
+// keeps up to 100 idle connections to the service).
 func WithHTTPClient(c *http.Client) Option { return func(s *Store) { s.http = c } }
 
 // WithToken sends a bearer token, for a service with authentication (the
@@ -61,7 +62,12 @@ func Open(ctx context.Context, baseURL string, opts ...Option) (store.Store, err
 		o(s)
 	}
 	if s.http == nil {
-		s.http = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		// Keep a connection per concurrent caller: with Go's default of 2
+		// idle connections per host, most calls of a busy process opened
+		// a connection and closed it after the answer.
+		t.MaxIdleConnsPerHost = t.MaxIdleConns
+		s.http = &http.Client{Transport: t}
 	}
 	if err := s.do(ctx, http.MethodGet, "Capabilities", nil, &s.caps); err != nil {
 		return nil, err
