@@ -2,7 +2,8 @@
 
 Speaks the Sluice API v1 over Connect's JSON protocol with the standard
 library alone (Python 3.9+). Every call is a coroutine; the HTTP request
-runs in a worker thread.
+runs in a worker thread, on a kept-alive connection of the client's own
+(one per call in flight, kept for the next ones).
 
     client = Client("http://127.0.0.1:7070", token=os.environ.get("SLUICE_TOKEN"))
     async with client.slot({"openai#gpt-4o#rpm": 1, "openai#gpt-4o#tpm": 2000}) as lease:
@@ -14,9 +15,11 @@ runs in a worker thread.
 import asyncio
 import base64
 import contextlib
+import http.client
 import json
-import urllib.error
-import urllib.request
+import select
+import threading
+import urllib.parse
 
 __all__ = ["Client", "Lease", "RetryIn", "SluiceError", "SlotTimeout"]
 
@@ -123,6 +126,7 @@ class Client:
         self.base_url = base_url.rstrip("/")
         self.token = token
         self.timeout = timeout
+        self._pool = _Pool(self.base_url)
 
     async def acquire(self, costs, ttl=None, caller=None, idempotency_key=None):
         """One attempt on every dimension of costs ({dimension: cost}, 0
@@ -204,17 +208,83 @@ class Client:
         return await asyncio.to_thread(self._post, method, body, timeout or self.timeout)
 
     def _post(self, method, body, timeout):
-        req = urllib.request.Request(self.base_url + _SERVICE + method, data=json.dumps(body).encode(), method="POST")
-        req.add_header("Content-Type", "application/json")
-        req.add_header("Connect-Timeout-Ms", str(int(timeout * 1000)))
+        headers = {"Content-Type": "application/json", "Connect-Timeout-Ms": str(int(timeout * 1000))}
         if self.token:
-            req.add_header("Authorization", "Bearer " + self.token)
+            headers["Authorization"] = "Bearer " + self.token
+        status, data = self._pool.post(self._pool.prefix + _SERVICE + method, json.dumps(body).encode(), headers, timeout)
+        if status < 300:
+            return json.loads(data or b"{}")
         try:
-            with urllib.request.urlopen(req, timeout=timeout) as resp:
-                return json.loads(resp.read() or b"{}")
-        except urllib.error.HTTPError as e:
-            try:
-                err = json.loads(e.read())
-            except ValueError:
-                err = {"code": "unknown", "message": f"HTTP {e.code}"}
-            raise SluiceError(err.get("code", "unknown"), err.get("message", "")) from None
+            err = json.loads(data)
+        except ValueError:
+            err = {"code": "unknown", "message": f"HTTP {status}"}
+        raise SluiceError(err.get("code", "unknown"), err.get("message", ""))
+
+
+class _Pool:
+    """Kept-alive HTTP connections to one server, shared by the worker
+    threads: a call takes an idle connection, or opens one, and gives it
+    back once the answer is read. A connection the server closed while
+    idle (a restart) is found closed before it is used, and replaced."""
+
+    MAX_IDLE = 32
+
+    def __init__(self, base_url):
+        u = urllib.parse.urlsplit(base_url)
+        if u.scheme not in ("http", "https") or not u.hostname:
+            raise ValueError(f"base_url: {base_url!r} is not an http:// or https:// URL")
+        self._https = u.scheme == "https"
+        self._host = u.hostname
+        self._port = u.port
+        self.prefix = u.path.rstrip("/")
+        self._idle = []
+        self._lock = threading.Lock()
+
+    def post(self, path, body, headers, timeout):
+        conn = self._take(timeout)
+        try:
+            conn.request("POST", path, body=body, headers=headers)
+            resp = conn.getresponse()
+            data = resp.read()
+        except http.client.HTTPException as e:
+            conn.close()
+            raise ConnectionError(f"sluice: {e!r}") from e
+        except BaseException:
+            conn.close()
+            raise
+        if resp.will_close:
+            conn.close()
+        else:
+            self._give(conn)
+        return resp.status, data
+
+    def _take(self, timeout):
+        with self._lock:
+            while self._idle:
+                conn = self._idle.pop()
+                if _open(conn):
+                    conn.sock.settimeout(timeout)
+                    return conn
+                conn.close()
+        if self._https:
+            return http.client.HTTPSConnection(self._host, self._port, timeout=timeout)
+        return http.client.HTTPConnection(self._host, self._port, timeout=timeout)
+
+    def _give(self, conn):
+        with self._lock:
+            if len(self._idle) < self.MAX_IDLE:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+
+def _open(conn):
+    """Reports whether an idle connection is still open: one the server
+    closed reads as ready (its end of file)."""
+    if conn.sock is None:
+        return False
+    try:
+        ready, _, _ = select.select([conn.sock], [], [], 0)
+    except (OSError, ValueError):
+        return False
+    return not ready

@@ -3,8 +3,11 @@ test clients/clients_test.go with SLUICE_URL and SLUICE_TOKEN set."""
 
 import asyncio
 import os
+import socket
 import sys
+import threading
 import unittest
+import urllib.parse
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
@@ -91,6 +94,87 @@ class ClientTest(unittest.IsolatedAsyncioTestCase):
         with self.assertRaises(SluiceError) as cm:
             await Client(URL, token="slc_wrong").acquire({"py#rpm": 1})
         self.assertEqual(cm.exception.code, "unauthenticated")
+
+
+class CountingProxy:
+    """A TCP proxy in front of the service that counts the connections
+    clients open through it."""
+
+    def __init__(self, url):
+        u = urllib.parse.urlsplit(url)
+        self.upstream = (u.hostname, u.port)
+        self.accepted = 0
+        self.conns = []
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                down, _ = self.listener.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            self.conns.append(down)
+            up = socket.create_connection(self.upstream)
+            for a, b in ((down, up), (up, down)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(src, dst):
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def drop(self):
+        """Closes every connection, as a server that restarts does."""
+        for c in self.conns:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def close(self):
+        self.drop()
+        self.listener.close()
+
+
+class ConnectionReuseTest(unittest.IsolatedAsyncioTestCase):
+    """A client keeps its connections open between calls: a new one per
+    call costs a TCP handshake, and at a few hundred calls a second leaves
+    enough sockets in TIME_WAIT to run out of local ports."""
+
+    async def test_calls_reuse_connections(self):
+        proxy = CountingProxy(URL)
+        self.addCleanup(proxy.close)
+        client = Client(proxy.url, token=TOKEN, timeout=10)
+        for _ in range(30):
+            await client.peek("py#tpm")
+        self.assertEqual(proxy.accepted, 1, "30 calls in a row")
+        await asyncio.gather(*(client.peek("py#tpm") for _ in range(40)))
+        self.assertLessEqual(proxy.accepted, 1 + 40, "40 calls at once")
+        before = proxy.accepted
+        for _ in range(30):
+            await client.peek("py#tpm")
+        self.assertEqual(proxy.accepted, before, "30 more calls in a row, after calls at once")
+
+    async def test_closed_connections_are_replaced(self):
+        proxy = CountingProxy(URL)
+        self.addCleanup(proxy.close)
+        client = Client(proxy.url, token=TOKEN, timeout=10)
+        await client.peek("py#tpm")
+        proxy.drop()
+        await asyncio.sleep(0.1)
+        self.assertTrue(await client.peek("py#tpm"))
+        self.assertEqual(proxy.accepted, 2)
 
 
 if __name__ == "__main__":
