@@ -63,11 +63,12 @@ func New(c *sluice.Client, cfg Config) (*Server, error) {
 }
 
 // Handler returns the RPC's path and handler, to mount on a mux. It speaks
-// gRPC (what Envoy sends) and also Connect and gRPC-Web. Answers under
-// 1 KiB are never compressed, whatever the client accepts (opts may
-// change that with connect.WithCompressMinBytes).
+// gRPC (what Envoy sends) and also Connect and gRPC-Web. A request over
+// 64 KiB is refused (resource_exhausted) before it is decoded, and answers
+// under 1 KiB are never compressed, whatever the client accepts; opts may
+// change either (connect.WithReadMaxBytes, connect.WithCompressMinBytes).
 func (s *Server) Handler(opts ...connect.HandlerOption) (string, http.Handler) {
-	opts = append([]connect.HandlerOption{connect.WithCompressMinBytes(1024)}, opts...)
+	opts = append([]connect.HandlerOption{connect.WithReadMaxBytes(64 << 10), connect.WithCompressMinBytes(1024)}, opts...)
 	h := connect.NewUnaryHandler(Procedure, func(ctx context.Context, req *connect.Request[rlsv3.RateLimitRequest]) (*connect.Response[rlsv3.RateLimitResponse], error) {
 		res, err := s.ShouldRateLimit(ctx, req.Msg)
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
@@ -33,6 +34,7 @@ type serveOptions struct {
 	maxBytes   int
 	reconcile  time.Duration
 	drain      time.Duration
+	idle       time.Duration
 	failOpen   bool
 	envoy      string
 	authFile   string
@@ -81,6 +83,7 @@ client certificates.`,
 	f.IntVar(&o.maxBytes, "max-request-bytes", service.DefaultMaxRequestBytes, "largest request message, in bytes")
 	f.DurationVar(&o.reconcile, "reconcile", 10*time.Second, "how often to reclaim expired leases (0: never)")
 	f.DurationVar(&o.drain, "drain", 30*time.Second, "how long shutdown waits for calls in flight")
+	f.DurationVar(&o.idle, "idle-timeout", 2*time.Minute, "how long a kept-alive connection may stay idle before the server closes it")
 	f.StringVar(&o.envoy, "envoy", "", "serve Envoy's rate limit service (RLS v3) too, mapping descriptors to dimensions as this file says")
 	f.StringVar(&o.authFile, "auth", "", "authentication file: bearer tokens (hashed) and client certificates, with the verbs and dimensions each may use; required to listen beyond loopback")
 	f.StringVar(&o.tlsCert, "tls-cert", "", "serve TLS with this certificate (PEM); with --tls-key")
@@ -133,6 +136,9 @@ func runServe(cmd *cobra.Command, g *globals, o *serveOptions) error {
 	}
 	if o.maxBytes < 1024 {
 		return usagef("invalid --max-request-bytes %d: must be at least 1024", o.maxBytes)
+	}
+	if o.idle <= 0 {
+		return usagef("invalid --idle-timeout %s: must be positive", o.idle)
 	}
 	var rlsCfg *envoyrls.Config
 	if o.envoy != "" {
@@ -223,7 +229,8 @@ func runServe(cmd *cobra.Command, g *globals, o *serveOptions) error {
 	uiCtx, endUI := context.WithCancel(context.WithoutCancel(ctx))
 	defer endUI()
 	ui := consoleHandler(uiCtx, c, rec, authn, log)
-	hs := &http.Server{Handler: routes(srv, rls, authn, c, reg, op.Store, ui), TLSConfig: tlsCfg, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	hs := &http.Server{Handler: routes(srv, rls, o.maxBytes, authn, c, reg, op.Store, ui), TLSConfig: tlsCfg,
+		ReadHeaderTimeout: 10 * time.Second, IdleTimeout: o.idle, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	hs.RegisterOnShutdown(endUI) // open dashboards' streams end, so that the drain does not wait for them
 	hs.Protocols = new(http.Protocols)
 	hs.Protocols.SetHTTP1(true)
@@ -301,7 +308,7 @@ func consoleHandler(ctx context.Context, c *sluice.Client, rec *history.Recorder
 
 // routes mounts the API with the health, readiness and metrics endpoints
 // and the console (ui) at /ui/.
-func routes(srv *service.Server, rls *envoyrls.Server, authn *auth.Authenticator, c *sluice.Client, reg *prometheus.Registry, st store.Store, ui http.Handler) http.Handler {
+func routes(srv *service.Server, rls *envoyrls.Server, maxBytes int, authn *auth.Authenticator, c *sluice.Client, reg *prometheus.Registry, st store.Store, ui http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", srv.Handler())
 	mux.Handle("/ui/", http.StripPrefix("/ui", ui))
@@ -319,7 +326,7 @@ func routes(srv *service.Server, rls *envoyrls.Server, authn *auth.Authenticator
 	}
 	mux.Handle(remotestore.Prefix, door)
 	if rls != nil {
-		path, h := rls.Handler()
+		path, h := rls.Handler(connect.WithReadMaxBytes(maxBytes))
 		if authn != nil {
 			h = authn.Middleware(h)
 		}

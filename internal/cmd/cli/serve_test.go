@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -415,5 +417,34 @@ func TestServeDrainsWaits(t *testing.T) {
 	}
 	if got.Grants != 2 || got.Waits != 1 {
 		t.Errorf("usage history after shutdown: %d grants and %d waits, want 2 and the wait that ended in the drain\nstderr:\n%s", got.Grants, got.Waits, r.errs)
+	}
+}
+
+// TestServeClosesIdleConnections keeps a connection open after one call:
+// the server closes it once it has been idle for --idle-timeout, so that
+// connections nobody uses do not pile up.
+func TestServeClosesIdleConnections(t *testing.T) {
+	e := memEnv(t)
+	srv := startServe(t, e, "--idle-timeout", "300ms")
+	base := "http://" + srv.addr
+	waitHealthy(t, base+"/healthz", srv.done)
+	conn, err := net.Dial("tcp", srv.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: sluice\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := br.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Errorf("idle connection: read %d bytes, %v; want the server to close it (EOF)", n, err)
 	}
 }
