@@ -18,6 +18,9 @@ type registry struct {
 	max    int
 	byID   map[string]heldLease
 	lastGC time.Time
+	// sweeping is set while a sweep runs, so that sweeps never pile up
+	// behind a lease busy in the store.
+	sweeping bool
 }
 
 // heldLease is a lease and the principal that acquired it ("" without
@@ -40,14 +43,35 @@ func handle(l *sluice.Lease) string {
 }
 
 // put registers l and returns its handle, or "" when the registry is full
-// (after dropping the expired leases).
+// (after dropping the expired leases). Once a second it also sweeps out
+// the leases expired for more than a second, in the background: reading
+// a lease's expiry waits for an operation in flight on it (a store call
+// of up to the operation timeout), which must never hold up the server's
+// other calls behind the registry's lock.
 func (r *registry) put(l *sluice.Lease, owner string, now time.Time) string {
 	h := handle(l)
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.byID) >= r.max || now.Sub(r.lastGC) > time.Second {
-		r.gcLocked(now)
+	full := len(r.byID) >= r.max
+	due := now.Sub(r.lastGC) > time.Second && !r.sweeping
+	if !full {
+		r.byID[h] = heldLease{l, owner}
 	}
+	var snap []sweepEntry
+	if full || due {
+		r.lastGC, r.sweeping = now, true
+		snap = r.snapshotLocked()
+	}
+	r.mu.Unlock()
+	if !full {
+		if due {
+			go r.sweep(snap, now)
+		}
+		return h
+	}
+	// Full: make room first, if expired leases free any.
+	r.sweep(snap, now)
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if len(r.byID) >= r.max {
 		return ""
 	}
@@ -55,15 +79,37 @@ func (r *registry) put(l *sluice.Lease, owner string, now time.Time) string {
 	return h
 }
 
-// gcLocked drops leases expired for more than a second: their holder can
-// no longer extend them, and the store reclaims their slots.
-func (r *registry) gcLocked(now time.Time) {
-	r.lastGC = now
+// sweepEntry is a lease as a sweep saw it.
+type sweepEntry struct {
+	h string
+	l *sluice.Lease
+}
+
+func (r *registry) snapshotLocked() []sweepEntry {
+	snap := make([]sweepEntry, 0, len(r.byID))
 	for h, l := range r.byID {
-		if now.Sub(l.ExpiresAt()) > time.Second {
-			delete(r.byID, h)
-		}
+		snap = append(snap, sweepEntry{h, l.Lease})
 	}
+	return snap
+}
+
+// sweep drops the leases of snap expired for more than a second at now
+// and still registered: their holder can no longer extend them, and the
+// store reclaims their slots. It runs without the registry's lock.
+func (r *registry) sweep(snap []sweepEntry, now time.Time) {
+	for _, e := range snap {
+		if now.Sub(e.l.ExpiresAt()) <= time.Second {
+			continue
+		}
+		r.mu.Lock()
+		if cur, ok := r.byID[e.h]; ok && cur.Lease == e.l {
+			delete(r.byID, e.h)
+		}
+		r.mu.Unlock()
+	}
+	r.mu.Lock()
+	r.sweeping = false
+	r.mu.Unlock()
 }
 
 func (r *registry) get(h string) (heldLease, bool) {
