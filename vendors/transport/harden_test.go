@@ -31,6 +31,8 @@ func TestVendorHostSpellingsAreMetered(t *testing.T) {
 		"https://api.openai.com.:443/v1/",
 		"https://API.OpenAI.com./v1/",
 		"http://api.openai.com:80/v1/",
+		"https://eu.api.openai.com/v1/", // data residency in Europe
+		"https://US.api.openai.com.:443/v1/",
 	} {
 		t.Run(base, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {

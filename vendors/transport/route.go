@@ -29,6 +29,7 @@ type Route struct {
 // defaultRoutes are the vendors' own hosts.
 var defaultRoutes = []Route{
 	{Host: "api.openai.com", Vendor: vendors.OpenAI},
+	{Host: "*.api.openai.com", Vendor: vendors.OpenAI}, // regional: eu.api.openai.com
 	{Host: "*.openai.azure.com", Vendor: vendors.Azure},
 	{Host: "*.cognitiveservices.azure.com", Vendor: vendors.Azure},
 	{Host: "api.anthropic.com", Vendor: vendors.Anthropic},
