@@ -41,6 +41,11 @@ func (a *api) acquire(ctx context.Context, m *sluicev1.AcquireRequest) (*sluicev
 		out.RetryIn = durationpb.New(res.RetryIn)
 		return out, nil
 	}
+	if ctx.Err() != nil {
+		// The caller went away as the grant came: nobody will release it.
+		_ = res.Lease.Release(context.WithoutCancel(ctx))
+		return nil, toConnect(ctx.Err())
+	}
 	if out.Lease, err = a.hold(ctx, res.Lease); err != nil {
 		return nil, err
 	}

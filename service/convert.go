@@ -156,22 +156,25 @@ func dedupe[T any](ctx context.Context, s *Server, method, caller, key string, f
 		return nil, invalidArg("idempotency_key", key[:32]+"…", "must be at most 256 bytes")
 	}
 	full := method + "\x00" + owner(ctx) + "\x00" + caller + "\x00" + key
-	e, own := s.keys.claim(full, time.Now())
-	if e == nil {
-		return nil, connect.NewError(connect.CodeResourceExhausted, errors.New("service: too many idempotency keys in the last minute"))
-	}
-	if !own {
+	for {
+		e, own := s.keys.claim(full, time.Now())
+		if e == nil {
+			return nil, connect.NewError(connect.CodeResourceExhausted, errors.New("service: too many idempotency keys in the last minute"))
+		}
+		if own {
+			out, err := f()
+			s.keys.finish(full, e, out, err, time.Now())
+			return out, err
+		}
 		select {
 		case <-e.done:
 		case <-ctx.Done():
 			return nil, toConnect(ctx.Err())
 		}
-		if e.err != nil {
-			return nil, e.err
+		if e.err == nil {
+			return e.answer.(*T), nil
 		}
-		return e.answer.(*T), nil
+		// The call this one waited for failed (its caller may have gone
+		// away), and its key was forgotten: this call runs on its own.
 	}
-	out, err := f()
-	s.keys.finish(full, e, out, err, time.Now())
-	return out, err
 }

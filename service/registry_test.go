@@ -2,10 +2,13 @@ package service
 
 import (
 	"context"
+	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/ontopix/sluice"
+	sluicev1 "github.com/ontopix/sluice/service/gen/sluice/v1"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/memstore"
 )
@@ -61,5 +64,113 @@ func TestRegistryNeverWaitsForALease(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("put waited for a lease busy in the store")
+	}
+}
+
+// slowAcquire answers every Acquire only once gate is closed, whatever
+// the call's context says: a grant that lands after the caller left.
+type slowAcquire struct {
+	store.Store
+	entered chan struct{}
+	gate    chan struct{}
+}
+
+func (s *slowAcquire) Acquire(ctx context.Context, req *store.AcquireRequest, res *store.AcquireResult) error {
+	s.entered <- struct{}{}
+	<-s.gate
+	return s.Store.Acquire(context.WithoutCancel(ctx), req, res)
+}
+
+// TestAcquireAfterTheCallerLeft cancels an Acquire while the store is
+// deciding it, then lets the store grant: nobody will ever get the lease's
+// handle, so the server must release it rather than hold the slot for the
+// lease's TTL.
+func TestAcquireAfterTheCallerLeft(t *testing.T) {
+	st := &slowAcquire{Store: memstore.New(), entered: make(chan struct{}), gate: make(chan struct{})}
+	c, err := sluice.New(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	bg := context.Background()
+	if err := c.PutBucket(bg, sluice.Bucket{Name: "v#slots", Config: sluice.ConcurrentLimit(1)}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(bg)
+	errc := make(chan error)
+	go func() {
+		_, err := (&api{s}).acquire(ctx, &sluicev1.AcquireRequest{Items: []*sluicev1.Item{{Dimension: "v#slots", Cost: 1}}})
+		errc <- err
+	}()
+	<-st.entered
+	cancel()
+	close(st.gate)
+	if err := <-errc; err == nil {
+		t.Error("the acquisition of a caller that left answered a lease")
+	}
+	if n := s.Held(); n != 0 {
+		t.Errorf("the server holds %d leases, want 0", n)
+	}
+	b, err := c.GetBucket(bg, "v#slots")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := b.Tokens, sluice.Millitokens(1000); got != want {
+		t.Errorf("free slots: got %v, want %v (the slot of the caller that left)", got, want)
+	}
+}
+
+// TestRetryAfterAFailedFirstCall sends a call with an idempotency key
+// while the first call with that key is still running; the first one
+// fails (its caller gave up): the retry runs on its own rather than
+// answer the first call's error.
+func TestRetryAfterAFailedFirstCall(t *testing.T) {
+	synctest.Test(t, retryAfterAFailedFirstCall)
+}
+
+func retryAfterAFailedFirstCall(t *testing.T) {
+	c, err := sluice.New(memstore.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	started, fail := make(chan struct{}), make(chan struct{})
+	first := make(chan error)
+	go func() {
+		_, err := dedupe(ctx, s, "acquire", "app", "k1", func() (*string, error) {
+			close(started)
+			<-fail
+			return nil, context.Canceled
+		})
+		first <- err
+	}()
+	<-started
+	retry := make(chan error)
+	go func() {
+		out, err := dedupe(ctx, s, "acquire", "app", "k1", func() (*string, error) {
+			ok := "granted"
+			return &ok, nil
+		})
+		if err == nil && *out != "granted" {
+			err = errors.New("the retry got another answer: " + *out)
+		}
+		retry <- err
+	}()
+	synctest.Wait() // the retry waits for the first call's answer
+	close(fail)
+	if err := <-first; !errors.Is(err, context.Canceled) {
+		t.Errorf("first call: %v, want its own cancellation", err)
+	}
+	if err := <-retry; err != nil {
+		t.Errorf("retry: %v, want its own answer", err)
 	}
 }

@@ -143,8 +143,8 @@ func (s *Server) acquire(ctx context.Context, call *call) (*rlsv3.RateLimitRespo
 	}
 	if call.corr == "" || !s.reqs.room() {
 		// No end-of-stream call will settle it: a concurrent slot was a
-		// check, and the charge stands.
-		_ = res.Lease.Release(ctx)
+		// check, and the charge stands. Released even if the call is over.
+		_ = res.Lease.Release(context.WithoutCancel(ctx))
 		return out, nil
 	}
 	held := &held{lease: res.Lease, placeholder: map[string]int64{}, types: map[string]string{}}
@@ -163,10 +163,17 @@ func (s *Server) acquire(ctx context.Context, call *call) (*rlsv3.RateLimitRespo
 // settle is the end-of-stream call of a request: its hits are added to the
 // lease's requests and tokens dimensions (less what the first call charged
 // for a check), and the lease is released.
+//
+// The settlement and the release are made whatever becomes of the call:
+// Envoy gives it a short timeout (20 ms by default) and ignores the
+// answer, but usage not settled goes uncounted and a slot not released is
+// held until the lease's TTL. The Client bounds each store call by its
+// operation timeout.
 func (s *Server) settle(ctx context.Context, call *call, h *held) {
 	if h == nil { // the first call was denied: nothing to settle
 		return
 	}
+	ctx = context.WithoutCancel(ctx)
 	for _, it := range call.items {
 		if h.types[it.dim] == "concurrent" {
 			continue
