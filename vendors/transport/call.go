@@ -230,10 +230,10 @@ func WithInputCeiling(n int64) Option { return func(t *Transport) { t.inCeil = n
 
 // serverSide are the request fields through which a vendor adds content
 // that the body does not hold: the Responses API's previous_response_id
-// and conversation, stored files, server-side tools (web search, file
-// search, code execution, MCP) and documents fetched by URL.
+// and conversation, stored files, server-side tools (web search, web
+// fetch, file search, code execution, MCP) and documents fetched by URL.
 var serverSide = [][]byte{[]byte(`"previous_response_id"`), []byte(`"conversation"`), []byte(`file_id`),
-	[]byte(`web_search`), []byte(`file_search`), []byte(`code_interpreter`), []byte(`code_execution`),
+	[]byte(`web_search`), []byte(`web_fetch`), []byte(`file_search`), []byte(`code_interpreter`), []byte(`code_execution`),
 	[]byte(`mcp`), []byte(`"url"`), []byte(`"container"`), []byte(`"prompt"`)}
 
 // inputCap returns the most input tokens a request with body raw could

@@ -301,18 +301,22 @@ func (h responsesUsage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Write([]byte(`{"id":"resp_2","object":"response","status":"completed","output":[],"usage":` + string(h) + `}`))
 }
 
-// A request that draws on the vendor's side (previous_response_id) may
-// report far more input than its body holds: it is capped at the input
-// ceiling only.
+// A request that draws on the vendor's side (previous_response_id, a
+// server-side tool such as web fetch) may report far more input than its
+// body holds: it is capped at the input ceiling only.
 func TestServerSideInputIsNotCappedAtTheBody(t *testing.T) {
+	const conversation = `{"model":"gpt-4o","previous_response_id":"resp_1","input":"and then?","max_output_tokens":50}`
 	tests := []struct {
 		name   string
+		body   string
 		usage  string
 		debit  int64
 		capped bool
 	}{
-		{"a long conversation", `{"input_tokens":500000,"output_tokens":20,"total_tokens":500020}`, 500_020, false},
-		{"beyond any context window", `{"input_tokens":26214400,"output_tokens":20,"total_tokens":26214420}`, transport.DefaultInputCeiling + 20, true},
+		{"a long conversation", conversation, `{"input_tokens":500000,"output_tokens":20,"total_tokens":500020}`, 500_020, false},
+		{"beyond any context window", conversation, `{"input_tokens":26214400,"output_tokens":20,"total_tokens":26214420}`, transport.DefaultInputCeiling + 20, true},
+		{"pages the vendor fetched", `{"model":"gpt-4o","input":"summarise it","tools":[{"type":"web_fetch_20250910","name":"web_fetch"}],"max_output_tokens":50}`,
+			`{"input_tokens":50000,"output_tokens":20,"total_tokens":50020}`, 50_020, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -323,7 +327,7 @@ func TestServerSideInputIsNotCappedAtTheBody(t *testing.T) {
 					func(_ context.Context, ev transport.Event) { mu.Lock(); evs = append(evs, ev); mu.Unlock() })
 				before := e.balances(t)
 				resp, err := e.httpClient().Post("http://"+simHost+"/v1/responses", "application/json",
-					strings.NewReader(`{"model":"gpt-4o","previous_response_id":"resp_1","input":"and then?","max_output_tokens":50}`))
+					strings.NewReader(tt.body))
 				if err != nil {
 					t.Fatal(err)
 				}
