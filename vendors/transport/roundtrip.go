@@ -81,7 +81,7 @@ func (t *Transport) do(req *http.Request, next sender) (*http.Response, error) {
 	if e == nil {
 		return t.unmetered(req, next, Event{Vendor: rt.Vendor, API: ep.API, Model: est.Model, Estimate: est}, raw)
 	}
-	if t.inject && ep.API == ChatCompletions && est.Stream && !est.IncludeUsage {
+	if t.inject && ep.API == ChatCompletions && est.Stream && !est.IncludeUsage && acceptsStreamOptions(rt.Vendor, req) {
 		raw = injectIncludeUsage(raw)
 	}
 	c := &call{t: t, e: e, ctx: req.Context(), ev: Event{Vendor: rt.Vendor, API: ep.API, Model: est.Model, Estimate: est},
@@ -260,8 +260,24 @@ func isEventStream(ct string) bool {
 	return err == nil && mt == "text/event-stream"
 }
 
+// acceptsStreamOptions reports whether the vendor takes stream_options on
+// req: Azure refuses it (400) on API versions before 2024-09-01-preview;
+// an api-version that is not a date ("preview", the v1 API) takes it.
+func acceptsStreamOptions(v vendors.Vendor, req *http.Request) bool {
+	if v != vendors.Azure {
+		return true
+	}
+	ver := req.URL.Query().Get("api-version")
+	if len(ver) < 10 || ver[4] != '-' || ver[7] != '-' {
+		return true
+	}
+	return ver[:10] >= "2024-09-01"
+}
+
 // injectIncludeUsage adds "stream_options": {"include_usage": true} to a
-// chat completion request, keeping any other stream option.
+// chat completion request, keeping any other stream option; a request
+// that sets include_usage (to false: the caller does not want the usage
+// chunk) is left as it is.
 func injectIncludeUsage(raw []byte) []byte {
 	trimmed := bytes.TrimLeft(raw, " \t\r\n")
 	if !bytes.Contains(raw, []byte(`"stream_options"`)) && len(trimmed) > 1 && trimmed[0] == '{' {
@@ -282,6 +298,9 @@ func injectIncludeUsage(raw []byte) []byte {
 		if json.Unmarshal(v, &so) != nil {
 			return raw
 		}
+	}
+	if _, set := so["include_usage"]; set {
+		return raw
 	}
 	so["include_usage"] = json.RawMessage("true")
 	m["stream_options"], _ = json.Marshal(so)

@@ -104,7 +104,9 @@ func WithUnknownEndpoints(p UnknownPolicy) Option { return func(t *Transport) { 
 
 // WithoutUsageInjection stops the Transport from adding
 // "stream_options": {"include_usage": true} to streamed chat completion
-// requests that lack it. Such a stream then reports no usage, and the call
+// requests that lack it (it never overrides an include_usage the request
+// sets, nor adds it for an Azure api-version before 2024-09-01-preview,
+// which refuses stream_options). Such a stream then reports no usage, and the call
 // settles from the estimate and the streamed text, never below the
 // admission charge (Partial).
 func WithoutUsageInjection() Option { return func(t *Transport) { t.inject = false } }
