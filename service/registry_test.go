@@ -174,3 +174,51 @@ func retryAfterAFailedFirstCall(t *testing.T) {
 		t.Errorf("retry: %v, want its own answer", err)
 	}
 }
+
+// slowRelease takes 50 ms over every Release, as a store far away does.
+type slowRelease struct{ store.Store }
+
+func (s slowRelease) Release(ctx context.Context, req store.ReleaseRequest) (store.ReleaseResult, error) {
+	select {
+	case <-time.After(50 * time.Millisecond):
+	case <-ctx.Done():
+		return store.ReleaseResult{}, ctx.Err()
+	}
+	return s.Store.Release(ctx, req)
+}
+
+// TestCloseReleasesInParallel closes a server holding 100 slots on a store
+// that takes 50 ms per release, within 2 s: one release after another
+// would free 40 of them and leave the rest held until their TTL.
+func TestCloseReleasesInParallel(t *testing.T) {
+	c, err := sluice.New(slowRelease{memstore.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.PutBucket(ctx, sluice.Bucket{Name: "v#slots", Config: sluice.ConcurrentLimit(100)}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 100 {
+		res, err := c.Acquire(ctx, "v#slots")
+		if err != nil || !res.Granted() {
+			t.Fatalf("Acquire = %+v, %v", res, err)
+		}
+		s.leases.put(res.Lease, "", time.Now())
+	}
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_ = s.Close(cctx)
+	b, err := c.GetBucket(ctx, "v#slots")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := b.Tokens, sluice.Millitokens(100_000); got != want {
+		t.Errorf("free slots after Close: got %v, want %v", got, want)
+	}
+}

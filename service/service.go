@@ -29,6 +29,7 @@ import (
 
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/service/auth"
@@ -136,20 +137,38 @@ func (s *Server) Held() int { return s.leases.len() }
 
 // Close releases every lease the server holds, within ctx, and refuses
 // new acquisitions; call it after the HTTP server's Shutdown has finished
-// the calls in flight. It returns the first release error; a lease that
-// could not be released expires after its TTL.
+// the calls in flight. It releases up to closeParallel leases at once (a
+// shutdown's grace period is short, and each release is a store round
+// trip), and returns the first release error; a lease that could not be
+// released expires after its TTL.
 func (s *Server) Close(ctx context.Context) error {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
-	var first error
+	var (
+		mu    sync.Mutex
+		first error
+		g     errgroup.Group
+	)
+	g.SetLimit(closeParallel)
 	for _, l := range s.leases.drain() {
-		if err := l.Release(ctx); err != nil && !errors.Is(err, sluice.ErrLeaseReleased) && !errors.Is(err, sluice.ErrLeaseExpired) && first == nil {
-			first = fmt.Errorf("service: release %s: %w", l.ID(), err)
-		}
+		g.Go(func() error {
+			if err := l.Release(ctx); err != nil && !errors.Is(err, sluice.ErrLeaseReleased) && !errors.Is(err, sluice.ErrLeaseExpired) {
+				mu.Lock()
+				if first == nil {
+					first = fmt.Errorf("service: release %s: %w", l.ID(), err)
+				}
+				mu.Unlock()
+			}
+			return nil
+		})
 	}
+	_ = g.Wait()
 	return first
 }
+
+// closeParallel is how many leases Close releases at once.
+const closeParallel = 32
 
 func (s *Server) isClosed() bool {
 	s.mu.Lock()

@@ -2,10 +2,12 @@ package envoyrls_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -130,4 +132,57 @@ func (s ctxStore) Release(ctx context.Context, req store.ReleaseRequest) (store.
 		return store.ReleaseResult{}, err
 	}
 	return s.Store.Release(ctx, req)
+}
+
+// slowRelease takes 50 ms over every Release, as a store far away does.
+type slowRelease struct{ store.Store }
+
+func (s slowRelease) Release(ctx context.Context, req store.ReleaseRequest) (store.ReleaseResult, error) {
+	select {
+	case <-time.After(50 * time.Millisecond):
+	case <-ctx.Done():
+		return store.ReleaseResult{}, ctx.Err()
+	}
+	return s.Store.Release(ctx, req)
+}
+
+// TestCloseReleasesInParallel closes the service with 100 streams open on
+// a store that takes 50 ms per release, within 2 s: one release after
+// another would free 40 of the slots and leave the rest held until the
+// leases' TTL.
+func TestCloseReleasesInParallel(t *testing.T) {
+	c, err := sluice.New(slowRelease{memstore.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	bg := context.Background()
+	if err := c.PutBucket(bg, sluice.Bucket{Name: "openai#concurrent", Config: sluice.ConcurrentLimit(100)}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := envoyrls.ParseConfig("envoy.yaml", []byte(config))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := envoyrls.New(c, *cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		req := &rlsv3.RateLimitRequest{Domain: "llm", Descriptors: []*ratelimitv3.RateLimitDescriptor{
+			desc("generic_key", "streams", "request_id", fmt.Sprint("r", i))}}
+		if res, err := s.ShouldRateLimit(bg, req); err != nil || res.GetOverallCode() != rlsv3.RateLimitResponse_OK {
+			t.Fatalf("stream %d: %v, %v", i, res, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(bg, 2*time.Second)
+	defer cancel()
+	_ = s.Close(ctx)
+	st, err := c.GetBucket(bg, "openai#concurrent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := int64(st.Tokens) / 1000; got != 100 {
+		t.Errorf("free streams after Close: got %d, want 100", got)
+	}
 }

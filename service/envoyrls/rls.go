@@ -18,10 +18,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"connectrpc.com/connect"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/service/auth"
@@ -79,14 +81,28 @@ func (s *Server) Handler(opts ...connect.HandlerOption) (string, http.Handler) {
 	return Procedure, h
 }
 
-// Close releases the leases of requests whose stream has not ended.
+// Close releases the leases of requests whose stream has not ended, up
+// to 32 at once; it returns the first release error.
 func (s *Server) Close(ctx context.Context) error {
-	var first error
+	var (
+		mu    sync.Mutex
+		first error
+		g     errgroup.Group
+	)
+	g.SetLimit(32) // releases at once: a shutdown's grace period is short
 	for _, l := range s.reqs.drain() {
-		if err := l.Release(ctx); err != nil && first == nil && !errors.Is(err, sluice.ErrLeaseReleased) && !errors.Is(err, sluice.ErrLeaseExpired) {
-			first = err
-		}
+		g.Go(func() error {
+			if err := l.Release(ctx); err != nil && !errors.Is(err, sluice.ErrLeaseReleased) && !errors.Is(err, sluice.ErrLeaseExpired) {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+			return nil
+		})
 	}
+	_ = g.Wait()
 	return first
 }
 

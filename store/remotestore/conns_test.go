@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ontopix/sluice/bucket"
+	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/memstore"
 	"github.com/ontopix/sluice/store/remotestore"
@@ -62,5 +63,18 @@ func TestConnectionsReused(t *testing.T) {
 		t.Errorf("%d calls opened %d connections, want at most %d", callers*calls, got, most)
 	} else {
 		t.Logf("%d calls opened %d connections", callers*calls, got)
+	}
+}
+
+// TestDoorSeesThroughTheChecks serves the door on a store behind the
+// portable layer's checks, as sluice serve does with every store it
+// opens: the capabilities of the store behind are still offered (the
+// freed-slot notices, whose clock decides).
+func TestDoorSeesThroughTheChecks(t *testing.T) {
+	hs := httptest.NewServer(remotestore.Handler(contract.Checked(memstore.New())))
+	t.Cleanup(hs.Close)
+	s := open(t, hs.URL)
+	if _, ok := s.(store.FreedWatcher); !ok {
+		t.Errorf("the remote store of a memory store behind the checks has no freed-slot notices (%T)", s)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/store"
 )
 
@@ -29,19 +30,23 @@ const maxBody = 1 << 20
 // directly. It is raw store access (it can create and delete buckets):
 // put authentication in front of it.
 func Handler(st store.Store) http.Handler {
-	return &door{st: st, ops: operations(st)}
+	// The operations go through st as given (its checks included); the
+	// capabilities and the freed-slot stream are those of the store
+	// behind the portable layer's checks, which hide them.
+	return &door{st: st, caps: contract.Unwrap(st), ops: operations(st)}
 }
 
 type door struct {
-	st  store.Store
-	ops map[string]func(ctx context.Context, body []byte) (any, error)
+	st   store.Store
+	caps store.Store // st without the portable layer's checks
+	ops  map[string]func(ctx context.Context, body []byte) (any, error)
 }
 
 func (d *door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	name := strings.TrimPrefix(r.URL.Path, Prefix)
 	switch name {
 	case "Capabilities":
-		writeJSON(w, capabilitiesOf(d.st))
+		writeJSON(w, capabilitiesOf(d.caps))
 		return
 	case "WatchFreed":
 		d.watch(w, r)
@@ -105,7 +110,7 @@ func capabilitiesOf(st store.Store) capabilities {
 // the caller goes away; a store without them sends nothing.
 func (d *door) watch(w http.ResponseWriter, r *http.Request) {
 	fl, ok := w.(http.Flusher)
-	fw, watches := d.st.(store.FreedWatcher)
+	fw, watches := d.caps.(store.FreedWatcher)
 	if !ok || !watches {
 		writeError(w, http.StatusNotFound, fmt.Errorf("remotestore: the store sends no freed notices"))
 		return

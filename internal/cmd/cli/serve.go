@@ -22,6 +22,7 @@ import (
 	"github.com/ontopix/sluice/service"
 	"github.com/ontopix/sluice/service/auth"
 	"github.com/ontopix/sluice/service/envoyrls"
+	"github.com/ontopix/sluice/service/gen/sluice/v1/sluicev1connect"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/remotestore"
 )
@@ -229,9 +230,11 @@ func runServe(cmd *cobra.Command, g *globals, o *serveOptions) error {
 	uiCtx, endUI := context.WithCancel(context.WithoutCancel(ctx))
 	defer endUI()
 	ui := consoleHandler(uiCtx, c, rec, authn, log)
-	hs := &http.Server{Handler: routes(srv, rls, o.maxBytes, authn, c, reg, op.Store, ui), TLSConfig: tlsCfg,
+	streamsEnd := make(chan struct{})
+	hs := &http.Server{Handler: endStreams(routes(srv, rls, o.maxBytes, authn, c, reg, op.Store, ui), streamsEnd), TLSConfig: tlsCfg,
 		ReadHeaderTimeout: 10 * time.Second, IdleTimeout: o.idle, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	hs.RegisterOnShutdown(endUI) // open dashboards' streams end, so that the drain does not wait for them
+	hs.RegisterOnShutdown(func() { close(streamsEnd) })
 	hs.Protocols = new(http.Protocols)
 	hs.Protocols.SetHTTP1(true)
 	hs.Protocols.SetUnencryptedHTTP2(tlsCfg == nil)
@@ -373,6 +376,28 @@ func reconcileLoop(ctx context.Context, c *sluice.Client, every time.Duration, l
 			log.Warn("serve.reconcile_failed", slog.String("error", err.Error()))
 		}
 	}
+}
+
+// endStreams ends the server's streams that never finish on their own —
+// the API's Watch and the store door's WatchFreed — once end is closed,
+// as a shutdown begins: the drain then waits only for calls that end.
+func endStreams(h http.Handler, end <-chan struct{}) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != sluicev1connect.LimiterServiceWatchProcedure && r.URL.Path != remotestore.Prefix+"WatchFreed" {
+			h.ServeHTTP(w, r)
+			return
+		}
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		go func() {
+			select {
+			case <-end:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		h.ServeHTTP(w, r.WithContext(ctx))
+	})
 }
 
 // shutdown stops accepting calls, lets those in flight finish within

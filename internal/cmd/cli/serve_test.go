@@ -448,3 +448,47 @@ func TestServeClosesIdleConnections(t *testing.T) {
 		t.Errorf("idle connection: read %d bytes, %v; want the server to close it (EOF)", n, err)
 	}
 }
+
+// TestServeEndsStreamsAtShutdown keeps a Watch stream and the store
+// door's freed-slot stream open as the server shuts down: both end at
+// once, so that the drain does not wait its whole --drain for streams
+// that never finish, and the server exits soon after.
+func TestServeEndsStreamsAtShutdown(t *testing.T) {
+	e := redisEnv(t)
+	file := filepath.Join(t.TempDir(), "limits.yaml")
+	if err := os.WriteFile(file, []byte(serveLimits), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv := startServe(t, e, "--limits", file, "--drain", "40s")
+	base := "http://" + srv.addr
+	waitHealthy(t, base+"/healthz", srv.done)
+	c := sluicev1connect.NewLimiterServiceClient(http.DefaultClient, base)
+	watch, err := c.Watch(context.Background(), connect.NewRequest(&sluicev1.WatchRequest{Dimensions: []string{"v#slots"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !watch.Receive() {
+		t.Fatalf("no first reading: %v", watch.Err())
+	}
+	freed, err := http.Get(base + "/sluice.store.v1/WatchFreed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer freed.Body.Close()
+	if freed.StatusCode != http.StatusOK {
+		t.Fatalf("WatchFreed: %s", freed.Status)
+	}
+	start := time.Now()
+	r := srv.stop()
+	if took := time.Since(start); took > 20*time.Second {
+		t.Errorf("serve took %s to stop with two streams open, as long as the drain (40s) allows", took)
+	}
+	if r.code != 0 {
+		t.Fatalf("serve exited %d\nstderr:\n%s", r.code, r.errs)
+	}
+	for watch.Receive() {
+	}
+	if _, err := io.Copy(io.Discard, freed.Body); err != nil {
+		t.Logf("freed-slot stream: %v", err)
+	}
+}
