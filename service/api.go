@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -116,32 +117,81 @@ func (a *api) waitBound(ctx context.Context, maxWait *durationpb.Duration) (cont
 	return ctx, cancel, nil
 }
 
-// resolveCosts replaces a zero cost with the bucket's cost per call, read
-// from the store: the library takes explicit costs only.
+// resolveCosts replaces a zero cost with the bucket's cost per call: the
+// library takes explicit costs only. A dimension's cost per call is read
+// from the store once and kept for costTTL (a store round trip per call
+// otherwise). When the store cannot be reached and the Client fails open,
+// a cost never read counts as 1, so that the acquisition is granted
+// degraded as the failure policy says, not refused.
 func (a *api) resolveCosts(ctx context.Context, reqs []sluice.Request) error {
+	now := time.Now()
 	var dims []string
-	for _, r := range reqs {
-		if r.Cost == 0 {
-			dims = append(dims, r.Dimension)
+	for i := range reqs {
+		if reqs[i].Cost != 0 {
+			continue
 		}
+		if cost, ok := a.s.costs.get(reqs[i].Dimension, now); ok {
+			reqs[i].Cost = cost
+			continue
+		}
+		dims = append(dims, reqs[i].Dimension)
 	}
 	if len(dims) == 0 {
 		return nil
 	}
 	states, err := a.s.c.Peek(ctx, dims...)
 	if err != nil {
-		return toConnect(err)
+		if !errors.Is(err, sluice.ErrUnavailable) || a.s.c.Config().FailurePolicy != sluice.FailOpen {
+			return toConnect(err)
+		}
 	}
 	per := make(map[string]int64, len(states))
 	for _, st := range states {
 		per[st.Name] = max(st.CostPerCall, 1)
+		a.s.costs.put(st.Name, per[st.Name], now)
 	}
 	for i := range reqs {
 		if reqs[i].Cost == 0 {
-			reqs[i].Cost = per[reqs[i].Dimension]
+			reqs[i].Cost = max(per[reqs[i].Dimension], 1)
 		}
 	}
 	return nil
+}
+
+// costTTL is how long a dimension's cost per call is kept.
+const costTTL = 10 * time.Second
+
+// costCache keeps dimensions' costs per call for costTTL. It holds at most
+// maxCosts dimensions, and forgets them all when full.
+type costCache struct {
+	mu sync.Mutex
+	by map[string]costEntry
+}
+
+type costEntry struct {
+	cost int64
+	at   time.Time
+}
+
+const maxCosts = 10_000
+
+func (c *costCache) get(dim string, now time.Time) (int64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.by[dim]
+	if !ok || now.Sub(e.at) > costTTL {
+		return 0, false
+	}
+	return e.cost, true
+}
+
+func (c *costCache) put(dim string, cost int64, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.by == nil || len(c.by) >= maxCosts {
+		c.by = make(map[string]costEntry)
+	}
+	c.by[dim] = costEntry{cost, now}
 }
 
 // hold registers a granted lease and returns its message; when the server

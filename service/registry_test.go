@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -220,5 +221,74 @@ func TestCloseReleasesInParallel(t *testing.T) {
 	}
 	if got, want := b.Tokens, sluice.Millitokens(100_000); got != want {
 		t.Errorf("free slots after Close: got %v, want %v", got, want)
+	}
+}
+
+// countingPeek counts Peek calls and fails everything with
+// store.ErrUnavailable while down is set.
+type countingPeek struct {
+	store.Store
+	peeks atomic.Int64
+	down  atomic.Bool
+}
+
+func (s *countingPeek) Peek(ctx context.Context, req store.PeekRequest) ([]store.BucketState, error) {
+	s.peeks.Add(1)
+	if s.down.Load() {
+		return nil, store.ErrUnavailable
+	}
+	return s.Store.Peek(ctx, req)
+}
+
+func (s *countingPeek) Acquire(ctx context.Context, req *store.AcquireRequest, res *store.AcquireResult) error {
+	if s.down.Load() {
+		return store.ErrUnavailable
+	}
+	return s.Store.Acquire(ctx, req, res)
+}
+
+// TestCostPerCallRead asks with cost 0 (the bucket's cost per call): the
+// server reads a dimension's cost once, not once per call, and, failing
+// open, a store that went down still gives degraded grants rather than
+// errors.
+func TestCostPerCallRead(t *testing.T) {
+	st := &countingPeek{Store: memstore.New()}
+	cfg := sluice.DefaultConfig()
+	cfg.FailurePolicy = sluice.FailOpen
+	c, err := sluice.New(st, sluice.WithConfig(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	b := sluice.Bucket{Name: "v#tpm", Config: sluice.PerMinute(sluice.Tokens, 100_000)}
+	b.Config.CostPerCall = 500
+	if err := c.PutBucket(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acquire := func() *sluicev1.AcquireResponse {
+		t.Helper()
+		out, err := (&api{s}).acquire(ctx, &sluicev1.AcquireRequest{Items: []*sluicev1.Item{{Dimension: "v#tpm"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	before := st.peeks.Load()
+	for range 10 {
+		if out := acquire(); !out.GetGranted() || out.GetLease().GetItems()[0].GetCost() != 500 {
+			t.Fatalf("got %v, want a grant of the cost per call, 500", out)
+		}
+	}
+	if n := st.peeks.Load() - before; n > 1 {
+		t.Errorf("10 acquisitions at the cost per call read the bucket %d times, want 1", n)
+	}
+	st.down.Store(true)
+	if out := acquire(); !out.GetGranted() || !out.GetDegraded() {
+		t.Errorf("store down, failing open: got %v, want a degraded grant", out)
 	}
 }

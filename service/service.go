@@ -61,6 +61,7 @@ type Server struct {
 	waitMargin time.Duration
 
 	leases *registry
+	costs  costCache
 	keys   *idempotency
 	auth   *auth.Authenticator
 
