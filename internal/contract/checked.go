@@ -27,12 +27,21 @@ func Checked(s store.Store) store.Store {
 	return checked{s}
 }
 
-// Unwrap returns the store behind Checked, or s itself.
+// Unwrap returns the store behind Checked and behind every wrapper that
+// names the store it wraps (an Unwrap() store.Store method), or s itself:
+// the store whose optional capabilities (freed-slot notices, whose clock
+// decides) a caller looks for, since wrappers hide them.
 func Unwrap(s store.Store) store.Store {
-	if c, ok := s.(checked); ok {
-		return c.s
+	for {
+		switch w := s.(type) {
+		case checked:
+			s = w.s
+		case interface{ Unwrap() store.Store }:
+			s = w.Unwrap()
+		default:
+			return s
+		}
 	}
-	return s
 }
 
 type checked struct{ s store.Store }

@@ -248,6 +248,10 @@ type closing struct {
 
 func (c *closing) Close() error { return c.op.Close() }
 
+// Unwrap returns the store c wraps, for the Client to find its optional
+// capabilities (contract.Unwrap).
+func (c *closing) Unwrap() store.Store { return c.Forward.Store }
+
 // OpenDetailed is Open that also returns what the URL resolved to: its
 // kind, the URL safe to print, and the store's administration handle
 // (migrations, table creation). Close the Opened, not its Store.

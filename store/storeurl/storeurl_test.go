@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/allstores"
 	"github.com/ontopix/sluice/store/redisstore"
@@ -200,5 +201,30 @@ func TestOpenersSchemes(t *testing.T) {
 	u, _ := url.Parse("redis://:hunter2@127.0.0.1:1/0")
 	if _, err := redisstore.OpenURL(ctx, u, storeurl.Options{}); !errors.Is(err, storeurl.ErrBadURL) || strings.Contains(err.Error(), "hunter2") {
 		t.Errorf("OpenURL with a password: %v", err)
+	}
+}
+
+// TestOpenKeepsCapabilities opens stores by URL: what Open wraps around
+// them (the checks, closing the client) must not hide what the store
+// behind can do, which the Client looks for behind the wrappers: freed-slot
+// notices wake waiters in line, and a store deciding at the caller's clock
+// (DynamoDB) makes a reservation valid at the call's stamp plus its wait.
+func TestOpenKeepsCapabilities(t *testing.T) {
+	ctx := context.Background()
+	st, err := allstores.Open(ctx, "redis://127.0.0.1:1/0?max_retries=0", storeurl.WithLookupEnv(noEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if raw, ok := contract.Unwrap(st).(store.FreedWatcher); !ok {
+		t.Errorf("redis: %T behind the wrappers has no freed-slot notices", raw)
+	}
+	dd, err := allstores.Open(ctx, "dynamodb://sluice?endpoint=http://127.0.0.1:1&region=us-east-1", storeurl.WithLookupEnv(noEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dd.Close()
+	if cc, ok := contract.Unwrap(dd).(store.CallerClock); !ok || !cc.CallerClock() {
+		t.Errorf("dynamodb: %T behind the wrappers does not report deciding at the caller's clock", contract.Unwrap(dd))
 	}
 }
