@@ -102,3 +102,21 @@ func TestOutage(t *testing.T) {
 		t.Fatalf("acquire after the restart: %v %+v", err, res)
 	}
 }
+
+// TestReadOnlyServer sends the store's writes to a server that accepts
+// only reads, as a demoted primary does after a failover while DNS still
+// names it: the store must call that an outage (store.ErrUnavailable, so
+// that the failure policy applies), as Redis's READONLY is.
+func TestReadOnlyServer(t *testing.T) {
+	s := newStoreOn(t, pgtest.Pool(t, nil))
+	put(t, s, store.Bucket{Name: "ro#rpm", Config: bucket.PerPeriod(bucket.Requests, 1000, time.Minute)})
+	ro := reopen(t, s)
+	ro.pool = pgtest.Pool(t, func(c *pgxpool.Config) {
+		c.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
+	})
+	var res store.AcquireResult
+	err := ro.Acquire(context.Background(), &store.AcquireRequest{Now: t0, Items: []store.Item{{Dimension: "ro#rpm"}}, ID: store.NewLeaseID(), TTL: time.Minute, Record: true}, &res)
+	if !errors.Is(err, store.ErrUnavailable) {
+		t.Errorf("acquire on a read-only server: %v, want store.ErrUnavailable", err)
+	}
+}

@@ -128,3 +128,28 @@ func outage(t *testing.T, batched bool) {
 		t.Fatalf("after resume: %+v", r)
 	}
 }
+
+// TestOutOfMemory fills a private redis-server past its maxmemory, with
+// the noeviction policy the docs recommend: Redis refuses every write, and
+// the store must call that an outage (store.ErrUnavailable, so that the
+// failure policy applies), not an error of the request.
+func TestOutOfMemory(t *testing.T) {
+	srv, err := redistest.Start("--maxmemory-policy", "noeviction")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { c.Close() })
+	s := newStoreOn(t, c)
+	ctx := context.Background()
+	put(t, s, t0, store.Bucket{Name: "m#rpm", Config: bucket.PerPeriod(bucket.Requests, 1000, time.Minute)})
+	if _, err := srv.Do("CONFIG", "SET", "maxmemory", "1"); err != nil {
+		t.Fatal(err)
+	}
+	var res store.AcquireResult
+	err = s.Acquire(ctx, &store.AcquireRequest{Now: t0, Items: []store.Item{{Dimension: "m#rpm"}}, ID: store.NewLeaseID(), TTL: time.Minute, Record: true}, &res)
+	if !errors.Is(err, store.ErrUnavailable) {
+		t.Errorf("acquire on a full Redis: %v, want store.ErrUnavailable", err)
+	}
+}

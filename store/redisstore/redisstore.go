@@ -416,14 +416,22 @@ func (s *Store) vendors(ctx context.Context) ([]string, error) {
 }
 
 // fail maps a go-redis error to the store's errors: anything that is not a
-// script or usage error from the server is store.ErrUnavailable.
+// script or usage error from the server is store.ErrUnavailable, and so
+// are the server's refusals to work at all: out of memory under noeviction
+// (OOM), writes stopped after a failed save (MISCONF), and the states of a
+// server loading, failing over or busy.
 func fail(op string, err error) error {
 	var rerr redis.Error
 	if errors.As(err, &rerr) {
-		for _, p := range []string{"LOADING", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "READONLY", "BUSY", "NOREPLICAS", "MOVED", "ASK"} {
+		for _, p := range []string{"LOADING", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "READONLY", "BUSY", "NOREPLICAS", "MOVED", "ASK", "OOM", "MISCONF"} {
 			if redis.HasErrorPrefix(err, p) {
 				return store.Unavailable("redisstore: "+op, err)
 			}
+		}
+		// Redis 6 wraps an error raised inside a script:
+		// "ERR Error running script ...: -OOM command not allowed ...".
+		if msg := err.Error(); strings.Contains(msg, "-OOM ") || strings.Contains(msg, "-MISCONF ") {
+			return store.Unavailable("redisstore: "+op, err)
 		}
 		return fmt.Errorf("redisstore: %s: %w", op, err)
 	}
