@@ -42,8 +42,8 @@ func freedChannel(sch string) string {
 func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // WatchFreed implements store.FreedWatcher with LISTEN on a dedicated
-// connection, made with the pool's connection settings but outside the
-// pool, and made again after it fails or the server restarts (notices
+// connection, made with the pool's connection settings and its
+// BeforeConnect hook but outside the pool, and made again after it fails or the server restarts (notices
 // sent meanwhile are lost). Release, Dequeue and Reconcile send their
 // notices with pg_notify in the statement that frees the units, so a
 // notice is delivered when, and only if, the change commits. It returns
@@ -73,9 +73,19 @@ func (s *Store) WatchFreed(ctx context.Context, freed func(dimension string)) er
 // listen runs one connection's LISTEN until ctx ends, the store is
 // closed (ErrClosed) or the connection fails.
 func (s *Store) listen(ctx context.Context, freed func(dimension string)) error {
-	cfg := s.pool.Config().ConnConfig.Copy()
+	pc := s.pool.Config()
+	cfg := pc.ConnConfig.Copy()
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
-	conn, err := pgx.ConnectConfig(cctx, cfg)
+	var err error
+	if pc.BeforeConnect != nil {
+		// The pool's own hook (where cloud IAM tokens are set) runs for
+		// this connection too, as it does for the pool's.
+		err = pc.BeforeConnect(cctx, cfg)
+	}
+	var conn *pgx.Conn
+	if err == nil {
+		conn, err = pgx.ConnectConfig(cctx, cfg)
+	}
 	if err == nil {
 		_, err = conn.Exec(cctx, "LISTEN "+pgx.Identifier{freedChannel(s.schema)}.Sanitize())
 	}
