@@ -320,8 +320,17 @@ func (r *Reactor) timeBased(m Metric) []string {
 // syncRemaining lowers each reported dimension to its remaining value, or
 // to less when the vendor counts it per calendar window (see window.go),
 // and returns the drift it found on each and the dimensions held to a
-// calendar window.
+// calendar window. The dimensions are synced at once: a response costs
+// one store round trip on the caller's path, not one per dimension.
 func (r *Reactor) syncRemaining(ctx context.Context, s Signals, now time.Time, errs []error) (done []string, drift []Drift, held []string, _ []error) {
+	type syncPlan struct {
+		d            Dimension
+		rem, to, bnd int64
+		calendar     bool
+		res          sluice.SyncResult
+		err          error
+	}
+	var plans []syncPlan
 	for _, d := range r.profile.Dimensions {
 		if d.Config.Type == bucket.Concurrent {
 			continue
@@ -339,19 +348,36 @@ func (r *Reactor) syncRemaining(ctx context.Context, s Signals, now time.Time, e
 		if calendar {
 			to = min(to, max(bound, 0))
 		}
-		res, err := r.client.Sync(ctx, d.Name, to)
-		if errors.Is(err, errors.ErrUnsupported) {
+		plans = append(plans, syncPlan{d: d, rem: rem, to: to, bnd: bound, calendar: calendar})
+	}
+	var wg sync.WaitGroup
+	for i := range plans {
+		p := &plans[i]
+		if len(plans) == 1 {
+			p.res, p.err = r.client.Sync(ctx, p.d.Name, p.to)
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.res, p.err = r.client.Sync(ctx, p.d.Name, p.to)
+		}()
+	}
+	wg.Wait()
+	for _, p := range plans {
+		d, rem, bound := p.d, p.rem, p.bnd
+		if errors.Is(p.err, errors.ErrUnsupported) {
 			continue // a store without Sync: the headers change nothing
 		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("vendors: syncing %s to %d remaining: %w", d.Name, to, err))
+		if p.err != nil {
+			errs = append(errs, fmt.Errorf("vendors: syncing %s to %d remaining: %w", d.Name, p.to, p.err))
 			continue
 		}
 		done = append(done, d.Name)
 		if d.Config.Type == bucket.Tokens {
-			drift = append(drift, Drift{Dimension: d.Name, Believed: floorDiv(int64(res.Before), 1000), Reported: rem})
+			drift = append(drift, Drift{Dimension: d.Name, Believed: floorDiv(int64(p.res.Before), 1000), Reported: rem})
 		}
-		if !calendar || bound >= rem {
+		if !p.calendar || bound >= rem {
 			continue
 		}
 		if bound < 0 {

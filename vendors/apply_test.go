@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ontopix/sluice"
+	"github.com/ontopix/sluice/internal/contract"
 	"github.com/ontopix/sluice/store"
 	"github.com/ontopix/sluice/store/memstore"
 	"github.com/ontopix/sluice/vendors"
@@ -343,5 +344,47 @@ func TestReactorShortRetryAfterLateCooldown(t *testing.T) {
 	tpm, _ := p.Dimension(vendors.Tokens)
 	if len(re.Cooled) != 1 || re.Cooled[0] != tpm {
 		t.Errorf("Cooled = %v, want [%s]", re.Cooled, tpm)
+	}
+}
+
+// barrierSyncs holds each Sync until n of them are in flight at once (or
+// a second has passed, then it fails the call).
+type barrierSyncs struct {
+	store.Store
+	n       int
+	mu      sync.Mutex
+	arrived int
+	all     chan struct{}
+}
+
+func (s *barrierSyncs) Sync(ctx context.Context, req store.SyncRequest) (store.SyncResult, error) {
+	s.mu.Lock()
+	s.arrived++
+	if s.arrived == s.n {
+		close(s.all)
+	}
+	s.mu.Unlock()
+	select {
+	case <-s.all:
+	case <-time.After(time.Second):
+		return store.SyncResult{}, errors.New("test: syncs one after another")
+	}
+	return contract.AsSyncer(s.Store).Sync(ctx, req)
+}
+
+// TestReactorSyncsDimensionsAtOnce: a response that reports several
+// dimensions costs one store round trip on the caller's path, not one per
+// dimension.
+func TestReactorSyncsDimensionsAtOnce(t *testing.T) {
+	st := &barrierSyncs{Store: memstore.New(), n: 2, all: make(chan struct{})}
+	e := newReactorEnvOn(t, st)
+	h := header("x-ratelimit-limit-tokens", "60000", "x-ratelimit-remaining-tokens", "41000", "x-ratelimit-reset-tokens", "19s",
+		"x-ratelimit-limit-requests", "600", "x-ratelimit-remaining-requests", "599", "x-ratelimit-reset-requests", "100ms")
+	re, err := e.reactor().Observe(e.ctx, 200, h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(re.Synced) != 2 || re.Err() != nil {
+		t.Fatalf("Reaction = %+v (%v); want both dimensions synced together", re, re.Err())
 	}
 }
