@@ -45,17 +45,18 @@ func functionFiles() ([]functionFile, error) {
 // check_function_bodies off, as pg_dump restores functions, so that a SQL
 // function may call one from a file later in name order; then with it on,
 // so that every body is checked now rather than at its first call.
-func applyFunctions(ctx context.Context, tx pgx.Tx, sch string) error {
+// exec runs each statement (Store.exec: bounded by the store's timeout).
+func applyFunctions(ctx context.Context, tx pgx.Tx, sch string, exec func(context.Context, pgx.Tx, string, ...any) error) error {
 	files, err := functionFiles()
 	if err != nil {
 		return err
 	}
 	for _, check := range []string{"off", "on"} {
-		if _, err := tx.Exec(ctx, "SET LOCAL check_function_bodies = "+check); err != nil {
+		if err := exec(ctx, tx, "SET LOCAL check_function_bodies = "+check); err != nil {
 			return fail("migrate", err)
 		}
 		for _, f := range files {
-			if _, err := tx.Exec(ctx, strings.ReplaceAll(f.sql, "__SCHEMA__", sch)); err != nil {
+			if err := exec(ctx, tx, strings.ReplaceAll(f.sql, "__SCHEMA__", sch)); err != nil {
 				return fmt.Errorf("pgstore: function %s: %w", f.name, fail("migrate", err))
 			}
 		}

@@ -9,8 +9,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/ontopix/sluice/store"
 )
 
 //go:embed migrations/*.sql
@@ -82,41 +85,84 @@ func (s *Store) Migrate(ctx context.Context) error {
 // MigrateReport is Migrate that also returns the schema's version before
 // and after, both read while holding the migration lock: of several
 // processes migrating at once, exactly one reports the change it applied.
-// Like every operation it is bounded by the store's timeout (waiting for
-// the lock included); an unfinished migration is rolled back whole.
+// Each of its statements is bounded by the store's timeout (the first,
+// waiting for the lock, included), and the whole by ctx's deadline or,
+// when ctx has none, by migrateTimeout: a fresh migration is about a
+// hundred round trips, too many for one operation's timeout on a slow
+// link. An unfinished migration is rolled back whole.
 func (s *Store) MigrateReport(ctx context.Context) (from, to int, err error) {
-	ctx, cancel, err := s.begin(ctx)
-	defer cancel()
-	if err != nil {
-		return 0, 0, err
+	if s.closed.Load() {
+		return 0, 0, store.ErrClosed
 	}
 	// New has checked the name already; checked again because it is spliced
 	// into every migration's and function file's text.
 	if err := validSchema(s.schema); err != nil {
 		return 0, 0, err
 	}
+	ctx, cancel := store.WithDefaultTimeout(ctx, max(s.timeout, migrateTimeout))
+	defer cancel()
+	tx, err := s.beginMigration(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer s.rollback(ctx, tx)
+	return s.migrate(ctx, tx)
+}
+
+// migrateTimeout bounds a whole migration whose context has no deadline.
+const migrateTimeout = time.Minute
+
+// step bounds one statement of a migration by the store's timeout.
+func (s *Store) step(ctx context.Context, f func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	return f(ctx)
+}
+
+// beginMigration opens the migration's transaction.
+func (s *Store) beginMigration(ctx context.Context) (pgx.Tx, error) {
+	var tx pgx.Tx
+	err := s.step(ctx, func(ctx context.Context) (err error) {
+		tx, err = s.pool.Begin(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, fail("migrate", err)
+	}
+	return tx, nil
+}
+
+// exec runs one statement of a migration within tx, bounded by step.
+func (s *Store) exec(ctx context.Context, tx pgx.Tx, sql string, args ...any) error {
+	return s.step(ctx, func(ctx context.Context) error {
+		_, err := tx.Exec(ctx, sql, args...)
+		return err
+	})
+}
+
+// migrate applies the missing migrations within tx, under the lock.
+func (s *Store) migrate(ctx context.Context, tx pgx.Tx) (from, to int, err error) {
 	ms, err := migrations()
 	if err != nil {
 		return 0, 0, err
 	}
 	sch := pgx.Identifier{s.schema}.Sanitize()
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return 0, 0, fail("migrate", err)
-	}
-	defer s.rollback(ctx, tx)
-	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey(s.schema)); err != nil {
+	if err := s.exec(ctx, tx, "SELECT pg_advisory_xact_lock($1)", lockKey(s.schema)); err != nil {
 		return 0, 0, fail("migrate", err)
 	}
 	for _, stmt := range []string{
 		"CREATE SCHEMA IF NOT EXISTS " + sch,
 		"CREATE TABLE IF NOT EXISTS " + sch + ".schema_migrations (version int PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())",
 	} {
-		if _, err := tx.Exec(ctx, stmt); err != nil {
+		if err := s.exec(ctx, tx, stmt); err != nil {
 			return 0, 0, fail("migrate", err)
 		}
 	}
-	current, err := appliedVersion(ctx, tx, sch, s.schema, ms)
+	var current int
+	err = s.step(ctx, func(ctx context.Context) (err error) {
+		current, err = appliedVersion(ctx, tx, sch, s.schema, ms)
+		return err
+	})
 	if err != nil {
 		return current, current, err
 	}
@@ -128,10 +174,10 @@ func (s *Store) MigrateReport(ctx context.Context) (from, to int, err error) {
 		if m.version <= current {
 			continue
 		}
-		if _, err := tx.Exec(ctx, strings.ReplaceAll(m.sql, "__SCHEMA__", sch)); err != nil {
+		if err := s.exec(ctx, tx, strings.ReplaceAll(m.sql, "__SCHEMA__", sch)); err != nil {
 			return current, current, fmt.Errorf("pgstore: migration %s: %w", m.name, fail("migrate", err))
 		}
-		if _, err := tx.Exec(ctx, "INSERT INTO "+sch+".schema_migrations (version, name) VALUES ($1, $2)", m.version, m.name); err != nil {
+		if err := s.exec(ctx, tx, "INSERT INTO "+sch+".schema_migrations (version, name) VALUES ($1, $2)", m.version, m.name); err != nil {
 			return current, current, fail("migrate", err)
 		}
 		to = m.version
@@ -139,10 +185,10 @@ func (s *Store) MigrateReport(ctx context.Context) (from, to int, err error) {
 	if to == current {
 		return current, current, nil // up to date: nothing to write
 	}
-	if err := applyFunctions(ctx, tx, sch); err != nil {
+	if err := applyFunctions(ctx, tx, sch, s.exec); err != nil {
 		return current, current, err
 	}
-	if err := tx.Commit(ctx); err != nil {
+	if err := s.step(ctx, tx.Commit); err != nil {
 		return current, current, fail("migrate", err)
 	}
 	return current, to, nil
