@@ -3,6 +3,7 @@ package dynamostore
 import (
 	"context"
 	"errors"
+	"net"
 	"testing"
 	"time"
 
@@ -96,5 +97,29 @@ func TestMissingCredentialsIsAConfigurationError(t *testing.T) {
 	r, err := open.Acquire(context.Background(), "v#rpm")
 	if err == nil || r.Granted() || errors.Is(err, sluice.ErrUnavailable) {
 		t.Errorf("fail-open client Acquire = %+v, %v; want the credentials error, not a degraded grant", r, err)
+	}
+}
+
+// unreachableProvider fails as a credentials endpoint that cannot be
+// reached does (STS, the instance metadata service, a container's
+// credentials endpoint).
+type unreachableProvider struct{}
+
+func (unreachableProvider) Retrieve(context.Context) (aws.Credentials, error) {
+	return aws.Credentials{}, &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connect: connection refused")}
+}
+
+// TestUnreachableCredentialsAreAnOutage: credentials that exist but whose
+// endpoint cannot be reached for the moment (a network failure on the way
+// to STS or the metadata service) are an outage, as DynamoDB's own
+// network failures are — the failure policy applies — while credentials
+// that do not exist stay a configuration error (see above). Both still
+// match ErrCredentials.
+func TestUnreachableCredentialsAreAnOutage(t *testing.T) {
+	db := newClient(func(o *dynamodb.Options) { o.Credentials = unreachableProvider{} })
+	s := openStore(t, db, "sluice-unreachable-credentials")
+	_, err := s.Peek(context.Background(), store.PeekRequest{Now: t0, Dimensions: []string{"v#rpm"}})
+	if !errors.Is(err, store.ErrUnavailable) || !errors.Is(err, ErrCredentials) {
+		t.Errorf("Peek = %v; want ErrUnavailable (and ErrCredentials)", err)
 	}
 }

@@ -84,6 +84,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -295,17 +296,39 @@ func requestToken(id store.LeaseID, parts ...int64) string {
 	return hex.EncodeToString(h.Sum(nil))[:32]
 }
 
+// credentialsUnreachable reports a credentials provider's failure to reach
+// its endpoint: a network error, or the endpoint's throttling or 5xx.
+func credentialsUnreachable(err error) bool {
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return true
+	}
+	var re interface{ HTTPStatusCode() int }
+	if errors.As(err, &re) {
+		code := re.HTTPStatusCode()
+		return code == 429 || code >= 500
+	}
+	return false
+}
+
 // classify maps an SDK error: throttling, 5xx, timeouts and transport
 // errors become store.ErrUnavailable; a TransactionConflict cancellation
 // becomes store.ErrContention; anything else (validation, a missing table,
-// credentials that could not be obtained: configuration errors) is
-// returned wrapped, never as store.ErrUnavailable.
+// credentials that do not exist: configuration errors) is returned
+// wrapped, never as store.ErrUnavailable. Credentials whose endpoint cannot
+// be reached for now (a network error, its throttling or 5xx) are an
+// outage, and still match ErrCredentials.
 func classify(op string, err error) error {
 	if err == nil {
 		return nil
 	}
 	var ce *credentialsError
 	if errors.As(err, &ce) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+		if credentialsUnreachable(ce.err) {
+			// Credentials that exist but whose endpoint (STS, instance
+			// metadata) cannot be reached for now: an outage.
+			return store.Unavailable("dynamostore: "+op, err)
+		}
 		return fmt.Errorf("dynamostore: %s: %w", op, err)
 	}
 	var tc *types.TransactionCanceledException
