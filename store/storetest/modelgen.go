@@ -294,8 +294,9 @@ func (g *gen) cost(d string) int64 {
 	return 1 + g.rng.Int64N(max(1, capacity*2/3))
 }
 
-// adjust settles a time-based item of a live lease: a charge, a refund
-// within what it holds, or a refund beyond it.
+// adjust settles a time-based item of a live lease: a charge (one in five
+// of them far above the estimate), a refund within what it holds, or a
+// refund beyond it.
 func (g *gen) adjust() {
 	type cand struct {
 		label, dim string
@@ -316,8 +317,19 @@ func (g *gen) adjust() {
 	c := pick(g.rng, cs...)
 	var delta int64
 	switch r := g.rng.IntN(10); {
-	case r < 5:
+	case r < 4:
 		delta = 1 + g.rng.Int64N(1500)
+	case r < 5:
+		// Usage far above the estimate, twice in a row: past the debt
+		// floor (at most the capacity), then again from a balance
+		// already in debt, which must keep it (Adjust never forgives).
+		if b := g.m.buckets[c.dim]; b != nil {
+			capacity := b.b.Capacity
+			g.add(Step{Op: "adjust", Lease: c.label, Dimension: c.dim, Delta: capacity + g.rng.Int64N(capacity)})
+			delta = capacity + g.rng.Int64N(capacity)
+		} else {
+			delta = 1 + g.rng.Int64N(1500)
+		}
 	case r < 9 && c.held > 0:
 		delta = -(1 + g.rng.Int64N(c.held))
 	default:
