@@ -88,19 +88,8 @@ func (s *slowAcquire) Acquire(ctx context.Context, req *store.AcquireRequest, re
 // lease's TTL.
 func TestAcquireAfterTheCallerLeft(t *testing.T) {
 	st := &slowAcquire{Store: memstore.New(), entered: make(chan struct{}), gate: make(chan struct{})}
-	c, err := sluice.New(st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, s := newServer(t, st, sluice.Bucket{Name: "v#slots", Config: sluice.ConcurrentLimit(1)})
 	bg := context.Background()
-	if err := c.PutBucket(bg, sluice.Bucket{Name: "v#slots", Config: sluice.ConcurrentLimit(1)}); err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(c)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithCancel(bg)
 	errc := make(chan error)
 	go func() {
@@ -134,15 +123,7 @@ func TestRetryAfterAFailedFirstCall(t *testing.T) {
 }
 
 func retryAfterAFailedFirstCall(t *testing.T) {
-	c, err := sluice.New(memstore.New())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	s, err := New(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, s := newServer(t, memstore.New())
 	ctx := context.Background()
 	started, fail := make(chan struct{}), make(chan struct{})
 	first := make(chan error)
@@ -192,19 +173,8 @@ func (s slowRelease) Release(ctx context.Context, req store.ReleaseRequest) (sto
 // that takes 50 ms per release, within 2 s: one release after another
 // would free 40 of them and leave the rest held until their TTL.
 func TestCloseReleasesInParallel(t *testing.T) {
-	c, err := sluice.New(slowRelease{memstore.New()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, s := newServer(t, slowRelease{memstore.New()}, sluice.Bucket{Name: "v#slots", Config: sluice.ConcurrentLimit(100)})
 	ctx := context.Background()
-	if err := c.PutBucket(ctx, sluice.Bucket{Name: "v#slots", Config: sluice.ConcurrentLimit(100)}); err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(c)
-	if err != nil {
-		t.Fatal(err)
-	}
 	for range 100 {
 		res, err := c.Acquire(ctx, "v#slots")
 		if err != nil || !res.Granted() {
@@ -255,21 +225,10 @@ func TestCostPerCallRead(t *testing.T) {
 	st := &countingPeek{Store: memstore.New()}
 	cfg := sluice.DefaultConfig()
 	cfg.FailurePolicy = sluice.FailOpen
-	c, err := sluice.New(st, sluice.WithConfig(cfg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ctx := context.Background()
 	b := sluice.Bucket{Name: "v#tpm", Config: sluice.PerMinute(sluice.Tokens, 100_000)}
 	b.Config.CostPerCall = 500
-	if err := c.PutBucket(ctx, b); err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, s := newServerWith(t, st, cfg, b)
+	ctx := context.Background()
 	acquire := func() *sluicev1.AcquireResponse {
 		t.Helper()
 		out, err := (&api{s}).acquire(ctx, &sluicev1.AcquireRequest{Items: []*sluicev1.Item{{Dimension: "v#tpm"}}})
@@ -291,4 +250,30 @@ func TestCostPerCallRead(t *testing.T) {
 	if out := acquire(); !out.GetGranted() || !out.GetDegraded() {
 		t.Errorf("store down, failing open: got %v, want a degraded grant", out)
 	}
+}
+
+// newServer is a Server on a Client over st holding bs.
+func newServer(t *testing.T, st store.Store, bs ...sluice.Bucket) (*sluice.Client, *Server) {
+	t.Helper()
+	return newServerWith(t, st, sluice.DefaultConfig(), bs...)
+}
+
+// newServerWith is newServer with the Client's configuration.
+func newServerWith(t *testing.T, st store.Store, cfg sluice.Config, bs ...sluice.Bucket) (*sluice.Client, *Server) {
+	t.Helper()
+	c, err := sluice.New(st, sluice.WithConfig(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	for _, b := range bs {
+		if err := c.PutBucket(context.Background(), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, s
 }

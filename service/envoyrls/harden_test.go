@@ -73,25 +73,8 @@ func TestOversizedRequestRefused(t *testing.T) {
 // tokens go uncounted and the stream's slot stays held until the lease's
 // TTL.
 func TestStreamEndSettlesPastTheCallsDeadline(t *testing.T) {
-	c, err := sluice.New(ctxStore{memstore.New()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, s := directServer(t, ctxStore{memstore.New()}, buckets)
 	bg := context.Background()
-	for _, b := range buckets {
-		if err := c.PutBucket(bg, b); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cfg, err := envoyrls.ParseConfig("envoy.yaml", []byte(config))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := envoyrls.New(c, *cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	req := func(n uint64) *rlsv3.RateLimitRequest {
 		return &rlsv3.RateLimitRequest{Domain: "llm", Descriptors: []*ratelimitv3.RateLimitDescriptor{
 			desc("generic_key", "streams", "request_id", "r1"), hits(desc("generic_key", "tokens", "model", "gpt-4o", "request_id", "r1"), n)}}
@@ -151,23 +134,8 @@ func (s slowRelease) Release(ctx context.Context, req store.ReleaseRequest) (sto
 // another would free 40 of the slots and leave the rest held until the
 // leases' TTL.
 func TestCloseReleasesInParallel(t *testing.T) {
-	c, err := sluice.New(slowRelease{memstore.New()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, s := directServer(t, slowRelease{memstore.New()}, []sluice.Bucket{{Name: "openai#concurrent", Config: sluice.ConcurrentLimit(100)}})
 	bg := context.Background()
-	if err := c.PutBucket(bg, sluice.Bucket{Name: "openai#concurrent", Config: sluice.ConcurrentLimit(100)}); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := envoyrls.ParseConfig("envoy.yaml", []byte(config))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := envoyrls.New(c, *cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	for i := range 100 {
 		req := &rlsv3.RateLimitRequest{Domain: "llm", Descriptors: []*ratelimitv3.RateLimitDescriptor{
 			desc("generic_key", "streams", "request_id", fmt.Sprint("r", i))}}
@@ -185,4 +153,29 @@ func TestCloseReleasesInParallel(t *testing.T) {
 	if got := int64(st.Tokens) / 1000; got != 100 {
 		t.Errorf("free streams after Close: got %d, want 100", got)
 	}
+}
+
+// directServer is the RLS, called directly (no HTTP), on a Client over st
+// holding bs, with the tests' configuration.
+func directServer(t *testing.T, st store.Store, bs []sluice.Bucket) (*sluice.Client, *envoyrls.Server) {
+	t.Helper()
+	c, err := sluice.New(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	for _, b := range bs {
+		if err := c.PutBucket(context.Background(), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg, err := envoyrls.ParseConfig("envoy.yaml", []byte(config))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := envoyrls.New(c, *cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, s
 }
