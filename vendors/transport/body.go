@@ -24,6 +24,9 @@ type body struct {
 	mu  sync.Mutex // guards tr and end
 	tr  usageTracker
 	end bool // the tracker was read for the settlement
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 func newBody(c *call, rc io.ReadCloser, stream bool) *body {
@@ -57,9 +60,24 @@ func (b *body) Read(p []byte) (int, error) {
 
 // Close implements io.Closer.
 func (b *body) Close() error {
-	err := b.rc.Close()
+	err := b.closeVendor()
 	b.finish(nil)
 	return err
+}
+
+// closeVendor closes the vendor's response body, once.
+func (b *body) closeVendor() error {
+	b.closeOnce.Do(func() { b.closeErr = b.rc.Close() })
+	return b.closeErr
+}
+
+// timeout ends a body that went unread for the body timeout: it is
+// settled, and the vendor's body closed, so that the connection under it
+// is not held for a caller that may never come back (a later Read returns
+// an error).
+func (b *body) timeout() {
+	b.finish(ErrBodyTimeout)
+	_ = b.closeVendor()
 }
 
 // idleFor returns how long the body has gone unread; 0 while a Read is in

@@ -64,7 +64,7 @@ func (c *call) tick() {
 		return
 	}
 	if b := c.body.Load(); b != nil && b.idleFor() >= c.t.idle {
-		b.finish(ErrBodyTimeout)
+		b.timeout()
 		return
 	}
 	c.mu.Lock()

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -244,4 +245,48 @@ func TestCloseAndEOFRace(t *testing.T) {
 		}
 		wantDebits(t, before, e.balances(t), want)
 	}
+}
+
+// closeCounter counts the Close calls of the response bodies of rt.
+type closeCounter struct {
+	rt     http.RoundTripper
+	closed atomic.Int32
+}
+
+func (c *closeCounter) RoundTrip(req *http.Request) (*http.Response, error) {
+	res, err := c.rt.RoundTrip(req)
+	if err == nil {
+		res.Body = &countedBody{ReadCloser: res.Body, n: &c.closed}
+	}
+	return res, err
+}
+
+type countedBody struct {
+	io.ReadCloser
+	n *atomic.Int32
+}
+
+func (b *countedBody) Close() error { b.n.Add(1); return b.ReadCloser.Close() }
+
+// A body that went unread for the body timeout is closed as it is settled:
+// the connection under it is not left open for a caller that never comes
+// back.
+func TestBodyTimeoutClosesTheResponse(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cc := &closeCounter{}
+		e := gpt4oEnv(t, transport.WithBodyTimeout(30*time.Second), transport.WithBase(cc))
+		cc.rt = pipeRT{e.sim}
+		oc := openAIClient(e, 0)
+		stream := oc.Chat.Completions.NewStreaming(testCtx(t), openai.ChatCompletionNewParams{Model: "gpt-4o", MaxTokens: openai.Int(50),
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello there")}}, outputSeven)
+		defer stream.Close()
+		time.Sleep(40 * time.Second)
+		synctest.Wait()
+		if n := len(e.eventList()); n != 1 {
+			t.Fatalf("%d events after the body timeout, want 1", n)
+		}
+		if got := cc.closed.Load(); got != 1 {
+			t.Errorf("the vendor's response body was closed %d times after the body timeout, want 1", got)
+		}
+	})
 }

@@ -113,9 +113,11 @@ func WithoutUsageInjection() Option { return func(t *Transport) { t.inject = fal
 
 // WithBodyTimeout sets how long a response body may go unread (no Read in
 // progress, none returned) before the Transport settles it at what it has
-// seen, never below the admission charge, and releases its lease: a body
-// never read nor closed does not hold a lease for ever. The default is the
-// Client's lease TTL. The request's context ending does the same at once.
+// seen, never below the admission charge, releases its lease and closes
+// the vendor's response (a later Read returns an error): a body never read
+// nor closed holds neither a lease nor a connection for ever. The default
+// is the Client's lease TTL. The request's context ending settles and
+// releases at once.
 func WithBodyTimeout(d time.Duration) Option { return func(t *Transport) { t.idle = d } }
 
 // WithPolling makes the Transport wait for its charges as the Client's
