@@ -193,14 +193,16 @@ func redact(u *url.URL) string {
 var secretRaw = regexp.MustCompile(`(?i)((?:ssl)?password\s*=\s*)('[^']*'|[^\s&]*)`)
 
 // redactRaw hides anything that looks like userinfo or a password in an
-// unparsable URL: key=value secrets anywhere, and secret query pairs
-// (see redactQuery) after the first '?'.
+// unparsable URL: key=value secrets anywhere, secret query pairs (see
+// redactQuery) after the first '?', and everything up to the last '@' (a
+// URL parser ends the userinfo there, so a password may hold an '@'; an
+// '@' further on only hides more).
 func redactRaw(raw string) string {
 	raw = secretRaw.ReplaceAllString(raw, "${1}xxxxx")
 	if i := strings.IndexByte(raw, '?'); i >= 0 {
 		raw = raw[:i+1] + redactQuery(raw[i+1:])
 	}
-	if i := strings.Index(raw, "@"); i >= 0 {
+	if i := strings.LastIndex(raw, "@"); i >= 0 {
 		if j := strings.Index(raw, "://"); j >= 0 && j < i {
 			return raw[:j+3] + "…@" + raw[i+1:]
 		}

@@ -228,3 +228,25 @@ func TestOpenKeepsCapabilities(t *testing.T) {
 		t.Errorf("dynamodb: %T behind the wrappers does not report deciding at the caller's clock", contract.Unwrap(dd))
 	}
 }
+
+// TestUnparsableURLHidesItsUserinfo: a URL that does not parse is printed
+// with everything up to its last '@' hidden, as a URL parser splits the
+// userinfo there: a password holding an '@' shows no part of itself.
+func TestUnparsableURLHidesItsUserinfo(t *testing.T) {
+	const secret = "tPassw0rd"
+	for _, raw := range []string{
+		"redis://u:s3cr@" + secret + "@127.0.0.1:port/0",   // a typo in the port
+		"redis://u:s3cr@" + secret + "@127.0.0.1:6379/%zz", // a bad escape
+		"redis://u:s3cr@" + secret + "@[::1/0",             // an unclosed IPv6 bracket
+		"u:s3cr@" + secret + "@127.0.0.1:%zz",              // no scheme
+	} {
+		_, err := storeurl.Openers{redisstore.URLOpener()}.Open(context.Background(), raw,
+			storeurl.WithLookupEnv(func(string) (string, bool) { return "", false }))
+		if !errors.Is(err, storeurl.ErrBadURL) {
+			t.Fatalf("%q: err = %v, want one matching ErrBadURL", raw, err)
+		}
+		if strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), "s3cr") {
+			t.Errorf("%q: the error shows part of the password: %v", raw, err)
+		}
+	}
+}
