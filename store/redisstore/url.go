@@ -73,7 +73,8 @@ func OpenURL(_ context.Context, u *url.URL, o storeurl.Options) (*storeurl.Opene
 	if cluster {
 		kind = "redis-cluster"
 		hosts := strings.Split(u.Host, ",")
-		for _, h := range hosts {
+		// addr= names more start-up nodes (go-redis): checked as the host list.
+		for _, h := range append(hosts[:len(hosts):len(hosts)], q["addr"]...) {
 			if h == "" {
 				return nil, storeurl.Errorf(u, "empty host in the cluster's host list")
 			}

@@ -96,6 +96,8 @@ func TestUsageErrors(t *testing.T) {
 		{nil, []string{"bucket", "list", "--store", "redis://127.0.0.1:99999"}, `port "99999": must be 1 to 65535`},
 		{nil, []string{"bucket", "list", "--store", "rediss://127.0.0.1:0/0"}, `port "0": must be 1 to 65535`},
 		{nil, []string{"bucket", "list", "--store", "redis+cluster://127.0.0.1:7000,127.0.0.1:70000"}, `port "70000": must be 1 to 65535`},
+		{nil, []string{"bucket", "list", "--store", "redis+cluster://127.0.0.1:7000?addr=127.0.0.1:99999"}, `port "99999": must be 1 to 65535`},
+		{nil, []string{"bucket", "list", "--store", "redis+cluster://127.0.0.1:7000?addr="}, "empty host in the cluster's host list"},
 	} {
 		out, errs, code := run(t, c.env, c.args...)
 		if code != clikit.ExitUsage || !strings.Contains(errs, c.want) || strings.Count(errs, "\n") != 1 {
