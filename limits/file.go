@@ -167,6 +167,7 @@ func Parse(name string, data []byte) (*File, error) {
 	if root.Kind != yaml.MappingNode {
 		return nil, &Error{File: name, Line: root.Line, Column: root.Column, Msg: "must be a mapping with dimensions: and/or presets:"}
 	}
+	p.duplicates(root, "")
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		k, v := root.Content[i], root.Content[i+1]
 		switch k.Value {
@@ -214,6 +215,36 @@ func (p *parser) dimensions(n *yaml.Node) {
 		c, ok := p.config(path, v, fields)
 		if ok {
 			p.add(k, path, Entry{Bucket: store.Bucket{Name: k.Value, Config: c}, Source: "dimensions", Line: k.Line}, fields)
+		}
+	}
+}
+
+// duplicates reports every key given twice in a mapping of n, at any
+// depth: the parser reads the last one, so a key repeated by a botched
+// merge would otherwise change a limit unseen. path names n.
+func (p *parser) duplicates(n *yaml.Node, path string) {
+	switch n.Kind {
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			p.duplicates(c, fmt.Sprintf("%s[%d]", path, i))
+		}
+	case yaml.MappingNode:
+		first := map[string]*yaml.Node{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			kp := path + "." + k.Value
+			switch {
+			case path == "":
+				kp = k.Value
+			case path == "dimensions":
+				kp = fmt.Sprintf("dimensions[%q]", k.Value)
+			}
+			if prev, dup := first[k.Value]; dup {
+				p.errorf(k, kp, "given twice (first at line %d)", prev.Line)
+			} else {
+				first[k.Value] = k
+			}
+			p.duplicates(v, kp)
 		}
 	}
 }
@@ -271,7 +302,7 @@ func (p *parser) config(path string, at *yaml.Node, f map[string]*yaml.Node) (bu
 		} else {
 			c.RefillPeriod = d
 		}
-		if c.RefillAmount == 0 {
+		if f["refill"] == nil { // given as 0, Validate refuses it
 			c.RefillAmount = c.Capacity
 		}
 	}

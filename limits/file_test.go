@@ -70,6 +70,14 @@ func TestErrorsNamePosition(t *testing.T) {
 		{"---", "x.yaml:1:1: the file is empty"},
 		{"# nothing yet\n---\n", "x.yaml:1:1: the file is empty"},
 		{"- a\n", "x.yaml:1:1: must be a mapping"},
+		{"dimensions:\n  a#b:\n    type: requests\n    capacity: 10\n    per: 1m\n    capacity: 1000000000000\n", "x.yaml:6:5: dimensions[\"a#b\"].capacity: given twice (first at line 4)"},
+		{"presets:\n  - preset: openai\n    rpm: 500\n    rpm: 5000000\n", "x.yaml:4:5: presets[0].rpm: given twice (first at line 3)"},
+		{"presets:\n  - preset: openai\n    rpm: 500\n    burst:\n      rpm: 10\n      rpm: 20\n", "x.yaml:6:7: presets[0].burst.rpm: given twice (first at line 5)"},
+		{"dimensions:\n  a#b:\n    type: requests\n    capacity: 5\n    per: 1m\ndimensions:\n  c#d:\n    type: requests\n    capacity: 5\n    per: 1m\n", "x.yaml:6:1: dimensions: given twice (first at line 1)"},
+		{"dimensions:\n  a#b:\n    type: tokens\n    capacity: 90000\n    per: 1m\n    refill: 0\n", "x.yaml:6:13: dimensions[\"a#b\"].refill: 0: must be between 1"},
+		{"presets:\n  - preset: openai\n    vendor: tenant-a#openai\n    rpm: 5\n", "x.yaml:3:13: presets[0].vendor: must be a non-empty name without '#'"},
+		{"presets:\n  - preset: openai\n    vendor: \"\"\n    rpm: 5\n", "x.yaml:3:13: presets[0].vendor: must be a non-empty name without '#'"},
+		{"presets:\n  - preset: openai\n    vendor: [x]\n    rpm: 5\n", "x.yaml:3:13: presets[0].vendor: must be a non-empty name without '#'"},
 	} {
 		_, err := Parse("x.yaml", []byte(c.yaml))
 		if err == nil || !strings.Contains(err.Error(), c.want) {

@@ -163,10 +163,6 @@ func (p *parser) knownFields(it presetItem, pr preset) bool {
 // preset's own scope field (deployment, family) is validated by the
 // profile.
 func (p *parser) presetPrefix(it presetItem, pr preset) (prefix, scope string, ok bool) {
-	prefix = string(pr.vendor)
-	if v := it.fields["vendor"]; v != nil {
-		prefix = v.Value
-	}
 	name := func(key string) (string, bool) {
 		n := it.fields[key]
 		if n == nil {
@@ -177,6 +173,12 @@ func (p *parser) presetPrefix(it presetItem, pr preset) (prefix, scope string, o
 			return "", false
 		}
 		return n.Value, true
+	}
+	prefix = string(pr.vendor)
+	if v, ok := name("vendor"); !ok {
+		return "", "", false
+	} else if v != "" {
+		prefix = v
 	}
 	own, ok := name(pr.scope)
 	if !ok {
