@@ -327,3 +327,38 @@ func TestUnknownReleaseEndsWhateverTheClock(t *testing.T) {
 		synctest.Wait()
 	})
 }
+
+// Failing open, an acquisition whose answer was lost after the store
+// granted it is a degraded grant, and the store's lease is still released
+// in the background: the slot does not stay taken until its TTL once the
+// degraded lease's holder is done.
+func TestFailOpenReleasesALostGrant(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		st := &lostAcquireStore{Forward: contract.Forward{Store: memstore.New()}, lose: 1}
+		c, err := sluice.New(st, config(failOpen))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if err := c.PutBucket(ctx, sluice.Bucket{Name: "v#concurrent", Config: sluice.ConcurrentLimit(1)}); err != nil {
+			t.Fatal(err)
+		}
+		res, err := c.Acquire(ctx, "v#concurrent", sluice.WithTTL(time.Hour))
+		if err != nil || !res.Degraded {
+			t.Fatalf("acquire = %+v, %v; want a degraded grant", res, err)
+		}
+		if err := res.Lease.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if free := tokens(t, c, "v#concurrent"); free != 1000 {
+			t.Errorf("a minute after the degraded lease's release: %d millislots free, want 1000 (the store's lease is held until its TTL of 1h)", free)
+		}
+		r2, err := c.Acquire(ctx, "v#concurrent")
+		if err != nil || !r2.Granted() || r2.Degraded {
+			t.Errorf("next acquire = %v (degraded %v), %v; want a grant by the store", r2.Outcome, r2.Degraded, err)
+		}
+	})
+}

@@ -258,7 +258,10 @@ func (c *Client) decide(ctx context.Context, a *acquisition, items []store.Item,
 		case errors.Is(err, store.ErrUnavailable) && c.cfg.FailurePolicy == FailOpen && !callerDone(ctx):
 			// Fail open only for the store's own failure: a caller whose
 			// deadline passed or who cancelled gets that error, never an
-			// uncounted grant.
+			// uncounted grant. The store may have granted it all the same:
+			// its lease is released in the background, as when failing
+			// closed, and the degraded lease's release stays local.
+			c.releaseUnknown(ctx, req, err)
 			return c.degraded(ctx, a, err), nil
 		case callerDone(ctx):
 			c.releaseUnknown(ctx, req, err)

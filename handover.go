@@ -19,6 +19,15 @@ import (
 // every one of the lease's dimensions, with no ticket of another process
 // ahead of it at its last answer. The releasing call then removes the
 // new holder's tickets, which the store would have removed with a grant.
+//
+// What the store knows and the process does not bounds it. A waiter whose
+// last answer showed a dimension over its capacity (lowered while its
+// slots were held) gets no hand-over: the slot goes back to the store, as
+// the holders over the new limit must. And a lease is handed on only
+// within one TTL of its grant by the store, so that a chain of hand-overs
+// outlives by at most that what the store last confirmed, where no answer
+// shows it wrong: a lease of a bucket deleted and created again counts
+// against none of the new bucket's slots.
 
 // handOver hands l, being released, to the next waiter of this client
 // when there is one to hand it to (see above), and reports that it did.
@@ -30,8 +39,9 @@ func (l *Lease) handOver(ctx context.Context) bool {
 	if !c.allConcurrent(l.items) {
 		return false
 	}
-	left := l.localExpiry.Sub(c.clock.Now())
-	if left < l.ttl/2 || c.handTarget(l) == nil {
+	now := c.clock.Now()
+	left := l.localExpiry.Sub(now)
+	if left < l.ttl/2 || now.Sub(l.chainFrom) >= l.ttl || c.handTarget(l) == nil {
 		return false
 	}
 	if left < l.ttl-l.ttl/10 {
@@ -54,7 +64,7 @@ func (l *Lease) handOver(ctx context.Context) bool {
 // successor returns the lease l becomes for its next holder: the same
 // record, whose TTL counts from l's grant or last renewal.
 func (l *Lease) successor() *Lease {
-	n := &Lease{c: l.c, id: l.id, recorded: true, caller: l.caller, ttl: l.ttl}
+	n := &Lease{c: l.c, id: l.id, recorded: true, caller: l.caller, ttl: l.ttl, chainFrom: l.chainFrom}
 	n.createdAt, n.expiresAt = l.localExpiry.Add(-l.ttl), l.expiresAt
 	n.heldFrom = l.c.clock.Now()
 	n.setLocalExpiry(l.localExpiry)
@@ -101,7 +111,7 @@ func (c *Client) handTargetLocked(l *Lease) *localWaiter {
 		}
 		lw = first
 	}
-	if lw == nil || !(lw.sleeping || lw.asking) || lw.remote != 0 || lw.caller != l.caller || lw.ttl != l.ttl {
+	if lw == nil || !(lw.sleeping || lw.asking) || lw.remote != 0 || lw.over || lw.caller != l.caller || lw.ttl != l.ttl {
 		return nil
 	}
 	if !slices.Equal(lw.costs, costsOf(l.items)) || len(lw.items) != len(l.items) {
@@ -137,14 +147,23 @@ func costsOf(items []Request) []int64 {
 // clock, and stand until removed (a waiter that stalls past its ticket's
 // life and takes a new place is counted at its first one).
 func (c *Client) placeRemote(lw *localWaiter, res Result) {
+	if len(res.Dimensions) == 0 {
+		// Contention: the store answered nothing, of the line or the
+		// costs.
+		return
+	}
 	if lw.ticketed == 0 {
 		c.waiters.seq++
 		lw.ticketed = c.waiters.seq
 	}
 	lw.costs = lw.costs[:0]
 	heldBack := false
+	lw.over = false
 	for _, d := range res.Dimensions {
 		lw.costs = append(lw.costs, d.Cost)
+		if d.Type == Concurrent && d.Remaining < 0 {
+			lw.over = true // more held than the capacity
+		}
 		if d.Type == Concurrent && d.RetryIn > 0 && int64(d.Remaining) >= d.Cost*bucket.Milli {
 			heldBack = true
 		}

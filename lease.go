@@ -28,7 +28,10 @@ type Lease struct {
 	createdAt time.Time
 	// heldFrom is when this holder got the lease: createdAt, but for a
 	// lease handed over (see handOver), the hand-over.
-	heldFrom  time.Time
+	heldFrom time.Time
+	// chainFrom is when the store granted the lease, kept across
+	// hand-overs: a chain of them ends one TTL after it (see handOver).
+	chainFrom time.Time
 	expiresAt time.Time // the store's expiry (its clock)
 	ttl       time.Duration
 	// localExpiry is the expiry by the client's clock, which decides for
@@ -52,7 +55,7 @@ type Lease struct {
 func (l *Lease) init(c *Client, req *store.AcquireRequest, res *store.AcquireResult) {
 	l.c, l.id, l.recorded, l.caller = c, req.ID, res.Recorded, req.Caller
 	l.createdAt, l.expiresAt = req.Now, res.ExpiresAt
-	l.heldFrom = l.createdAt
+	l.heldFrom, l.chainFrom = l.createdAt, l.createdAt
 	l.ttl = req.TTL
 	l.setLocalExpiry(req.Now.Add(req.TTL))
 	if len(req.Items) <= len(l.buf) {
@@ -74,7 +77,7 @@ func (l *Lease) init(c *Client, req *store.AcquireRequest, res *store.AcquireRes
 func (l *Lease) initReserved(c *Client, req *store.ReserveRequest, res *store.ReserveResult, validAt time.Time) {
 	l.c, l.id, l.recorded, l.caller = c, req.ID, res.Recorded, req.Caller
 	l.createdAt, l.expiresAt = validAt, res.ExpiresAt
-	l.heldFrom = l.createdAt
+	l.heldFrom, l.chainFrom = l.createdAt, l.createdAt
 	l.ttl = req.TTL
 	l.setLocalExpiry(validAt.Add(req.TTL))
 	l.items = l.buf[:0]

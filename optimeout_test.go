@@ -209,6 +209,7 @@ func TestOpTimeoutKeepsCallerDeadline(t *testing.T) {
 func TestOpTimeoutFailsOpen(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, bs := newBlockClient(t, config(failOpen))
+		defer c.Close() // ends the background release of the acquisition the hung store may have granted
 		bs.blocked.Store(true)
 		start := time.Now()
 		res, err := c.Acquire(context.Background(), "openai#rpm")

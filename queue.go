@@ -129,6 +129,9 @@ type localWaiter struct {
 	// remote is how many tickets of other waiters than this client's are
 	// ahead of its own, at most (see placeRemote); -1 when unknown.
 	remote int
+	// over reports that the waiter's last answer showed one of its
+	// dimensions holding more than its capacity: no hand-over then.
+	over bool
 	// sleeping reports the waiter asleep between two asks: only then, or
 	// while it asks, can a lease be handed to it (handed, which it takes
 	// when it wakes, or when its ask returns).
