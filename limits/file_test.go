@@ -78,6 +78,7 @@ func TestErrorsNamePosition(t *testing.T) {
 		{"presets:\n  - preset: openai\n    vendor: tenant-a#openai\n    rpm: 5\n", "x.yaml:3:13: presets[0].vendor: must be a non-empty name without '#'"},
 		{"presets:\n  - preset: openai\n    vendor: \"\"\n    rpm: 5\n", "x.yaml:3:13: presets[0].vendor: must be a non-empty name without '#'"},
 		{"presets:\n  - preset: openai\n    vendor: [x]\n    rpm: 5\n", "x.yaml:3:13: presets[0].vendor: must be a non-empty name without '#'"},
+		{"presets:\n  - preset: openai\n    rpm: 1000000000000\n    request_margin: 10s\n", "x.yaml:4:21: presets[0].request_margin: 10s: spaces 1000000000000 requests"},
 	} {
 		_, err := Parse("x.yaml", []byte(c.yaml))
 		if err == nil || !strings.Contains(err.Error(), c.want) {

@@ -95,6 +95,10 @@ func (b *builder) requestMargin(cfg *bucket.Config, n int64, window time.Duratio
 		return
 	}
 	cfg.Capacity = 1
+	if n > (bucket.MaxPeriodMs-window.Milliseconds())/m {
+		b.fail("request_margin", b.opts.margin, fmt.Sprintf("spaces %d requests per %s %s apart, longer than the longest refill period (366 days): lower the margin", n, windowName(window), b.opts.margin))
+		return
+	}
 	cfg.RefillPeriod = max(cfg.RefillPeriod, window+time.Duration(n*m)*time.Millisecond)
 }
 
