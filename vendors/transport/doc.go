@@ -20,9 +20,9 @@
 //
 // What a call leaves charged depends on how it ended (see Outcome): the
 // reported usage; at least the admission charge for a stream cut short;
-// nothing for a request the vendor never saw (a dial or DNS error); the
-// admission charge for a failure after sending; the request only for a
-// 4xx from OpenAI or Azure, nothing for one from Anthropic.
+// nothing for a request the vendor never saw (a dial, DNS or TLS handshake
+// error); the admission charge for a failure after sending; the request
+// only for a 4xx from OpenAI or Azure, nothing for one from Anthropic.
 //
 // A call's profile is the one scoped to its model, to its alias
 // (WithModelAliases) or family (ResolveModel: a dated snapshot or a

@@ -32,8 +32,9 @@ const (
 	// may have counted more than the client received.
 	Partial
 	// Refunded is a call the vendor never saw (the connection could not
-	// be made, the name did not resolve, nothing of the request was
-	// written): every charge, requests included, was refunded.
+	// be made, the name did not resolve, the TLS handshake failed, nothing
+	// of the request was written): every charge, requests included, was
+	// refunded.
 	Refunded
 	// Charged is a call that failed after the request may have reached
 	// the vendor (a timeout or reset after sending): the admission

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -140,6 +141,31 @@ func TestDialErrorRefunded(t *testing.T) {
 	ev := lastEvent(t, e)
 	if ev.Outcome != transport.Refunded || ev.Err == nil {
 		t.Fatalf("event %v (%v), want refunded with the dial error", ev.Outcome, ev.Err)
+	}
+	wantDebits(t, before, e.balances(t), map[string]int64{"openai#gpt-4o#tpm": 0, "openai#gpt-4o#rpm": 0})
+}
+
+// A TLS handshake that fails (a certificate this process does not trust:
+// its configuration, not the vendor) sent nothing: everything is
+// refunded, so a misconfigured process does not burn the fleet's limits.
+func TestTLSHandshakeFailureRefunded(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		t.Error("the request reached the server")
+	}))
+	defer srv.Close()
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the handshake's failure, expected
+	addr := strings.TrimPrefix(srv.URL, "https://")
+	e := realEnv(t, addr)
+	oc := openai.NewClient(option.WithBaseURL(srv.URL+"/v1/"), option.WithAPIKey("sk"), option.WithHTTPClient(e.httpClient()), option.WithMaxRetries(0))
+	before := e.balances(t)
+	_, err := oc.Chat.Completions.New(testCtx(t), openai.ChatCompletionNewParams{Model: "gpt-4o", MaxTokens: openai.Int(5000),
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello there")}})
+	if err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("err %v, want a certificate error", err)
+	}
+	ev := lastEvent(t, e)
+	if ev.Outcome != transport.Refunded || ev.Err == nil {
+		t.Fatalf("event %v (%v), want refunded with the handshake's error", ev.Outcome, ev.Err)
 	}
 	wantDebits(t, before, e.balances(t), map[string]int64{"openai#gpt-4o#tpm": 0, "openai#gpt-4o#rpm": 0})
 }

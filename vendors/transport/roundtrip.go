@@ -3,6 +3,7 @@ package transport
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -116,11 +117,18 @@ func (t *Transport) do(req *http.Request, next sender) (*http.Response, error) {
 
 // send forwards the request and hands the response to the call.
 func (t *Transport) send(c *call, next sender, req *http.Request, raw []byte, stream bool) (*http.Response, error) {
-	var wrote, gotConn atomic.Bool
+	var wrote, gotConn, noTLS atomic.Bool
 	trace := &httptrace.ClientTrace{
 		GotConn:      func(httptrace.GotConnInfo) { gotConn.Store(true) },
 		WroteHeaders: func() { wrote.Store(true) },
 		WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(true) },
+		// A failed handshake (a certificate not trusted here, a protocol
+		// refused) sent no byte of the request.
+		TLSHandshakeDone: func(_ tls.ConnectionState, err error) {
+			if err != nil {
+				noTLS.Store(true)
+			}
+		},
 	}
 	out := withBody(req.WithContext(httptrace.WithClientTrace(req.Context(), trace)), raw)
 	sent := t.clock.Now()
@@ -130,7 +138,7 @@ func (t *Transport) send(c *call, next sender, req *http.Request, raw []byte, st
 	resp, err := next(out)
 	if err != nil {
 		o := Charged
-		if !wrote.Load() && neverSent(err) {
+		if !wrote.Load() && (neverSent(err) || noTLS.Load()) {
 			o = Refunded
 		}
 		c.finish(o, vendors.Usage{}, nil, err)
