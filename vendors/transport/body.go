@@ -25,15 +25,35 @@ type body struct {
 	tr  usageTracker
 	end bool // the tracker was read for the settlement
 
+	inf     *inflater // a compressed body's decoder for tr; nil otherwise
+	infOnce sync.Once
+
 	closeOnce sync.Once
 	closeErr  error
 }
 
-func newBody(c *call, rc io.ReadCloser, stream bool) *body {
+func newBody(c *call, rc io.ReadCloser, stream bool, encoding string) *body {
 	b := &body{rc: rc, c: c}
 	b.tr.init(c.ev.API, stream)
+	b.inf = newInflater(encoding, b.track)
 	b.last.Store(time.Now().UnixNano())
 	return b
+}
+
+// track passes decoded bytes to the tracker.
+func (b *body) track(p []byte) {
+	b.mu.Lock()
+	if !b.end {
+		b.tr.write(p)
+	}
+	b.mu.Unlock()
+}
+
+// inflated ends a compressed body's decoding: what was read is decoded.
+func (b *body) inflated() {
+	if b.inf != nil {
+		b.infOnce.Do(b.inf.close)
+	}
 }
 
 // Read implements io.Reader.
@@ -42,7 +62,19 @@ func (b *body) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
 	b.last.Store(time.Now().UnixNano())
 	b.reading.Add(-1)
-	if n > 0 || err == io.EOF {
+	if b.inf != nil {
+		if n > 0 {
+			b.inf.write(p[:n])
+		}
+		if err == io.EOF {
+			b.inflated()
+			b.mu.Lock()
+			if !b.end {
+				b.tr.eof()
+			}
+			b.mu.Unlock()
+		}
+	} else if n > 0 || err == io.EOF {
 		b.mu.Lock()
 		if !b.end {
 			b.tr.write(p[:n])
@@ -93,11 +125,17 @@ func (b *body) idleFor() time.Duration {
 // it ended: io.EOF, a read error, ErrBodyTimeout, the context's cause, or
 // nil for Close.
 func (b *body) finish(cause error) {
+	b.inflated()
 	b.mu.Lock()
 	b.end = true
 	u, complete, haveIn, streamed := b.tr.usage, b.tr.complete, b.tr.haveIn, b.tr.partialOutput()
 	b.mu.Unlock()
 	if complete {
+		if !haveIn {
+			// Usage without an input count (absent, null, negative):
+			// every request has input, so it is the estimate, never 0.
+			u.Input = b.c.ev.Estimate.InputTokens
+		}
 		b.c.finish(Settled, u, nil, nil)
 		return
 	}

@@ -157,8 +157,15 @@ func (t *Transport) send(c *call, next sender, req *http.Request, raw []byte, st
 		c.finish(o, vendors.Usage{}, nil, nil)
 		return resp, nil
 	}
-	stream = stream || isEventStream(resp.Header.Get("Content-Type"))
-	b := newBody(c, resp.Body, stream)
+	// A stream asked for may come back as one JSON document (a proxy, a
+	// vendor that declined to stream): the response's type decides.
+	ct := resp.Header.Get("Content-Type")
+	stream = isEventStream(ct) || stream && !isJSON(ct)
+	enc := ""
+	if !resp.Uncompressed {
+		enc = resp.Header.Get("Content-Encoding")
+	}
+	b := newBody(c, resp.Body, stream, enc)
 	c.body.Store(b)
 	c.watch(b)
 	resp.Body = b
