@@ -258,12 +258,25 @@ func (r *Reactor) Observe(ctx context.Context, status int, h http.Header, body [
 	return re, errors.Join(errs...)
 }
 
-// cool applies a 429's cooldown to the dimensions it concerns.
+// cool applies a 429's cooldown to the dimensions it concerns. One that
+// names no dimension of the profile cools them all, each bounded as the
+// shortest window's would be: a limit with a longer window (a day's) names
+// itself when it is the one exhausted, and every call needs every
+// dimension, so a day's delay on all of them would stop the fleet for a
+// day on a response that may be a proxy's.
 func (r *Reactor) cool(ctx context.Context, c Classification, now time.Time, errs []error) (done, clamped []string, _ []error) {
 	dims := r.timeBased(c.Metric)
 	until, known := c.CooldownUntil()
 	if known {
 		until = minTime(until, now.Add(sluice.MaxCooldown))
+	}
+	bound := r.cooldownBound
+	if len(dims) > 1 {
+		least := sluice.MaxCooldown
+		for _, d := range dims {
+			least = min(least, r.cooldownBound(d))
+		}
+		bound = func(string) time.Duration { return least }
 	}
 	for _, d := range dims {
 		var err error
@@ -272,7 +285,7 @@ func (r *Reactor) cool(ctx context.Context, c Classification, now time.Time, err
 			// passes between the response's arrival and each call, and
 			// the store refuses an end less than 1 ms after its call.
 			left := min(max(until.Sub(r.clock.Now()), time.Millisecond), sluice.MaxCooldown)
-			if b := r.cooldownBound(d); left > b {
+			if b := bound(d); left > b {
 				r.implausible.Add(1)
 				r.client.Logger().LogAttrs(ctx, slog.LevelWarn, "vendors.cooldown_clamped",
 					slog.String("dimension", d), slog.Duration("delay", left), slog.Duration("bound", b),

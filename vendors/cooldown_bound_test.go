@@ -93,3 +93,43 @@ func TestReactorQuotaWithLongRetryAfterCoolsNothing(t *testing.T) {
 		t.Errorf("tpm cooled until %v", s.CooldownUntil)
 	}
 }
+
+// A 429 that names no limit (a proxy's page, a body without a type) is
+// bounded as the profile's shortest window's would be: a day's
+// retry-after cools no dimension, the daily one included, for more than
+// that, as every call needs every dimension. A daily limit's own 429
+// names it.
+func TestUnattributed429CoolsNoDimensionForADay(t *testing.T) {
+	clk := &manualClock{now: time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)}
+	c, err := sluice.New(memstore.New(), sluice.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := vendors.OpenAIProfile(vendors.OpenAILimits{Model: "gpt-4o", RPM: 500, TPM: 30_000, RPD: 10_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, b := range p.Buckets() {
+		if err := c.PutBucket(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := vendors.NewReactor(c, p, vendors.WithReactorClock(clk))
+	re, err := r.Observe(ctx, 429, header("retry-after", "86400"), []byte("<html><body>429 Too Many Requests</body></html>"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(re.Cooled) != len(p.Dimensions) {
+		t.Errorf("cooled %v, want every dimension of the profile", re.Cooled)
+	}
+	for _, d := range p.Dimensions {
+		s, err := c.GetBucket(ctx, d.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.CooldownUntil.Sub(clk.Now()); got > 2*time.Minute+time.Second {
+			t.Errorf("%s cooled for %v by a 429 naming no limit, want at most the per-minute bound", d.Name, got)
+		}
+	}
+}
