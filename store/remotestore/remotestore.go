@@ -36,7 +36,7 @@ type Option func(*Store)
 func WithHTTPClient(c *http.Client) Option { return func(s *Store) { s.http = c } }
 
 // WithToken sends a bearer token, for a service with authentication (the
-// store door needs the admin verb).
+// store door needs the admin verb on every dimension).
 func WithToken(token string) Option { return func(s *Store) { s.token = token } }
 
 // WithTimeout bounds an operation whose context has no deadline (default
@@ -129,7 +129,7 @@ func (s *Store) do(ctx context.Context, method, op string, req, out any) error {
 	}
 	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
 		// A configuration error, not an outage: retrying will not help.
-		return fmt.Errorf("remotestore: %s: the service refused the call (HTTP %d: %s): its store door needs a token with the admin verb (WithToken, SLUICE_TOKEN)", op, resp.StatusCode, strings.TrimSpace(string(raw)))
+		return fmt.Errorf("remotestore: %s: the service refused the call (HTTP %d: %s): its store door needs a token with the admin verb on every dimension (WithToken, SLUICE_TOKEN)", op, resp.StatusCode, strings.TrimSpace(string(raw)))
 	}
 	if resp.StatusCode != http.StatusOK {
 		var e wireError

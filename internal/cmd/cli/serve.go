@@ -317,10 +317,11 @@ func routes(srv *service.Server, rls *envoyrls.Server, maxBytes int, authn *auth
 	mux.Handle("/ui/", http.StripPrefix("/ui", ui))
 	door := remotestore.Handler(st)
 	if authn != nil {
-		// Raw store access: the admin verb only.
+		// Raw store access to every bucket: the admin verb on every
+		// dimension, as a door scoped to some would still reach all.
 		inner := door
 		door = authn.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if err := auth.Check(r.Context(), auth.Admin); err != nil {
+			if err := auth.Check(r.Context(), auth.Admin, everyDimension); err != nil {
 				http.Error(w, err.Error(), http.StatusForbidden)
 				return
 			}

@@ -248,6 +248,10 @@ func TestServeAuth(t *testing.T) {
 	out = e.ok("serve", "token", "--name", "scraper", "--verbs", "read", "--dimensions", "*")
 	scraper := strings.TrimSpace(strings.SplitN(strings.SplitN(out, "): ", 2)[1], "\n", 2)[0])
 	entry += out[strings.Index(out, "principals:\n")+len("principals:\n"):]
+	// An administrator of some dimensions only.
+	out = e.ok("serve", "token", "--name", "team-admin", "--verbs", "admin", "--dimensions", "v#*")
+	teamAdmin := strings.TrimSpace(strings.SplitN(strings.SplitN(out, "): ", 2)[1], "\n", 2)[0])
+	entry += out[strings.Index(out, "principals:\n")+len("principals:\n"):]
 	if err := os.WriteFile(authFile, []byte(entry), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -289,6 +293,12 @@ func TestServeAuth(t *testing.T) {
 	_, errs, code := (&testEnv{t: t, url: "sluice://" + addr, env: map[string]string{"SLUICE_TOKEN": token}}).run("bucket", "list")
 	if code != 1 || !strings.Contains(errs, "admin verb") {
 		t.Errorf("the store door without the admin verb: got exit %d, %q; want 1 naming the admin verb", code, errs)
+	}
+	// It reaches every bucket, so the admin verb on some dimensions is
+	// not enough: a team's administrator cannot delete another's bucket.
+	_, errs, code = (&testEnv{t: t, url: "sluice://" + addr, env: map[string]string{"SLUICE_TOKEN": teamAdmin}}).run("bucket", "delete", "w#rpm")
+	if code != 1 || !strings.Contains(errs, "admin verb on every dimension") {
+		t.Errorf("the store door with the admin verb on v#* only: got exit %d, %q; want 1 naming the admin verb on every dimension", code, errs)
 	}
 }
 
