@@ -125,6 +125,11 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	if err := auth.Check(ctx, auth.Acquire, dims...); err != nil {
 		return nil, err
 	}
+	if p := auth.FromContext(ctx); p != nil && call.corr != "" {
+		// A request belongs to the principal whose call opened it: another
+		// one's call with the same id neither ends nor settles it.
+		call.corr = p.Name + "\x00" + call.corr
+	}
 	if call.corr != "" {
 		if done, ok := s.reqs.end(call.corr, s.now()); ok {
 			s.settle(ctx, call, done)
