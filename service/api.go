@@ -19,7 +19,10 @@ type api struct{ s *Server }
 
 func (a *api) Acquire(ctx context.Context, req *connect.Request[sluicev1.AcquireRequest]) (*connect.Response[sluicev1.AcquireResponse], error) {
 	m := req.Msg
-	out, err := dedupe(ctx, a.s, "acquire", m.GetCaller(), m.GetIdempotencyKey(), func() (*sluicev1.AcquireResponse, error) {
+	if err := a.mayAcquire(ctx, m.GetIdempotencyKey(), m.GetItems()); err != nil {
+		return nil, err
+	}
+	out, err := dedupe(ctx, a.s, "acquire", m.GetCaller(), m.GetIdempotencyKey(), m, func() (*sluicev1.AcquireResponse, error) {
 		return a.acquire(ctx, m)
 	})
 	if err != nil {
@@ -55,7 +58,10 @@ func (a *api) acquire(ctx context.Context, m *sluicev1.AcquireRequest) (*sluicev
 
 func (a *api) Wait(ctx context.Context, req *connect.Request[sluicev1.WaitRequest]) (*connect.Response[sluicev1.WaitResponse], error) {
 	m := req.Msg
-	out, err := dedupe(ctx, a.s, "wait", m.GetCaller(), m.GetIdempotencyKey(), func() (*sluicev1.WaitResponse, error) {
+	if err := a.mayAcquire(ctx, m.GetIdempotencyKey(), m.GetItems()); err != nil {
+		return nil, err
+	}
+	out, err := dedupe(ctx, a.s, "wait", m.GetCaller(), m.GetIdempotencyKey(), m, func() (*sluicev1.WaitResponse, error) {
 		return a.wait(ctx, m)
 	})
 	if err != nil {
@@ -362,6 +368,24 @@ func (a *api) begin(ctx context.Context, items []*sluicev1.Item, ttl *durationpb
 		return nil, nil, err
 	}
 	return reqs, opts, nil
+}
+
+// mayAcquire checks, for a call with an idempotency key, that the caller
+// may acquire items before an earlier answer under the key is looked up
+// (the call itself checks again, as any).
+func (a *api) mayAcquire(ctx context.Context, key string, items []*sluicev1.Item) error {
+	if key == "" || auth.FromContext(ctx) == nil {
+		return nil
+	}
+	reqs, err := requests(items)
+	if err != nil {
+		return err
+	}
+	dims := make([]string, len(reqs))
+	for i, r := range reqs {
+		dims[i] = r.Dimension
+	}
+	return auth.Check(ctx, auth.Acquire, dims...)
 }
 
 // authorized converts a request's items, checks that the caller may

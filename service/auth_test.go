@@ -21,6 +21,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/ontopix/sluice"
+	limitsfile "github.com/ontopix/sluice/limits"
 	"github.com/ontopix/sluice/service"
 	"github.com/ontopix/sluice/service/auth"
 	sluicev1 "github.com/ontopix/sluice/service/gen/sluice/v1"
@@ -260,4 +261,40 @@ func newLeaf(t *testing.T, ca *x509.Certificate, caKey *ecdsa.PrivateKey, cn str
 		t.Fatal(err)
 	}
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// A call with an idempotency key is authorized before any earlier answer
+// under the key is looked up: a key reused for a dimension the principal
+// may not acquire is refused, not answered with the first call's grant.
+func TestIdempotencyKeyIsNoWayAround(t *testing.T) {
+	s := authed(t)
+	app := s.as(appToken, "connect")
+	ctx := context.Background()
+	if _, err := app.Acquire(ctx, connect.NewRequest(&sluicev1.AcquireRequest{Items: items("v#tpm", 10), IdempotencyKey: "k"})); err != nil {
+		t.Fatal(err)
+	}
+	res, err := app.Acquire(ctx, connect.NewRequest(&sluicev1.AcquireRequest{Items: items("v#slots", 1), IdempotencyKey: "k"}))
+	if got, want := codeOf(t, err), connect.CodePermissionDenied; got != want {
+		t.Errorf("v#slots with a reused key: got %v (granted %v, lease on %v), want %v", got, res.Msg.GetGranted(), res.Msg.GetLease().GetItems(), want)
+	}
+}
+
+// Observe by a principal without the verb is refused as such, before the
+// profile is looked up: it learns nothing of the server's profiles.
+func TestObserveWithoutTheVerb(t *testing.T) {
+	f, err := limitsfile.Parse("limits.yaml", []byte("presets:\n  - preset: anthropic\n    rpm: 50\n    input_tpm: 40000\n    output_tpm: 8000\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := auth.Parse("auth.yaml", []byte(authFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := serve(t, "memory", limits, service.WithAuth(a), service.WithProfiles(f.Profiles()))
+	for _, profile := range []string{"nope", "anthropic"} {
+		_, err = s.as(appToken, "connect").Observe(context.Background(), connect.NewRequest(&sluicev1.ObserveRequest{Profile: profile, Status: 200}))
+		if got, want := codeOf(t, err), connect.CodePermissionDenied; got != want || strings.Contains(err.Error(), "anthropic") {
+			t.Errorf("observe %q by a principal without the verb: got %v (%v), want %v naming no profile", profile, got, err, want)
+		}
+	}
 }

@@ -2,11 +2,13 @@ package service
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -14,6 +16,16 @@ import (
 	sluicev1 "github.com/ontopix/sluice/service/gen/sluice/v1"
 	"github.com/ontopix/sluice/store"
 )
+
+// fingerprint identifies a request's content (its key included, which the
+// calls compared share).
+func fingerprint(m proto.Message) [sha256.Size]byte {
+	if m == nil {
+		return [sha256.Size]byte{}
+	}
+	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	return sha256.Sum256(b)
+}
 
 // requests converts a request's items. A zero cost is the bucket's cost
 // per call.
@@ -147,8 +159,10 @@ func code(err error) connect.Code {
 
 // dedupe runs f once per (method, principal, caller, key) within
 // idempotencyWindow and answers a repeated call with the first call's
-// answer. An empty key runs f every time.
-func dedupe[T any](ctx context.Context, s *Server, method, caller, key string, f func() (*T, error)) (*T, error) {
+// answer. An empty key runs f every time. The key sent again with another
+// request m (other items, TTL or wait) is refused: the first answer would
+// not be this request's, and what it asks for would go uncharged.
+func dedupe[T any](ctx context.Context, s *Server, method, caller, key string, m proto.Message, f func() (*T, error)) (*T, error) {
 	if key == "" {
 		return f()
 	}
@@ -156,10 +170,14 @@ func dedupe[T any](ctx context.Context, s *Server, method, caller, key string, f
 		return nil, invalidArg("idempotency_key", key[:32]+"…", "must be at most 256 bytes")
 	}
 	full := method + "\x00" + owner(ctx) + "\x00" + caller + "\x00" + key
+	fp := fingerprint(m)
 	for {
-		e, own := s.keys.claim(full, time.Now())
+		e, own := s.keys.claim(full, fp, time.Now())
 		if e == nil {
 			return nil, connect.NewError(connect.CodeResourceExhausted, errors.New("service: too many idempotency keys in the last minute"))
+		}
+		if e.fp != fp {
+			return nil, invalidArg("idempotency_key", key, "was sent in the last minute with another request: a key names one request")
 		}
 		if own {
 			out, err := f()

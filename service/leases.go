@@ -2,6 +2,7 @@ package service
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"sync"
 	"time"
@@ -161,6 +162,7 @@ type idempotency struct {
 
 type keyed struct {
 	done   chan struct{}
+	fp     [sha256.Size]byte // the request's fingerprint
 	at     time.Time
 	answer any
 	err    error
@@ -172,7 +174,7 @@ func newIdempotency(max int) *idempotency {
 
 // claim returns the entry under key and whether the caller owns it (and
 // must finish it). It returns nil when the table is full.
-func (t *idempotency) claim(key string, now time.Time) (*keyed, bool) {
+func (t *idempotency) claim(key string, fp [sha256.Size]byte, now time.Time) (*keyed, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if now.Sub(t.lastGC) > time.Second || len(t.byKey) >= t.max {
@@ -193,7 +195,7 @@ func (t *idempotency) claim(key string, now time.Time) (*keyed, bool) {
 	if len(t.byKey) >= t.max {
 		return nil, false
 	}
-	e := &keyed{done: make(chan struct{}), at: now}
+	e := &keyed{done: make(chan struct{}), fp: fp, at: now}
 	t.byKey[key] = e
 	return e, true
 }

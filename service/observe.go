@@ -55,6 +55,9 @@ func (s *Server) buildObservers() {
 
 func (a *api) Observe(ctx context.Context, req *connect.Request[sluicev1.ObserveRequest]) (*connect.Response[sluicev1.ObserveResponse], error) {
 	m := req.Msg
+	if err := auth.Check(ctx, auth.Observe); err != nil {
+		return nil, err // before the lookup: nothing of the profiles is told
+	}
 	o, ok := a.s.observers[m.GetProfile()]
 	if !ok {
 		known := make([]string, 0, len(a.s.observers))

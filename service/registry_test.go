@@ -128,7 +128,7 @@ func retryAfterAFailedFirstCall(t *testing.T) {
 	started, fail := make(chan struct{}), make(chan struct{})
 	first := make(chan error)
 	go func() {
-		_, err := dedupe(ctx, s, "acquire", "app", "k1", func() (*string, error) {
+		_, err := dedupe(ctx, s, "acquire", "app", "k1", nil, func() (*string, error) {
 			close(started)
 			<-fail
 			return nil, context.Canceled
@@ -138,7 +138,7 @@ func retryAfterAFailedFirstCall(t *testing.T) {
 	<-started
 	retry := make(chan error)
 	go func() {
-		out, err := dedupe(ctx, s, "acquire", "app", "k1", func() (*string, error) {
+		out, err := dedupe(ctx, s, "acquire", "app", "k1", nil, func() (*string, error) {
 			ok := "granted"
 			return &ok, nil
 		})

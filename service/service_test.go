@@ -252,6 +252,18 @@ func TestIdempotencyKey(t *testing.T) {
 	if c2.Msg.GetLease().GetId() == a.Msg.GetLease().GetId() {
 		t.Error("another caller's key was answered with the first caller's lease")
 	}
+	// The key sent again with another request is refused: its answer
+	// would be the first request's lease, and the second's dimensions
+	// would go uncharged.
+	for _, m := range []*sluicev1.AcquireRequest{
+		{Items: items("v#rpm", 1), IdempotencyKey: "k1", Caller: "svc"},
+		{Items: items("v#tpm", 101), IdempotencyKey: "k1", Caller: "svc"},
+	} {
+		_, err := c.Acquire(ctx, connect.NewRequest(m))
+		if got, want := codeOf(t, err), connect.CodeInvalidArgument; got != want || !strings.Contains(err.Error(), "idempotency_key") {
+			t.Errorf("key k1 reused for %v: got %v (%v), want %v naming idempotency_key", m.GetItems(), got, err, want)
+		}
+	}
 }
 
 // TestErrors checks each refusal's code and that its message names the
