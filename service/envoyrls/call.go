@@ -142,10 +142,14 @@ type held struct {
 const maxCorrelations = 100_000
 
 // correlations are the requests whose end-of-stream call is awaited, and
-// those whose first call was denied (their end settles nothing).
+// those whose first call was denied (their end settles nothing). A request
+// is kept for one more lease TTL (grace) after its lease expired, so that
+// an end call coming that late is still known as one: it settles what the
+// expired lease still takes and opens nothing of its own.
 type correlations struct {
 	mu     sync.Mutex
 	byID   map[string]corrEntry
+	grace  time.Duration
 	lastGC time.Time
 }
 
@@ -154,8 +158,8 @@ type corrEntry struct {
 	expires time.Time
 }
 
-func newCorrelations() *correlations {
-	return &correlations{byID: map[string]corrEntry{}}
+func newCorrelations(grace time.Duration) *correlations {
+	return &correlations{byID: map[string]corrEntry{}, grace: grace}
 }
 
 // room reports whether another request can be awaited.
@@ -165,22 +169,21 @@ func (t *correlations) room() bool {
 	return len(t.byID) < maxCorrelations
 }
 
-func (t *correlations) hold(id string, h *held, expires time.Time) {
-	t.put(id, corrEntry{h, expires})
+func (t *correlations) hold(id string, h *held, now, expires time.Time) {
+	t.put(id, corrEntry{h, expires}, now)
 }
 
-func (t *correlations) deny(id string, expires time.Time) {
-	t.put(id, corrEntry{nil, expires})
+func (t *correlations) deny(id string, now, expires time.Time) {
+	t.put(id, corrEntry{nil, expires}, now)
 }
 
-func (t *correlations) put(id string, e corrEntry) {
+func (t *correlations) put(id string, e corrEntry, now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	now := time.Now()
-	if now.Sub(t.lastGC) > time.Second {
+	if d := now.Sub(t.lastGC); d > time.Second || d < 0 {
 		t.lastGC = now
 		for k, v := range t.byID {
-			if now.After(v.expires) {
+			if now.After(v.expires.Add(t.grace)) {
 				delete(t.byID, k)
 			}
 		}
@@ -194,7 +197,7 @@ func (t *correlations) end(id string, now time.Time) (*held, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e, ok := t.byID[id]
-	if !ok || now.After(e.expires) {
+	if !ok || now.After(e.expires.Add(t.grace)) {
 		return nil, false
 	}
 	delete(t.byID, id)

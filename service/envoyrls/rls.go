@@ -55,7 +55,7 @@ func New(c *sluice.Client, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("envoyrls: %w", err)
 	}
 	s := &Server{c: c, cfg: cfg, log: c.Logger(), now: time.Now}
-	s.reqs = newCorrelations()
+	s.reqs = newCorrelations(cfg.LeaseTTL)
 	s.specs = newSpecCache(c)
 	for _, r := range cfg.Rules {
 		s.rules = append(s.rules, compile(r))
@@ -158,7 +158,8 @@ func (s *Server) acquire(ctx context.Context, call *call) (*rlsv3.RateLimitRespo
 	out := s.response(ctx, call, res)
 	if !res.Granted() {
 		if call.corr != "" {
-			s.reqs.deny(call.corr, s.now().Add(s.cfg.LeaseTTL))
+			now := s.now()
+			s.reqs.deny(call.corr, now, now.Add(s.cfg.LeaseTTL))
 		}
 		return out, nil
 	}
@@ -177,7 +178,8 @@ func (s *Server) acquire(ctx context.Context, call *call) (*rlsv3.RateLimitRespo
 			held.types[it.dim] = res.Dimensions[i].Type.String()
 		}
 	}
-	s.reqs.hold(call.corr, held, s.now().Add(s.cfg.LeaseTTL))
+	now := s.now()
+	s.reqs.hold(call.corr, held, now, now.Add(s.cfg.LeaseTTL))
 	return out, nil
 }
 
@@ -209,7 +211,7 @@ func (s *Server) settle(ctx context.Context, call *call, h *held) {
 			s.log.Warn("envoyrls.settle_failed", slog.String("dimension", it.dim), slog.Int64("delta", delta), slog.String("error", err.Error()))
 		}
 	}
-	if err := h.lease.Release(ctx); err != nil && !errors.Is(err, sluice.ErrLeaseReleased) {
+	if err := h.lease.Release(ctx); err != nil && !errors.Is(err, sluice.ErrLeaseReleased) && !errors.Is(err, sluice.ErrLeaseExpired) {
 		s.log.Warn("envoyrls.release_failed", slog.String("lease", h.lease.ID()), slog.String("error", err.Error()))
 	}
 }
