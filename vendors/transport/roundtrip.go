@@ -135,7 +135,7 @@ func (t *Transport) send(c *call, next sender, req *http.Request, raw []byte, st
 	c.mu.Lock()
 	c.sent = sent
 	c.mu.Unlock()
-	resp, err := next(out)
+	resp, err := sendOrEnd(c, next, out)
 	if err != nil {
 		o := Charged
 		if !wrote.Load() && (neverSent(err) || noTLS.Load()) {
@@ -170,6 +170,20 @@ func (t *Transport) send(c *call, next sender, req *http.Request, raw []byte, st
 	c.watch(b)
 	resp.Body = b
 	return resp, nil
+}
+
+// sendOrEnd sends out with next; a panic below ends the call as charged
+// (the request may have been sent) before it goes on up, so that a caller
+// that recovers from it (net/http's server does, for a handler) leaves no
+// lease renewed for ever.
+func sendOrEnd(c *call, next sender, out *http.Request) (*http.Response, error) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.finish(Charged, vendors.Usage{}, nil, fmt.Errorf("transport: panic below the transport: %v", r))
+			panic(r)
+		}
+	}()
+	return next(out)
 }
 
 // react gives the response to the profile's Reactor: headers always, the

@@ -141,3 +141,26 @@ func TestCompressedResponseUsageIsRead(t *testing.T) {
 		t.Errorf("output settled to %d, want 4000", out)
 	}
 }
+
+// A panic in the transport below (a bug in a middleware, say) that the
+// caller recovers from, as net/http's server does for a handler, still
+// ends the call: its lease is released, not renewed for ever.
+func TestPanicBelowEndsTheCall(t *testing.T) {
+	p := anthropicProfile(t, vendors.AnthropicLimits{RPM: 600, InputTPM: 30_000, OutputTPM: 8_000})
+	tr, events := scriptedEnv(t, p, rtFunc(func(*http.Request) (*http.Response, error) {
+		panic("a bug below the transport")
+	}))
+	req, _ := http.NewRequest("POST", "http://"+simHost+"/v1/messages", strings.NewReader(`{"model":"claude-sonnet-4","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}`))
+	func() {
+		defer func() {
+			if r := recover(); r == nil {
+				t.Error("the panic did not reach the caller")
+			}
+		}()
+		_, _ = tr.RoundTrip(req)
+	}()
+	evs := events()
+	if len(evs) != 1 || evs[0].Outcome != transport.Charged {
+		t.Fatalf("events %+v, want one charged (the request may have been sent)", evs)
+	}
+}
