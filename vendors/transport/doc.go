@@ -33,7 +33,9 @@
 // is a Passed event and counted (Transport.Stats). A settlement is capped
 // at what the request could have used (its max_tokens times n, its body's
 // size); the excess is logged, flagged and counted, never charged. A panic
-// in the WithEvents function is recovered, logged and counted.
+// in the WithEvents function is recovered, logged and counted; one in the
+// transport below ends the call as charged, its lease released, and goes
+// on up.
 //
 // docs/guide.md walks from a limits file to a fleet of metered clients.
 package transport
