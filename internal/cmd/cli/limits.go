@@ -97,7 +97,7 @@ func limitsSub(g *globals, name, short string) *cobra.Command {
 					}
 					return nil
 				}
-				return applyPlan(cmd, c, f, lf, plan)
+				return applyPlan(cmd, c, f, lf)
 			})
 		},
 	}
@@ -207,7 +207,7 @@ func writeDiff(w io.Writer, output string, plan []limitsfile.Change) error {
 // applyPlan applies the file as limits.Apply does (every write
 // conditional on what was read, re-planning when another writer changed a
 // bucket meanwhile) and prints the changes made.
-func applyPlan(cmd *cobra.Command, cl *sluice.Client, f limitsFlags, lf *limitsfile.File, plan []limitsfile.Change) error {
+func applyPlan(cmd *cobra.Command, cl *sluice.Client, f limitsFlags, lf *limitsfile.File) error {
 	ctx, w := cmd.Context(), cmd.OutOrStdout()
 	var opts []limitsfile.ApplyOption
 	if f.reset {
@@ -232,13 +232,24 @@ func applyPlan(cmd *cobra.Command, cl *sluice.Client, f limitsFlags, lf *limitsf
 		return err
 	}
 	if f.output == "json" {
-		return clikit.WriteJSON(w, map[string]any{"applied": nonNil(done), "summary": limitsfile.Summary(plan)})
+		return clikit.WriteJSON(w, map[string]any{"applied": nonNil(done), "summary": appliedSummary(done)})
 	}
 	if len(done) == 0 {
 		fmt.Fprintln(w, "nothing to change")
 	}
-	_, err = fmt.Fprintf(w, "Applied: %s.\n", limitsfile.Summary(plan))
+	_, err = fmt.Fprintf(w, "Applied: %s.\n", appliedSummary(done))
 	return err
+}
+
+// appliedSummary counts the changes an apply made: after a re-plan (a
+// bucket changed under it) they are not the first plan's.
+func appliedSummary(done []limitsfile.Change) string {
+	n := map[limitsfile.Action]int{}
+	for _, c := range done {
+		n[c.Action]++
+	}
+	return fmt.Sprintf("%d created, %d updated, %d reset, %d deleted",
+		n[limitsfile.Create], n[limitsfile.Update], n[limitsfile.Reset], n[limitsfile.Delete])
 }
 
 func nonNil(cs []limitsfile.Change) []limitsfile.Change {

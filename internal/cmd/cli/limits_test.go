@@ -49,6 +49,11 @@ func testLimits(t *testing.T, e *testEnv) {
 	if !strings.Contains(out, "update anthropic#input_tpm: capacity 39200 -> 49000, refill 40000 -> 50000, max_debt 39200 -> 49000") {
 		t.Errorf("apply change:\n%s", out)
 	}
+	// The summary counts what was applied (after any re-plan), not what
+	// the first plan said.
+	if !strings.HasSuffix(out, "Applied: 0 created, 1 updated, 0 reset, 0 deleted.\n") {
+		t.Errorf("apply change's summary:\n%s", out)
+	}
 	var s bucketView
 	// The commands run on the wall clock, so the drained bucket refills
 	// while they run: at most 50000 per 61.225 s (the new rate) since it
