@@ -120,3 +120,35 @@ func TestReadOnlyServer(t *testing.T) {
 		t.Errorf("acquire on a read-only server: %v, want store.ErrUnavailable", err)
 	}
 }
+
+// TestLockTimeout runs an acquisition behind a row locked by another
+// session on a server whose lock_timeout (a common production guard)
+// cancels the wait: the statement rolled back, nothing was applied, and the
+// store must call it an outage (store.ErrUnavailable, as a statement
+// timeout is), not return the server's error bare, which a failing-open
+// client would refuse and the CLI report as a plain failure.
+func TestLockTimeout(t *testing.T) {
+	pool := pgtest.Pool(t, func(c *pgxpool.Config) {
+		c.ConnConfig.RuntimeParams["lock_timeout"] = "100ms"
+	})
+	s := newStoreOn(t, pool)
+	ctx := context.Background()
+	put(t, s, store.Bucket{Name: "lt#rpm", Config: bucket.PerPeriod(bucket.Requests, 100, time.Minute)})
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM "+s.schema+".buckets WHERE name = 'lt#rpm' FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	var res store.AcquireResult
+	err = s.Acquire(ctx, &store.AcquireRequest{Now: t0, Items: []store.Item{{Dimension: "lt#rpm"}}, ID: store.NewLeaseID(), TTL: time.Minute}, &res)
+	if !errors.Is(err, store.ErrUnavailable) {
+		t.Errorf("acquire behind a row lock past lock_timeout: %v, want store.ErrUnavailable", err)
+	}
+	_ = tx.Rollback(ctx)
+	if err := s.Acquire(ctx, &store.AcquireRequest{Now: t0, Items: []store.Item{{Dimension: "lt#rpm"}}, ID: store.NewLeaseID(), TTL: time.Minute}, &res); err != nil || !res.Granted {
+		t.Errorf("acquire once the lock is gone: %v %+v", err, res)
+	}
+}

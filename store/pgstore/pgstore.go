@@ -203,11 +203,12 @@ func fail(op string, err error) error {
 		switch {
 		case pe.Code == "40001" || pe.Code == "40P01":
 			return fmt.Errorf("%w: %s: %w", store.ErrContention, op, err)
-		case len(pe.Code) == 5 && (pe.Code[:2] == "08" || pe.Code[:2] == "53" || pe.Code[:2] == "57" || pe.Code[:2] == "58") || pe.Code == "25006":
+		case len(pe.Code) == 5 && (pe.Code[:2] == "08" || pe.Code[:2] == "53" || pe.Code[:2] == "57" || pe.Code[:2] == "58") || pe.Code == "25006" || pe.Code == "55P03":
 			// Connection exceptions, insufficient resources, operator
 			// intervention (shutdown, cancel, statement timeout), system
-			// errors, and a server that takes only reads (a primary demoted
-			// by a failover, still named by DNS).
+			// errors, a server that takes only reads (a primary demoted
+			// by a failover, still named by DNS), and a lock_timeout that
+			// cancelled a wait for a row (the statement rolled back).
 			return store.Unavailable(op, err)
 		case pe.Code == "42883" || pe.Code == "42P01" || pe.Code == "42703" || pe.Code == "3F000":
 			// Undefined function, table, column or schema: a configuration error.
