@@ -1,6 +1,7 @@
 package sluice
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -92,8 +93,8 @@ func DefaultConfig() Config {
 }
 
 // ConfigFromEnv returns DefaultConfig overridden by the SLUICE_* variables
-// set in the environment. An unparsable value is an error naming the
-// variable and the value.
+// set in the environment. An unparsable or out-of-range value is an error
+// naming the variable and the value.
 func ConfigFromEnv() (Config, error) {
 	return ConfigFromLookup(os.LookupEnv)
 }
@@ -102,6 +103,9 @@ func ConfigFromEnv() (Config, error) {
 // tests and for callers with their own configuration source.
 func ConfigFromLookup(lookup func(string) (string, bool)) (Config, error) {
 	c := DefaultConfig()
+	// from names the variable each Config field was read from, so that an
+	// error names what the user wrote.
+	from := map[string]string{}
 	str := func(name string, dst *string) {
 		if v, ok := lookup(name); ok && v != "" {
 			*dst = v
@@ -113,13 +117,13 @@ func ConfigFromLookup(lookup func(string) (string, bool)) (Config, error) {
 	str("SLUICE_ENDPOINT_URL", &c.EndpointURL)
 	str("SLUICE_CALLER", &c.Caller)
 	for _, d := range []struct {
-		name string
-		dst  *time.Duration
+		name, field string
+		dst         *time.Duration
 	}{
-		{"SLUICE_LEASE_TTL", &c.LeaseTTL},
-		{"SLUICE_DEFAULT_SLOT_TIMEOUT", &c.DefaultSlotTimeout},
-		{"SLUICE_POLL_INTERVAL", &c.PollInterval},
-		{"SLUICE_OP_TIMEOUT", &c.OpTimeout},
+		{"SLUICE_LEASE_TTL", "LeaseTTL", &c.LeaseTTL},
+		{"SLUICE_DEFAULT_SLOT_TIMEOUT", "DefaultSlotTimeout", &c.DefaultSlotTimeout},
+		{"SLUICE_POLL_INTERVAL", "PollInterval", &c.PollInterval},
+		{"SLUICE_OP_TIMEOUT", "OpTimeout", &c.OpTimeout},
 	} {
 		if v, ok := lookup(d.name); ok && v != "" {
 			x, err := parseSeconds(v)
@@ -127,7 +131,11 @@ func ConfigFromLookup(lookup func(string) (string, bool)) (Config, error) {
 				return Config{}, invalid(d.name, v, err.Error())
 			}
 			*d.dst = x
+			from[d.field] = d.name
 		}
+	}
+	if c.Caller != DefaultConfig().Caller {
+		from["Caller"] = "SLUICE_CALLER"
 	}
 	if v, ok := lookup("SLUICE_MAX_RETRIES"); ok && v != "" {
 		n, err := strconv.Atoi(v)
@@ -151,7 +159,14 @@ func ConfigFromLookup(lookup func(string) (string, bool)) (Config, error) {
 			return Config{}, invalid("SLUICE_FAILURE_POLICY", v, `must be "closed" or "open"`)
 		}
 	}
-	return c, c.Validate()
+	if err := c.Validate(); err != nil {
+		var fe *FieldError
+		if errors.As(err, &fe) && from[fe.Field] != "" {
+			return Config{}, invalid(from[fe.Field], fe.Value, fe.Reason)
+		}
+		return Config{}, err
+	}
+	return c, nil
 }
 
 // parseSeconds accepts a number of seconds ("60", "1.5", as the Python and

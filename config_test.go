@@ -35,7 +35,7 @@ func TestConfigFromLookup(t *testing.T) {
 			}, ""},
 		{"bad ttl", map[string]string{"SLUICE_LEASE_TTL": "soon"}, nil, "SLUICE_LEASE_TTL"},
 		{"negative ttl", map[string]string{"SLUICE_LEASE_TTL": "-5"}, nil, "SLUICE_LEASE_TTL"},
-		{"zero ttl", map[string]string{"SLUICE_LEASE_TTL": "0"}, nil, "LeaseTTL"},
+		{"zero ttl", map[string]string{"SLUICE_LEASE_TTL": "0"}, nil, "SLUICE_LEASE_TTL"}, // the variable, not the Go field
 		{"bad retries", map[string]string{"SLUICE_MAX_RETRIES": "three"}, nil, "SLUICE_MAX_RETRIES"},
 		{"bad level", map[string]string{"SLUICE_LOG_LEVEL": "loud"}, nil, "SLUICE_LOG_LEVEL"},
 		{"bad policy", map[string]string{"SLUICE_FAILURE_POLICY": "maybe"}, nil, "SLUICE_FAILURE_POLICY"},

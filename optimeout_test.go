@@ -234,7 +234,7 @@ func TestOpTimeoutConfig(t *testing.T) {
 		{"duration", map[string]string{"SLUICE_OP_TIMEOUT": "5s"}, 5 * time.Second, ""},
 		{"disabled", map[string]string{"SLUICE_OP_TIMEOUT": "0"}, 0, ""},
 		{"negative", map[string]string{"SLUICE_OP_TIMEOUT": "-1"}, 0, "SLUICE_OP_TIMEOUT"},
-		{"negative duration", map[string]string{"SLUICE_OP_TIMEOUT": "-1s"}, 0, "OpTimeout"},
+		{"negative duration", map[string]string{"SLUICE_OP_TIMEOUT": "-1s"}, 0, "SLUICE_OP_TIMEOUT"},
 		{"garbage", map[string]string{"SLUICE_OP_TIMEOUT": "soon"}, 0, "SLUICE_OP_TIMEOUT"},
 	}
 	for _, tt := range tests {
