@@ -45,6 +45,11 @@ dimensions:
   ts#rpm: {type: requests, capacity: 3, refill: 3, per: 1m}
   ts#tpm: {type: tokens, capacity: 10000, per: 1m}
   ts#slots: {type: concurrent, capacity: 2}
+  py#many: {type: concurrent, capacity: 2}
+  py#cancel: {type: concurrent, capacity: 2}
+  py#nottl: {type: concurrent, capacity: 2}
+  ts#hung: {type: concurrent, capacity: 2}
+  ts#retry: {type: concurrent, capacity: 2}
 `
 
 // serve starts the service and returns its URL.

@@ -1,9 +1,9 @@
 """A client of `sluice serve`: share vendor API limits with a Go fleet.
 
 Speaks the Sluice API v1 over Connect's JSON protocol with the standard
-library alone (Python 3.9+). Every call is a coroutine; the HTTP request
-runs in a worker thread, on a kept-alive connection of the client's own
-(one per call in flight, kept for the next ones).
+library alone (Python 3.9+). Every call is a coroutine; its HTTP request runs
+in a thread of the client's own (waits on threads apart, so that releases never
+queue behind them), on a kept-alive connection (one per call in flight).
 
     client = Client("http://127.0.0.1:7070", token=os.environ.get("SLUICE_TOKEN"))
     async with client.slot({"openai#gpt-4o#rpm": 1, "openai#gpt-4o#tpm": 2000}) as lease:
@@ -14,6 +14,7 @@ runs in a worker thread, on a kept-alive connection of the client's own
 
 import asyncio
 import base64
+import concurrent.futures
 import contextlib
 import http.client
 import json
@@ -24,11 +25,13 @@ import urllib.parse
 __all__ = ["Client", "Lease", "RetryIn", "SluiceError", "SlotTimeout"]
 
 _SERVICE = "/sluice.v1.LimiterService/"
+# Connect's codes for an HTTP error without a Connect body (a proxy's page).
+_HTTP_CODES = {400: "internal", 401: "unauthenticated", 403: "permission_denied", 404: "unimplemented",
+               429: "unavailable", 502: "unavailable", 503: "unavailable", 504: "unavailable"}
 
 
 class SluiceError(Exception):
-    """An error the service answered: code is Connect's ("not_found",
-    "invalid_argument", "unavailable", "unauthenticated", ...)."""
+    """An error the service answered: code is Connect's ("not_found", "unavailable", ...)."""
 
     def __init__(self, code, message):
         super().__init__(f"{code}: {message}")
@@ -37,8 +40,7 @@ class SluiceError(Exception):
 
 
 class SlotTimeout(SluiceError):
-    """No slot within the wait's bound; retry_in (seconds) says when to
-    ask again."""
+    """No slot within the wait's bound; ask again in retry_in seconds."""
 
     def __init__(self, retry_in):
         super().__init__("slot_timeout", f"no slot within the wait; retry in {retry_in:.3f}s")
@@ -86,8 +88,7 @@ class Lease:
         self.released = False
 
     async def settle(self, dimension, actual=None, delta=None):
-        """Replaces the estimate on dimension with the actual cost, or
-        changes it by delta (negative refunds)."""
+        """Sets dimension's cost to actual, or changes it by delta (negative refunds)."""
         body = {"leaseId": self.id, "dimension": dimension}
         if (actual is None) == (delta is None):
             raise ValueError("settle: give actual or delta")
@@ -119,14 +120,15 @@ class Lease:
 
 
 class Client:
-    """A client of one `sluice serve` (or a load balancer with session
-    affinity: a lease's calls must reach the server that granted it)."""
+    """A client of one `sluice serve` (a lease's calls must reach the server that granted it)."""
 
     def __init__(self, base_url="http://127.0.0.1:7070", token=None, timeout=30.0):
         self.base_url = base_url.rstrip("/")
         self.token = token
         self.timeout = timeout
         self._pool = _Pool(self.base_url)
+        self._waits = concurrent.futures.ThreadPoolExecutor(256, "sluice-wait")
+        self._calls = concurrent.futures.ThreadPoolExecutor(32, "sluice")
 
     async def acquire(self, costs, ttl=None, caller=None, idempotency_key=None):
         """One attempt on every dimension of costs ({dimension: cost}, 0
@@ -137,9 +139,8 @@ class Client:
         return Lease(self, res["lease"])
 
     async def wait(self, costs, max_wait=None, ttl=None, caller=None, idempotency_key=None):
-        """Waits in line on the server, at most max_wait seconds (the
-        client's timeout when None); raises SlotTimeout when the wait would
-        be longer."""
+        """Waits in line on the server, at most max_wait seconds (the client's
+        timeout when None); raises SlotTimeout when the wait would be longer."""
         bound = self.timeout if max_wait is None else max_wait
         body = self._request(costs, ttl, caller, idempotency_key)
         body["maxWait"] = _duration(bound)
@@ -158,21 +159,20 @@ class Client:
             yield lease
         finally:
             beat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
                 await beat
             with contextlib.suppress(SluiceError, OSError):
                 await lease.release()
 
     async def _beat(self, lease, ttl):
-        while True:
-            await asyncio.sleep(ttl / 3)
-            with contextlib.suppress(SluiceError, OSError):
+        while True:  # ttl None: the server's default, at least 15 s
+            await asyncio.sleep((ttl or 15) / 3)
+            with contextlib.suppress(Exception):
                 await lease.heartbeat(ttl)
 
     async def observe(self, profile, status, headers, body=b""):
-        """Hands a vendor response to the fleet: a 429 cools its dimension
-        down everywhere, rate-limit headers lower balances. profile is a
-        preset's dimension prefix ("openai#gpt-4o", "anthropic")."""
+        """Hands a vendor response to the fleet (a 429 cools its dimension down
+        everywhere); profile is a preset's prefix ("openai#gpt-4o", "anthropic")."""
         if isinstance(body, str):
             body = body.encode()
         msg = {"profile": profile, "status": int(status), "headers": {str(k): str(v) for k, v in dict(headers).items()}}
@@ -181,9 +181,8 @@ class Client:
         return await self._call("Observe", msg)
 
     async def observe_response(self, profile, response):
-        """observe() for a response object with status_code (or status),
-        headers and, for an error, text or content: httpx's, requests', or
-        the raw response of the OpenAI and Anthropic SDKs."""
+        """observe() for a response with status_code (or status), headers and
+        content or text: httpx's, requests', the OpenAI and Anthropic SDKs' raw one."""
         status = getattr(response, "status_code", None) or getattr(response, "status", 0)
         body = b""
         if int(status) >= 300:
@@ -205,27 +204,38 @@ class Client:
         return body
 
     async def _call(self, method, body, timeout=None):
-        return await asyncio.to_thread(self._post, method, body, timeout or self.timeout)
+        pool = self._waits if method == "Wait" else self._calls
+        fut = pool.submit(self._post, method, body, timeout or self.timeout)
+        try:
+            return await asyncio.wrap_future(fut)
+        except asyncio.CancelledError:
+            if method in ("Acquire", "Wait"):  # its thread goes on: give back what it gets
+                fut.add_done_callback(self._give_back)
+            raise
+
+    def _give_back(self, fut):
+        if not fut.cancelled() and fut.exception() is None and fut.result().get("granted"):
+            self._calls.submit(self._post, "Release", {"leaseId": fut.result()["lease"]["id"]}, self.timeout)
 
     def _post(self, method, body, timeout):
         headers = {"Content-Type": "application/json", "Connect-Timeout-Ms": str(int(timeout * 1000))}
         if self.token:
             headers["Authorization"] = "Bearer " + self.token
         status, data = self._pool.post(self._pool.prefix + _SERVICE + method, json.dumps(body).encode(), headers, timeout)
-        if status < 300:
-            return json.loads(data or b"{}")
         try:
-            err = json.loads(data)
+            msg = json.loads(data or b"{}")
         except ValueError:
-            err = {"code": "unknown", "message": f"HTTP {status}"}
-        raise SluiceError(err.get("code", "unknown"), err.get("message", ""))
+            msg = None
+        if status < 300 and isinstance(msg, dict):
+            return msg
+        if not isinstance(msg, dict) or "code" not in msg:
+            msg = {"code": _HTTP_CODES.get(status, "unknown"), "message": f"HTTP {status}: not an answer of the service"}
+        raise SluiceError(msg["code"], msg.get("message", ""))
 
 
 class _Pool:
-    """Kept-alive HTTP connections to one server, shared by the worker
-    threads: a call takes an idle connection, or opens one, and gives it
-    back once the answer is read. A connection the server closed while
-    idle (a restart) is found closed before it is used, and replaced."""
+    """Kept-alive connections shared by the worker threads: a call takes an idle one (one
+    the server closed meanwhile is replaced) or opens one, and gives it back after the answer."""
 
     MAX_IDLE = 32
 
@@ -279,8 +289,7 @@ class _Pool:
 
 
 def _open(conn):
-    """Reports whether an idle connection is still open: one the server
-    closed reads as ready (its end of file)."""
+    """Reports an idle connection still open (one the server closed reads as ready: EOF)."""
     if conn.sock is None:
         return False
     try:

@@ -179,3 +179,78 @@ class ConnectionReuseTest(unittest.IsolatedAsyncioTestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class HostileTest(unittest.IsolatedAsyncioTestCase):
+    """Waiters beyond any thread pool, cancelled waits, a heartbeat that
+    fails, and error pages that are not the service's."""
+
+    def setUp(self):
+        self.client = Client(URL, token=TOKEN, timeout=10)
+
+    async def test_many_waiters_do_not_starve_releases(self):
+        # More waiters than asyncio's default executor has threads: the
+        # holders' releases must not queue behind the waits.
+        n = min(32, (os.cpu_count() or 1) + 4) + 2
+        timeouts = []
+
+        async def worker():
+            try:
+                async with self.client.slot({"py#many": 1}, max_wait=4):
+                    await asyncio.sleep(0.05)
+            except SlotTimeout as e:
+                timeouts.append(e)
+
+        await asyncio.gather(*(worker() for _ in range(n)))
+        self.assertEqual(timeouts, [], f"{len(timeouts)} of {n} waits timed out")
+
+    async def test_cancelled_wait_keeps_no_slot(self):
+        holder = await self.client.acquire({"py#cancel": 2})
+        self.assertTrue(holder)
+
+        async def want():
+            async with self.client.slot({"py#cancel": 2}, max_wait=3):
+                await asyncio.sleep(10)
+
+        task = asyncio.ensure_future(want())
+        await asyncio.sleep(0.3)  # in line on the server
+        task.cancel()
+        with self.assertRaises(asyncio.CancelledError):
+            await task
+        await holder.release()  # the slot goes to the cancelled wait's request
+        for _ in range(50):
+            state = (await self.client.peek("py#cancel"))[0]
+            if state.get("tokensMilli", "0") == "2000":
+                break
+            await asyncio.sleep(0.1)
+        self.assertEqual(state.get("tokensMilli", "0"), "2000", "the cancelled wait's slot is held by nobody")
+
+    async def test_slot_without_ttl_releases_and_keeps_the_error(self):
+        raised = None
+        try:
+            async with self.client.slot({"py#nottl": 2}, ttl=None):
+                await asyncio.sleep(0.1)
+                raise KeyError("the block's error")
+        except BaseException as e:  # noqa: B036
+            raised = e
+        state = (await self.client.peek("py#nottl"))[0]
+        self.assertEqual((repr(raised), state.get("tokensMilli", "0")), ('KeyError("the block\'s error")', "2000"))
+
+    async def test_error_page_keeps_its_code(self):
+        # A proxy's 503 page in front of the service is unavailable (retry),
+        # not unknown.
+        class Page(threading.Thread):
+            def run(self):
+                conn, _ = srv.accept()
+                with conn:
+                    conn.recv(65536)
+                    conn.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/html\r\nContent-Length: 19\r\nConnection: close\r\n\r\n<html>busy</html>\r\n")
+
+        srv = socket.create_server(("127.0.0.1", 0))
+        page = Page(daemon=True)
+        page.start()
+        client = Client(f"http://127.0.0.1:{srv.getsockname()[1]}", token=TOKEN, timeout=5)
+        with self.assertRaises(SluiceError) as ctx:
+            await client.peek()
+        srv.close()
+        self.assertEqual(ctx.exception.code, "unavailable")
