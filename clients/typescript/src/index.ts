@@ -40,7 +40,7 @@ export interface ClientOptions {
   token?: string;
   /** "2" speaks HTTP/2 (gRPC-style streams); "1.1" by default. */
   httpVersion?: "1.1" | "2";
-  /** The bound of a call without its own, in ms (default 30 s). */
+  /** The bound of every call without its own (a lease's too), in ms (default 30 s). */
   timeoutMs?: number;
 }
 
@@ -69,7 +69,7 @@ export class Lease implements AsyncDisposable {
   released = false;
   private beat?: NodeJS.Timeout;
 
-  constructor(private readonly rpc: Client<typeof LimiterService>, msg: LeaseMsg) {
+  constructor(private readonly rpc: Client<typeof LimiterService>, msg: LeaseMsg, private readonly timeoutMs = 30_000) {
     this.id = msg.id;
     this.createdAt = msg.createdAt ? timestampDate(msg.createdAt) : new Date(0);
     this.expiresAt = msg.expiresAt ? timestampDate(msg.expiresAt) : new Date(0);
@@ -82,14 +82,14 @@ export class Lease implements AsyncDisposable {
       leaseId: this.id,
       dimension,
       amount: "actual" in amount ? { case: "actual", value: BigInt(amount.actual) } : { case: "delta", value: BigInt(amount.delta) },
-    });
+    }, { timeoutMs: this.timeoutMs });
     this.items.set(dimension, res.held);
     return res;
   }
 
   /** Extends the lease to now + ttlMs (its own TTL when unset). */
   async heartbeat(ttlMs?: number) {
-    const res = await this.rpc.heartbeat({ leaseIds: [this.id], ttl: ttlMs === undefined ? undefined : durationFromMs(ttlMs) });
+    const res = await this.rpc.heartbeat({ leaseIds: [this.id], ttl: ttlMs === undefined ? undefined : durationFromMs(ttlMs) }, { timeoutMs: this.timeoutMs });
     const r = res.results[0];
     if (r.error) throw new ConnectError(`lease ${this.id} was not extended: ${r.error}`, Code.FailedPrecondition);
     if (r.expiresAt) this.expiresAt = timestampDate(r.expiresAt);
@@ -102,12 +102,13 @@ export class Lease implements AsyncDisposable {
     this.beat.unref();
   }
 
-  /** Gives the lease's slots back; true when this call released it. */
+  /** Gives the lease's slots back; true when this call released it. A release that failed may be tried again. */
   async release(): Promise<boolean> {
     clearInterval(this.beat);
     if (this.released) return false;
+    const res = await this.rpc.release({ leaseId: this.id }, { timeoutMs: this.timeoutMs });
     this.released = true;
-    return (await this.rpc.release({ leaseId: this.id })).released;
+    return res.released;
   }
 
   async [Symbol.asyncDispose]() {
@@ -135,7 +136,7 @@ export class SluiceClient {
   async acquire(costs: Costs, opts: AcquireOptions = {}): Promise<Lease | RetryIn> {
     const res = await this.rpc.acquire(this.request(costs, opts), { timeoutMs: this.timeoutMs });
     if (!res.granted || !res.lease) return new RetryIn(res.retryIn ? durationMs(res.retryIn) : 0);
-    return new Lease(this.rpc, res.lease);
+    return new Lease(this.rpc, res.lease, this.timeoutMs);
   }
 
   /** Waits in line on the server; throws SlotTimeout at once when the wait would be longer. */
@@ -143,7 +144,7 @@ export class SluiceClient {
     const bound = opts.maxWaitMs ?? this.timeoutMs;
     const res = await this.rpc.wait({ ...this.request(costs, opts), maxWait: durationFromMs(bound) }, { timeoutMs: bound + 5000 });
     if (!res.granted || !res.lease) throw new SlotTimeout(res.retryIn ? durationMs(res.retryIn) : 0);
-    return new Lease(this.rpc, res.lease);
+    return new Lease(this.rpc, res.lease, this.timeoutMs);
   }
 
   /** Waits for a slot and heartbeats it while held: `await using lease = await client.slot(...)` releases it at the end of the scope. */
@@ -159,12 +160,13 @@ export class SluiceClient {
     const h: Record<string, string> = {};
     new Headers(headers).forEach((v, k) => (h[k] = v));
     const bytes = typeof body === "string" ? new TextEncoder().encode(body) : body;
-    return this.rpc.observe({ profile, status, headers: h, body: status >= 300 && bytes ? bytes.subarray(0, 16384) : new Uint8Array() });
+    return this.rpc.observe({ profile, status, headers: h, body: status >= 300 && bytes ? bytes.subarray(0, 16384) : new Uint8Array() }, { timeoutMs: this.timeoutMs });
   }
 
   /** observe() for a fetch Response, such as the OpenAI and Anthropic SDKs' `.withResponse()` gives. */
   async observeResponse(profile: string, response: Response): Promise<ObserveResponse> {
-    const body = response.status >= 300 ? await response.clone().text().catch(() => "") : undefined;
+    // A body already read (the application logged it) cannot be cloned: observe the headers alone.
+    const body = response.status >= 300 && !response.bodyUsed ? await response.clone().text().catch(() => "") : undefined;
     return this.observe(profile, response.status, response.headers, body);
   }
 
@@ -176,7 +178,7 @@ export class SluiceClient {
 
   /** The buckets' states (every bucket when none is named). */
   async peek(...dimensions: string[]): Promise<BucketState[]> {
-    return (await this.rpc.peek({ dimensions })).buckets;
+    return (await this.rpc.peek({ dimensions }, { timeoutMs: this.timeoutMs })).buckets;
   }
 
   private request(costs: Costs, opts: AcquireOptions) {
