@@ -263,15 +263,49 @@ func withBody(r *http.Request, raw []byte) *http.Request {
 	return r
 }
 
+// errorBodyWait bounds the wait for an error response's body: one that
+// stalls is classified by its headers alone, so that it holds no call.
+const errorBodyWait = 5 * time.Second
+
 // peekBody reads up to maxErrorBody bytes of rc and returns them with a
-// body that yields the same bytes and then the rest.
+// body that yields the same bytes and then the rest. When they take longer
+// than errorBodyWait it returns no bytes, and a body that yields them, as
+// they come, and then the rest.
 func peekBody(rc io.ReadCloser) ([]byte, io.ReadCloser) {
-	head, _ := io.ReadAll(io.LimitReader(rc, maxErrorBody))
-	return head, struct {
-		io.Reader
-		io.Closer
-	}{io.MultiReader(bytes.NewReader(head), rc), rc}
+	read := make(chan []byte, 1)
+	go func() {
+		head, _ := io.ReadAll(io.LimitReader(rc, maxErrorBody))
+		read <- head
+	}()
+	t := time.NewTimer(errorBodyWait)
+	defer t.Stop()
+	select {
+	case head := <-read:
+		return head, struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(head), rc), rc}
+	case <-t.C:
+		return nil, &lateBody{read: read, rc: rc}
+	}
 }
+
+// lateBody is an error body peekBody stopped waiting for: its first bytes
+// are still being read into read.
+type lateBody struct {
+	read chan []byte
+	rc   io.ReadCloser
+	r    io.Reader // once the first bytes came
+}
+
+func (b *lateBody) Read(p []byte) (int, error) {
+	if b.r == nil {
+		b.r = io.MultiReader(bytes.NewReader(<-b.read), b.rc)
+	}
+	return b.r.Read(p)
+}
+
+func (b *lateBody) Close() error { return b.rc.Close() } // ends the read in progress
 
 // neverSent reports an error that happened before a connection existed:
 // the dial failed or the name did not resolve.

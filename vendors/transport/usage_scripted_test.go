@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/store/memstore"
@@ -163,4 +165,47 @@ func TestPanicBelowEndsTheCall(t *testing.T) {
 	if len(evs) != 1 || evs[0].Outcome != transport.Charged {
 		t.Fatalf("events %+v, want one charged (the request may have been sent)", evs)
 	}
+}
+
+// An error response whose body stalls (headers sent, body not) does not
+// hold the call: after a short wait the Reactor takes the headers alone,
+// the call ends and its lease is released, and the caller still reads the
+// whole body as it comes.
+func TestStalledErrorBodyHoldsNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := anthropicProfile(t, vendors.AnthropicLimits{RPM: 600, InputTPM: 30_000, OutputTPM: 8_000})
+		pr, pw := io.Pipe()
+		tr, events := scriptedEnv(t, p, rtFunc(func(r *http.Request) (*http.Response, error) {
+			h := http.Header{}
+			h.Set("Content-Type", "application/json")
+			h.Set("retry-after", "2")
+			return &http.Response{StatusCode: 429, Header: h, Body: pr, Request: r}, nil
+		}))
+		req, _ := http.NewRequest("POST", "http://"+simHost+"/v1/messages", strings.NewReader(`{"model":"claude-sonnet-4","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}`))
+		var resp *http.Response
+		var err error
+		done := make(chan struct{})
+		go func() { resp, err = tr.RoundTrip(req); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Error("RoundTrip still waits for the stalled error body after 30 s")
+			_ = pw.CloseWithError(io.ErrUnexpectedEOF)
+			<-done
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if evs := events(); len(evs) != 1 || evs[0].Outcome != transport.Rejected {
+			t.Fatalf("events %+v, want the call ended as rejected", evs)
+		}
+		const body = `{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}`
+		go func() { _, _ = io.WriteString(pw, body); _ = pw.Close() }()
+		got, err := io.ReadAll(resp.Body)
+		if err != nil || string(got) != body {
+			t.Errorf("the caller read %q, %v; want the whole body", got, err)
+		}
+		resp.Body.Close()
+	})
 }
