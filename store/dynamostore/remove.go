@@ -166,7 +166,11 @@ func (s *Store) removeTx(uuid string, names []string, lis []*leaseItem, rows map
 		}
 		bi, err := decodeBucket(row)
 		if err != nil {
-			return nil, err
+			// A row Sluice cannot decode (written by another client with
+			// values it refuses; Peek reports it): nothing can be restored
+			// into it, as into a missing one. Refusing would leave the
+			// lease for every later pass to fail on.
+			continue
 		}
 		li := present[dim]
 		h, holds := bi.holders[uuid]
