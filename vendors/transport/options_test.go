@@ -10,6 +10,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/anthropics/anthropic-sdk-go"
+	aoption "github.com/anthropics/anthropic-sdk-go/option"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/azure"
 	"github.com/openai/openai-go/v3/option"
@@ -150,4 +152,68 @@ func TestNewErrors(t *testing.T) {
 	if _, err := transport.New(e.client, []vendors.Profile{p}, transport.WithRoute(transport.Route{Host: "a/b", Vendor: vendors.OpenAI})); !errors.As(err, &fe) || fe.Field != "routes[0].host" {
 		t.Errorf("bad host: %v", err)
 	}
+}
+
+// Through the SDKs' middleware, a refusal that another attempt could not
+// change (a slot past the deadline, a model no profile meters) ends the
+// SDK's call at once: its retry loop, which retries any error without a
+// response, is told not to (x-should-retry: false).
+func TestMiddlewareRefusalIsNotRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := openAIProfile(t, vendors.OpenAILimits{Model: "gpt-4o", TPM: 1000})
+		e := newEnvClock(t, vendorsim.Config{Vendor: vendorsim.OpenAI, Limits: vendorsim.Limits{TPM: 1000}}, p, nil)
+		oc := openai.NewClient(option.WithBaseURL("http://"+simHost+"/v1/"), option.WithAPIKey("sk"), option.WithMaxRetries(2),
+			option.WithHTTPClient(&http.Client{Transport: pipeRT{e.sim}}), option.WithMiddleware(e.tr.Middleware))
+		params := openai.ChatCompletionNewParams{Model: "gpt-4o", MaxTokens: openai.Int(900),
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello there")}}
+		if _, err := oc.Chat.Completions.New(testCtx(t), params, option.WithHeader(vendorsim.HeaderOutputTokens, "900")); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := oc.Chat.Completions.New(ctx, params); !errors.Is(err, sluice.ErrSlotTimeout) {
+			t.Fatalf("error %v, want a slot timeout", err)
+		}
+		other := params
+		other.Model = "gpt-unmetered"
+		if _, err := oc.Chat.Completions.New(testCtx(t), other); !errors.Is(err, transport.ErrUnmeteredModel) {
+			t.Fatalf("error %v, want ErrUnmeteredModel", err)
+		}
+		denied := 0
+		for _, ev := range e.eventList() {
+			if ev.Outcome == transport.Denied {
+				denied++
+			}
+		}
+		if denied != 2 {
+			t.Errorf("%d denied attempts for two refused calls, want 2 (the SDK retried them)", denied)
+		}
+	})
+}
+
+// The same through the Anthropic SDK's middleware.
+func TestAnthropicMiddlewareRefusalIsNotRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := anthropicProfile(t, vendors.AnthropicLimits{RPM: 600, InputTPM: 30_000, OutputTPM: 1_000})
+		e := newEnvClock(t, vendorsim.Config{Vendor: vendorsim.Anthropic, Limits: vendorsim.Limits{RPM: 600, ITPM: 30_000, OTPM: 1_000}}, p, nil)
+		ac := anthropic.NewClient(aoption.WithBaseURL("http://"+simHost), aoption.WithAPIKey("sk-ant"), aoption.WithMaxRetries(2),
+			aoption.WithHTTPClient(&http.Client{Transport: pipeRT{e.sim}}), aoption.WithMiddleware(e.tr.Middleware))
+		if _, err := ac.Messages.New(testCtx(t), messageParams(900), aoption.WithHeader(vendorsim.HeaderOutputTokens, "900")); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := ac.Messages.New(ctx, messageParams(900)); !errors.Is(err, sluice.ErrSlotTimeout) {
+			t.Fatalf("error %v, want a slot timeout", err)
+		}
+		denied := 0
+		for _, ev := range e.eventList() {
+			if ev.Outcome == transport.Denied {
+				denied++
+			}
+		}
+		if denied != 1 {
+			t.Errorf("%d denied attempts for one refused call, want 1 (the SDK retried it)", denied)
+		}
+	})
 }

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -45,9 +46,32 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 //
 // to the OpenAI and Anthropic SDKs, in place of WithHTTPClient: the SDK's
 // own HTTP client then sends the request, and its retries each pass
-// through the middleware.
+// through the middleware. A refusal that another attempt could not change
+// (a slot past the request's deadline, a model no profile meters, a
+// dimension or cost the store refuses) comes back with a stand-in response
+// saying x-should-retry: false beside the error, so that the SDK returns
+// the error at once rather than retrying it with its own backoff.
 func (t *Transport) Middleware(req *http.Request, next func(*http.Request) (*http.Response, error)) (*http.Response, error) {
-	return t.do(req, next)
+	resp, err := t.do(req, next)
+	if err != nil && resp == nil && final(err) {
+		h := http.Header{}
+		h.Set("X-Should-Retry", "false")
+		var ste *sluice.SlotTimeoutError
+		if errors.As(err, &ste) {
+			h.Set("Retry-After-Ms", strconv.FormatInt(ste.RetryIn.Milliseconds(), 10))
+		}
+		return &http.Response{StatusCode: http.StatusTooManyRequests, Status: "429 Refused by Sluice", Header: h,
+			Body: http.NoBody, Request: req, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}, err
+	}
+	return resp, err
+}
+
+// final reports a refusal that another attempt of the same request could
+// not change.
+func final(err error) bool {
+	var fe *sluice.FieldError
+	return errors.Is(err, sluice.ErrSlotTimeout) || errors.Is(err, ErrUnmeteredModel) ||
+		errors.Is(err, sluice.ErrUnknownDimension) || errors.Is(err, sluice.ErrCostExceedsCapacity) || errors.As(err, &fe)
 }
 
 // sender sends a request: the base transport's RoundTrip, or a
