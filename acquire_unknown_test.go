@@ -362,3 +362,49 @@ func TestFailOpenReleasesALostGrant(t *testing.T) {
 		}
 	})
 }
+
+// Failing open, the store's lease of a lost grant stays counted while the
+// degraded lease is held: another process is refused the slot until the
+// degraded holder releases it (two holders on a limit of one otherwise).
+func TestFailOpenLostGrantCountsWhileHeld(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		mem := memstore.New()
+		st := &lostAcquireStore{Forward: contract.Forward{Store: mem}, lose: 1}
+		a, err := sluice.New(st, config(failOpen))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.Close()
+		b, err := sluice.New(mem) // another process of the fleet
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		if err := a.PutBucket(ctx, sluice.Bucket{Name: "v#concurrent", Config: sluice.ConcurrentLimit(1)}); err != nil {
+			t.Fatal(err)
+		}
+		res, err := a.Acquire(ctx, "v#concurrent", sluice.WithTTL(time.Hour))
+		if err != nil || !res.Degraded {
+			t.Fatalf("acquire = %+v, %v; want a degraded grant", res, err)
+		}
+		time.Sleep(10 * time.Second) // the degraded holder works; the store is healthy
+		synctest.Wait()
+		other, err := b.Acquire(ctx, "v#concurrent")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if other.Granted() {
+			_ = other.Lease.Release(ctx)
+			t.Errorf("another process was granted the only slot while the degraded lease is held")
+		}
+		if err := res.Lease.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if other, err := b.Acquire(ctx, "v#concurrent"); err != nil || !other.Granted() {
+			t.Errorf("after the degraded lease's release: %v, %v; want the slot", other.Outcome, err)
+		}
+	})
+}

@@ -259,10 +259,12 @@ func (c *Client) decide(ctx context.Context, a *acquisition, items []store.Item,
 			// Fail open only for the store's own failure: a caller whose
 			// deadline passed or who cancelled gets that error, never an
 			// uncounted grant. The store may have granted it all the same:
-			// its lease is released in the background, as when failing
-			// closed, and the degraded lease's release stays local.
-			c.releaseUnknown(ctx, req, err)
-			return c.degraded(ctx, a, err), nil
+			// its lease stays counted while the degraded one is held, and
+			// is released in the background, as when failing closed, once
+			// the degraded lease is released.
+			r := c.degraded(ctx, a, err)
+			r.Lease.lost, r.Lease.lostErr = req, err
+			return r, nil
 		case callerDone(ctx):
 			c.releaseUnknown(ctx, req, err)
 			return Result{}, fmt.Errorf("sluice: acquire: %w (store: %w)", callerCause(ctx), err)

@@ -32,6 +32,11 @@ type Lease struct {
 	// chainFrom is when the store granted the lease, kept across
 	// hand-overs: a chain of them ends one TTL after it (see handOver).
 	chainFrom time.Time
+	// lost is, for a degraded lease, the acquisition whose answer was
+	// lost (lostErr) under the same id: the store may have granted it, and
+	// its release starts when this lease is released (see unknown.go).
+	lost      *store.AcquireRequest
+	lostErr   error
 	expiresAt time.Time // the store's expiry (its clock)
 	ttl       time.Duration
 	// localExpiry is the expiry by the client's clock, which decides for
@@ -181,6 +186,10 @@ func (l *Lease) Release(ctx context.Context) error {
 	}
 	if !l.recorded || l.degraded {
 		l.released = true
+		if l.lost != nil {
+			l.c.releaseUnknown(ctx, l.lost, l.lostErr)
+			l.lost = nil
+		}
 		l.c.leaseEvent(ctx, "release.ok", l)
 		l.c.released(ctx, l, false, nil)
 		return nil
