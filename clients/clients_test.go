@@ -48,6 +48,7 @@ dimensions:
   py#many: {type: concurrent, capacity: 2}
   py#cancel: {type: concurrent, capacity: 2}
   py#nottl: {type: concurrent, capacity: 2}
+  py#retry: {type: concurrent, capacity: 2}
   ts#hung: {type: concurrent, capacity: 2}
   ts#retry: {type: concurrent, capacity: 2}
 `

@@ -1,9 +1,8 @@
 """A client of `sluice serve`: share vendor API limits with a Go fleet.
 
-Speaks the Sluice API v1 over Connect's JSON protocol with the standard
-library alone (Python 3.9+). Every call is a coroutine; its HTTP request runs
-in a thread of the client's own (waits on threads apart, so that releases never
-queue behind them), on a kept-alive connection (one per call in flight).
+Speaks the Sluice API v1 over Connect's JSON protocol with the standard library alone
+(Python 3.9+). Every call is a coroutine; its HTTP request runs in a thread of the client's
+(waits on threads apart, so releases never queue behind them) on a kept-alive connection.
 
     client = Client("http://127.0.0.1:7070", token=os.environ.get("SLUICE_TOKEN"))
     async with client.slot({"openai#gpt-4o#rpm": 1, "openai#gpt-4o#tpm": 2000}) as lease:
@@ -209,7 +208,8 @@ class Client:
         try:
             return await asyncio.wrap_future(fut)
         except asyncio.CancelledError:
-            if method in ("Acquire", "Wait"):  # its thread goes on: give back what it gets
+            # Its thread goes on: give back what it gets, unless a resend (its key) takes it.
+            if method in ("Acquire", "Wait") and not body.get("idempotencyKey"):
                 fut.add_done_callback(self._give_back)
             raise
 

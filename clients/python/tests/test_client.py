@@ -254,3 +254,26 @@ class HostileTest(unittest.IsolatedAsyncioTestCase):
             await client.peek()
         srv.close()
         self.assertEqual(ctx.exception.code, "unavailable")
+
+
+class IdempotentRetryTest(unittest.IsolatedAsyncioTestCase):
+    async def test_retry_after_cancel_holds_its_slot(self):
+        # A wait with an idempotency key, cancelled and sent again with the
+        # key (what the key is for), gets the first call's lease: the
+        # client must not have given it back.
+        client = Client(URL, token=TOKEN, timeout=10)
+        holder = await client.acquire({"py#retry": 2})
+        self.assertTrue(holder)
+        task = asyncio.ensure_future(client.wait({"py#retry": 2}, max_wait=5, idempotency_key="order-42"))
+        await asyncio.sleep(0.3)
+        task.cancel()
+        with self.assertRaises(asyncio.CancelledError):
+            await task
+        await holder.release()  # the server's wait is granted now
+        await asyncio.sleep(0.5)
+        lease = await client.wait({"py#retry": 2}, max_wait=5, idempotency_key="order-42")
+        self.assertTrue(lease)
+        state = (await client.peek("py#retry"))[0]
+        self.assertEqual(state.get("tokensMilli", "0"), "0", "the retried wait's lease was released by the client")
+        self.assertFalse(await client.acquire({"py#retry": 2}), "another caller got the slots the retried wait holds")
+        await lease.release()
