@@ -377,20 +377,13 @@ func (a *api) mayAcquire(ctx context.Context, key string, items []*sluicev1.Item
 	if key == "" || auth.FromContext(ctx) == nil {
 		return nil
 	}
-	reqs, err := requests(items)
-	if err != nil {
-		return err
-	}
-	dims := make([]string, len(reqs))
-	for i, r := range reqs {
-		dims[i] = r.Dimension
-	}
-	return auth.Check(ctx, auth.Acquire, dims...)
+	_, err := mayAcquireItems(ctx, items)
+	return err
 }
 
-// authorized converts a request's items, checks that the caller may
-// acquire them, and resolves zero costs.
-func (a *api) authorized(ctx context.Context, items []*sluicev1.Item) ([]sluice.Request, error) {
+// mayAcquireItems converts a request's items and checks that the caller
+// may acquire them.
+func mayAcquireItems(ctx context.Context, items []*sluicev1.Item) ([]sluice.Request, error) {
 	reqs, err := requests(items)
 	if err != nil {
 		return nil, err
@@ -399,7 +392,14 @@ func (a *api) authorized(ctx context.Context, items []*sluicev1.Item) ([]sluice.
 	for i, r := range reqs {
 		dims[i] = r.Dimension
 	}
-	if err := auth.Check(ctx, auth.Acquire, dims...); err != nil {
+	return reqs, auth.Check(ctx, auth.Acquire, dims...)
+}
+
+// authorized converts a request's items, checks that the caller may
+// acquire them, and resolves zero costs.
+func (a *api) authorized(ctx context.Context, items []*sluicev1.Item) ([]sluice.Request, error) {
+	reqs, err := mayAcquireItems(ctx, items)
+	if err != nil {
 		return nil, err
 	}
 	if err := a.resolveCosts(ctx, reqs); err != nil {

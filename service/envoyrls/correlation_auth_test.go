@@ -11,7 +11,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ontopix/sluice"
 	"github.com/ontopix/sluice/service/auth"
 	"github.com/ontopix/sluice/service/envoyrls"
 	"github.com/ontopix/sluice/store/memstore"
@@ -37,24 +36,7 @@ func TestCorrelationBelongsToItsPrincipal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := sluice.New(memstore.New())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	for _, b := range buckets {
-		if err := c.PutBucket(context.Background(), b); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cfg, err := envoyrls.ParseConfig("envoy.yaml", []byte(config))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := envoyrls.New(c, *cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, s := directServer(t, memstore.New(), buckets)
 	path, h := s.Handler()
 	mux := http.NewServeMux()
 	mux.Handle(path, a.Middleware(h))

@@ -179,12 +179,7 @@ func TestMiddlewareRefusalIsNotRetried(t *testing.T) {
 		if _, err := oc.Chat.Completions.New(testCtx(t), other); !errors.Is(err, transport.ErrUnmeteredModel) {
 			t.Fatalf("error %v, want ErrUnmeteredModel", err)
 		}
-		denied := 0
-		for _, ev := range e.eventList() {
-			if ev.Outcome == transport.Denied {
-				denied++
-			}
-		}
+		denied := deniedCount(e)
 		if denied != 2 {
 			t.Errorf("%d denied attempts for two refused calls, want 2 (the SDK retried them)", denied)
 		}
@@ -206,14 +201,20 @@ func TestAnthropicMiddlewareRefusalIsNotRetried(t *testing.T) {
 		if _, err := ac.Messages.New(ctx, messageParams(900)); !errors.Is(err, sluice.ErrSlotTimeout) {
 			t.Fatalf("error %v, want a slot timeout", err)
 		}
-		denied := 0
-		for _, ev := range e.eventList() {
-			if ev.Outcome == transport.Denied {
-				denied++
-			}
-		}
+		denied := deniedCount(e)
 		if denied != 1 {
 			t.Errorf("%d denied attempts for one refused call, want 1 (the SDK retried it)", denied)
 		}
 	})
+}
+
+// deniedCount counts e's denied calls.
+func deniedCount(e *env) int {
+	n := 0
+	for _, ev := range e.eventList() {
+		if ev.Outcome == transport.Denied {
+			n++
+		}
+	}
+	return n
 }
